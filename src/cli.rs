@@ -1,0 +1,26 @@
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Exit status for an operational failure (bad input, engine error, ...).
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit status for a gate that ran and found problems (drift, failed check).
+pub const EXIT_GATE: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(name = "sunaba-images", version, about = "Build, verify and pin the Sunaba sandbox images")]
+pub struct Cli {
+    /// Path to the image family manifest.
+    #[arg(long, global = true, default_value = "images.toml", env = "SUNABA_MANIFEST")]
+    pub manifest: PathBuf,
+    /// Environment profile from images.toml (e.g. `local`).
+    #[arg(long, global = true, env = "SUNABA_PROFILE")]
+    pub profile: Option<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Render docker/Dockerfile.<variant> and healthchecks from templates/.
+    Render(crate::commands::render::Args),
+}

@@ -1,0 +1,20 @@
+//! One module per verb, each with its `Args` and `run()`.
+
+pub mod render;
+
+use crate::cli::{Cli, Command};
+use std::process::ExitCode;
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let global = Global { manifest: cli.manifest, profile: cli.profile };
+    match cli.command {
+        Command::Render(args) => render::run(&global, args),
+    }
+}
+
+/// Options every command shares.
+#[derive(Debug, Clone)]
+pub struct Global {
+    pub manifest: std::path::PathBuf,
+    pub profile: Option<String>,
+}

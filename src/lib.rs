@@ -1,0 +1,21 @@
+//! sunaba-images: builds, verifies and pins the Sunaba sandbox image family
+//! declared in `images.toml`.
+
+pub mod cli;
+pub mod commands;
+
+use std::process::ExitCode;
+
+/// Parses the command line, runs the command and maps the outcome to an exit
+/// status. Errors are printed once, with their whole context chain.
+pub fn main_entry() -> ExitCode {
+    use clap::Parser;
+    let cli = cli::Cli::parse();
+    match commands::run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(cli::EXIT_FAILURE)
+        }
+    }
+}

@@ -1,0 +1,3 @@
+fn main() -> std::process::ExitCode {
+    sunaba_images::main_entry()
+}
