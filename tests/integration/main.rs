@@ -1,0 +1,5 @@
+//! The one integration test binary: every module runs the real
+//! `sunaba-images` binary (see `support::Cli`) against real files and, where
+//! needed, the real engine and registry that `scripts/dev-env up` provides.
+
+mod support;
