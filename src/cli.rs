@@ -7,10 +7,19 @@ pub const EXIT_FAILURE: u8 = 1;
 pub const EXIT_GATE: u8 = 2;
 
 #[derive(Debug, Parser)]
-#[command(name = "sunaba-images", version, about = "Build, verify and pin the Sunaba sandbox images")]
+#[command(
+    name = "sunaba-images",
+    version,
+    about = "Build, verify and pin the Sunaba sandbox images"
+)]
 pub struct Cli {
     /// Path to the image family manifest.
-    #[arg(long, global = true, default_value = "images.toml", env = "SUNABA_MANIFEST")]
+    #[arg(
+        long,
+        global = true,
+        default_value = "images.toml",
+        env = "SUNABA_MANIFEST"
+    )]
     pub manifest: PathBuf,
     /// Environment profile from images.toml (e.g. `local`).
     #[arg(long, global = true, env = "SUNABA_PROFILE")]

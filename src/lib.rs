@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod fsutil;
 
 use std::process::ExitCode;
 

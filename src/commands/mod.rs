@@ -6,7 +6,10 @@ use crate::cli::{Cli, Command};
 use std::process::ExitCode;
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let global = Global { manifest: cli.manifest, profile: cli.profile };
+    let global = Global {
+        manifest: cli.manifest,
+        profile: cli.profile,
+    };
     match cli.command {
         Command::Render(args) => render::run(&global, args),
     }

@@ -21,7 +21,8 @@ impl Cli {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sunaba-images"));
         cmd.current_dir(dir);
         // Tests choose their own profile and manifest explicitly.
-        cmd.env_remove("SUNABA_PROFILE").env_remove("SUNABA_MANIFEST");
+        cmd.env_remove("SUNABA_PROFILE")
+            .env_remove("SUNABA_MANIFEST");
         Cli { cmd }
     }
     pub fn args<I, S>(mut self, args: I) -> Self
@@ -114,7 +115,10 @@ pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             if path.is_dir() {
                 walk(base, &path, out);
             } else {
-                out.insert(path.strip_prefix(base).unwrap().to_path_buf(), std::fs::read(&path).unwrap());
+                out.insert(
+                    path.strip_prefix(base).unwrap().to_path_buf(),
+                    std::fs::read(&path).unwrap(),
+                );
             }
         }
     }
@@ -146,7 +150,13 @@ pub fn services(test: &str) -> Option<Services> {
         get("SUNABA_BASE_REF"),
     ) {
         (Some(docker_host), Some(engine), Some(registry), Some(base_image), Some(base_ref)) => {
-            Some(Services { docker_host, engine, registry, base_image, base_ref })
+            Some(Services {
+                docker_host,
+                engine,
+                registry,
+                base_image,
+                base_ref,
+            })
         }
         _ => {
             let msg = format!(
@@ -164,7 +174,10 @@ pub fn services(test: &str) -> Option<Services> {
 
 /// Only the registry (for registry tests that need no engine).
 pub fn registry(test: &str) -> Option<String> {
-    match std::env::var("SUNABA_REGISTRY").ok().filter(|v| !v.is_empty()) {
+    match std::env::var("SUNABA_REGISTRY")
+        .ok()
+        .filter(|v| !v.is_empty())
+    {
         Some(r) => Some(r),
         None => {
             let msg = format!("{test}: SUNABA_REGISTRY is not set (run `scripts/dev-env up`)");

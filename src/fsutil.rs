@@ -1,0 +1,135 @@
+//! File writes that never leave a half-written file, and an advisory lock for
+//! files that two processes could rewrite.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot lock {path}: {source}")]
+    Lock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Writes `bytes` to `path` atomically: a temp file in the same directory,
+/// fsync, rename over the target, fsync the directory. Readers see either the
+/// old content or the new, never a mix; a crash leaves the old file intact.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
+    let err = |source| FsError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).map_err(err)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(
+            ".{}.",
+            path.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default()
+        ))
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(err)?;
+    tmp.write_all(bytes).map_err(err)?;
+    // Keep the target's permissions (e.g. an executable script stays executable).
+    if let Ok(meta) = std::fs::metadata(path) {
+        tmp.as_file()
+            .set_permissions(meta.permissions())
+            .map_err(err)?;
+    }
+    tmp.as_file().sync_all().map_err(err)?;
+    tmp.persist(path).map_err(|e| err(e.error))?;
+    if let Ok(d) = File::open(dir) {
+        // Makes the rename itself durable; not all filesystems allow it.
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// An exclusive advisory lock on `<path>.lock`, held until dropped. Used around
+/// read-modify-write cycles so concurrent writers cannot lose an update.
+pub struct FileLock {
+    _file: File,
+    pub path: PathBuf,
+}
+
+impl FileLock {
+    /// Blocks until the lock is acquired.
+    pub fn acquire(target: &Path) -> Result<FileLock, FsError> {
+        let mut name = target.file_name().unwrap_or_default().to_os_string();
+        name.push(".lock");
+        let path = target.with_file_name(name);
+        let err = |source| FsError::Lock {
+            path: path.clone(),
+            source,
+        };
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(err)?;
+        file.lock().map_err(err)?;
+        Ok(FileLock { _file: file, path })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_content_and_keeps_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.sh");
+        std::fs::write(&path, "old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        atomic_write(&path, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
+        // No temp files left behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn atomic_write_creates_missing_parent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a/b/c.txt");
+        atomic_write(&path, b"x").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"x");
+    }
+
+    #[test]
+    fn lock_excludes_a_second_holder_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("pins.json");
+        let first = FileLock::acquire(&target).unwrap();
+        let other = OpenOptions::new().write(true).open(&first.path).unwrap();
+        assert!(
+            other.try_lock().is_err(),
+            "second lock must not be granted while held"
+        );
+        drop(first);
+        assert!(other.try_lock().is_ok());
+    }
+}
