@@ -4,6 +4,8 @@
 pub mod cli;
 pub mod commands;
 pub mod fsutil;
+pub mod manifest;
+pub mod render;
 
 use std::process::ExitCode;
 

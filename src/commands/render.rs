@@ -1,13 +1,138 @@
+//! `sunaba-images render [--check] [--json]`: writes (or, with `--check`,
+//! only compares) every generated file. Everything is rendered in memory
+//! first; an error anywhere writes nothing.
+
 use super::Global;
+use crate::cli::EXIT_GATE;
+use crate::fsutil::atomic_write;
+use crate::manifest::Manifest;
+use crate::render::{self, GENERATED_MARKER, Plan};
+use anyhow::Context;
+use std::path::Path;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Render in memory and fail with a diff when committed files differ.
+    /// Render in memory and exit non-zero with a diff when committed files
+    /// differ or stray generated files remain. Writes nothing (the CI gate).
     #[arg(long)]
     pub check: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
-pub fn run(_global: &Global, _args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("render is being written")
+pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
+    let manifest = Manifest::load(&global.manifest).context("loading the image family manifest")?;
+    let rendered = render::render(&manifest).context("rendering the generated files")?;
+    let plan =
+        render::plan(&rendered, &manifest.root).context("comparing with the committed files")?;
+
+    if args.check {
+        report_check(&plan, args.json);
+        return Ok(if plan.is_clean() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(EXIT_GATE)
+        });
+    }
+
+    // Only files carrying our marker are removed: a hand-made file that
+    // happens to match the naming pattern is reported, never deleted.
+    let (removable, foreign): (Vec<_>, Vec<_>) = plan
+        .stray
+        .iter()
+        .partition(|p| is_ours(&manifest.root.join(p)));
+    for path in plan
+        .missing
+        .iter()
+        .chain(plan.drifted.iter().map(|(p, _, _)| p))
+    {
+        atomic_write(&manifest.root.join(path), rendered.files[path].as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    for path in &removable {
+        std::fs::remove_file(manifest.root.join(path))
+            .with_context(|| format!("removing stray {}", path.display()))?;
+    }
+    if args.json {
+        let v = serde_json::json!({
+            "written": plan.missing.iter().chain(plan.drifted.iter().map(|(p, _, _)| p)).collect::<Vec<_>>(),
+            "removed": removable,
+            "unchanged": plan.unchanged,
+            "foreign": foreign,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        for p in &plan.missing {
+            println!("created   {}", p.display());
+        }
+        for (p, _, _) in &plan.drifted {
+            println!("updated   {}", p.display());
+        }
+        for p in &removable {
+            println!(
+                "removed   {} (no variant produces it any more)",
+                p.display()
+            );
+        }
+        for p in &foreign {
+            println!(
+                "kept      {} (looks generated but has no sunaba-images header; remove it by hand)",
+                p.display()
+            );
+        }
+        println!(
+            "render: {} file(s) written, {} removed, {} unchanged",
+            plan.missing.len() + plan.drifted.len(),
+            removable.len(),
+            plan.unchanged.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn is_ours(path: &Path) -> bool {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().take(3).any(|l| l.contains(GENERATED_MARKER)))
+        .unwrap_or(false)
+}
+
+fn report_check(plan: &Plan, json: bool) {
+    if json {
+        let v = serde_json::json!({
+            "up_to_date": plan.is_clean(),
+            "drifted": plan.drifted.iter().map(|(p, _, _)| p).collect::<Vec<_>>(),
+            "missing": plan.missing,
+            "stray": plan.stray,
+            "unchanged": plan.unchanged.len(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        return;
+    }
+    for (path, committed, rendered) in &plan.drifted {
+        print!("{}", render::unified_diff(path, committed, rendered));
+    }
+    for p in &plan.missing {
+        println!("missing: {} is generated but not in the tree", p.display());
+    }
+    for p in &plan.stray {
+        println!(
+            "stray: {} is not produced by any variant in the manifest; delete it (or run `sunaba-images render`)",
+            p.display()
+        );
+    }
+    if plan.is_clean() {
+        println!(
+            "render --check: {} generated file(s) up to date",
+            plan.unchanged.len()
+        );
+    } else {
+        eprintln!(
+            "render --check: {} drifted, {} missing, {} stray; run `sunaba-images render` and commit the result",
+            plan.drifted.len(),
+            plan.missing.len(),
+            plan.stray.len()
+        );
+    }
 }

@@ -1,0 +1,1145 @@
+//! `images.toml`: the image family as data.
+//!
+//! Loading is two steps: serde parses the file with `deny_unknown_fields`
+//! (a typo is an error naming the line and key), then [`validate`] checks every
+//! cross-reference and collects *all* problems, each naming the line, the key
+//! path and what to do, so one run shows everything that is wrong.
+
+use regex::Regex;
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+use toml::Spanned;
+
+/// The only manifest schema this build understands.
+pub const SCHEMA: u32 = 1;
+/// Fragment scripts must live below this directory of the project root.
+pub const FRAGMENT_DIR: &str = "docker";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: {count} problem(s):\n{list}", count = problems.len(), list = ProblemList(problems))]
+    Invalid {
+        path: PathBuf,
+        problems: Vec<Problem>,
+    },
+    #[error(
+        "{path}: unknown profile `{name}` (declared profiles: {known}); add [profiles.{name}] or pick one of those"
+    )]
+    UnknownProfile {
+        path: PathBuf,
+        name: String,
+        known: String,
+    },
+    #[error("{path}: unknown variant `{name}` (declared variants: {known})")]
+    UnknownVariant {
+        path: PathBuf,
+        name: String,
+        known: String,
+    },
+}
+
+/// One thing wrong with the manifest: where, which key, what, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// 1-based line in images.toml, when the key has a position.
+    pub line: Option<usize>,
+    /// Dotted key path, e.g. `fragments.python.provides`.
+    pub key: String,
+    pub message: String,
+    pub hint: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "line {line}: {}: {}", self.key, self.message)?,
+            None => write!(f, "{}: {}", self.key, self.message)?,
+        }
+        if !self.hint.is_empty() {
+            write!(f, " (hint: {})", self.hint)?;
+        }
+        Ok(())
+    }
+}
+
+struct ProblemList<'a>(&'a [Problem]);
+
+impl fmt::Display for ProblemList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "  - {p}")?;
+        }
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------ raw (serde) ---
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    schema: Spanned<u32>,
+    repository: String,
+    upstream: String,
+    default: Spanned<String>,
+    source: Option<String>,
+    #[serde(default)]
+    languages: BTreeMap<String, Vec<Spanned<String>>>,
+    tools: BTreeMap<String, RawTool>,
+    fragments: BTreeMap<String, RawFragment>,
+    variants: BTreeMap<String, RawVariant>,
+    #[serde(default)]
+    profiles: BTreeMap<String, Profile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTool {
+    probe: Spanned<Vec<String>>,
+    version: Option<Spanned<String>>,
+    min: Option<Spanned<String>>,
+    #[serde(default)]
+    presence_only: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFragment {
+    script: Spanned<String>,
+    provides: Vec<Spanned<String>>,
+    #[serde(default)]
+    args: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVariant {
+    parent: Option<Spanned<String>>,
+    fragments: Vec<Spanned<String>>,
+    #[serde(default)]
+    aliases: Vec<Spanned<String>>,
+    #[serde(default)]
+    serves: Vec<Spanned<String>>,
+    size_budget: Spanned<String>,
+}
+
+// ------------------------------------------------------------- validated ---
+
+/// Environment overrides (`[profiles.NAME]`). Every key is optional.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub repository: Option<String>,
+    pub upstream: Option<String>,
+    pub ca_bundle: Option<PathBuf>,
+    pub engine: Option<String>,
+    #[serde(default)]
+    pub insecure_registries: Vec<String>,
+}
+
+/// The settings in force once a profile (if any) is applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub profile: Option<String>,
+    pub repository: String,
+    pub upstream: String,
+    pub ca_bundle: Option<PathBuf>,
+    pub engine: Option<String>,
+    pub insecure_registries: Vec<String>,
+}
+
+/// A tool contract: what an image that owes the tool must answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tool {
+    pub name: String,
+    /// argv, run without a shell.
+    pub probe: Vec<String>,
+    /// POSIX ERE whose first capture group is the version; `None` for
+    /// presence-only tools.
+    pub version: Option<String>,
+    pub min: Option<String>,
+}
+
+impl Tool {
+    pub fn presence_only(&self) -> bool {
+        self.version.is_none()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fragment {
+    pub name: String,
+    /// Project-relative path, always below `docker/`.
+    pub script: PathBuf,
+    pub provides: Vec<String>,
+    /// Build arguments and their defaults, sorted by name.
+    pub args: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variant {
+    pub name: String,
+    /// Parent variant; `None` means built FROM the upstream image.
+    pub parent: Option<String>,
+    pub fragments: Vec<String>,
+    pub aliases: Vec<String>,
+    pub serves: Vec<String>,
+    /// Size budget in bytes.
+    pub size_budget: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// The manifest file as given.
+    pub path: PathBuf,
+    /// Directory holding the manifest: the project root and build context.
+    pub root: PathBuf,
+    pub repository: String,
+    pub upstream: String,
+    pub default: String,
+    pub source: Option<String>,
+    pub languages: BTreeMap<String, Vec<String>>,
+    pub tools: BTreeMap<String, Tool>,
+    pub fragments: BTreeMap<String, Fragment>,
+    pub variants: BTreeMap<String, Variant>,
+    pub profiles: BTreeMap<String, Profile>,
+}
+
+impl Manifest {
+    /// Reads, parses and validates `path`.
+    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_str_at(&text, path)
+    }
+
+    /// Parses and validates manifest text as if read from `path` (the path
+    /// decides the project root that fragment scripts are checked under).
+    pub fn from_str_at(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
+        let raw: RawManifest = toml::from_str(text).map_err(|e| ManifestError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let root = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let lines = LineIndex::new(text);
+        let (manifest, problems) = validate(raw, path, &root, &lines);
+        if problems.is_empty() {
+            Ok(manifest)
+        } else {
+            Err(ManifestError::Invalid {
+                path: path.to_path_buf(),
+                problems,
+            })
+        }
+    }
+
+    pub fn variant(&self, name: &str) -> Result<&Variant, ManifestError> {
+        self.variants
+            .get(name)
+            .ok_or_else(|| ManifestError::UnknownVariant {
+                path: self.path.clone(),
+                name: name.to_string(),
+                known: self.variants.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
+    }
+
+    /// The variant's ancestors, nearest first (parent, grandparent, ...).
+    pub fn ancestors(&self, variant: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut cur = self.variants.get(variant).and_then(|v| v.parent.clone());
+        while let Some(name) = cur {
+            if out.contains(&name) {
+                break; // cycles are rejected by validation; never loop
+            }
+            cur = self.variants.get(&name).and_then(|v| v.parent.clone());
+            out.push(name);
+        }
+        out
+    }
+
+    /// Every tool the variant owes: its ancestors' fragments' tools first
+    /// (root-most first), then its own, in declaration order, without repeats.
+    pub fn owed_tools(&self, variant: &str) -> Vec<String> {
+        let mut chain = self.ancestors(variant);
+        chain.reverse();
+        chain.push(variant.to_string());
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for v in chain {
+            let Some(v) = self.variants.get(&v) else {
+                continue;
+            };
+            for f in &v.fragments {
+                let Some(f) = self.fragments.get(f) else {
+                    continue;
+                };
+                for t in &f.provides {
+                    if seen.insert(t.clone()) {
+                        out.push(t.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// All variants, parents before children; siblings in name order.
+    pub fn build_order(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut placed = BTreeSet::new();
+        // Depth in the parent chain gives a stable topological order.
+        let mut by_depth: Vec<(usize, &String)> = self
+            .variants
+            .keys()
+            .map(|n| (self.ancestors(n).len(), n))
+            .collect();
+        by_depth.sort();
+        for (_, name) in by_depth {
+            if placed.insert(name.clone()) {
+                out.push(name.clone());
+            }
+        }
+        out
+    }
+
+    /// Direct children of a variant, in name order.
+    pub fn children(&self, variant: &str) -> Vec<String> {
+        self.variants
+            .values()
+            .filter(|v| v.parent.as_deref() == Some(variant))
+            .map(|v| v.name.clone())
+            .collect()
+    }
+
+    /// The variant an alias points at.
+    pub fn variant_for_alias(&self, alias: &str) -> Option<&Variant> {
+        self.variants
+            .values()
+            .find(|v| v.aliases.iter().any(|a| a == alias))
+    }
+
+    /// Every alias with its variant, sorted by alias.
+    pub fn aliases(&self) -> BTreeMap<String, String> {
+        self.variants
+            .values()
+            .flat_map(|v| v.aliases.iter().map(move |a| (a.clone(), v.name.clone())))
+            .collect()
+    }
+
+    /// Applies a profile to the family's defaults.
+    pub fn resolve_profile(&self, profile: Option<&str>) -> Result<Settings, ManifestError> {
+        let p =
+            match profile {
+                None => Profile::default(),
+                Some(name) => self.profiles.get(name).cloned().ok_or_else(|| {
+                    ManifestError::UnknownProfile {
+                        path: self.path.clone(),
+                        name: name.to_string(),
+                        known: if self.profiles.is_empty() {
+                            "none".to_string()
+                        } else {
+                            self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+                        },
+                    }
+                })?,
+            };
+        Ok(Settings {
+            profile: profile.map(str::to_string),
+            repository: p.repository.unwrap_or_else(|| self.repository.clone()),
+            upstream: p.upstream.unwrap_or_else(|| self.upstream.clone()),
+            ca_bundle: p.ca_bundle,
+            engine: p.engine,
+            insecure_registries: p.insecure_registries,
+        })
+    }
+}
+
+// ------------------------------------------------------------ validation ---
+
+/// Maps byte offsets to 1-based line numbers.
+struct LineIndex {
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    fn new(text: &str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        LineIndex { starts }
+    }
+    fn line(&self, offset: usize) -> usize {
+        match self.starts.binary_search(&offset) {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        }
+    }
+}
+
+struct Problems<'a> {
+    lines: &'a LineIndex,
+    list: Vec<Problem>,
+}
+
+impl Problems<'_> {
+    fn at<T>(
+        &mut self,
+        spanned: &Spanned<T>,
+        key: impl Into<String>,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) {
+        let line = Some(self.lines.line(spanned.span().start));
+        self.push(line, key, message, hint);
+    }
+    fn push(
+        &mut self,
+        line: Option<usize>,
+        key: impl Into<String>,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) {
+        self.list.push(Problem {
+            line,
+            key: key.into(),
+            message: message.into(),
+            hint: hint.into(),
+        });
+    }
+}
+
+fn known(names: impl IntoIterator<Item = impl AsRef<str>>) -> String {
+    let v: Vec<String> = names.into_iter().map(|s| s.as_ref().to_string()).collect();
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// Names end up in file names, image tags and shell words: keep them plain.
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_' || c == '.'
+        })
+}
+
+fn valid_arg_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_uppercase() || c == '_')
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// Parses a size such as `900MiB`, `1.5GiB`, `500MB` or `1048576` into bytes.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num.parse().ok()?;
+    let factor: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "KB" | "kB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    let bytes = value * factor;
+    (bytes.is_finite() && bytes > 0.0).then_some(bytes.round() as u64)
+}
+
+/// Formats bytes for people (`1.23 GiB`).
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.2} {}", UNITS[unit])
+    }
+}
+
+/// Checks that a version pattern works both in Rust and in the POSIX ERE
+/// engines (grep -E, sed -E) that the generated healthcheck uses.
+fn check_version_pattern(pattern: &str) -> Result<(), String> {
+    let re = Regex::new(pattern).map_err(|e| format!("not a valid regular expression: {e}"))?;
+    if re.captures_len() < 2 {
+        return Err("has no capture group; group 1 must capture the version".into());
+    }
+    for (bad, why) in [
+        ("\\d", "`\\d` is not POSIX ERE; use [0-9]"),
+        ("\\w", "`\\w` is not POSIX ERE; use [A-Za-z0-9_]"),
+        ("\\s", "`\\s` is not POSIX ERE; use [[:space:]]"),
+        ("\\b", "`\\b` is not POSIX ERE"),
+        ("(?", "`(?...)` groups are not POSIX ERE"),
+        ("#", "`#` is the healthcheck's sed delimiter"),
+        ("'", "single quotes are not allowed"),
+    ] {
+        if pattern.contains(bad) {
+            return Err(format!("uses {why}"));
+        }
+    }
+    if pattern.contains('\n') {
+        return Err("must be a single line".into());
+    }
+    Ok(())
+}
+
+/// A lenient version (`1.24`, `6.1.0`, `v20.1.0`) padded to three parts.
+pub fn parse_lenient_version(text: &str) -> Option<semver::Version> {
+    let t = text.trim().trim_start_matches('v');
+    let core = t.split(['-', '+']).next()?;
+    let mut parts: Vec<&str> = core.split('.').collect();
+    if parts.is_empty()
+        || parts.len() > 3
+        || parts
+            .iter()
+            .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return None;
+    }
+    while parts.len() < 3 {
+        parts.push("0");
+    }
+    semver::Version::parse(&parts.join(".")).ok()
+}
+
+/// Whether `path` (project-relative) stays strictly inside `docker/`.
+fn inside_fragment_dir(path: &Path) -> bool {
+    let mut comps = path.components();
+    if comps.next() != Some(Component::Normal(FRAGMENT_DIR.as_ref())) {
+        return false;
+    }
+    let rest: Vec<_> = comps.collect();
+    !rest.is_empty() && rest.iter().all(|c| matches!(c, Component::Normal(_)))
+}
+
+fn validate(
+    raw: RawManifest,
+    path: &Path,
+    root: &Path,
+    lines: &LineIndex,
+) -> (Manifest, Vec<Problem>) {
+    let mut p = Problems {
+        lines,
+        list: Vec::new(),
+    };
+
+    if *raw.schema.get_ref() != SCHEMA {
+        p.at(
+            &raw.schema,
+            "schema",
+            format!("unsupported schema {}", raw.schema.get_ref()),
+            format!("this sunaba-images reads schema {SCHEMA}"),
+        );
+    }
+
+    // Tools.
+    let mut tools = BTreeMap::new();
+    for (name, t) in raw.tools {
+        let key = format!("tools.{name}");
+        if !valid_name(&name) {
+            p.at(
+                &t.probe,
+                &key,
+                format!("invalid tool name `{name}`"),
+                "use lowercase letters, digits, `-`, `_`, `.`",
+            );
+        }
+        if t.probe.get_ref().is_empty() || t.probe.get_ref()[0].is_empty() {
+            p.at(
+                &t.probe,
+                format!("{key}.probe"),
+                "probe is empty",
+                "give the argv to run, e.g. [\"rg\", \"--version\"]",
+            );
+        }
+        match (&t.version, t.presence_only) {
+            (Some(v), true) => p.at(v, format!("{key}.version"), "`version` and `presence_only = true` exclude each other", "drop one of them"),
+            (None, false) => p.at(
+                &t.probe,
+                &key,
+                "no `version` pattern",
+                "add `version = '<ERE with a capture group>'`, or say `presence_only = true` if the probe only has to succeed",
+            ),
+            (Some(v), false) => {
+                if let Err(why) = check_version_pattern(v.get_ref()) {
+                    p.at(v, format!("{key}.version"), format!("pattern {why}"), "patterns are POSIX ERE (also valid Rust regex) with group 1 = version");
+                }
+            }
+            (None, true) => {}
+        }
+        if let Some(min) = &t.min {
+            if t.version.is_none() {
+                p.at(
+                    min,
+                    format!("{key}.min"),
+                    "`min` needs a `version` pattern",
+                    "add `version`, or drop `min`",
+                );
+            } else if parse_lenient_version(min.get_ref()).is_none() {
+                p.at(
+                    min,
+                    format!("{key}.min"),
+                    format!("`{}` is not a version", min.get_ref()),
+                    "write it as MAJOR.MINOR[.PATCH]",
+                );
+            }
+        }
+        tools.insert(
+            name.clone(),
+            Tool {
+                name,
+                probe: t.probe.into_inner(),
+                version: t.version.map(Spanned::into_inner),
+                min: t.min.map(Spanned::into_inner),
+            },
+        );
+    }
+
+    // Fragments.
+    let mut fragments = BTreeMap::new();
+    for (name, f) in raw.fragments {
+        let key = format!("fragments.{name}");
+        if !valid_name(&name) {
+            p.at(
+                &f.script,
+                &key,
+                format!("invalid fragment name `{name}`"),
+                "use lowercase letters, digits, `-`, `_`, `.`",
+            );
+        }
+        let script = PathBuf::from(f.script.get_ref());
+        if !inside_fragment_dir(&script) {
+            p.at(&f.script, format!("{key}.script"), format!("`{}` is outside {FRAGMENT_DIR}/", script.display()), format!("fragment scripts live under {FRAGMENT_DIR}/, e.g. {FRAGMENT_DIR}/install-{name}.sh"));
+        } else if !root.join(&script).is_file() {
+            p.at(
+                &f.script,
+                format!("{key}.script"),
+                format!("`{}` does not exist", script.display()),
+                format!("create {} or fix the path", root.join(&script).display()),
+            );
+        }
+        if f.provides.is_empty() {
+            p.push(
+                lines_of(&f.script, lines),
+                format!("{key}.provides"),
+                "provides no tools",
+                "list the tools this fragment installs; each must be a [tools.*] entry",
+            );
+        }
+        let mut provides = Vec::new();
+        for t in &f.provides {
+            if !tools.contains_key(t.get_ref()) {
+                p.at(
+                    t,
+                    format!("{key}.provides"),
+                    format!("unknown tool `{}`", t.get_ref()),
+                    format!(
+                        "declare [tools.{}] or use one of: {}",
+                        t.get_ref(),
+                        known(tools.keys())
+                    ),
+                );
+            } else if provides.contains(t.get_ref()) {
+                p.at(
+                    t,
+                    format!("{key}.provides"),
+                    format!("tool `{}` listed twice", t.get_ref()),
+                    "remove the repeat",
+                );
+            } else {
+                provides.push(t.get_ref().clone());
+            }
+        }
+        for arg in f.args.keys() {
+            if !valid_arg_name(arg) {
+                p.at(
+                    &f.script,
+                    format!("{key}.args.{arg}"),
+                    format!("invalid build argument name `{arg}`"),
+                    "use UPPER_CASE letters, digits and `_`",
+                );
+            }
+        }
+        fragments.insert(
+            name.clone(),
+            Fragment {
+                name,
+                script,
+                provides,
+                args: f.args,
+            },
+        );
+    }
+
+    // Variants.
+    let mut variants = BTreeMap::new();
+    let mut alias_uses: BTreeMap<String, Vec<(String, &Spanned<String>)>> = BTreeMap::new();
+    for (name, v) in &raw.variants {
+        let key = format!("variants.{name}");
+        if !valid_name(name) {
+            p.at(
+                &v.size_budget,
+                &key,
+                format!("invalid variant name `{name}`"),
+                "use lowercase letters, digits, `-`, `_`, `.`",
+            );
+        }
+        if let Some(parent) = &v.parent
+            && !raw.variants.contains_key(parent.get_ref())
+        {
+            p.at(
+                parent,
+                format!("{key}.parent"),
+                format!("unknown variant `{}`", parent.get_ref()),
+                format!("use one of: {}", known(raw.variants.keys())),
+            );
+        }
+        for f in &v.fragments {
+            if !fragments.contains_key(f.get_ref()) {
+                p.at(
+                    f,
+                    format!("{key}.fragments"),
+                    format!("unknown fragment `{}`", f.get_ref()),
+                    format!(
+                        "declare [fragments.{}] or use one of: {}",
+                        f.get_ref(),
+                        known(fragments.keys())
+                    ),
+                );
+            }
+        }
+        for a in &v.aliases {
+            if !valid_name(a.get_ref()) {
+                p.at(
+                    a,
+                    format!("{key}.aliases"),
+                    format!("invalid alias `{}`", a.get_ref()),
+                    "use lowercase letters, digits, `-`, `_`, `.`",
+                );
+            }
+            alias_uses
+                .entry(a.get_ref().clone())
+                .or_default()
+                .push((name.clone(), a));
+        }
+        for s in &v.serves {
+            if !raw.languages.contains_key(s.get_ref()) {
+                p.at(
+                    s,
+                    format!("{key}.serves"),
+                    format!("unknown language `{}`", s.get_ref()),
+                    format!("use one of: {}", known(raw.languages.keys())),
+                );
+            }
+        }
+        let size_budget = match parse_size(v.size_budget.get_ref()) {
+            Some(b) => b,
+            None => {
+                p.at(
+                    &v.size_budget,
+                    format!("{key}.size_budget"),
+                    format!("`{}` is not a size", v.size_budget.get_ref()),
+                    "write e.g. \"900MiB\" or \"1.5GiB\"",
+                );
+                0
+            }
+        };
+        variants.insert(
+            name.clone(),
+            Variant {
+                name: name.clone(),
+                parent: v.parent.as_ref().map(|s| s.get_ref().clone()),
+                fragments: v.fragments.iter().map(|s| s.get_ref().clone()).collect(),
+                aliases: v.aliases.iter().map(|s| s.get_ref().clone()).collect(),
+                serves: v.serves.iter().map(|s| s.get_ref().clone()).collect(),
+                size_budget,
+            },
+        );
+    }
+
+    // A repeated alias is reported where it repeats, in file order.
+    for (alias, mut uses) in alias_uses {
+        uses.sort_by_key(|u| u.1.span().start);
+        let first = uses[0].0.clone();
+        for (name, span) in &uses[1..] {
+            p.at(
+                *span,
+                format!("variants.{name}.aliases"),
+                format!("duplicate alias `{alias}` (also declared by variant `{first}`)"),
+                "an alias names exactly one variant; remove one",
+            );
+        }
+    }
+
+    // Parent cycles: follow each chain; a chain that returns to a variant it
+    // already visited is a cycle. Report each cycle once, at its first member.
+    let mut reported: BTreeSet<String> = BTreeSet::new();
+    for (name, v) in &raw.variants {
+        let mut chain = vec![name.clone()];
+        let mut cur = v.parent.as_ref().map(|s| s.get_ref().clone());
+        while let Some(next) = cur {
+            if let Some(pos) = chain.iter().position(|c| *c == next) {
+                let cycle: Vec<String> = chain[pos..].to_vec();
+                let first = cycle.iter().min().unwrap().clone();
+                if reported.insert(first.clone()) {
+                    let mut shown = cycle.clone();
+                    shown.push(next.clone());
+                    let span = raw.variants[&first].parent.as_ref().unwrap();
+                    p.at(
+                        span,
+                        format!("variants.{first}.parent"),
+                        format!("parent cycle: {}", shown.join(" -> ")),
+                        "a variant's parent chain must end at a variant without `parent`",
+                    );
+                }
+                break;
+            }
+            chain.push(next.clone());
+            cur = raw
+                .variants
+                .get(&next)
+                .and_then(|v| v.parent.as_ref().map(|s| s.get_ref().clone()));
+        }
+    }
+
+    // Default and languages.
+    if !raw.variants.contains_key(raw.default.get_ref()) {
+        p.at(
+            &raw.default,
+            "default",
+            format!("unknown variant `{}`", raw.default.get_ref()),
+            format!("use one of: {}", known(raw.variants.keys())),
+        );
+    }
+    let mut languages = BTreeMap::new();
+    for (lang, list) in raw.languages {
+        for t in &list {
+            if !tools.contains_key(t.get_ref()) {
+                p.at(
+                    t,
+                    format!("languages.{lang}"),
+                    format!("unknown tool `{}`", t.get_ref()),
+                    format!(
+                        "declare [tools.{}] or use one of: {}",
+                        t.get_ref(),
+                        known(tools.keys())
+                    ),
+                );
+            }
+        }
+        languages.insert(lang, list.into_iter().map(Spanned::into_inner).collect());
+    }
+
+    let manifest = Manifest {
+        path: path.to_path_buf(),
+        root: root.to_path_buf(),
+        repository: raw.repository,
+        upstream: raw.upstream,
+        default: raw.default.into_inner(),
+        source: raw.source,
+        languages,
+        tools,
+        fragments,
+        variants,
+        profiles: raw.profiles,
+    };
+
+    // A variant that owes nothing would pass any check: refuse it. Only
+    // meaningful once the chain is sound.
+    if reported.is_empty() {
+        for (name, v) in &raw.variants {
+            if manifest.owed_tools(name).is_empty() {
+                p.at(
+                    &v.size_budget,
+                    format!("variants.{name}"),
+                    "owes no tools",
+                    "add a fragment that provides tools, or a parent that has them",
+                );
+            }
+        }
+    }
+    p.list.sort_by_key(|pr| pr.line.unwrap_or(usize::MAX));
+    (manifest, p.list)
+}
+
+fn lines_of<T>(s: &Spanned<T>, lines: &LineIndex) -> Option<usize> {
+    Some(lines.line(s.span().start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small, valid family on disk (fragment scripts must exist).
+    fn project(manifest: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("docker")).unwrap();
+        for f in ["a", "b"] {
+            std::fs::write(
+                dir.path().join(format!("docker/install-{f}.sh")),
+                "#!/bin/sh\n",
+            )
+            .unwrap();
+        }
+        let path = dir.path().join("images.toml");
+        std::fs::write(&path, manifest).unwrap();
+        (dir, path)
+    }
+
+    const GOOD: &str = r#"
+schema = 1
+repository = "example.org/fam"
+upstream = "debian:trixie-slim"
+default = "top"
+
+[languages]
+py = ["t2"]
+
+[tools.t1]
+probe = ["t1", "--version"]
+version = 't1 ([0-9.]+)'
+min = "1.2"
+
+[tools.t2]
+probe = ["t2"]
+presence_only = true
+
+[fragments.a]
+script = "docker/install-a.sh"
+provides = ["t1"]
+[fragments.a.args]
+A_VERSION = "1.0"
+
+[fragments.b]
+script = "docker/install-b.sh"
+provides = ["t2"]
+
+[variants.root]
+fragments = ["a"]
+aliases = ["neutral"]
+size_budget = "10MiB"
+
+[variants.top]
+parent = "root"
+fragments = ["b"]
+aliases = ["top"]
+serves = ["py"]
+size_budget = "1.5GiB"
+
+[profiles.local]
+repository = "127.0.0.1:5000/fam"
+"#;
+
+    fn problems(manifest: &str) -> Vec<Problem> {
+        let (_dir, path) = project(manifest);
+        match Manifest::load(&path) {
+            Err(ManifestError::Invalid { problems, .. }) => problems,
+            other => panic!("expected validation problems, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn loads_a_valid_family() {
+        let (_dir, path) = project(GOOD);
+        let m = Manifest::load(&path).unwrap();
+        assert_eq!(m.owed_tools("top"), vec!["t1", "t2"]);
+        assert_eq!(m.owed_tools("root"), vec!["t1"]);
+        assert_eq!(m.build_order(), vec!["root", "top"]);
+        assert_eq!(m.children("root"), vec!["top"]);
+        assert_eq!(m.ancestors("top"), vec!["root"]);
+        assert_eq!(m.variants["top"].size_budget, 1610612736);
+        assert!(m.tools["t2"].presence_only());
+        assert_eq!(m.variant_for_alias("neutral").unwrap().name, "root");
+        let s = m.resolve_profile(Some("local")).unwrap();
+        assert_eq!(s.repository, "127.0.0.1:5000/fam");
+        assert_eq!(s.upstream, "debian:trixie-slim");
+        assert!(matches!(
+            m.resolve_profile(Some("nope")),
+            Err(ManifestError::UnknownProfile { .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_key() {
+        let (_dir, path) =
+            project(&GOOD.replace("presence_only = true", "presence_only = true\nprobes = []"));
+        let err = Manifest::load(&path).unwrap_err().to_string();
+        assert!(err.contains("unknown field `probes`"), "{err}");
+        assert!(err.contains("line 18"), "{err}");
+    }
+
+    #[test]
+    fn unknown_tool_reference() {
+        let ps = problems(&GOOD.replace("provides = [\"t2\"]", "provides = [\"t3\"]"));
+        assert_eq!(ps.len(), 1, "{ps:?}");
+        assert_eq!(ps[0].key, "fragments.b.provides");
+        assert!(ps[0].message.contains("unknown tool `t3`"));
+        assert!(ps[0].hint.contains("t1, t2"));
+        assert_eq!(ps[0].line, Some(27));
+    }
+
+    #[test]
+    fn unknown_fragment_reference() {
+        let ps = problems(&GOOD.replace("fragments = [\"b\"]", "fragments = [\"b\", \"zz\"]"));
+        assert!(
+            ps.iter()
+                .any(|p| p.key == "variants.top.fragments" && p.message == "unknown fragment `zz`"),
+            "{ps:?}"
+        );
+    }
+
+    #[test]
+    fn parent_cycle() {
+        let text = GOOD.replace("[variants.root]\n", "[variants.root]\nparent = \"top\"\n");
+        let ps = problems(&text);
+        let cycle: Vec<_> = ps
+            .iter()
+            .filter(|p| p.message.starts_with("parent cycle"))
+            .collect();
+        assert_eq!(cycle.len(), 1, "{ps:?}");
+        assert_eq!(cycle[0].key, "variants.root.parent");
+        assert_eq!(cycle[0].message, "parent cycle: root -> top -> root");
+    }
+
+    #[test]
+    fn fragment_outside_docker_and_missing() {
+        let ps = problems(&GOOD.replace("docker/install-a.sh", "../install-a.sh"));
+        assert!(
+            ps.iter()
+                .any(|p| p.key == "fragments.a.script" && p.message.contains("outside docker/")),
+            "{ps:?}"
+        );
+        let ps = problems(&GOOD.replace("docker/install-a.sh", "docker/../../etc/passwd"));
+        assert!(
+            ps.iter().any(|p| p.message.contains("outside docker/")),
+            "{ps:?}"
+        );
+        let ps = problems(&GOOD.replace("docker/install-a.sh", "docker/install-zz.sh"));
+        assert!(
+            ps.iter()
+                .any(|p| p.key == "fragments.a.script" && p.message.contains("does not exist")),
+            "{ps:?}"
+        );
+    }
+
+    #[test]
+    fn duplicate_alias() {
+        let ps = problems(&GOOD.replace("aliases = [\"top\"]", "aliases = [\"neutral\"]"));
+        assert!(
+            ps.iter().any(|p| p.key == "variants.top.aliases"
+                && p.message.contains("duplicate alias `neutral`")
+                && p.message.contains("`root`")),
+            "{ps:?}"
+        );
+    }
+
+    #[test]
+    fn variant_owing_no_tools() {
+        let text = GOOD.replace(
+            "[variants.root]\nfragments = [\"a\"]",
+            "[variants.root]\nfragments = []",
+        );
+        let ps = problems(&text);
+        assert!(
+            ps.iter()
+                .any(|p| p.key == "variants.root" && p.message == "owes no tools"),
+            "{ps:?}"
+        );
+        assert!(
+            !ps.iter()
+                .any(|p| p.key == "variants.top" && p.message == "owes no tools"),
+            "{ps:?}"
+        );
+    }
+
+    #[test]
+    fn tool_contract_errors() {
+        let ps = problems(&GOOD.replace("version = 't1 ([0-9.]+)'", "version = 't1 (\\d+)'"));
+        assert!(
+            ps.iter()
+                .any(|p| p.key == "tools.t1.version" && p.message.contains("POSIX")),
+            "{ps:?}"
+        );
+        let ps = problems(&GOOD.replace("version = 't1 ([0-9.]+)'", "version = 't1 [0-9.]+'"));
+        assert!(
+            ps.iter().any(|p| p.message.contains("no capture group")),
+            "{ps:?}"
+        );
+        let ps = problems(&GOOD.replace("presence_only = true", ""));
+        assert!(
+            ps.iter()
+                .any(|p| p.key == "tools.t2" && p.hint.contains("presence_only = true")),
+            "{ps:?}"
+        );
+        let ps = problems(&GOOD.replace("min = \"1.2\"", "min = \"latest\""));
+        assert!(ps.iter().any(|p| p.key == "tools.t1.min"), "{ps:?}");
+    }
+
+    #[test]
+    fn all_problems_reported_at_once_and_sorted_by_line() {
+        let text = GOOD
+            .replace("provides = [\"t2\"]", "provides = [\"t3\"]")
+            .replace("size_budget = \"10MiB\"", "size_budget = \"big\"");
+        let ps = problems(&text);
+        assert_eq!(ps.len(), 2, "{ps:?}");
+        assert!(ps[0].line < ps[1].line);
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("900MiB"), Some(900 * 1024 * 1024));
+        assert_eq!(parse_size("1.5GiB"), Some(1610612736));
+        assert_eq!(parse_size("500MB"), Some(500_000_000));
+        assert_eq!(parse_size("12"), Some(12));
+        assert_eq!(parse_size("12 parsecs"), None);
+        assert_eq!(parse_size("0"), None);
+        assert_eq!(format_size(1610612736), "1.50 GiB");
+    }
+
+    #[test]
+    fn lenient_versions() {
+        assert_eq!(
+            parse_lenient_version("1.24").unwrap(),
+            semver::Version::new(1, 24, 0)
+        );
+        assert_eq!(
+            parse_lenient_version("v20.1.3").unwrap(),
+            semver::Version::new(20, 1, 3)
+        );
+        assert_eq!(
+            parse_lenient_version("6.1.0-rc1").unwrap(),
+            semver::Version::new(6, 1, 0)
+        );
+        assert!(parse_lenient_version("present").is_none());
+        assert!(parse_lenient_version("1.2.3.4").is_none());
+    }
+}
