@@ -32,4 +32,6 @@ pub struct Cli {
 pub enum Command {
     /// Render docker/Dockerfile.<variant> and healthchecks from templates/.
     Render(crate::commands::render::Args),
+    /// Detect the languages of a path and resolve the tools verify would run.
+    Detect(crate::commands::detect::Args),
 }

@@ -3,6 +3,8 @@
 
 pub mod cli;
 pub mod commands;
+pub mod coverage;
+pub mod detect;
 pub mod fsutil;
 pub mod manifest;
 pub mod render;

@@ -1,5 +1,6 @@
 //! One module per verb, each with its `Args` and `run()`.
 
+pub mod detect;
 pub mod render;
 
 use crate::cli::{Cli, Command};
@@ -12,6 +13,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     };
     match cli.command {
         Command::Render(args) => render::run(&global, args),
+        Command::Detect(args) => detect::run(&global, args),
     }
 }
 

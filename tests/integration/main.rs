@@ -2,4 +2,5 @@
 //! `sunaba-images` binary (see `support::Cli`) against real files and, where
 //! needed, the real engine and registry that `scripts/dev-env up` provides.
 
+mod detect;
 mod support;

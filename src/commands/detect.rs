@@ -1,0 +1,103 @@
+use super::Global;
+use crate::detect::{self, Detection, Evidence, Limits, Options};
+use anyhow::Context;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// File or directory verify would run on.
+    pub path: PathBuf,
+    /// Skip detection and use this language (a key of images.toml [languages]).
+    #[arg(long, value_name = "L")]
+    pub language: Option<String>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The verify working directory: scopes are shown relative to it and a
+    /// single file's local tools are looked up in it [default: PATH if it is
+    /// a directory, else PATH's directory].
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// Deepest directory level examined below PATH.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_depth)]
+    pub max_depth: usize,
+    /// Entries examined before the walk stops.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_entries)]
+    pub max_entries: usize,
+}
+
+pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
+    let languages = load_languages(&global.manifest)?;
+    let options = Options {
+        language: args.language,
+        workdir: args.workdir,
+        limits: Limits {
+            max_depth: args.max_depth,
+            max_entries: args.max_entries,
+        },
+    };
+    let detection = match detect::detect(&args.path, &options, &languages) {
+        Ok(detection) => detection,
+        Err(err) => {
+            if let detect::DetectError::Unknown { warnings, .. } = &err {
+                for warning in warnings {
+                    eprintln!("warning: {warning}");
+                }
+            }
+            return Err(err).with_context(|| format!("detecting {}", args.path.display()));
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&detection)?);
+    } else {
+        for warning in &detection.warnings {
+            eprintln!("warning: {warning}");
+        }
+        print!("{}", human(&detection));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line per language: `go  backend  tools: go (global), gofmt (global)`.
+pub fn human(detection: &Detection) -> String {
+    let rows: Vec<(String, String, String)> = detection
+        .languages
+        .iter()
+        .map(|l| {
+            let tools = l
+                .tools
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            let mut rest = format!("tools: {tools}");
+            if let Evidence::TypescriptFile { tsconfig, .. } = &l.evidence {
+                let found = tsconfig
+                    .as_ref()
+                    .map_or("none".to_string(), |p| p.display().to_string());
+                rest.push_str(&format!("  tsconfig: {found}"));
+            }
+            (l.language.clone(), l.scope.display().to_string(), rest)
+        })
+        .collect();
+    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    rows.iter()
+        .map(|(lang, scope, rest)| format!("{lang:<w0$}  {scope:<w1$}  {rest}\n"))
+        .collect()
+}
+
+// MANIFEST-PENDING: replaced by Manifest::load once it lands.
+fn load_languages(path: &std::path::Path) -> anyhow::Result<BTreeMap<String, Vec<String>>> {
+    #[derive(serde::Deserialize)]
+    struct Languages {
+        languages: BTreeMap<String, Vec<String>>,
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let parsed: Languages =
+        toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    Ok(parsed.languages)
+}

@@ -1,0 +1,269 @@
+//! The coverage gate: every tool verify can dispatch to (images.toml
+//! `[languages]`) must be owed by the default image, and a variant reachable
+//! by alias must owe at least one tool of each language it claims to serve.
+//! A missing tool is then a `render --check` failure, not a user's first
+//! verify.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum CoverageProblem {
+    /// The default variant does not owe a tool that a language needs.
+    DefaultLacksTool {
+        variant: String,
+        language: String,
+        tool: String,
+    },
+    /// A variant with aliases claims to serve a language but owes none of
+    /// its tools.
+    ServesWithoutTools {
+        variant: String,
+        aliases: Vec<String>,
+        language: String,
+        tools: Vec<String>,
+    },
+    /// A variant claims to serve a language `[languages]` does not define.
+    ServesUnknownLanguage { variant: String, language: String },
+}
+
+impl CoverageProblem {
+    pub fn variant(&self) -> &str {
+        match self {
+            CoverageProblem::DefaultLacksTool { variant, .. }
+            | CoverageProblem::ServesWithoutTools { variant, .. }
+            | CoverageProblem::ServesUnknownLanguage { variant, .. } => variant,
+        }
+    }
+
+    pub fn language(&self) -> &str {
+        match self {
+            CoverageProblem::DefaultLacksTool { language, .. }
+            | CoverageProblem::ServesWithoutTools { language, .. }
+            | CoverageProblem::ServesUnknownLanguage { language, .. } => language,
+        }
+    }
+
+    /// The tools the problem is about (none for an unknown language).
+    pub fn tools(&self) -> Vec<&str> {
+        match self {
+            CoverageProblem::DefaultLacksTool { tool, .. } => vec![tool.as_str()],
+            CoverageProblem::ServesWithoutTools { tools, .. } => {
+                tools.iter().map(String::as_str).collect()
+            }
+            CoverageProblem::ServesUnknownLanguage { .. } => Vec::new(),
+        }
+    }
+}
+
+impl fmt::Display for CoverageProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CoverageProblem::DefaultLacksTool {
+                variant,
+                language,
+                tool,
+            } => write!(
+                f,
+                "default variant `{variant}` does not owe tool `{tool}`, which language \
+                 `{language}` needs: add `{tool}` to the `provides` of a fragment of \
+                 `{variant}` (or remove it from [languages].{language})"
+            ),
+            CoverageProblem::ServesWithoutTools {
+                variant,
+                aliases,
+                language,
+                tools,
+            } => write!(
+                f,
+                "variant `{variant}` (alias {}) serves language `{language}` but owes none of \
+                 its tools ({}): give it a fragment providing one, or drop `{language}` from \
+                 its `serves`",
+                aliases
+                    .iter()
+                    .map(|a| format!("`{a}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                tools.join(", ")
+            ),
+            CoverageProblem::ServesUnknownLanguage { variant, language } => write!(
+                f,
+                "variant `{variant}` serves language `{language}`, which [languages] does \
+                 not define: add it there with its tools, or fix the name"
+            ),
+        }
+    }
+}
+
+/// What the gate needs to know about one variant.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VariantView {
+    pub aliases: Vec<String>,
+    pub serves: Vec<String>,
+    /// Every tool the variant owes, inherited ones included.
+    pub owed: Vec<String>,
+}
+
+/// The manifest as the gate sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CoverageView {
+    pub languages: BTreeMap<String, Vec<String>>,
+    pub default: String,
+    pub variants: BTreeMap<String, VariantView>,
+}
+
+// MANIFEST-PENDING
+pub fn view_problems(view: &CoverageView) -> Vec<CoverageProblem> {
+    let mut problems = Vec::new();
+    // An undefined default is manifest validation's error, not coverage's.
+    if let Some(default) = view.variants.get(&view.default) {
+        for (language, tools) in &view.languages {
+            for tool in tools {
+                if !default.owed.contains(tool) {
+                    problems.push(CoverageProblem::DefaultLacksTool {
+                        variant: view.default.clone(),
+                        language: language.clone(),
+                        tool: tool.clone(),
+                    });
+                }
+            }
+        }
+    }
+    for (name, variant) in &view.variants {
+        let mut serves: Vec<&String> = variant.serves.iter().collect();
+        serves.sort();
+        serves.dedup();
+        for language in serves {
+            let Some(tools) = view.languages.get(language) else {
+                problems.push(CoverageProblem::ServesUnknownLanguage {
+                    variant: name.clone(),
+                    language: language.clone(),
+                });
+                continue;
+            };
+            let reachable = !variant.aliases.is_empty();
+            if reachable && !tools.is_empty() && !tools.iter().any(|t| variant.owed.contains(t)) {
+                problems.push(CoverageProblem::ServesWithoutTools {
+                    variant: name.clone(),
+                    aliases: variant.aliases.clone(),
+                    language: language.clone(),
+                    tools: tools.clone(),
+                });
+            }
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn view() -> CoverageView {
+        let mut languages = BTreeMap::new();
+        languages.insert("go".into(), strings(&["go", "gofmt"]));
+        languages.insert("js".into(), strings(&["eslint", "jest"]));
+        let mut variants = BTreeMap::new();
+        variants.insert(
+            "full".into(),
+            VariantView {
+                aliases: strings(&["full"]),
+                serves: strings(&["go", "js"]),
+                owed: strings(&["git", "go", "gofmt", "eslint", "jest"]),
+            },
+        );
+        variants.insert(
+            "js".into(),
+            VariantView {
+                aliases: strings(&["js"]),
+                serves: strings(&["js"]),
+                owed: strings(&["git", "eslint", "jest"]),
+            },
+        );
+        CoverageView {
+            languages,
+            default: "full".into(),
+            variants,
+        }
+    }
+
+    #[test]
+    fn a_covering_family_has_no_problems() {
+        assert_eq!(view_problems(&view()), vec![]);
+    }
+
+    #[test]
+    fn default_lacking_a_tool_names_language_tool_and_variant() {
+        let mut v = view();
+        v.variants
+            .get_mut("full")
+            .unwrap()
+            .owed
+            .retain(|t| t != "jest");
+        let problems = view_problems(&v);
+        assert_eq!(
+            problems,
+            vec![CoverageProblem::DefaultLacksTool {
+                variant: "full".into(),
+                language: "js".into(),
+                tool: "jest".into(),
+            }]
+        );
+        let line = problems[0].to_string();
+        assert!(!line.contains('\n'));
+        for word in ["`full`", "`jest`", "`js`"] {
+            assert!(line.contains(word), "{line}");
+        }
+    }
+
+    #[test]
+    fn aliased_variant_owing_none_of_a_served_language_tools_is_a_problem() {
+        let mut v = view();
+        v.variants.get_mut("js").unwrap().owed = strings(&["git"]);
+        let problems = view_problems(&v);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].variant(), "js");
+        assert_eq!(problems[0].language(), "js");
+        assert_eq!(problems[0].tools(), vec!["eslint", "jest"]);
+        assert!(problems[0].to_string().contains("alias `js`"));
+    }
+
+    #[test]
+    fn owing_some_of_a_served_language_tools_is_enough() {
+        let mut v = view();
+        v.variants.get_mut("js").unwrap().owed = strings(&["jest"]);
+        assert_eq!(view_problems(&v), vec![]);
+    }
+
+    #[test]
+    fn a_variant_without_aliases_is_not_held_to_its_serves() {
+        let mut v = view();
+        let js = v.variants.get_mut("js").unwrap();
+        js.aliases.clear();
+        js.owed.clear();
+        assert_eq!(view_problems(&v), vec![]);
+    }
+
+    #[test]
+    fn serving_an_undefined_language_is_a_problem() {
+        let mut v = view();
+        v.variants
+            .get_mut("js")
+            .unwrap()
+            .serves
+            .push("cobol".into());
+        assert_eq!(
+            view_problems(&v),
+            vec![CoverageProblem::ServesUnknownLanguage {
+                variant: "js".into(),
+                language: "cobol".into(),
+            }]
+        );
+    }
+}

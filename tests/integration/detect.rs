@@ -1,0 +1,220 @@
+//! `sunaba-images detect` and the coverage gate, through the real binary.
+
+use crate::support::{Cli, Run, project_copy, repo_root};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+
+fn tree(root: &Path, files: &[&str]) {
+    for file in files {
+        let path = root.join(file);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, "").unwrap();
+    }
+}
+
+fn detect(dir: &Path, args: &[&str]) -> Run {
+    Cli::new(dir)
+        .args(["--manifest"])
+        .args([repo_root().join("images.toml")])
+        .args(["detect"])
+        .args(args)
+        .run()
+}
+
+fn polyglot() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    tree(
+        dir.path(),
+        &[
+            "backend/go.mod",
+            "backend/main.go",
+            "web/package.json",
+            "web/tsconfig.json",
+            "web/node_modules/eslint/package.json",
+            "ml/pyproject.toml",
+            "vendor/lib/setup.py",
+        ],
+    );
+    let bin = dir.path().join("web/node_modules/.bin");
+    fs::create_dir_all(&bin).unwrap();
+    fs::write(bin.join("eslint"), "#!/bin/sh\n").unwrap();
+    fs::set_permissions(bin.join("eslint"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(bin.join("jest"), "#!/bin/sh\n").unwrap();
+    fs::set_permissions(bin.join("jest"), fs::Permissions::from_mode(0o644)).unwrap();
+    dir
+}
+
+#[test]
+fn detect_prints_each_language_with_scope_and_tools() {
+    let dir = polyglot();
+    let run = detect(dir.path(), &["."]).success();
+    assert_eq!(
+        run.stdout(),
+        "go      backend  tools: go (global), gofmt (global)\n\
+         js      web      tools: eslint (local), jest (global)\n\
+         python  ml       tools: ruff (global), pyright (global), pytest (global)\n\
+         ts      web      tools: tsc (global), eslint (local), jest (global)\n"
+    );
+    assert_eq!(run.stderr(), "");
+}
+
+#[test]
+fn detect_json_gives_scopes_tools_and_resolution() {
+    let dir = polyglot();
+    let run = detect(dir.path(), &["--json", "."]).success();
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    let langs = doc["languages"].as_array().unwrap();
+    let summary: Vec<(String, String)> = langs
+        .iter()
+        .map(|l| {
+            (
+                l["language"].as_str().unwrap().to_string(),
+                l["scope"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("go", "backend"),
+            ("js", "web"),
+            ("python", "ml"),
+            ("ts", "web")
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+    assert_eq!(
+        langs[1]["tools"],
+        serde_json::json!([
+            {"tool": "eslint", "resolution": "local", "path": "web/node_modules/.bin/eslint"},
+            {"tool": "jest", "resolution": "global"}
+        ])
+    );
+    assert_eq!(
+        langs[0]["evidence"],
+        serde_json::json!({"rule": "marker", "markers": ["backend/go.mod"]})
+    );
+    assert_eq!(doc["walk"]["truncated"], false);
+    assert_eq!(doc["warnings"], serde_json::json!([]));
+    let target = dir.path().canonicalize().unwrap();
+    assert_eq!(doc["target"], target.to_str().unwrap());
+}
+
+#[test]
+fn detect_single_typescript_file_names_its_tsconfig() {
+    let dir = tempfile::tempdir().unwrap();
+    tree(dir.path(), &["app/tsconfig.json", "app/src/ui/x.tsx"]);
+    let run = detect(dir.path(), &["--workdir", "app", "app/src/ui/x.tsx"]).success();
+    assert_eq!(
+        run.stdout(),
+        "ts  src/ui/x.tsx  tools: tsc (global), eslint (global), jest (global)  \
+         tsconfig: tsconfig.json\n"
+    );
+}
+
+#[test]
+fn detect_unknown_fails_and_asks_for_a_language() {
+    let dir = tempfile::tempdir().unwrap();
+    tree(dir.path(), &["README.md", "node_modules/x/package.json"]);
+    let run = detect(dir.path(), &["."]).failure();
+    assert_eq!(run.code(), Some(1));
+    assert_eq!(run.stdout(), "");
+    assert!(run.stderr().contains("--language"), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("go, js, python, ts"),
+        "{}",
+        run.stderr()
+    );
+
+    let run = detect(dir.path(), &["--language", "go", "."]).success();
+    assert_eq!(run.stdout(), "go  .  tools: go (global), gofmt (global)\n");
+}
+
+#[test]
+fn detect_bounds_the_walk_and_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    tree(dir.path(), &["a/b/c/d/go.mod", "package.json"]);
+    let run = detect(dir.path(), &["--max-depth", "3", "."]).success();
+    assert_eq!(
+        run.stdout(),
+        "js  .  tools: eslint (global), jest (global)\n"
+    );
+    assert!(
+        run.stderr().starts_with("warning: depth limit 3 reached"),
+        "{}",
+        run.stderr()
+    );
+}
+
+/// Tests run as root, which reads any directory; the unreadable directory is
+/// therefore read by an unprivileged child (uid/gid 65534) in that case.
+#[test]
+fn detect_reports_an_unreadable_directory_and_keeps_going() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    tree(dir.path(), &["ok/go.mod", "locked/package.json"]);
+    let locked = dir.path().join("locked");
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
+    let privileged = fs::read_dir(&locked).is_ok();
+
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sunaba-images"));
+    cmd.current_dir(dir.path())
+        .env_remove("SUNABA_PROFILE")
+        .env_remove("SUNABA_MANIFEST")
+        .arg("--manifest")
+        .arg(repo_root().join("images.toml"))
+        .args(["detect", "."]);
+    if privileged {
+        cmd.uid(65534).gid(65534);
+    }
+    let output = cmd.output().unwrap();
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(stdout, "go  ok  tools: go (global), gofmt (global)\n");
+    let expected = format!(
+        "warning: could not read {}",
+        dir.path().canonicalize().unwrap().join("locked").display()
+    );
+    assert!(stderr.starts_with(&expected), "{stderr}");
+}
+
+/// Acceptance 2 of issue 6: `render --check` runs the coverage gate.
+#[test]
+#[ignore = "waits for render --check to exist and call coverage::coverage_problems"]
+fn render_check_fails_when_the_default_image_loses_a_tool() {
+    let dir = project_copy();
+    let manifest = dir.path().join("images.toml");
+    let text = fs::read_to_string(&manifest).unwrap();
+    let before = "provides = [\"eslint\", \"tsc\", \"jest\"]";
+    assert!(
+        text.contains(before),
+        "the js fragment changed; update this test"
+    );
+
+    Cli::new(dir.path())
+        .args(["render", "--check"])
+        .run()
+        .success();
+
+    fs::write(
+        &manifest,
+        text.replace(before, "provides = [\"eslint\", \"tsc\"]"),
+    )
+    .unwrap();
+    let run = Cli::new(dir.path())
+        .args(["render", "--check"])
+        .run()
+        .failure();
+    let stderr = run.stderr();
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("`jest`") && l.contains("`js`") && l.contains("`full`"))
+        .unwrap_or_else(|| panic!("no line names jest, js and full:\n{stderr}"));
+    assert!(line.contains("does not owe"), "{line}");
+}
