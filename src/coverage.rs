@@ -4,6 +4,7 @@
 //! A missing tool is then a `render --check` failure, not a user's first
 //! verify.
 
+use crate::manifest::Manifest;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -114,7 +115,33 @@ pub struct CoverageView {
     pub variants: BTreeMap<String, VariantView>,
 }
 
-// MANIFEST-PENDING
+impl CoverageView {
+    pub fn of(manifest: &Manifest) -> Self {
+        CoverageView {
+            languages: manifest.languages.clone(),
+            default: manifest.default.clone(),
+            variants: manifest
+                .variants
+                .iter()
+                .map(|(name, v)| {
+                    let view = VariantView {
+                        aliases: v.aliases.clone(),
+                        serves: v.serves.clone(),
+                        owed: manifest.owed_tools(name),
+                    };
+                    (name.clone(), view)
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Coverage problems of a manifest, in a stable order (default first, then
+/// variants by name, languages by name, tools in `[languages]` order).
+pub fn coverage_problems(manifest: &Manifest) -> Vec<CoverageProblem> {
+    view_problems(&CoverageView::of(manifest))
+}
+
 pub fn view_problems(view: &CoverageView) -> Vec<CoverageProblem> {
     let mut problems = Vec::new();
     // An undefined default is manifest validation's error, not coverage's.
@@ -263,6 +290,66 @@ mod tests {
             vec![CoverageProblem::ServesUnknownLanguage {
                 variant: "js".into(),
                 language: "cobol".into(),
+            }]
+        );
+    }
+
+    /// The shipped images.toml, edited, loaded from a temp project so that
+    /// fragment scripts (placeholders here) need not exist in the checkout.
+    fn shipped(edit: impl Fn(String) -> String) -> Manifest {
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let text = edit(std::fs::read_to_string(repo.join("images.toml")).unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let scripts = regex::Regex::new(r#"(?m)^script = "([^"]+)""#).unwrap();
+        for script in scripts.captures_iter(&text) {
+            let path = dir.path().join(&script[1]);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+        }
+        Manifest::from_str_at(&text, &dir.path().join("images.toml")).unwrap()
+    }
+
+    #[test]
+    fn the_shipped_family_is_covered() {
+        assert_eq!(coverage_problems(&shipped(|t| t)), vec![]);
+    }
+
+    #[test]
+    fn removing_jest_from_the_js_fragment_uncovers_js_and_ts_in_full() {
+        let manifest = shipped(|text| {
+            let before = "provides = [\"eslint\", \"tsc\", \"jest\"]";
+            assert!(
+                text.contains(before),
+                "the js fragment changed; update this test"
+            );
+            text.replace(before, "provides = [\"eslint\", \"tsc\"]")
+        });
+        let lacks = |language: &str| CoverageProblem::DefaultLacksTool {
+            variant: "full".into(),
+            language: language.into(),
+            tool: "jest".into(),
+        };
+        assert_eq!(coverage_problems(&manifest), vec![lacks("js"), lacks("ts")]);
+    }
+
+    #[test]
+    fn an_aliased_variant_losing_every_tool_of_a_served_language_is_named() {
+        // minimal serves python with pytest only; without it, none is owed.
+        let manifest = shipped(|text| {
+            let before = "provides = [\"git\", \"python3\", \"pytest\"]";
+            assert!(
+                text.contains(before),
+                "the minimal fragment changed; update this test"
+            );
+            text.replace(before, "provides = [\"git\", \"python3\"]")
+        });
+        assert_eq!(
+            coverage_problems(&manifest),
+            vec![CoverageProblem::ServesWithoutTools {
+                variant: "minimal".into(),
+                aliases: vec!["minimal".into()],
+                language: "python".into(),
+                tools: vec!["ruff".into(), "pyright".into(), "pytest".into()],
             }]
         );
     }

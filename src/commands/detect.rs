@@ -1,7 +1,7 @@
 use super::Global;
 use crate::detect::{self, Detection, Evidence, Limits, Options};
+use crate::manifest::Manifest;
 use anyhow::Context;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -29,7 +29,7 @@ pub struct Args {
 }
 
 pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
-    let languages = load_languages(&global.manifest)?;
+    let manifest = Manifest::load(&global.manifest).context("loading the image family manifest")?;
     let options = Options {
         language: args.language,
         workdir: args.workdir,
@@ -38,7 +38,7 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
             max_entries: args.max_entries,
         },
     };
-    let detection = match detect::detect(&args.path, &options, &languages) {
+    let detection = match detect::detect(&args.path, &options, &manifest.languages) {
         Ok(detection) => detection,
         Err(err) => {
             if let detect::DetectError::Unknown { warnings, .. } = &err {
@@ -87,17 +87,4 @@ pub fn human(detection: &Detection) -> String {
     rows.iter()
         .map(|(lang, scope, rest)| format!("{lang:<w0$}  {scope:<w1$}  {rest}\n"))
         .collect()
-}
-
-// MANIFEST-PENDING: replaced by Manifest::load once it lands.
-fn load_languages(path: &std::path::Path) -> anyhow::Result<BTreeMap<String, Vec<String>>> {
-    #[derive(serde::Deserialize)]
-    struct Languages {
-        languages: BTreeMap<String, Vec<String>>,
-    }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let parsed: Languages =
-        toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-    Ok(parsed.languages)
 }

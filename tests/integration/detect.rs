@@ -14,10 +14,28 @@ fn tree(root: &Path, files: &[&str]) {
     }
 }
 
+/// The shipped images.toml in a temp project (readable by anyone), with
+/// placeholders for fragment scripts the checkout may not have yet: detect
+/// only needs `[languages]`, but loads the validated manifest.
+fn manifest_project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let text = fs::read_to_string(repo_root().join("images.toml")).unwrap();
+    let scripts = regex::Regex::new(r#"(?m)^script = "([^"]+)""#).unwrap();
+    for script in scripts.captures_iter(&text) {
+        let path = dir.path().join(&script[1]);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, "").unwrap();
+    }
+    fs::write(dir.path().join("images.toml"), text).unwrap();
+    dir
+}
+
 fn detect(dir: &Path, args: &[&str]) -> Run {
+    let project = manifest_project();
     Cli::new(dir)
         .args(["--manifest"])
-        .args([repo_root().join("images.toml")])
+        .args([project.path().join("images.toml")])
         .args(["detect"])
         .args(args)
         .run()
@@ -158,13 +176,14 @@ fn detect_reports_an_unreadable_directory_and_keeps_going() {
     let locked = dir.path().join("locked");
     fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
     let privileged = fs::read_dir(&locked).is_ok();
+    let project = manifest_project();
 
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sunaba-images"));
     cmd.current_dir(dir.path())
         .env_remove("SUNABA_PROFILE")
         .env_remove("SUNABA_MANIFEST")
         .arg("--manifest")
-        .arg(repo_root().join("images.toml"))
+        .arg(project.path().join("images.toml"))
         .args(["detect", "."]);
     if privileged {
         cmd.uid(65534).gid(65534);
