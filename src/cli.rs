@@ -34,4 +34,8 @@ pub enum Command {
     Render(crate::commands::render::Args),
     /// Detect the languages of a path and resolve the tools verify would run.
     Detect(crate::commands::detect::Args),
+    /// Resolve image references to digests (HEAD first, verified bytes).
+    Resolve(crate::commands::resolve::Args),
+    /// List every tag of a repository (follows Link pagination).
+    Tags(crate::commands::tags::Args),
 }

@@ -8,6 +8,7 @@ pub mod detect;
 pub mod fsutil;
 pub mod manifest;
 pub mod render;
+pub mod registry;
 
 use std::process::ExitCode;
 

@@ -2,6 +2,8 @@
 
 pub mod detect;
 pub mod render;
+pub mod resolve;
+pub mod tags;
 
 use crate::cli::{Cli, Command};
 use std::process::ExitCode;
@@ -14,6 +16,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Render(args) => render::run(&global, args),
         Command::Detect(args) => detect::run(&global, args),
+        Command::Resolve(args) => resolve::run(&global, args),
+        Command::Tags(args) => tags::run(&global, args),
     }
 }
 

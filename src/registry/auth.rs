@@ -1,0 +1,573 @@
+//! Registry credentials from the files docker and podman write, and the
+//! `WWW-Authenticate` challenges that say how to use them.
+//!
+//! Files, first match wins (the order of containers-auth.json(5), which
+//! falls back to docker's file):
+//! 1. `$REGISTRY_AUTH_FILE` (podman/skopeo/buildah),
+//! 2. `$XDG_RUNTIME_DIR/containers/auth.json`,
+//! 3. `~/.config/containers/auth.json`,
+//! 4. `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
+//!
+//! Within a file: `credHelpers[registry]`, else `credsStore`, else `auths`
+//! (`auth` = base64 `user:password`, `username`/`password`, `identitytoken`).
+//! Keys are normalised: scheme and `/v1/`, `/v2/` suffixes dropped, and
+//! `index.docker.io` / `registry-1.docker.io` mean `docker.io`. A key may name
+//! a repository namespace (`quay.io/org`); the longest matching key wins.
+
+use super::Error;
+use base64::Engine as _;
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// A secret for one registry. `Debug` never shows the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Credential {
+    Basic {
+        username: String,
+        password: String,
+    },
+    /// An OAuth2 refresh token (`identitytoken`), exchanged at the token
+    /// endpoint with `grant_type=refresh_token`.
+    IdentityToken {
+        username: String,
+        token: String,
+    },
+}
+
+impl Credential {
+    pub fn username(&self) -> &str {
+        match self {
+            Credential::Basic { username, .. } | Credential::IdentityToken { username, .. } => {
+                username
+            }
+        }
+    }
+    pub(crate) fn basic_header(&self) -> Option<String> {
+        match self {
+            Credential::Basic { username, password } => Some(format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"))
+            )),
+            Credential::IdentityToken { .. } => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Credential::Basic { username, .. } => {
+                write!(
+                    f,
+                    "Basic {{ username: {username:?}, password: <redacted> }}"
+                )
+            }
+            Credential::IdentityToken { username, .. } => {
+                write!(
+                    f,
+                    "IdentityToken {{ username: {username:?}, token: <redacted> }}"
+                )
+            }
+        }
+    }
+}
+
+/// Where a credential came from, for messages ("from ~/.docker/config.json").
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub credential: Credential,
+    pub source: String,
+}
+
+/// The credential files to consult, in order.
+#[derive(Debug, Clone, Default)]
+pub struct CredentialStore {
+    files: Vec<PathBuf>,
+}
+
+impl CredentialStore {
+    /// The default locations, read from the environment.
+    pub fn from_env() -> CredentialStore {
+        let env = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let home = env("HOME");
+        let mut files = Vec::new();
+        if let Some(f) = env("REGISTRY_AUTH_FILE") {
+            files.push(f);
+        }
+        if let Some(d) = env("XDG_RUNTIME_DIR") {
+            files.push(d.join("containers/auth.json"));
+        }
+        if let Some(d) = env("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config")))
+        {
+            files.push(d.join("containers/auth.json"));
+        }
+        if let Some(d) = env("DOCKER_CONFIG").or_else(|| home.as_ref().map(|h| h.join(".docker"))) {
+            files.push(d.join("config.json"));
+        }
+        CredentialStore { files }
+    }
+
+    /// Exactly these files, in order (no environment lookups).
+    pub fn with_files(files: Vec<PathBuf>) -> CredentialStore {
+        CredentialStore { files }
+    }
+
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+
+    /// The credential for `registry` (as in references: `docker.io`,
+    /// `host:port`) and repository path, or `None` for anonymous access.
+    pub fn lookup(&self, registry: &str, repository: &str) -> Result<Option<Found>, Error> {
+        for file in &self.files {
+            let text = match std::fs::read_to_string(file) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(Error::Credentials {
+                        registry: registry.to_string(),
+                        reason: format!("cannot read {}: {e}", file.display()),
+                    });
+                }
+            };
+            if let Some(found) = lookup_in(file, &text, registry, repository)? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ConfigFile {
+    #[serde(default)]
+    auths: BTreeMap<String, AuthEntry>,
+    #[serde(default, rename = "credsStore")]
+    creds_store: Option<String>,
+    #[serde(default, rename = "credHelpers")]
+    cred_helpers: BTreeMap<String, String>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct AuthEntry {
+    #[serde(default)]
+    auth: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+    #[serde(default)]
+    identitytoken: Option<String>,
+}
+
+/// `https://index.docker.io/v1/` -> `docker.io`, `http://h:5000/v2/` -> `h:5000`.
+pub fn normalize_key(key: &str) -> String {
+    let k = key
+        .trim()
+        .trim_start_matches("https://")
+        .trim_start_matches("http://")
+        .trim_end_matches('/');
+    let k = k
+        .strip_suffix("/v1")
+        .or_else(|| k.strip_suffix("/v2"))
+        .unwrap_or(k);
+    let (host, rest) = match k.split_once('/') {
+        Some((h, r)) => (h, Some(r)),
+        None => (k, None),
+    };
+    let host = match host {
+        "index.docker.io" | "registry-1.docker.io" | "registry.hub.docker.com" => "docker.io",
+        h => h,
+    };
+    match rest {
+        Some(r) => format!("{host}/{r}"),
+        None => host.to_string(),
+    }
+}
+
+/// Length of the match of `key` against `registry/repository`, if it matches.
+fn key_match(key: &str, registry: &str, repository: &str) -> Option<usize> {
+    let key = normalize_key(key);
+    let full = format!("{registry}/{repository}");
+    if key == registry || full == key || full.starts_with(&format!("{key}/")) {
+        Some(key.len())
+    } else {
+        None
+    }
+}
+
+fn best_key<'a, V>(
+    map: &'a BTreeMap<String, V>,
+    registry: &str,
+    repository: &str,
+) -> Option<&'a V> {
+    map.iter()
+        .filter_map(|(k, v)| key_match(k, registry, repository).map(|n| (n, v)))
+        .max_by_key(|(n, _)| *n)
+        .map(|(_, v)| v)
+}
+
+fn lookup_in(
+    file: &Path,
+    text: &str,
+    registry: &str,
+    repository: &str,
+) -> Result<Option<Found>, Error> {
+    let config: ConfigFile = serde_json::from_str(text).map_err(|e| Error::Credentials {
+        registry: registry.to_string(),
+        // serde_json's message names a position, never the file's content.
+        reason: format!("{} is not a valid credentials file: {e}", file.display()),
+    })?;
+    let source = file.display().to_string();
+    if let Some(helper) = best_key(&config.cred_helpers, registry, repository) {
+        return helper_get(helper, registry).map(|c| {
+            c.map(|credential| Found {
+                credential,
+                source: format!("docker-credential-{helper} (credHelpers in {source})"),
+            })
+        });
+    }
+    if let Some(entry) = best_key(&config.auths, registry, repository)
+        && let Some(credential) = entry_credential(entry, registry, file)?
+    {
+        return Ok(Some(Found { credential, source }));
+    }
+    if let Some(store) = &config.creds_store {
+        return helper_get(store, registry).map(|c| {
+            c.map(|credential| Found {
+                credential,
+                source: format!("docker-credential-{store} (credsStore in {source})"),
+            })
+        });
+    }
+    Ok(None)
+}
+
+fn entry_credential(
+    entry: &AuthEntry,
+    registry: &str,
+    file: &Path,
+) -> Result<Option<Credential>, Error> {
+    let (mut username, mut password) = (entry.username.clone(), entry.password.clone());
+    if let Some(auth) = entry.auth.as_deref().filter(|a| !a.is_empty()) {
+        let bad = || Error::Credentials {
+            registry: registry.to_string(),
+            reason: format!(
+                "the \"auth\" entry in {} is not base64 of user:password",
+                file.display()
+            ),
+        };
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(auth.trim())
+            .map_err(|_| bad())?;
+        let decoded = String::from_utf8(decoded).map_err(|_| bad())?;
+        let (u, p) = decoded.split_once(':').ok_or_else(bad)?;
+        username = Some(u.to_string());
+        password = Some(p.to_string());
+    }
+    if let Some(token) = entry.identitytoken.as_deref().filter(|t| !t.is_empty()) {
+        return Ok(Some(Credential::IdentityToken {
+            username: username.unwrap_or_default(),
+            token: token.to_string(),
+        }));
+    }
+    match (username, password) {
+        (Some(username), Some(password)) if !username.is_empty() => {
+            Ok(Some(Credential::Basic { username, password }))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Runs `docker-credential-<helper> get` (the docker credential helper
+/// protocol: server URL on stdin, `{"Username","Secret"}` on stdout).
+fn helper_get(helper: &str, registry: &str) -> Result<Option<Credential>, Error> {
+    let fail = |reason: String| Error::Credentials {
+        registry: registry.to_string(),
+        reason,
+    };
+    if helper.is_empty()
+        || !helper
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+    {
+        return Err(fail(format!("invalid credential helper name {helper:?}")));
+    }
+    let program = format!("docker-credential-{helper}");
+    let server = if registry == super::reference::DOCKER_HUB {
+        "https://index.docker.io/v1/".to_string()
+    } else {
+        registry.to_string()
+    };
+    // Spawned here (argv, no shell) rather than through a shared process
+    // runner because the protocol needs stdin and the secret must never reach
+    // a log of captured output.
+    let mut child = Command::new(&program)
+        .arg("get")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            fail(format!(
+                "cannot run {program}: {e} (is it installed and on PATH?)"
+            ))
+        })?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(server.as_bytes())
+            .map_err(|e| fail(format!("{program}: writing the server URL: {e}")))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| fail(format!("{program}: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        if stdout.contains("credentials not found")
+            || String::from_utf8_lossy(&out.stderr).contains("credentials not found")
+        {
+            return Ok(None);
+        }
+        // Helpers print diagnostics, not secrets, on stderr; keep it short anyway.
+        let stderr: String = String::from_utf8_lossy(&out.stderr)
+            .chars()
+            .take(200)
+            .collect();
+        return Err(fail(format!(
+            "{program} get failed ({}): {}",
+            out.status,
+            stderr.trim()
+        )));
+    }
+    #[derive(serde::Deserialize)]
+    struct HelperOut {
+        #[serde(rename = "Username", default)]
+        username: String,
+        #[serde(rename = "Secret", default)]
+        secret: String,
+    }
+    let parsed: HelperOut = serde_json::from_str(&stdout).map_err(|_| {
+        fail(format!(
+            "{program} get printed something other than {{\"Username\",\"Secret\"}} JSON"
+        ))
+    })?;
+    if parsed.secret.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(if parsed.username == "<token>" {
+        Credential::IdentityToken {
+            username: String::new(),
+            token: parsed.secret,
+        }
+    } else {
+        Credential::Basic {
+            username: parsed.username,
+            password: parsed.secret,
+        }
+    }))
+}
+
+/// A parsed `WWW-Authenticate` challenge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Challenge {
+    Basic,
+    Bearer {
+        realm: String,
+        service: Option<String>,
+        scope: Option<String>,
+    },
+}
+
+/// Parses `Bearer realm="…",service="…",scope="…"` or `Basic realm="…"`.
+pub fn parse_challenge(header: &str) -> Option<Challenge> {
+    let header = header.trim();
+    let (scheme, params) = header
+        .split_once(char::is_whitespace)
+        .unwrap_or((header, ""));
+    let mut map = BTreeMap::new();
+    let mut rest = params.trim();
+    while !rest.is_empty() {
+        let (key, after) = rest.split_once('=')?;
+        let key = key
+            .trim()
+            .trim_start_matches(',')
+            .trim()
+            .to_ascii_lowercase();
+        let after = after.trim_start();
+        let (value, remaining) = if let Some(quoted) = after.strip_prefix('"') {
+            let mut value = String::new();
+            let mut chars = quoted.char_indices();
+            let mut end = None;
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => {
+                        if let Some((_, n)) = chars.next() {
+                            value.push(n);
+                        }
+                    }
+                    '"' => {
+                        end = Some(i + 1);
+                        break;
+                    }
+                    c => value.push(c),
+                }
+            }
+            (value, &quoted[end?..])
+        } else {
+            let end = after.find(',').unwrap_or(after.len());
+            (after[..end].trim().to_string(), &after[end..])
+        };
+        map.insert(key, value);
+        rest = remaining.trim_start().trim_start_matches(',').trim_start();
+    }
+    if scheme.eq_ignore_ascii_case("basic") {
+        Some(Challenge::Basic)
+    } else if scheme.eq_ignore_ascii_case("bearer") {
+        Some(Challenge::Bearer {
+            realm: map.remove("realm")?,
+            service: map.remove("service"),
+            scope: map.remove("scope"),
+        })
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn challenges() {
+        assert_eq!(
+            parse_challenge(
+                r#"Bearer realm="https://auth.example/token",service="reg",scope="repository:a/b:pull""#
+            ),
+            Some(Challenge::Bearer {
+                realm: "https://auth.example/token".into(),
+                service: Some("reg".into()),
+                scope: Some("repository:a/b:pull".into())
+            })
+        );
+        assert_eq!(
+            parse_challenge(r#"Basic realm="Registry Realm""#),
+            Some(Challenge::Basic)
+        );
+        assert_eq!(
+            parse_challenge(r#"bearer realm=http://x/t, service="a,b""#),
+            Some(Challenge::Bearer {
+                realm: "http://x/t".into(),
+                service: Some("a,b".into()),
+                scope: None
+            })
+        );
+        assert_eq!(parse_challenge("Negotiate"), None);
+        assert_eq!(
+            parse_challenge("Bearer service=\"x\""),
+            None,
+            "realm is required"
+        );
+    }
+
+    #[test]
+    fn key_normalisation() {
+        assert_eq!(normalize_key("https://index.docker.io/v1/"), "docker.io");
+        assert_eq!(normalize_key("registry-1.docker.io"), "docker.io");
+        assert_eq!(normalize_key("http://localhost:5000/v2/"), "localhost:5000");
+        assert_eq!(normalize_key("quay.io/org"), "quay.io/org");
+    }
+
+    fn write(dir: &Path, name: &str, json: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, json).unwrap();
+        p
+    }
+
+    #[test]
+    fn auths_entries_and_precedence() {
+        let dir = tempfile::tempdir().unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD.encode("hubuser:hubpass");
+        let docker = write(
+            dir.path(),
+            "config.json",
+            &format!(
+                r#"{{"auths":{{"https://index.docker.io/v1/":{{"auth":"{b64}"}},
+                    "ghcr.io":{{"username":"u","password":"p"}},
+                    "quay.io":{{"auth":"{b64}"}},
+                    "quay.io/team":{{"username":"team","password":"tp"}},
+                    "id.example":{{"identitytoken":"refresh-me"}}}}}}"#
+            ),
+        );
+        let podman = write(
+            dir.path(),
+            "auth.json",
+            r#"{"auths":{"ghcr.io":{"username":"podman","password":"pp"}}}"#,
+        );
+        let store = CredentialStore::with_files(vec![podman, docker]);
+        let get = |reg: &str, repo: &str| store.lookup(reg, repo).unwrap().map(|f| f.credential);
+        assert_eq!(
+            get("docker.io", "library/debian"),
+            Some(Credential::Basic {
+                username: "hubuser".into(),
+                password: "hubpass".into()
+            })
+        );
+        assert_eq!(
+            get("ghcr.io", "x/y").unwrap().username(),
+            "podman",
+            "the first file wins"
+        );
+        assert_eq!(
+            get("quay.io", "team/app").unwrap().username(),
+            "team",
+            "longest key wins"
+        );
+        assert_eq!(get("quay.io", "other/app").unwrap().username(), "hubuser");
+        assert!(
+            matches!(get("id.example", "a"), Some(Credential::IdentityToken { token, .. }) if token == "refresh-me")
+        );
+        assert_eq!(
+            get("127.0.0.1:5000", "a"),
+            None,
+            "anonymous when nothing matches"
+        );
+        let debug = format!("{:?}", get("ghcr.io", "x"));
+        assert!(
+            !debug.contains("pp") && debug.contains("redacted"),
+            "{debug}"
+        );
+    }
+
+    #[test]
+    fn bad_files_are_reported_without_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = write(
+            dir.path(),
+            "config.json",
+            r#"{"auths":{"x.io":{"auth":"!!not-base64-secret"}}}"#,
+        );
+        let err = CredentialStore::with_files(vec![f.clone()])
+            .lookup("x.io", "a")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("not base64") && !err.contains("not-base64-secret"),
+            "{err}"
+        );
+        let f = write(dir.path(), "broken.json", r#"{"auths": secret"#);
+        let err = CredentialStore::with_files(vec![f])
+            .lookup("x.io", "a")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("not a valid credentials file") && !err.contains("secret"),
+            "{err}"
+        );
+    }
+}

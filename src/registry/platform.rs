@@ -1,0 +1,191 @@
+//! Platforms (`os/arch[/variant]`) and choosing the best child of an index.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// An image platform. Architecture names are normalised to the OCI/Go names
+/// (`x86_64` -> `amd64`, `aarch64` -> `arm64`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Platform {
+    pub os: String,
+    pub architecture: String,
+    pub variant: Option<String>,
+}
+
+impl Platform {
+    pub fn new(os: &str, architecture: &str, variant: Option<&str>) -> Platform {
+        Platform {
+            os: os.to_ascii_lowercase(),
+            architecture: normalize_arch(architecture),
+            variant: variant
+                .filter(|v| !v.is_empty())
+                .map(str::to_ascii_lowercase),
+        }
+    }
+
+    /// The platform of this machine, as a Linux container platform.
+    pub fn host() -> Platform {
+        let (arch, variant) = match std::env::consts::ARCH {
+            "x86_64" => ("amd64", None),
+            "aarch64" => ("arm64", Some("v8")),
+            "arm" => ("arm", Some("v7")),
+            "x86" => ("386", None),
+            other => (other, None),
+        };
+        Platform::new("linux", arch, variant)
+    }
+
+    /// Entries that describe attestations or other non-runnable content
+    /// (`unknown/unknown`), never to be chosen as an image to run.
+    pub fn is_unknown(&self) -> bool {
+        self.os == "unknown" || self.architecture == "unknown"
+    }
+
+    /// The variant implied when none is written (`arm64` -> `v8`, `arm` -> `v7`).
+    fn default_variant(&self) -> Option<&'static str> {
+        match self.architecture.as_str() {
+            "arm64" => Some("v8"),
+            "arm" => Some("v7"),
+            _ => None,
+        }
+    }
+
+    fn effective_variant(&self) -> Option<&str> {
+        self.variant.as_deref().or(self.default_variant())
+    }
+}
+
+fn normalize_arch(arch: &str) -> String {
+    match arch.to_ascii_lowercase().as_str() {
+        "x86_64" | "x86-64" => "amd64".to_string(),
+        "aarch64" => "arm64".to_string(),
+        "i386" | "i686" => "386".to_string(),
+        other => other.to_string(),
+    }
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.os, self.architecture)?;
+        if let Some(v) = &self.variant {
+            write!(f, "/{v}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Platform {
+    type Err = super::Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = |reason: &str| super::Error::InvalidPlatform {
+            input: s.to_string(),
+            reason: reason.to_string(),
+        };
+        let parts: Vec<&str> = s.split('/').collect();
+        if parts.iter().any(|p| p.is_empty()) {
+            return Err(bad(
+                "expected OS/ARCH or OS/ARCH/VARIANT, e.g. linux/amd64 or linux/arm64/v8",
+            ));
+        }
+        if parts.iter().any(|p| {
+            !p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+        }) {
+            return Err(bad(
+                "platform parts may contain only letters, digits, '_', '-' and '.'",
+            ));
+        }
+        match parts.as_slice() {
+            [os, arch] => Ok(Platform::new(os, arch, None)),
+            [os, arch, variant] => Ok(Platform::new(os, arch, Some(variant))),
+            _ => Err(bad(
+                "expected OS/ARCH or OS/ARCH/VARIANT, e.g. linux/amd64 or linux/arm64/v8",
+            )),
+        }
+    }
+}
+
+impl serde::Serialize for Platform {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// The index entry that best runs on `wanted`, by position in `candidates`.
+///
+/// OS and architecture must match. A requested variant must match (an absent
+/// variant counts as the architecture's default, so `linux/arm64/v8` matches an
+/// entry without a variant); without a requested variant the default or
+/// variant-less entry is preferred over others. Entries for `unknown`
+/// platforms (attestations) are never chosen.
+pub fn best_match(wanted: &Platform, candidates: &[Option<Platform>]) -> Option<usize> {
+    let mut best: Option<(u8, usize)> = None;
+    for (i, candidate) in candidates.iter().enumerate() {
+        let Some(c) = candidate else { continue };
+        if c.is_unknown() || c.os != wanted.os || c.architecture != wanted.architecture {
+            continue;
+        }
+        let score = match (&wanted.variant, &c.variant) {
+            (Some(w), Some(v)) if w == v => 3,
+            (Some(_), _) if wanted.effective_variant() == c.effective_variant() => 2,
+            (Some(_), _) => continue,
+            (None, None) => 3,
+            (None, Some(_)) if c.effective_variant() == wanted.effective_variant() => 2,
+            (None, Some(_)) => 1,
+        };
+        if best.is_none_or(|(s, _)| score > s) {
+            best = Some((score, i));
+        }
+    }
+    best.map(|(_, i)| i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Platform {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn parses_and_normalises() {
+        assert_eq!(p("linux/x86_64").to_string(), "linux/amd64");
+        assert_eq!(p("Linux/AArch64/V8").to_string(), "linux/arm64/v8");
+        for bad in ["linux", "linux/", "linux/amd64/v8/x", "linux/am d64", ""] {
+            let err = bad.parse::<Platform>().unwrap_err().to_string();
+            assert!(err.contains(&format!("{bad:?}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn best_match_rules() {
+        let cands = vec![
+            Some(p("linux/amd64")),
+            Some(p("linux/arm64/v8")),
+            Some(p("linux/arm/v6")),
+            Some(p("linux/arm/v7")),
+            Some(p("unknown/unknown")),
+            None,
+        ];
+        assert_eq!(best_match(&p("linux/amd64"), &cands), Some(0));
+        assert_eq!(best_match(&p("linux/arm64"), &cands), Some(1));
+        assert_eq!(best_match(&p("linux/arm64/v8"), &cands), Some(1));
+        assert_eq!(
+            best_match(&p("linux/arm"), &cands),
+            Some(3),
+            "arm defaults to v7"
+        );
+        assert_eq!(best_match(&p("linux/arm/v6"), &cands), Some(2));
+        assert_eq!(best_match(&p("linux/arm/v5"), &cands), None);
+        assert_eq!(best_match(&p("windows/amd64"), &cands), None);
+        assert_eq!(
+            best_match(&p("unknown/unknown"), &cands),
+            None,
+            "attestations are never chosen"
+        );
+        // An arm64 entry without variant matches an explicit v8 request.
+        let cands = vec![Some(p("linux/arm64"))];
+        assert_eq!(best_match(&p("linux/arm64/v8"), &cands), Some(0));
+    }
+}

@@ -1,0 +1,169 @@
+//! Tag listing with `Link` pagination.
+
+use super::client::{Client, Req};
+use super::reference::api_host;
+use super::resolve::status_error_pub as status_error;
+use super::{Error, Repository, Result};
+use reqwest::Method;
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+/// Page size asked for; registries may return less and must not send more
+/// than asked (distribution caps `n` at 1000 by default).
+pub const PAGE_SIZE: usize = 1000;
+/// Loop guard: no repository we pin has anywhere near this many pages.
+const MAX_PAGES: usize = 10_000;
+
+static TAG_RE: LazyLock<regex::Regex> =
+    LazyLock::new(|| regex::Regex::new(r"^[\w][\w.-]{0,127}$").expect("tag regex"));
+// cosign and friends store signatures/attestations as `sha256-<hex>[.sig]`.
+static DIGEST_TAG_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"^(sha256-[0-9a-f]{64}|sha512-[0-9a-f]{128})(\..*)?$")
+        .expect("digest tag regex")
+});
+
+/// Whether a listed tag names an image (not empty, valid, not digest-shaped).
+pub fn is_image_tag(tag: &str) -> bool {
+    TAG_RE.is_match(tag) && !DIGEST_TAG_RE.is_match(tag)
+}
+
+/// The `rel="next"` target of a `Link` header value.
+pub fn next_link(value: &str) -> Option<String> {
+    for part in value.split(',') {
+        let part = part.trim();
+        let Some(rest) = part.strip_prefix('<') else {
+            continue;
+        };
+        let Some((target, params)) = rest.split_once('>') else {
+            continue;
+        };
+        let is_next = params.split(';').any(|p| {
+            let p = p.trim().to_ascii_lowercase().replace(' ', "");
+            p == "rel=\"next\"" || p == "rel=next"
+        });
+        if is_next {
+            return Some(target.trim().to_string());
+        }
+    }
+    None
+}
+
+impl Client {
+    /// Every tag of `repo`, in the registry's order, each once. Follows
+    /// `Link: <…>; rel="next"` (relative targets resolved against the page
+    /// URL; other hosts and loops are errors), accepts `"tags": null`, and
+    /// drops empty, invalid and digest-shaped (`sha256-…`) tags.
+    pub async fn list_tags(&self, repo: &Repository) -> Result<Vec<String>> {
+        let context = repo.to_string();
+        let registry = repo.registry();
+        let fail = |reason: String| Error::Pagination {
+            context: context.clone(),
+            reason,
+        };
+        let mut target = format!("/v2/{}/tags/list?n={PAGE_SIZE}", repo.path());
+        let mut visited = HashSet::new();
+        let mut seen = HashSet::new();
+        let mut tags = Vec::new();
+        loop {
+            if !visited.insert(target.clone()) {
+                return Err(fail(format!(
+                    "the registry's Link headers loop back to {target}"
+                )));
+            }
+            if visited.len() > MAX_PAGES {
+                return Err(fail(format!("more than {MAX_PAGES} pages")));
+            }
+            let resp = self
+                .execute(
+                    registry,
+                    Req {
+                        method: Method::GET,
+                        target: target.clone(),
+                        accept: Some("application/json"),
+                        scope: format!("repository:{}:pull", repo.path()),
+                        context: &context,
+                        limit: (16 << 20, "tag list page"),
+                    },
+                )
+                .await?;
+            if !resp.status.is_success() {
+                return Err(status_error(&context, registry, &resp));
+            }
+            #[derive(serde::Deserialize)]
+            struct Page {
+                #[serde(default)]
+                tags: Option<Vec<Option<String>>>,
+            }
+            let page: Page = serde_json::from_slice(&resp.body).map_err(|e| Error::Malformed {
+                context: context.clone(),
+                what: "tag list",
+                reason: e.to_string(),
+            })?;
+            for tag in page.tags.unwrap_or_default().into_iter().flatten() {
+                if is_image_tag(&tag) && seen.insert(tag.clone()) {
+                    tags.push(tag);
+                }
+            }
+            let link = resp
+                .headers
+                .get_all(reqwest::header::LINK)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .find_map(next_link);
+            let Some(link) = link else { break };
+            let next = resp
+                .url
+                .join(&link)
+                .map_err(|e| fail(format!("invalid Link target {link:?}: {e}")))?;
+            let authority = match (next.host_str(), next.port_or_known_default()) {
+                (Some(h), Some(p)) => (h.to_string(), p),
+                _ => return Err(fail(format!("Link target {next} has no host"))),
+            };
+            let ours = (
+                resp.url.host_str().unwrap_or_default().to_string(),
+                resp.url.port_or_known_default().unwrap_or_default(),
+            );
+            if authority != ours || !next.username().is_empty() {
+                return Err(fail(format!(
+                    "the next page is on another host ({}:{}, not {}); refusing to follow",
+                    authority.0,
+                    authority.1,
+                    api_host(registry)
+                )));
+            }
+            target = match next.query() {
+                Some(q) => format!("{}?{q}", next.path()),
+                None => next.path().to_string(),
+            };
+        }
+        Ok(tags)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_headers() {
+        assert_eq!(
+            next_link(r#"</v2/a/tags/list?n=2&last=b>; rel="next""#).as_deref(),
+            Some("/v2/a/tags/list?n=2&last=b")
+        );
+        assert_eq!(
+            next_link(r#"<https://x/prev>; rel="prev", <https://x/next>; rel=next"#).as_deref(),
+            Some("https://x/next")
+        );
+        assert_eq!(next_link(r#"</a>; rel="last""#), None);
+    }
+
+    #[test]
+    fn tag_filter() {
+        assert!(is_image_tag("trixie-slim"));
+        assert!(is_image_tag("full-1.2.3"));
+        assert!(!is_image_tag(""));
+        assert!(!is_image_tag(&format!("sha256-{}.sig", "a".repeat(64))));
+        assert!(!is_image_tag(&format!("sha256-{}", "0".repeat(64))));
+        assert!(is_image_tag("sha256-short"));
+    }
+}
