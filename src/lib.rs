@@ -7,8 +7,8 @@ pub mod coverage;
 pub mod detect;
 pub mod fsutil;
 pub mod manifest;
-pub mod render;
 pub mod registry;
+pub mod render;
 
 use std::process::ExitCode;
 

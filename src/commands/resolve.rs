@@ -45,44 +45,18 @@ impl RegistryArgs {
     }
 }
 
-/// `insecure_registries` of the selected profile in the manifest (none
-/// without a profile).
+/// `insecure_registries` of the selected profile. `resolve` and `tags` do
+/// not otherwise need the manifest, so without a manifest file (e.g. run
+/// outside a project with `SUNABA_PROFILE` exported) there are none.
 fn profile_insecure_registries(global: &Global) -> anyhow::Result<Vec<String>> {
     let Some(profile) = &global.profile else {
         return Ok(Vec::new());
     };
-    let text = std::fs::read_to_string(&global.manifest).with_context(|| {
-        format!(
-            "reading {} for profile {profile:?}",
-            global.manifest.display()
-        )
-    })?;
-    let doc: toml::Table =
-        toml::from_str(&text).with_context(|| format!("parsing {}", global.manifest.display()))?;
-    let Some(p) = doc.get("profiles").and_then(|p| p.get(profile.as_str())) else {
-        anyhow::bail!(
-            "{}: there is no [profiles.{profile}]",
-            global.manifest.display()
-        );
-    };
-    let list = match p.get("insecure_registries") {
-        None => return Ok(Vec::new()),
-        Some(toml::Value::Array(a)) => a,
-        Some(_) => anyhow::bail!(
-            "{}: profiles.{profile}.insecure_registries must be an array of strings",
-            global.manifest.display()
-        ),
-    };
-    list.iter()
-        .map(|v| {
-            v.as_str().map(str::to_string).with_context(|| {
-                format!(
-                    "{}: profiles.{profile}.insecure_registries must be an array of strings",
-                    global.manifest.display()
-                )
-            })
-        })
-        .collect()
+    if !global.manifest.exists() {
+        return Ok(Vec::new());
+    }
+    let manifest = crate::manifest::Manifest::load(&global.manifest)?;
+    Ok(manifest.resolve_profile(Some(profile))?.insecure_registries)
 }
 
 /// A runtime for the async registry client, from synchronous command code.
