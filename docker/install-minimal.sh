@@ -1,0 +1,18 @@
+#!/bin/sh
+# Fragment `minimal` (variant minimal, straight from trixie-slim): git,
+# python3 and a pinned pytest, nothing else.
+set -eu
+# shellcheck source=docker/lib/common.sh
+. /run/sunaba/lib/common.sh
+
+: "${PYTEST_VERSION:?set by images.toml}"
+
+apt_install ca-certificates git python3 python3-pip
+
+pip_install "pytest==${PYTEST_VERSION}"
+
+# pip is not owed by minimal: it was only the installer. Purge just what this
+# step pulled in for it (pytest lives in /usr/local and stays).
+apt-get purge -y --auto-remove python3-pip
+
+sunaba_cleanup
