@@ -11,7 +11,7 @@ FROM ${PARENT_IMAGE}
 
 # Fragment `js` (docker/install-js-tools.sh): eslint, tsc, jest.
 ARG ESLINT_VERSION=9.36.0
-ARG JEST_VERSION=30.2.0
+ARG JEST_VERSION=30.5.2
 ARG TYPESCRIPT_VERSION=5.9.2
 # The CA bundle is an optional BuildKit secret: it never enters a layer.
 RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \

@@ -58,8 +58,8 @@ check rg 13.0.0 'ripgrep ([0-9]+\.[0-9]+\.[0-9]+)' rg --version
 check ast-grep 0.30.0 'ast-grep ([0-9]+\.[0-9]+\.[0-9]+)' ast-grep --version
 check sd 1.0.0 'sd ([0-9]+\.[0-9]+\.[0-9]+)' sd --version
 check fd 9.0.0 'fd[a-z]* ([0-9]+\.[0-9]+\.[0-9]+)' fd --version
-check ctags 6.0.0 'Universal Ctags ([0-9]+\.[0-9]+(\.[0-9]+)?)' ctags --version
-check jq 1.7.0 'jq-([0-9]+\.[0-9]+(\.[0-9]+)?)' jq --version
+check ctags 5.9.0 'Universal Ctags ([0-9]+\.[0-9]+(\.[0-9]+)?)' ctags --version
+check jq 1.7 'jq-([0-9]+\.[0-9]+(\.[0-9]+)?)' jq --version
 check node 20.0.0 'v([0-9]+\.[0-9]+\.[0-9]+)' node --version
 check npm 9.0.0 '([0-9]+\.[0-9]+\.[0-9]+)' npm --version
 check ca-certificates '' '' test -s /etc/ssl/certs/ca-certificates.crt
