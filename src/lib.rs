@@ -1,12 +1,16 @@
 //! sunaba-images: builds, verifies and pins the Sunaba sandbox image family
 //! declared in `images.toml`.
 
+pub mod build;
+pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod coverage;
 pub mod detect;
+pub mod engine;
 pub mod fsutil;
 pub mod manifest;
+pub mod process;
 pub mod registry;
 pub mod render;
 

@@ -1,0 +1,699 @@
+//! The build graph: parents before children, independent variants in
+//! parallel (bounded), unchanged inputs skipped without calling the engine's
+//! build, every built image checked before its children start.
+
+pub mod inputs;
+pub mod progress;
+
+use crate::check::{self, CheckReport, Expectation, LABEL_INPUTS, LABEL_VARIANT};
+use crate::engine::{BuildRequest, Engine, EngineError};
+use crate::process::Cmd;
+use inputs::HashMeta;
+use progress::{Event, Reporter, StepTracker};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The BuildKit secret id the rendered Dockerfiles mount the CA bundle from.
+pub const CA_SECRET_ID: &str = "ca_bundle";
+/// Lines of a failed build's log repeated in the failure report.
+const FAILURE_TAIL_LINES: usize = 15;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("unknown variant `{variant}` (images.toml defines: {known})")]
+    UnknownVariant { variant: String, known: String },
+    #[error(
+        "{path} (used by {variant}) differs from what images.toml and templates/ render; \
+         run `sunaba-images render` and commit the result"
+    )]
+    Stale { path: PathBuf, variant: String },
+    #[error("cannot read {path}, which the build of {variant} needs: {source}")]
+    ReadInput {
+        path: PathBuf,
+        variant: String,
+        source: std::io::Error,
+    },
+    #[error("the CA bundle {path} cannot be read: {source}")]
+    CaBundle {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the upstream image {reference} is not available locally and cannot be pulled: {source}")]
+    Upstream {
+        reference: String,
+        source: EngineError,
+    },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// What the build of one variant needs, from images.toml and the render.
+#[derive(Debug, Clone, Default)]
+pub struct VariantPlan {
+    pub name: String,
+    pub parent: Option<String>,
+    /// Repo-relative rendered Dockerfile.
+    pub dockerfile: PathBuf,
+    /// Every repo-relative file the build reads from its context.
+    pub context_files: Vec<PathBuf>,
+    /// `BASE_IMAGE` or `PARENT_IMAGE`.
+    pub from_arg: String,
+    /// Fragment build arguments with their defaults.
+    pub build_args: BTreeMap<String, String>,
+    pub owed_tools: Vec<String>,
+    pub size_budget: u64,
+}
+
+/// The image family as the build sees it.
+#[derive(Debug, Clone, Default)]
+pub struct Family {
+    /// Directory of images.toml (fragment paths are relative to it).
+    pub root: PathBuf,
+    /// Local repository of the built tags (the profile's `repository`).
+    pub repository: String,
+    /// FROM image of variants without a parent (the profile's `upstream`).
+    pub upstream: String,
+    pub source: String,
+    /// Parents first.
+    pub order: Vec<String>,
+    pub variants: BTreeMap<String, VariantPlan>,
+    /// Rendered files (repo-relative path -> content).
+    pub generated: BTreeMap<PathBuf, String>,
+}
+
+impl Family {
+    /// The targets and their ancestors, parents first; all variants when
+    /// `targets` is empty.
+    pub fn select(&self, targets: &[String]) -> Result<Vec<String>, BuildError> {
+        if targets.is_empty() {
+            return Ok(self.order.clone());
+        }
+        let mut wanted = BTreeSet::new();
+        for t in targets {
+            let mut cur = Some(t.clone());
+            while let Some(v) = cur {
+                let plan = self
+                    .variants
+                    .get(&v)
+                    .ok_or_else(|| BuildError::UnknownVariant {
+                        variant: v.clone(),
+                        known: self.order.join(", "),
+                    })?;
+                wanted.insert(v.clone());
+                cur = plan.parent.clone();
+            }
+        }
+        Ok(self
+            .order
+            .iter()
+            .filter(|v| wanted.contains(*v))
+            .cloned()
+            .collect())
+    }
+
+    /// The tag that names one exact set of inputs; children are built FROM it.
+    pub fn inputs_tag(&self, variant: &str, inputs: &str) -> String {
+        let hex = inputs.strip_prefix("sha256:").unwrap_or(inputs);
+        format!("{}:{variant}-inputs-{}", self.repository, &hex[..12.min(hex.len())])
+    }
+
+    /// The convenience tag of the latest checked build of a variant.
+    pub fn variant_tag(&self, variant: &str) -> String {
+        format!("{}:{variant}", self.repository)
+    }
+
+    pub fn expectation(&self, variant: &str) -> Option<Expectation> {
+        self.variants.get(variant).map(|p| Expectation {
+            variant: variant.to_string(),
+            owed_tools: p.owed_tools.clone(),
+            size_budget: p.size_budget,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub jobs: usize,
+    pub no_cache: bool,
+    pub check: bool,
+    pub ca_bundle: Option<PathBuf>,
+    pub log_dir: PathBuf,
+    pub check_timeout: Duration,
+    /// `org.opencontainers.image.revision`.
+    pub revision: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "result", rename_all = "kebab-case")]
+pub enum Outcome {
+    Built {
+        image_id: String,
+        reference: String,
+        inputs: String,
+        build_seconds: f64,
+        check: Option<CheckReport>,
+    },
+    Skipped {
+        image_id: String,
+        reference: String,
+        inputs: String,
+        note: String,
+        check: Option<CheckReport>,
+    },
+    Failed {
+        stage: String,
+        reason: String,
+        log: Option<PathBuf>,
+        check: Option<CheckReport>,
+    },
+    NotAttempted {
+        reason: String,
+    },
+}
+
+impl Outcome {
+    fn image(&self) -> Option<(&str, &str)> {
+        match self {
+            Outcome::Built {
+                image_id,
+                reference,
+                ..
+            }
+            | Outcome::Skipped {
+                image_id,
+                reference,
+                ..
+            } => Some((reference, image_id)),
+            _ => None,
+        }
+    }
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Outcome::Failed { .. } | Outcome::NotAttempted { .. })
+    }
+    pub fn check(&self) -> Option<&CheckReport> {
+        match self {
+            Outcome::Built { check, .. }
+            | Outcome::Skipped { check, .. }
+            | Outcome::Failed { check, .. } => check.as_ref(),
+            Outcome::NotAttempted { .. } => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantResult {
+    pub variant: String,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub engine: String,
+    pub platform: String,
+    pub results: Vec<VariantResult>,
+    pub wall_seconds: f64,
+    /// Image builds the engine was asked to run (0 for a no-op build).
+    pub engine_builds: usize,
+}
+
+/// `org.opencontainers.image.revision`: HEAD, `-dirty` with local changes.
+pub fn git_revision(root: &Path) -> String {
+    let head = Cmd::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["rev-parse", "HEAD"])
+        .run();
+    match head {
+        Ok(out) => {
+            let dirty = Cmd::new("git")
+                .arg("-C")
+                .arg(root)
+                .args(["status", "--porcelain"])
+                .run()
+                .map(|o| !o.stdout.trim().is_empty())
+                .unwrap_or(false);
+            format!("{}{}", out.stdout.trim(), if dirty { "-dirty" } else { "" })
+        }
+        Err(_) => "unknown".to_string(),
+    }
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// Makes sure the upstream image is local (pulling it if not) and returns
+/// its ID, which goes into the inputs of every root variant.
+fn resolve_upstream(engine: &dyn Engine, reference: &str) -> Result<String, BuildError> {
+    let err = |source| BuildError::Upstream {
+        reference: reference.to_string(),
+        source,
+    };
+    if let Some(info) = engine.inspect(reference).map_err(err)? {
+        return Ok(info.id);
+    }
+    engine.pull(reference).map_err(err)?;
+    match engine.inspect(reference).map_err(err)? {
+        Some(info) => Ok(info.id),
+        None => Err(err(EngineError::Parse {
+            command: format!("pull {reference}"),
+            detail: "the image is still missing after a successful pull".into(),
+        })),
+    }
+}
+
+struct Shared<'a> {
+    family: &'a Family,
+    engine: &'a dyn Engine,
+    opts: &'a Options,
+    reporter: &'a dyn Reporter,
+    platform: String,
+    upstream_id: Option<String>,
+    created: String,
+    builds: std::sync::atomic::AtomicUsize,
+}
+
+/// Builds (and checks) the selected variants. Failures of single variants are
+/// reported in the summary; an `Err` means nothing could be attempted.
+pub fn run(
+    family: &Family,
+    targets: &[String],
+    engine: &dyn Engine,
+    opts: &Options,
+    reporter: &dyn Reporter,
+) -> Result<Summary, BuildError> {
+    let started = Instant::now();
+    let selected = family.select(targets)?;
+    let platform = engine.platform()?;
+    if let Some(path) = &opts.ca_bundle {
+        std::fs::File::open(path).map_err(|source| BuildError::CaBundle {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    let needs_upstream = selected
+        .iter()
+        .any(|v| family.variants[v].parent.is_none());
+    let upstream_id = if needs_upstream {
+        Some(resolve_upstream(engine, &family.upstream)?)
+    } else {
+        None
+    };
+    std::fs::create_dir_all(&opts.log_dir).map_err(|source| BuildError::Io {
+        context: format!("cannot create the log directory {}", opts.log_dir.display()),
+        source,
+    })?;
+    let shared = Shared {
+        family,
+        engine,
+        opts,
+        reporter,
+        platform: platform.clone(),
+        upstream_id,
+        created: now_rfc3339(),
+        builds: Default::default(),
+    };
+    for v in &selected {
+        reporter.event(v, Event::Queued);
+    }
+
+    let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
+    let mut running: BTreeSet<String> = BTreeSet::new();
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel::<(String, Outcome)>();
+        loop {
+            for v in &selected {
+                if outcomes.contains_key(v) || running.contains(v) {
+                    continue;
+                }
+                let parent = family.variants[v].parent.as_ref();
+                let parent_outcome = parent.and_then(|p| outcomes.get(p));
+                if let (Some(p), Some(o)) = (parent, parent_outcome) {
+                    if o.is_failure() {
+                        let reason = format!("its parent {p} failed");
+                        reporter.event(v, Event::NotAttempted(reason.clone()));
+                        outcomes.insert(v.clone(), Outcome::NotAttempted { reason });
+                        continue;
+                    }
+                }
+                let ready = parent.is_none() || parent_outcome.is_some();
+                if !ready || running.len() >= opts.jobs.max(1) {
+                    continue;
+                }
+                let from = parent_outcome
+                    .and_then(Outcome::image)
+                    .map(|(r, id)| (r.to_string(), id.to_string()));
+                running.insert(v.clone());
+                let tx = tx.clone();
+                let shared = &shared;
+                let v = v.clone();
+                scope.spawn(move || {
+                    let outcome = build_one(shared, &v, from);
+                    let _ = tx.send((v, outcome));
+                });
+            }
+            if running.is_empty() {
+                break;
+            }
+            let (v, outcome) = rx.recv().expect("a worker reports before it ends");
+            running.remove(&v);
+            outcomes.insert(v, outcome);
+        }
+    });
+    reporter.finish();
+
+    Ok(Summary {
+        engine: engine.describe(),
+        platform,
+        results: selected
+            .iter()
+            .map(|v| VariantResult {
+                variant: v.clone(),
+                outcome: outcomes.remove(v).expect("every selected variant has an outcome"),
+            })
+            .collect(),
+        wall_seconds: started.elapsed().as_secs_f64(),
+        engine_builds: shared.builds.load(std::sync::atomic::Ordering::SeqCst),
+    })
+}
+
+/// Builds one variant whose parent (if any) is `from` = (reference, image ID).
+fn build_one(sh: &Shared, variant: &str, from: Option<(String, String)>) -> Outcome {
+    let reporter = sh.reporter;
+    let outcome = build_one_inner(sh, variant, from);
+    match &outcome {
+        Outcome::Built {
+            build_seconds,
+            check,
+            ..
+        } => reporter.event(
+            variant,
+            Event::Done(format!(
+                "built in {build_seconds:.1}s{}",
+                check
+                    .as_ref()
+                    .map(|c| format!(", check passed in {:.1}s", c.seconds))
+                    .unwrap_or_default()
+            )),
+        ),
+        Outcome::Skipped { note, .. } => reporter.event(variant, Event::Skipped(note.clone())),
+        Outcome::Failed { stage, reason, .. } => {
+            reporter.event(variant, Event::Failed(format!("{stage}: {reason}")))
+        }
+        Outcome::NotAttempted { reason } => {
+            reporter.event(variant, Event::NotAttempted(reason.clone()))
+        }
+    }
+    outcome
+}
+
+fn failed(stage: &str, reason: impl std::fmt::Display, log: Option<PathBuf>) -> Outcome {
+    Outcome::Failed {
+        stage: stage.to_string(),
+        reason: reason.to_string(),
+        log,
+        check: None,
+    }
+}
+
+fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -> Outcome {
+    let family = sh.family;
+    let plan = &family.variants[variant];
+    let files = match inputs::collect(&family.root, plan, &family.generated) {
+        Ok(f) => f,
+        Err(e) => return failed("prepare", e, None),
+    };
+    let (from_ref, from_id) = match (&from, &sh.upstream_id) {
+        (Some((r, id)), _) => (r.clone(), id.clone()),
+        (None, Some(id)) => (family.upstream.clone(), id.clone()),
+        (None, None) => unreachable!("the upstream is resolved when a root variant is selected"),
+    };
+    let mut build_args = plan.build_args.clone();
+    build_args.insert(plan.from_arg.clone(), from_ref);
+    let static_labels = BTreeMap::from([
+        (
+            "org.opencontainers.image.title".to_string(),
+            format!("sunaba-{variant}"),
+        ),
+        (
+            "org.opencontainers.image.source".to_string(),
+            family.source.clone(),
+        ),
+        (LABEL_VARIANT.to_string(), variant.to_string()),
+    ]);
+    let inputs = inputs::inputs_hash(
+        &HashMeta {
+            platform: &sh.platform,
+            dockerfile: &plan.dockerfile,
+            build_args: &build_args,
+            from_image_id: &from_id,
+            static_labels: &static_labels,
+        },
+        &files,
+    );
+    let inputs_tag = family.inputs_tag(variant, &inputs);
+    let variant_tag = family.variant_tag(variant);
+    let tags = vec![inputs_tag.clone(), variant_tag.clone()];
+    let log_path = sh.opts.log_dir.join(format!("{variant}.log"));
+
+    if !sh.opts.no_cache {
+        match sh.engine.inspect(&inputs_tag) {
+            Err(e) => return failed("prepare", e, None),
+            Ok(Some(info)) if info.labels.get(LABEL_INPUTS) == Some(&inputs) => {
+                return reuse(sh, variant, info, inputs, inputs_tag, &tags, &log_path);
+            }
+            Ok(_) => {}
+        }
+    }
+
+    // Build.
+    let mut log = match std::fs::File::create(&log_path) {
+        Ok(f) => std::io::BufWriter::new(f),
+        Err(e) => {
+            return failed(
+                "prepare",
+                format!("cannot create the log file {}: {e}", log_path.display()),
+                None,
+            );
+        }
+    };
+    let work = match tempfile::Builder::new().prefix("sunaba-build-").tempdir() {
+        Ok(d) => d,
+        Err(e) => return failed("prepare", format!("cannot create a staging directory: {e}"), None),
+    };
+    let context = work.path().join("context");
+    if let Err(e) = inputs::stage(&context, &files) {
+        return failed("prepare", format!("cannot stage the build context: {e}"), None);
+    }
+    let mut labels = static_labels;
+    labels.insert(LABEL_INPUTS.to_string(), inputs.clone());
+    labels.insert(
+        "org.opencontainers.image.revision".to_string(),
+        sh.opts.revision.clone(),
+    );
+    labels.insert(
+        "org.opencontainers.image.created".to_string(),
+        sh.created.clone(),
+    );
+    let req = BuildRequest {
+        context: context.clone(),
+        dockerfile: context.join(&plan.dockerfile),
+        tags: tags.clone(),
+        build_args,
+        labels,
+        secrets: sh
+            .opts
+            .ca_bundle
+            .iter()
+            .map(|p| (CA_SECRET_ID.to_string(), p.clone()))
+            .collect(),
+        no_cache: sh.opts.no_cache,
+        iidfile: work.path().join("iid"),
+    };
+    let _ = writeln!(log, "# {}", sh.engine.build_cmd(&req).display());
+    let _ = writeln!(log, "# inputs {inputs}");
+    sh.reporter.event(variant, Event::Building(None));
+    sh.builds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let mut tracker = StepTracker::new(sh.engine.log_format());
+    let started = Instant::now();
+    let result = sh.engine.build(&req, &mut |line| {
+        let _ = writeln!(log, "{line}");
+        if let Some(step) = tracker.line(line) {
+            sh.reporter.event(variant, Event::Building(Some(step)));
+        }
+    });
+    let build_seconds = started.elapsed().as_secs_f64();
+    let _ = log.flush();
+    drop(log);
+    let image_id = match result {
+        Ok(id) => id,
+        Err(EngineError::BuildFailed { .. }) => {
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            return failed(
+                "build",
+                format!(
+                    "{}\n--- last lines of {}:\n{}",
+                    tracker.failure(),
+                    log_path.display(),
+                    crate::process::tail_lines(&text, FAILURE_TAIL_LINES)
+                ),
+                Some(log_path),
+            );
+        }
+        Err(e) => return failed("build", e, Some(log_path)),
+    };
+
+    if !sh.opts.check {
+        return Outcome::Built {
+            image_id,
+            reference: inputs_tag,
+            inputs,
+            build_seconds,
+            check: None,
+        };
+    }
+    match check_and_record(sh, variant, &inputs_tag, &tags, &log_path) {
+        Ok((id, report)) => Outcome::Built {
+            image_id: id,
+            reference: inputs_tag,
+            inputs,
+            build_seconds,
+            check: Some(report),
+        },
+        Err(outcome) => outcome,
+    }
+}
+
+/// An image with these inputs exists: no engine build. It still has to have
+/// passed its check (unless checks are off).
+fn reuse(
+    sh: &Shared,
+    variant: &str,
+    info: crate::engine::ImageInfo,
+    inputs: String,
+    inputs_tag: String,
+    tags: &[String],
+    log_path: &Path,
+) -> Outcome {
+    let variant_tag = sh.family.variant_tag(variant);
+    let checked = check::passing_record(&info).is_some();
+    if checked || !sh.opts.check {
+        if !info.repo_tags.contains(&variant_tag) {
+            if let Err(e) = sh.engine.tag(&inputs_tag, &variant_tag) {
+                return failed("tag", e, None);
+            }
+        }
+        return Outcome::Skipped {
+            image_id: info.id,
+            reference: inputs_tag,
+            inputs,
+            note: if checked {
+                "inputs unchanged, check passed before".into()
+            } else {
+                "inputs unchanged".into()
+            },
+            check: None,
+        };
+    }
+    match check_and_record(sh, variant, &inputs_tag, tags, log_path) {
+        Ok((id, report)) => Outcome::Skipped {
+            image_id: id,
+            reference: inputs_tag,
+            inputs,
+            note: "inputs unchanged, checked now".into(),
+            check: Some(report),
+        },
+        Err(outcome) => outcome,
+    }
+}
+
+/// Runs the check; on a pass records it on the image and returns the
+/// labelled image's ID; on a failure returns the failed outcome.
+fn check_and_record(
+    sh: &Shared,
+    variant: &str,
+    reference: &str,
+    tags: &[String],
+    log_path: &Path,
+) -> Result<(String, CheckReport), Outcome> {
+    sh.reporter.event(variant, Event::Checking);
+    let expect = sh.family.expectation(variant).expect("a known variant");
+    let mut report = check::check_image(sh.engine, reference, &expect, sh.opts.check_timeout)
+        .map_err(|e| failed("check", e, Some(log_path.to_path_buf())))?;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path)
+    {
+        let _ = writeln!(f, "# check\n{}", check::table(std::slice::from_ref(&report)));
+    }
+    if !report.passed {
+        return Err(Outcome::Failed {
+            stage: "check".into(),
+            reason: report.reason(),
+            log: Some(log_path.to_path_buf()),
+            check: Some(report),
+        });
+    }
+    let id = check::record(sh.engine, &report, reference, tags, &now_rfc3339())
+        .map_err(|e| failed("check", e, Some(log_path.to_path_buf())))?;
+    report.recorded_id = Some(id.clone());
+    Ok((id, report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn family() -> Family {
+        let plan = |name: &str, parent: Option<&str>| VariantPlan {
+            name: name.into(),
+            parent: parent.map(String::from),
+            ..Default::default()
+        };
+        Family {
+            repository: "127.0.0.1:5000/sunaba/sandbox".into(),
+            order: ["base", "python", "go", "minimal"].map(String::from).to_vec(),
+            variants: BTreeMap::from([
+                ("base".into(), plan("base", None)),
+                ("python".into(), plan("python", Some("base"))),
+                ("go".into(), plan("go", Some("base"))),
+                ("minimal".into(), plan("minimal", None)),
+            ]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn selection_adds_ancestors_in_build_order() {
+        let f = family();
+        assert_eq!(f.select(&[]).unwrap(), f.order);
+        assert_eq!(f.select(&["go".into()]).unwrap(), ["base", "go"]);
+        assert_eq!(
+            f.select(&["minimal".into(), "python".into()]).unwrap(),
+            ["base", "python", "minimal"]
+        );
+        let err = f.select(&["rust".into()]).unwrap_err().to_string();
+        assert!(err.contains("`rust`") && err.contains("base, python"), "{err}");
+    }
+
+    #[test]
+    fn tags() {
+        let f = family();
+        assert_eq!(
+            f.inputs_tag("go", "sha256:0123456789abcdef0123"),
+            "127.0.0.1:5000/sunaba/sandbox:go-inputs-0123456789ab"
+        );
+        assert_eq!(f.variant_tag("go"), "127.0.0.1:5000/sunaba/sandbox:go");
+    }
+}

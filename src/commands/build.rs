@@ -1,0 +1,243 @@
+//! `sunaba-images build [VARIANT…]`: builds the image graph on the engine,
+//! parents first, independent variants in parallel, skipping unchanged
+//! inputs, and checks every image it builds (unless `--no-check`).
+
+use super::Global;
+use crate::build::progress::{PlainReporter, Reporter, TtyReporter};
+use crate::build::{self, Family, Outcome, Summary, VariantPlan};
+use crate::cli::{EXIT_FAILURE, EXIT_GATE};
+use crate::manifest::{Manifest, Settings};
+use crate::render::{self, Rendered};
+use anyhow::Context;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Progress {
+    /// A live view on a terminal, plain lines otherwise.
+    Auto,
+    Tty,
+    Plain,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Variants to build (with their ancestors); all when none are named.
+    pub variants: Vec<String>,
+    /// How many variants may build at the same time.
+    #[arg(long, short = 'j', default_value_t = 4)]
+    pub jobs: usize,
+    /// Rebuild even when an image with the same inputs exists (and without
+    /// the engine's layer cache).
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Do not run `check` on the images built.
+    #[arg(long)]
+    pub no_check: bool,
+    /// CA bundle passed as the BuildKit secret `ca_bundle` (overrides the
+    /// profile's `ca_bundle`). It never enters an image layer.
+    #[arg(long, value_name = "PATH")]
+    pub ca_bundle: Option<PathBuf>,
+    /// Directory of the per-variant build logs
+    /// (default: target/sunaba-build/logs next to images.toml).
+    #[arg(long, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+    /// Time limit of each image's check (e.g. `90s`, `5m`).
+    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+    pub check_timeout: Duration,
+    #[arg(long, value_enum, default_value_t = Progress::Auto)]
+    pub progress: Progress,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The family as the build sees it: the manifest, its render and a profile.
+pub(crate) fn family(manifest: &Manifest, rendered: &Rendered, settings: &Settings) -> Family {
+    Family {
+        root: manifest.root.clone(),
+        repository: settings.repository.clone(),
+        upstream: settings.upstream.clone(),
+        source: manifest.source.clone().unwrap_or_default(),
+        order: manifest.build_order(),
+        variants: rendered
+            .variants
+            .iter()
+            .map(|(name, r)| {
+                let v = &manifest.variants[name];
+                (
+                    name.clone(),
+                    VariantPlan {
+                        name: name.clone(),
+                        parent: v.parent.clone(),
+                        dockerfile: r.dockerfile.clone(),
+                        context_files: r.context_files.clone(),
+                        from_arg: r.from_arg.to_string(),
+                        build_args: r.build_args.clone(),
+                        owed_tools: manifest.owed_tools(name),
+                        size_budget: v.size_budget,
+                    },
+                )
+            })
+            .collect(),
+        generated: rendered.files.clone(),
+    }
+}
+
+/// Loads the manifest, renders it and applies the profile.
+pub(crate) fn load(global: &Global) -> anyhow::Result<(Manifest, Settings, Family)> {
+    let manifest =
+        Manifest::load(&global.manifest).context("loading the image family manifest")?;
+    let settings = manifest
+        .resolve_profile(global.profile.as_deref())
+        .context("applying the profile")?;
+    let rendered = render::render(&manifest).context("rendering the Dockerfiles")?;
+    let family = family(&manifest, &rendered, &settings);
+    Ok((manifest, settings, family))
+}
+
+pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
+    let (manifest, settings, family) = load(global)?;
+    let engine = crate::engine::select(settings.engine.as_deref())
+        .context("choosing the container engine")?;
+    let selected = family.select(&args.variants)?;
+    let opts = build::Options {
+        jobs: args.jobs,
+        no_cache: args.no_cache,
+        check: !args.no_check,
+        ca_bundle: args.ca_bundle.clone().or(settings.ca_bundle.clone()),
+        log_dir: args
+            .log_dir
+            .clone()
+            .unwrap_or_else(|| manifest.root.join("target/sunaba-build/logs")),
+        check_timeout: args.check_timeout,
+        revision: build::git_revision(&manifest.root),
+    };
+    let tty = match args.progress {
+        Progress::Auto => std::io::stderr().is_terminal(),
+        Progress::Tty => true,
+        Progress::Plain => false,
+    };
+    let reporter: Box<dyn Reporter> = if tty {
+        Box::new(TtyReporter::new(&selected))
+    } else {
+        Box::new(PlainReporter::stderr())
+    };
+    eprintln!("engine: {}", engine.describe());
+    let summary = build::run(&family, &args.variants, engine.as_ref(), &opts, reporter.as_ref())
+        .context("building the image family")?;
+
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print!("{}", summary_text(&summary));
+    }
+    let build_failed = summary.results.iter().any(|r| {
+        matches!(&r.outcome, Outcome::Failed { stage, .. } if stage != "check")
+    });
+    let any_failed = summary.results.iter().any(|r| r.outcome.is_failure());
+    Ok(if build_failed {
+        ExitCode::from(EXIT_FAILURE)
+    } else if any_failed {
+        ExitCode::from(EXIT_GATE)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn short_id(id: &str) -> &str {
+    let hex = id.strip_prefix("sha256:").unwrap_or(id);
+    &hex[..12.min(hex.len())]
+}
+
+/// The summary for people: one row per variant, then the check tables, then
+/// every failure with its log.
+pub fn summary_text(s: &Summary) -> String {
+    let mut out = String::new();
+    let width = s.results.iter().map(|r| r.variant.len()).max().unwrap_or(7).max(7);
+    out.push_str(&format!(
+        "\n{:<width$}  {:<13}  {:<12}  {:>7}  {:>7}  note\n",
+        "variant", "result", "image", "build", "check"
+    ));
+    let mut build_sum = 0.0;
+    for r in &s.results {
+        let check = r
+            .outcome
+            .check()
+            .map(|c| format!("{:.1}s", c.seconds))
+            .unwrap_or_else(|| "-".into());
+        let (result, image, secs, note) = match &r.outcome {
+            Outcome::Built {
+                image_id,
+                build_seconds,
+                check,
+                ..
+            } => {
+                build_sum += build_seconds;
+                (
+                    "built",
+                    short_id(image_id).to_string(),
+                    format!("{build_seconds:.1}s"),
+                    match check {
+                        Some(c) => format!("check passed ({} tools)", c.tools.len()),
+                        None => "not checked (--no-check)".to_string(),
+                    },
+                )
+            }
+            Outcome::Skipped { image_id, note, .. } => (
+                "skipped",
+                short_id(image_id).to_string(),
+                "-".into(),
+                note.clone(),
+            ),
+            Outcome::Failed { stage, reason, .. } => (
+                "FAILED",
+                "-".into(),
+                "-".into(),
+                format!("{stage} failed: {}", reason.lines().next().unwrap_or("")),
+            ),
+            Outcome::NotAttempted { reason } => {
+                ("not attempted", "-".into(), "-".into(), reason.clone())
+            }
+        };
+        out.push_str(&format!(
+            "{:<width$}  {result:<13}  {image:<12}  {secs:>7}  {check:>7}  {note}\n",
+            r.variant
+        ));
+    }
+    let count = |f: fn(&Outcome) -> bool| s.results.iter().filter(|r| f(&r.outcome)).count();
+    out.push_str(&format!(
+        "\n{} built, {} skipped, {} failed, {} not attempted; wall time {:.1}s \
+         (sum of build times {:.1}s); engine builds started: {}\n",
+        count(|o| matches!(o, Outcome::Built { .. })),
+        count(|o| matches!(o, Outcome::Skipped { .. })),
+        count(|o| matches!(o, Outcome::Failed { .. })),
+        count(|o| matches!(o, Outcome::NotAttempted { .. })),
+        s.wall_seconds,
+        build_sum,
+        s.engine_builds,
+    ));
+    let checks: Vec<_> = s
+        .results
+        .iter()
+        .filter_map(|r| r.outcome.check().cloned())
+        .collect();
+    if !checks.is_empty() {
+        out.push_str("\nchecks:\n");
+        out.push_str(&crate::check::table(&checks));
+    }
+    for r in &s.results {
+        if let Outcome::Failed {
+            stage, reason, log, ..
+        } = &r.outcome
+        {
+            out.push_str(&format!("\n{} failed ({stage}): {reason}\n", r.variant));
+            if let Some(log) = log {
+                out.push_str(&format!("full log: {}\n", log.display()));
+            }
+        }
+    }
+    out
+}

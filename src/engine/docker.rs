@@ -1,0 +1,214 @@
+//! The Docker CLI driver.
+
+use super::{BuildRequest, Engine, EngineError, LogFormat};
+use crate::process::Cmd;
+use std::path::{Path, PathBuf};
+
+/// How this Docker CLI reaches BuildKit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DockerMode {
+    /// `docker buildx build --load` (the buildx plugin is installed).
+    Buildx,
+    /// `DOCKER_BUILDKIT=1 docker build`: CLIs before 23.0 carry BuildKit.
+    Classic,
+}
+
+#[derive(Debug, Clone)]
+pub struct Docker {
+    program: PathBuf,
+    mode: DockerMode,
+    version: String,
+}
+
+/// The first Docker CLI release whose `docker build` needs the buildx plugin
+/// for BuildKit.
+const BUILDX_REQUIRED_FROM: u64 = 23;
+
+impl Docker {
+    pub fn with_mode(program: PathBuf, mode: DockerMode) -> Docker {
+        Docker {
+            program,
+            mode,
+            version: String::new(),
+        }
+    }
+
+    pub fn mode(&self) -> DockerMode {
+        self.mode
+    }
+
+    /// Finds out how `program` can build with BuildKit. `Ok(Err(version))`
+    /// means it cannot (no buildx, and too new for built-in BuildKit).
+    pub fn probe(program: &Path) -> Result<Result<Docker, String>, EngineError> {
+        let version = client_version(program)?;
+        let buildx = Cmd::new(program).args(["buildx", "version"]).output()?;
+        let mode = if buildx.success() {
+            DockerMode::Buildx
+        } else if major(&version).is_some_and(|m| m < BUILDX_REQUIRED_FROM) {
+            DockerMode::Classic
+        } else {
+            return Ok(Err(version));
+        };
+        Ok(Ok(Docker {
+            program: program.to_path_buf(),
+            mode,
+            version,
+        }))
+    }
+}
+
+/// The client version; works while the daemon is down (the CLI prints the
+/// client part, then fails on the server part).
+fn client_version(program: &Path) -> Result<String, EngineError> {
+    let out = Cmd::new(program)
+        .args(["version", "--format", "{{.Client.Version}}"])
+        .output()?;
+    Ok(out.stdout.lines().next().unwrap_or("").trim().to_string())
+}
+
+fn major(version: &str) -> Option<u64> {
+    version.split('.').next()?.trim().parse().ok()
+}
+
+/// Where the CLI is pointed, for messages (it is the user's choice, not ours).
+pub(super) fn docker_target() -> String {
+    for key in ["DOCKER_HOST", "DOCKER_CONTEXT"] {
+        if let Some(v) = std::env::var(key).ok().filter(|v| !v.is_empty()) {
+            return format!("{key}={v}");
+        }
+    }
+    "the current Docker context".to_string()
+}
+
+impl Engine for Docker {
+    fn describe(&self) -> String {
+        let how = match self.mode {
+            DockerMode::Buildx => "buildx",
+            DockerMode::Classic => "built-in BuildKit",
+        };
+        format!(
+            "docker {} at {} ({how})",
+            self.version,
+            self.program.display()
+        )
+    }
+
+    fn program(&self) -> &Path {
+        &self.program
+    }
+
+    fn log_format(&self) -> LogFormat {
+        LogFormat::BuildKit
+    }
+
+    fn platform(&self) -> Result<String, EngineError> {
+        let out = Cmd::new(&self.program)
+            .args(["version", "--format", "{{.Server.Os}}/{{.Server.Arch}}"])
+            .output()?;
+        let platform = out.stdout.trim().to_string();
+        if !out.success() || platform.is_empty() || platform.contains("<no value>") {
+            return Err(EngineError::NotRunning {
+                program: self.program.display().to_string(),
+                target: docker_target(),
+                stderr: out.stderr.trim().to_string(),
+            });
+        }
+        Ok(platform)
+    }
+
+    fn build_cmd(&self, req: &BuildRequest) -> Cmd {
+        let cmd = match self.mode {
+            DockerMode::Buildx => Cmd::new(&self.program).args(["buildx", "build", "--load"]),
+            DockerMode::Classic => Cmd::new(&self.program)
+                .arg("build")
+                .env("DOCKER_BUILDKIT", "1"),
+        };
+        common_build_args(cmd.args(["--progress", "plain"]), req)
+    }
+}
+
+/// Build flags Docker and Podman share.
+pub(super) fn common_build_args(mut cmd: Cmd, req: &BuildRequest) -> Cmd {
+    cmd = cmd
+        .arg("--file")
+        .arg(&req.dockerfile)
+        .arg("--iidfile")
+        .arg(&req.iidfile);
+    for tag in &req.tags {
+        cmd = cmd.args(["--tag", tag]);
+    }
+    for (k, v) in &req.labels {
+        cmd = cmd.arg("--label").arg(format!("{k}={v}"));
+    }
+    for (k, v) in &req.build_args {
+        cmd = cmd.arg("--build-arg").arg(format!("{k}={v}"));
+    }
+    for (id, src) in &req.secrets {
+        cmd = cmd
+            .arg("--secret")
+            .arg(format!("id={id},src={}", src.display()));
+    }
+    if req.no_cache {
+        cmd = cmd.arg("--no-cache");
+    }
+    cmd.arg(&req.context)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn request() -> BuildRequest {
+        BuildRequest {
+            context: "/ctx".into(),
+            dockerfile: "/ctx/docker/Dockerfile.base".into(),
+            tags: vec!["r:base-inputs-0123".into(), "r:base".into()],
+            build_args: BTreeMap::from([("BASE_IMAGE".into(), "debian:trixie-slim".into())]),
+            labels: BTreeMap::from([("dev.sunaba.variant".into(), "base".into())]),
+            secrets: BTreeMap::from([("ca_bundle".into(), "/etc/ca.crt".into())]),
+            no_cache: true,
+            iidfile: "/tmp/iid".into(),
+        }
+    }
+
+    fn argv(cmd: &Cmd) -> String {
+        cmd.get_args()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn buildx_loads_into_the_image_store() {
+        let d = Docker::with_mode("/usr/bin/docker".into(), DockerMode::Buildx);
+        let cmd = d.build_cmd(&request());
+        assert_eq!(
+            argv(&cmd),
+            "buildx build --load --progress plain --file /ctx/docker/Dockerfile.base \
+             --iidfile /tmp/iid --tag r:base-inputs-0123 --tag r:base \
+             --label dev.sunaba.variant=base --build-arg BASE_IMAGE=debian:trixie-slim \
+             --secret id=ca_bundle,src=/etc/ca.crt --no-cache /ctx"
+        );
+        assert!(cmd.get_env().is_empty());
+    }
+
+    #[test]
+    fn classic_cli_turns_buildkit_on() {
+        let d = Docker::with_mode("/usr/bin/docker".into(), DockerMode::Classic);
+        let cmd = d.build_cmd(&request());
+        assert!(argv(&cmd).starts_with("build --progress plain --file"));
+        assert_eq!(
+            cmd.get_env(),
+            &[("DOCKER_BUILDKIT".into(), "1".into())][..]
+        );
+    }
+
+    #[test]
+    fn major_version() {
+        assert_eq!(major("20.10.24+dfsg1"), Some(20));
+        assert_eq!(major("28.2.2"), Some(28));
+        assert_eq!(major(""), None);
+    }
+}

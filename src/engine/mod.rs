@@ -1,0 +1,423 @@
+//! Container engines behind one trait: the Docker CLI (BuildKit through
+//! `buildx`, or the classic CLI's built-in BuildKit) and Podman.
+//!
+//! The engine binary comes from the profile, then `SUNABA_ENGINE`, then PATH
+//! (`docker`, then `podman`). `DOCKER_HOST` and Docker contexts are left to the
+//! user's environment: nothing here overrides them.
+
+mod docker;
+mod podman;
+
+pub use docker::{Docker, DockerMode};
+pub use podman::Podman;
+
+use crate::process::{Cmd, ProcessError};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The environment variable naming the engine binary (after the profile).
+pub const ENGINE_ENV: &str = "SUNABA_ENGINE";
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(
+        "container engine `{program}` ({origin}) was not found; install Docker (with BuildKit) or \
+         Podman, or name the binary with the profile's `engine` key or {ENGINE_ENV}"
+    )]
+    NotFound { program: String, origin: String },
+    #[error(
+        "no container engine found on PATH (looked for `docker` and `podman`); install one, or \
+         name the binary with the profile's `engine` key or {ENGINE_ENV}"
+    )]
+    NoneOnPath,
+    #[error("`{program}` does not look like docker or podman (`--version` said: {said})")]
+    Unknown { program: String, said: String },
+    #[error(
+        "{program} (Docker CLI {version}) cannot build with BuildKit: it has no buildx plugin, and \
+         Docker CLIs from 23.0 on no longer carry BuildKit built in. Install the docker-buildx \
+         plugin, or {}",
+        match alternative {
+            Some(alt) => format!("use a CLI that can: {ENGINE_ENV}={alt}"),
+            None => format!("point {ENGINE_ENV} at a Docker CLI older than 23.0 (built-in BuildKit)"),
+        }
+    )]
+    NoBuildKit {
+        program: String,
+        version: String,
+        alternative: Option<String>,
+    },
+    #[error(
+        "the container engine is not running or not reachable ({program}, {target}): {stderr}; \
+         start it (for development: `scripts/dev-env up` and source its env file)"
+    )]
+    NotRunning {
+        program: String,
+        target: String,
+        stderr: String,
+    },
+    #[error("image build failed ({status}): `{command}`")]
+    BuildFailed { command: String, status: String },
+    #[error("cannot understand the output of `{command}`: {detail}")]
+    Parse { command: String, detail: String },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+}
+
+/// What to build: a staged context directory, its Dockerfile and the
+/// arguments, labels, secrets and tags of the result.
+#[derive(Debug, Clone, Default)]
+pub struct BuildRequest {
+    pub context: PathBuf,
+    pub dockerfile: PathBuf,
+    pub tags: Vec<String>,
+    pub build_args: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+    /// BuildKit secrets: id -> source file. Never part of a layer.
+    pub secrets: BTreeMap<String, PathBuf>,
+    pub no_cache: bool,
+    /// Where the engine writes the built image ID.
+    pub iidfile: PathBuf,
+}
+
+/// A container run with the check posture: no network, no capabilities, no
+/// privilege escalation, read-only root with a tmpfs /tmp.
+#[derive(Debug, Clone)]
+pub struct LockedRun {
+    pub image: String,
+    pub argv: Vec<String>,
+    pub name: String,
+    pub timeout: Duration,
+}
+
+/// The parts of an image's config this tool reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageInfo {
+    pub id: String,
+    pub size: u64,
+    pub labels: BTreeMap<String, String>,
+    /// `Config.Healthcheck.Test`, e.g. `["CMD", "/bin/sh", "…"]`.
+    pub healthcheck: Option<Vec<String>>,
+    pub layers: Vec<String>,
+    pub repo_tags: Vec<String>,
+    pub repo_digests: Vec<String>,
+}
+
+/// How the engine's build log marks steps (for progress and failure reports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// `#7 [2/4] RUN …`, `#7 ERROR: …` (BuildKit `--progress plain`).
+    BuildKit,
+    /// `STEP 2/4: RUN …` (Podman/Buildah).
+    Buildah,
+}
+
+pub trait Engine: Send + Sync {
+    /// e.g. `docker 20.10.24 at /usr/bin/docker (built-in BuildKit)`.
+    fn describe(&self) -> String;
+    fn program(&self) -> &Path;
+    fn log_format(&self) -> LogFormat;
+    /// Fails with [`EngineError::NotRunning`] when the daemon cannot be reached;
+    /// returns the engine's platform (`linux/amd64`).
+    fn platform(&self) -> Result<String, EngineError>;
+    /// The build command for `req` (pure; exposed for tests and `--dry-run`).
+    fn build_cmd(&self, req: &BuildRequest) -> Cmd;
+    /// Runs `build_cmd`, streaming its log lines; returns the new image ID.
+    fn build(
+        &self,
+        req: &BuildRequest,
+        on_line: &mut dyn FnMut(&str),
+    ) -> Result<String, EngineError> {
+        let cmd = self.build_cmd(req);
+        let out = cmd.stream(on_line)?;
+        if !out.success() {
+            return Err(EngineError::BuildFailed {
+                command: cmd.display(),
+                status: out.status.to_string(),
+            });
+        }
+        read_iidfile(&req.iidfile)
+    }
+    /// `None` when no such image exists locally.
+    fn inspect(&self, reference: &str) -> Result<Option<ImageInfo>, EngineError> {
+        let cmd = Cmd::new(self.program()).args(["image", "inspect", reference]);
+        let out = cmd.output()?;
+        if !out.success() {
+            let lower = out.stderr.to_lowercase();
+            if lower.contains("no such image") || lower.contains("image not known") {
+                return Ok(None);
+            }
+            return Err(cmd.failed(&out).into());
+        }
+        parse_inspect(&out.stdout)
+            .map(Some)
+            .map_err(|detail| EngineError::Parse {
+                command: cmd.display(),
+                detail,
+            })
+    }
+    fn tag(&self, source: &str, target: &str) -> Result<(), EngineError> {
+        Cmd::new(self.program())
+            .args(["tag", source, target])
+            .run()?;
+        Ok(())
+    }
+    fn pull(&self, reference: &str) -> Result<(), EngineError> {
+        Cmd::new(self.program())
+            .args(["pull", "--quiet", reference])
+            .run()?;
+        Ok(())
+    }
+    /// The argv of a locked-down run (pure; exposed for tests).
+    fn locked_run_cmd(&self, run: &LockedRun) -> Cmd {
+        let (entrypoint, rest) = run.argv.split_first().expect("a non-empty argv");
+        Cmd::new(self.program())
+            .args(["run", "--rm", "--name", &run.name])
+            .args(["--network", "none", "--cap-drop", "ALL"])
+            .args(["--security-opt", "no-new-privileges"])
+            .args(["--read-only", "--tmpfs", "/tmp"])
+            .args(["--pull", "never", "--entrypoint", entrypoint, &run.image])
+            .args(rest)
+            .timeout(run.timeout)
+    }
+    /// Runs a locked-down container to completion and captures its output
+    /// (whatever its exit status); on timeout the container is removed.
+    fn run_locked(&self, run: &LockedRun) -> Result<crate::process::Output, EngineError> {
+        match self.locked_run_cmd(run).output() {
+            Err(e @ ProcessError::TimedOut { .. }) => {
+                // Killing the client leaves the container running.
+                let _ = Cmd::new(self.program())
+                    .args(["rm", "--force", &run.name])
+                    .output();
+                Err(e.into())
+            }
+            other => Ok(other?),
+        }
+    }
+}
+
+/// Chooses the engine: the profile's `engine`, else `$SUNABA_ENGINE`, else
+/// `docker` or `podman` from PATH. Fails with a message that says what to do
+/// when the binary is missing or cannot build with BuildKit.
+pub fn select(profile_engine: Option<&str>) -> Result<Box<dyn Engine>, EngineError> {
+    let env = std::env::var(ENGINE_ENV).ok().filter(|v| !v.is_empty());
+    let (name, origin) = match (profile_engine, env) {
+        (Some(p), _) => (p.to_string(), "from the profile".to_string()),
+        (None, Some(e)) => (e, format!("from {ENGINE_ENV}")),
+        (None, None) => {
+            for candidate in ["docker", "podman"] {
+                if let Ok(path) = which::which(candidate) {
+                    return open(&path);
+                }
+            }
+            return Err(EngineError::NoneOnPath);
+        }
+    };
+    let path = resolve_program(&name).ok_or_else(|| EngineError::NotFound {
+        program: name.clone(),
+        origin,
+    })?;
+    open(&path)
+}
+
+fn resolve_program(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        p.is_file().then_some(p)
+    } else {
+        which::which(name).ok()
+    }
+}
+
+/// Opens the engine at `program`, finding out whether it is Docker or Podman
+/// and, for Docker, how it can reach BuildKit.
+pub fn open(program: &Path) -> Result<Box<dyn Engine>, EngineError> {
+    let out = Cmd::new(program).arg("--version").output()?;
+    let said = format!("{}{}", out.stdout, out.stderr);
+    let lower = said.to_lowercase();
+    if lower.contains("podman") {
+        Ok(Box::new(Podman::new(program.to_path_buf())))
+    } else if lower.contains("docker") {
+        match Docker::probe(program)? {
+            Ok(docker) => Ok(Box::new(docker)),
+            Err(version) => Err(EngineError::NoBuildKit {
+                program: program.display().to_string(),
+                version,
+                alternative: docker_alternative(program),
+            }),
+        }
+    } else {
+        Err(EngineError::Unknown {
+            program: program.display().to_string(),
+            said: said.trim().to_string(),
+        })
+    }
+}
+
+/// Another `docker` on PATH that can build with BuildKit, if any.
+fn docker_alternative(rejected: &Path) -> Option<String> {
+    let rejected = std::fs::canonicalize(rejected).ok();
+    which::which_all("docker")
+        .ok()?
+        .filter(|p| std::fs::canonicalize(p).ok() != rejected)
+        .find(|p| matches!(Docker::probe(p), Ok(Ok(_))))
+        .map(|p| p.display().to_string())
+}
+
+pub(crate) fn read_iidfile(path: &Path) -> Result<String, EngineError> {
+    let id = std::fs::read_to_string(path).map_err(|source| EngineError::Io {
+        context: format!("cannot read the image ID file {}", path.display()),
+        source,
+    })?;
+    let id = id.trim();
+    Ok(if id.starts_with("sha256:") {
+        id.to_string()
+    } else {
+        format!("sha256:{id}")
+    })
+}
+
+#[derive(Deserialize)]
+struct RawImage {
+    #[serde(rename = "Id")]
+    id: String,
+    #[serde(rename = "Size", default)]
+    size: u64,
+    #[serde(rename = "RepoTags", default)]
+    repo_tags: Option<Vec<String>>,
+    #[serde(rename = "RepoDigests", default)]
+    repo_digests: Option<Vec<String>>,
+    #[serde(rename = "Config", default)]
+    config: Option<RawConfig>,
+    #[serde(rename = "RootFS", default)]
+    rootfs: Option<RawRootFs>,
+}
+
+#[derive(Deserialize)]
+struct RawConfig {
+    #[serde(rename = "Labels", default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(rename = "Healthcheck", default)]
+    healthcheck: Option<RawHealthcheck>,
+}
+
+#[derive(Deserialize)]
+struct RawHealthcheck {
+    #[serde(rename = "Test", default)]
+    test: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+struct RawRootFs {
+    #[serde(rename = "Layers", default)]
+    layers: Option<Vec<String>>,
+}
+
+/// Parses `image inspect` output (a JSON array with one object).
+pub fn parse_inspect(json: &str) -> Result<ImageInfo, String> {
+    let mut images: Vec<RawImage> = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    if images.len() != 1 {
+        return Err(format!("expected one image, got {}", images.len()));
+    }
+    let raw = images.remove(0);
+    let config = raw.config;
+    let (labels, healthcheck) = match config {
+        Some(c) => (
+            c.labels.unwrap_or_default(),
+            c.healthcheck.and_then(|h| h.test),
+        ),
+        None => (BTreeMap::new(), None),
+    };
+    Ok(ImageInfo {
+        id: if raw.id.starts_with("sha256:") {
+            raw.id
+        } else {
+            format!("sha256:{}", raw.id)
+        },
+        size: raw.size,
+        labels,
+        healthcheck,
+        layers: raw.rootfs.and_then(|r| r.layers).unwrap_or_default(),
+        repo_tags: raw.repo_tags.unwrap_or_default(),
+        repo_digests: raw.repo_digests.unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_docker_inspect() {
+        let json = r#"[{"Id":"sha256:abc","RepoTags":["r:base"],"RepoDigests":null,
+            "Size":1234,"Config":{"Labels":{"dev.sunaba.variant":"base"},
+            "Healthcheck":{"Test":["CMD","/bin/sh","/usr/local/libexec/sunaba/healthcheck"]}},
+            "RootFS":{"Type":"layers","Layers":["sha256:l1","sha256:l2"]}}]"#;
+        let info = parse_inspect(json).unwrap();
+        assert_eq!(info.id, "sha256:abc");
+        assert_eq!(info.size, 1234);
+        assert_eq!(info.labels["dev.sunaba.variant"], "base");
+        assert_eq!(
+            info.healthcheck.unwrap(),
+            ["CMD", "/bin/sh", "/usr/local/libexec/sunaba/healthcheck"]
+        );
+        assert_eq!(info.layers, ["sha256:l1", "sha256:l2"]);
+        assert!(info.repo_digests.is_empty());
+    }
+
+    #[test]
+    fn image_without_labels_or_healthcheck() {
+        let info =
+            parse_inspect(r#"[{"Id":"deadbeef","Size":1,"Config":{"Labels":null}}]"#).unwrap();
+        assert_eq!(info.id, "sha256:deadbeef");
+        assert!(info.labels.is_empty());
+        assert!(info.healthcheck.is_none());
+    }
+
+    #[test]
+    fn locked_run_has_the_check_posture() {
+        let engine = Docker::with_mode(PathBuf::from("/usr/bin/docker"), DockerMode::Buildx);
+        let cmd = engine.locked_run_cmd(&LockedRun {
+            image: "img:tag".into(),
+            argv: vec!["/bin/sh".into(), "/usr/local/libexec/sunaba/healthcheck".into()],
+            name: "sunaba-check-1".into(),
+            timeout: Duration::from_secs(5),
+        });
+        let argv: Vec<String> = cmd
+            .get_args()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let joined = argv.join(" ");
+        for needle in [
+            "--network none",
+            "--cap-drop ALL",
+            "--security-opt no-new-privileges",
+            "--read-only",
+            "--tmpfs /tmp",
+            "--rm",
+            "--entrypoint /bin/sh img:tag /usr/local/libexec/sunaba/healthcheck",
+        ] {
+            assert!(joined.contains(needle), "{needle} missing from {joined}");
+        }
+        // The image's command follows the image, so nothing can override it.
+        assert_eq!(argv.last().unwrap(), "/usr/local/libexec/sunaba/healthcheck");
+    }
+
+    #[test]
+    fn missing_engine_binary_is_named() {
+        let err = match select(Some("/nonexistent/dir/docker")) {
+            Err(e) => e,
+            Ok(e) => panic!("selected {}", e.describe()),
+        };
+        let msg = err.to_string();
+        assert!(msg.contains("/nonexistent/dir/docker"), "{msg}");
+        assert!(msg.contains("from the profile"), "{msg}");
+    }
+}

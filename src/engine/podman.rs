@@ -1,0 +1,94 @@
+//! The Podman driver (Buildah underneath; BuildKit-style `RUN --mount`
+//! secrets and bind mounts are supported natively).
+
+use super::docker::common_build_args;
+use super::{BuildRequest, Engine, EngineError, LogFormat};
+use crate::process::Cmd;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone)]
+pub struct Podman {
+    program: PathBuf,
+}
+
+impl Podman {
+    pub fn new(program: PathBuf) -> Podman {
+        Podman { program }
+    }
+}
+
+impl Engine for Podman {
+    fn describe(&self) -> String {
+        format!("podman at {}", self.program.display())
+    }
+
+    fn program(&self) -> &Path {
+        &self.program
+    }
+
+    fn log_format(&self) -> LogFormat {
+        LogFormat::Buildah
+    }
+
+    fn platform(&self) -> Result<String, EngineError> {
+        let out = Cmd::new(&self.program)
+            .args(["info", "--format", "{{.Host.OS}}/{{.Host.Arch}}"])
+            .output()?;
+        let platform = out.stdout.trim().to_string();
+        if !out.success() || platform.is_empty() {
+            return Err(EngineError::NotRunning {
+                program: self.program.display().to_string(),
+                target: std::env::var("CONTAINER_HOST")
+                    .map(|h| format!("CONTAINER_HOST={h}"))
+                    .unwrap_or_else(|_| "the local Podman".to_string()),
+                stderr: out.stderr.trim().to_string(),
+            });
+        }
+        Ok(platform)
+    }
+
+    fn build_cmd(&self, req: &BuildRequest) -> Cmd {
+        // The OCI image format has no HEALTHCHECK; `check` reads it from the
+        // config, so images must be built in Docker format.
+        common_build_args(
+            Cmd::new(&self.program).args(["build", "--format", "docker", "--layers"]),
+            req,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_in_docker_format_so_the_healthcheck_survives() {
+        let p = Podman::new("/usr/bin/podman".into());
+        let cmd = p.build_cmd(&BuildRequest {
+            context: "/ctx".into(),
+            dockerfile: "/ctx/Dockerfile".into(),
+            iidfile: "/tmp/iid".into(),
+            ..Default::default()
+        });
+        let argv: Vec<String> = cmd
+            .get_args()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            argv,
+            [
+                "build",
+                "--format",
+                "docker",
+                "--layers",
+                "--file",
+                "/ctx/Dockerfile",
+                "--iidfile",
+                "/tmp/iid",
+                "/ctx"
+            ]
+        );
+        assert_eq!(p.log_format(), LogFormat::Buildah);
+    }
+}

@@ -1,0 +1,408 @@
+//! The one place that starts other programs. Commands are argv vectors, never
+//! a shell line with interpolated strings; failures carry the command line and
+//! the captured stderr so an error says what ran and what it said.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How many trailing stderr lines an error message keeps.
+const STDERR_TAIL_LINES: usize = 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("program `{program}` not found")]
+    NotFound { program: String },
+    #[error("cannot start `{command}`: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("`{command}` failed ({status}){}", stderr_suffix(.stderr))]
+    Failed {
+        command: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("`{command}` did not finish within {}", humantime::format_duration(*.after))]
+    TimedOut { command: String, after: Duration },
+    #[error("I/O error while running `{command}`: {source}")]
+    Io {
+        command: String,
+        source: std::io::Error,
+    },
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    let tail = tail_lines(stderr, STDERR_TAIL_LINES);
+    if tail.trim().is_empty() {
+        String::new()
+    } else {
+        format!(": {}", tail.trim_end())
+    }
+}
+
+/// The last `n` lines of `text`.
+pub fn tail_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(n);
+    lines[start..].join("\n")
+}
+
+/// The captured result of a finished program.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    pub fn success(&self) -> bool {
+        self.status.success()
+    }
+}
+
+/// A program invocation: argv, extra environment, working directory, stdin
+/// bytes and an optional timeout. The environment is inherited otherwise
+/// (DOCKER_HOST, DOCKER_CONTEXT and friends are the user's to choose).
+#[derive(Debug, Clone)]
+pub struct Cmd {
+    program: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    cwd: Option<PathBuf>,
+    stdin: Option<Vec<u8>>,
+    timeout: Option<Duration>,
+}
+
+impl Cmd {
+    pub fn new(program: impl AsRef<OsStr>) -> Cmd {
+        Cmd {
+            program: program.as_ref().to_os_string(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+            stdin: None,
+            timeout: None,
+        }
+    }
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Cmd {
+        self.args.push(arg.as_ref().to_os_string());
+        self
+    }
+    pub fn args<I, S>(mut self, args: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_os_string()));
+        self
+    }
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Cmd {
+        self.env
+            .push((key.as_ref().to_os_string(), value.as_ref().to_os_string()));
+        self
+    }
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Cmd {
+        self.cwd = Some(dir.as_ref().to_path_buf());
+        self
+    }
+    pub fn stdin_bytes(mut self, bytes: impl Into<Vec<u8>>) -> Cmd {
+        self.stdin = Some(bytes.into());
+        self
+    }
+    pub fn timeout(mut self, timeout: Duration) -> Cmd {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    pub fn program(&self) -> &OsStr {
+        &self.program
+    }
+    pub fn get_args(&self) -> &[OsString] {
+        &self.args
+    }
+    pub fn get_env(&self) -> &[(OsString, OsString)] {
+        &self.env
+    }
+
+    /// The command line as a person would type it (for messages and logs).
+    /// Environment values are not shown: they may be private.
+    pub fn display(&self) -> String {
+        std::iter::once(&self.program)
+            .chain(self.args.iter())
+            .map(|a| quote(&a.to_string_lossy()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Runs to completion and captures stdout and stderr, whatever the exit
+    /// status. Fails only when the program cannot run or times out.
+    pub fn output(&self) -> Result<Output, ProcessError> {
+        self.execute(None)
+    }
+
+    /// Runs to completion; a non-zero exit is an error carrying stderr.
+    pub fn run(&self) -> Result<Output, ProcessError> {
+        let out = self.execute(None)?;
+        if out.success() {
+            Ok(out)
+        } else {
+            Err(self.failed(&out))
+        }
+    }
+
+    /// Runs to completion, handing every line of stdout and stderr (merged,
+    /// in arrival order) to `on_line` as it arrives.
+    pub fn stream(&self, on_line: &mut dyn FnMut(&str)) -> Result<Output, ProcessError> {
+        self.execute(Some(on_line))
+    }
+
+    /// The error for a finished command that exited non-zero.
+    pub fn failed(&self, out: &Output) -> ProcessError {
+        ProcessError::Failed {
+            command: self.display(),
+            status: describe_status(&out.status),
+            stderr: if out.stderr.trim().is_empty() {
+                out.stdout.clone()
+            } else {
+                out.stderr.clone()
+            },
+        }
+    }
+
+    fn execute(&self, mut on_line: Option<&mut dyn FnMut(&str)>) -> Result<Output, ProcessError> {
+        let mut command = std::process::Command::new(&self.program);
+        command
+            .args(&self.args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            });
+        for (k, v) in &self.env {
+            command.env(k, v);
+        }
+        if let Some(dir) = &self.cwd {
+            command.current_dir(dir);
+        }
+        let mut child = command.spawn().map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                ProcessError::NotFound {
+                    program: self.program.to_string_lossy().into_owned(),
+                }
+            } else {
+                ProcessError::Spawn {
+                    command: self.display(),
+                    source,
+                }
+            }
+        })?;
+        let io_err = |source| ProcessError::Io {
+            command: self.display(),
+            source,
+        };
+
+        if let Some(bytes) = &self.stdin {
+            let mut stdin = child.stdin.take().expect("stdin is piped");
+            let bytes = bytes.clone();
+            // A writer thread, so a program that does not read its stdin
+            // before writing a lot of output cannot deadlock us.
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(&bytes);
+            });
+        }
+
+        let (tx, rx) = mpsc::channel::<(bool, Vec<u8>)>();
+        let readers = [
+            spawn_reader(child.stdout.take().expect("stdout is piped"), true, tx.clone()),
+            spawn_reader(child.stderr.take().expect("stderr is piped"), false, tx),
+        ];
+
+        let deadline = self.timeout.map(|t| Instant::now() + t);
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        loop {
+            let wait = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()),
+                None => Duration::from_secs(3600),
+            };
+            match rx.recv_timeout(wait.min(Duration::from_millis(200))) {
+                Ok((is_stdout, line)) => {
+                    if let Some(cb) = on_line.as_deref_mut() {
+                        cb(String::from_utf8_lossy(&line).trim_end_matches(['\n', '\r']));
+                    }
+                    if is_stdout {
+                        stdout.extend_from_slice(&line);
+                    } else {
+                        stderr.extend_from_slice(&line);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Err(self.kill_timed_out(&mut child));
+                    }
+                }
+            }
+        }
+        for r in readers {
+            let _ = r.join();
+        }
+        let status = loop {
+            match child.try_wait().map_err(io_err)? {
+                Some(status) => break status,
+                None if deadline.is_some_and(|d| Instant::now() >= d) => {
+                    return Err(self.kill_timed_out(&mut child));
+                }
+                None => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        Ok(Output {
+            status,
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        })
+    }
+
+    fn kill_timed_out(&self, child: &mut Child) -> ProcessError {
+        let _ = child.kill();
+        let _ = child.wait();
+        ProcessError::TimedOut {
+            command: self.display(),
+            after: self.timeout.unwrap_or_default(),
+        }
+    }
+}
+
+fn spawn_reader(
+    pipe: impl Read + Send + 'static,
+    is_stdout: bool,
+    tx: mpsc::Sender<(bool, Vec<u8>)>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(pipe);
+        loop {
+            let mut line = Vec::new();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if tx.send((is_stdout, line)).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+}
+
+fn describe_status(status: &ExitStatus) -> String {
+    match status.code() {
+        Some(code) => format!("exit status {code}"),
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            match status.signal() {
+                Some(sig) => format!("killed by signal {sig}"),
+                None => status.to_string(),
+            }
+        }
+    }
+}
+
+/// Quotes an argument for display the way a POSIX shell would need it.
+fn quote(arg: &str) -> String {
+    let safe = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c));
+    if safe {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captures_stdout_and_stderr_separately() {
+        let out = Cmd::new("sh")
+            .args(["-c", "echo out; echo err >&2; exit 3"])
+            .output()
+            .unwrap();
+        assert_eq!(out.stdout, "out\n");
+        assert_eq!(out.stderr, "err\n");
+        assert_eq!(out.status.code(), Some(3));
+    }
+
+    #[test]
+    fn run_fails_with_command_and_stderr() {
+        let err = Cmd::new("sh")
+            .args(["-c", "echo 'it broke' >&2; exit 4"])
+            .run()
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("exit status 4"), "{msg}");
+        assert!(msg.contains("it broke"), "{msg}");
+        assert!(msg.contains("sh -c"), "{msg}");
+    }
+
+    #[test]
+    fn missing_program_is_not_found() {
+        let err = Cmd::new("/nonexistent/sunaba-nope").output().unwrap_err();
+        assert!(
+            matches!(err, ProcessError::NotFound { ref program } if program == "/nonexistent/sunaba-nope"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn arguments_are_not_interpreted_by_a_shell() {
+        let out = Cmd::new("printf")
+            .args(["%s|", "$(echo no)", "a b", "*"])
+            .run()
+            .unwrap();
+        assert_eq!(out.stdout, "$(echo no)|a b|*|");
+    }
+
+    #[test]
+    fn timeout_kills_the_program() {
+        let started = Instant::now();
+        let err = Cmd::new("sleep")
+            .arg("30")
+            .timeout(Duration::from_millis(300))
+            .output()
+            .unwrap_err();
+        assert!(matches!(err, ProcessError::TimedOut { .. }), "{err:?}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn stream_sees_every_line_and_stdin_is_fed() {
+        let mut seen = Vec::new();
+        let out = Cmd::new("sh")
+            .args(["-c", "cat; echo done >&2"])
+            .stdin_bytes("one\ntwo\n")
+            .stream(&mut |l| seen.push(l.to_string()))
+            .unwrap();
+        assert!(out.success());
+        assert_eq!(out.stdout, "one\ntwo\n");
+        seen.sort();
+        assert_eq!(seen, ["done", "one", "two"]);
+    }
+
+    #[test]
+    fn display_quotes_what_a_shell_would_split() {
+        let cmd = Cmd::new("docker").args(["run", "--label", "a=b c", "it's"]);
+        assert_eq!(cmd.display(), r"docker run --label 'a=b c' 'it'\''s'");
+    }
+}
