@@ -16,7 +16,9 @@ pub const LABEL_VARIANT: &str = "dev.sunaba.variant";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
-    #[error("image {reference} not found locally; build it first (`sunaba-images build {variant}`)")]
+    #[error(
+        "image {reference} not found locally; build it first (`sunaba-images build {variant}`)"
+    )]
     NoImage { reference: String, variant: String },
     #[error(
         "image {reference} has no HEALTHCHECK in its config; it was not built from a rendered \
@@ -136,7 +138,10 @@ pub fn parse_output(stdout: &str) -> (Vec<ToolResult>, Vec<String>) {
     let mut bad = Vec::new();
     for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
         let fields: Vec<&str> = line.splitn(4, '\t').collect();
-        match (fields.as_slice(), fields.first().and_then(|s| ToolStatus::parse(s))) {
+        match (
+            fields.as_slice(),
+            fields.first().and_then(|s| ToolStatus::parse(s)),
+        ) {
             ([_, tool, version, rest @ ..], Some(status)) if !tool.is_empty() => {
                 tools.push(ToolResult {
                     tool: tool.to_string(),
@@ -162,7 +167,11 @@ pub fn evaluate(
     let (reported, bad) = parse_output(stdout);
     let mut problems: Vec<String> = bad
         .iter()
-        .map(|l| format!("healthcheck printed a line that is not `status\\ttool\\tversion\\tdetail`: {l:?}"))
+        .map(|l| {
+            format!(
+                "healthcheck printed a line that is not `status\\ttool\\tversion\\tdetail`: {l:?}"
+            )
+        })
         .collect();
     let by_name: BTreeMap<&str, &ToolResult> =
         reported.iter().map(|t| (t.tool.as_str(), t)).collect();
@@ -285,7 +294,11 @@ pub fn check_image(
         // The ID, so a tag moved meanwhile cannot change what is checked.
         image: info.id.clone(),
         argv,
-        name: format!("sunaba-check-{}-{:08x}", expect.variant, rand::random::<u32>()),
+        name: format!(
+            "sunaba-check-{}-{:08x}",
+            expect.variant,
+            rand::random::<u32>()
+        ),
         timeout,
     };
     let out = engine.run_locked(&run).map_err(|source| CheckError::Run {
@@ -359,8 +372,9 @@ pub fn already_recorded(info: &ImageInfo, report: &CheckReport) -> bool {
 /// A passing check record read from an image's labels, if any.
 pub fn passing_record(info: &ImageInfo) -> Option<serde_json::Value> {
     let v: serde_json::Value = serde_json::from_str(info.labels.get(LABEL_CHECK)?).ok()?;
-    (v["status"] == "pass" && v["inputs"].as_str() == info.labels.get(LABEL_INPUTS).map(|s| s.as_str()))
-        .then_some(v)
+    (v["status"] == "pass"
+        && v["inputs"].as_str() == info.labels.get(LABEL_INPUTS).map(|s| s.as_str()))
+    .then_some(v)
 }
 
 /// Records a passing report on the image by a metadata-only build
@@ -405,13 +419,13 @@ pub fn record(
             log.push('\n');
         })
         .map_err(|e| match e {
-            EngineError::BuildFailed { command, status } => err(EngineError::Process(
-                crate::process::ProcessError::Failed {
+            EngineError::BuildFailed { command, status } => {
+                err(EngineError::Process(crate::process::ProcessError::Failed {
                     command,
                     status,
                     stderr: log.clone(),
-                },
-            )),
+                }))
+            }
             other => err(other),
         })
 }
@@ -505,20 +519,28 @@ pub fn junit(reports: &[CheckReport]) -> String {
         };
         for t in &r.tools {
             let failure = (t.status != ToolStatus::Ok).then(|| {
-                format!("{}: {} (version {})", t.status.as_str(), t.detail, t.version)
+                format!(
+                    "{}: {} (version {})",
+                    t.status.as_str(),
+                    t.detail,
+                    t.version
+                )
             });
             case(&t.tool, failure);
         }
         let (size_problems, other): (Vec<&String>, Vec<&String>) =
             r.problems.iter().partition(|p| p.starts_with("size "));
-        case(
-            "size budget",
-            size_problems.first().map(|p| p.to_string()),
-        );
+        case("size budget", size_problems.first().map(|p| p.to_string()));
         if !other.is_empty() {
             case(
                 "healthcheck",
-                Some(other.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("; ")),
+                Some(
+                    other
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                ),
             );
         }
         total += n;
@@ -574,7 +596,11 @@ mod tests {
         let status: Vec<_> = tools.iter().map(|t| t.status).collect();
         assert_eq!(
             status,
-            [ToolStatus::Missing, ToolStatus::Mismatch, ToolStatus::TooOld]
+            [
+                ToolStatus::Missing,
+                ToolStatus::Mismatch,
+                ToolStatus::TooOld
+            ]
         );
         assert_eq!(tools[2].detail, "below 1.0.0");
     }
@@ -603,12 +629,19 @@ mod tests {
         let (_, p) = evaluate(&expect(&["rg"]), Some(0), "missing\trg\t-\tx\n", "", 1);
         assert!(p[0].contains("exited 0"), "{p:?}");
         let (_, p) = evaluate(&expect(&["rg"]), Some(3), "ok\trg\t1.0.0\t\n", "boom", 1);
-        assert!(p[0].contains("exit status 3") && p[0].contains("boom"), "{p:?}");
+        assert!(
+            p[0].contains("exit status 3") && p[0].contains("boom"),
+            "{p:?}"
+        );
         let (tools, p) = evaluate(&expect(&["rg"]), Some(1), "sh: rg: not found\n", "", 1);
         assert!(p[0].contains("not `status"), "{p:?}");
         assert_eq!(tools[0].status, ToolStatus::NotChecked);
         let (_, p) = evaluate(&expect(&["rg"]), Some(127), "", "exec failed", 1);
-        assert!(p.iter().any(|p| p.contains("printed nothing") && p.contains("exec failed")), "{p:?}");
+        assert!(
+            p.iter()
+                .any(|p| p.contains("printed nothing") && p.contains("exec failed")),
+            "{p:?}"
+        );
     }
 
     #[test]
@@ -650,9 +683,17 @@ mod tests {
                 },
                 ToolResult {
                     tool: "gofmt".into(),
-                    status: if passed { ToolStatus::Ok } else { ToolStatus::Missing },
+                    status: if passed {
+                        ToolStatus::Ok
+                    } else {
+                        ToolStatus::Missing
+                    },
                     version: "present".into(),
-                    detail: if passed { String::new() } else { "not on PATH <&>".into() },
+                    detail: if passed {
+                        String::new()
+                    } else {
+                        "not on PATH <&>".into()
+                    },
                 },
             ],
             problems: vec![],
@@ -695,7 +736,10 @@ mod tests {
     fn junit_has_a_testcase_per_tool_and_escapes() {
         let xml = junit(&[report(false)]);
         assert!(xml.contains(r#"tests="3" failures="1""#), "{xml}");
-        assert!(xml.contains(r#"<testcase classname="sunaba.go" name="go"/>"#), "{xml}");
+        assert!(
+            xml.contains(r#"<testcase classname="sunaba.go" name="go"/>"#),
+            "{xml}"
+        );
         assert!(xml.contains("not on PATH &lt;&amp;&gt;"), "{xml}");
         assert!(xml.contains(r#"name="size budget"/>"#), "{xml}");
     }

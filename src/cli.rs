@@ -38,4 +38,8 @@ pub enum Command {
     Resolve(crate::commands::resolve::Args),
     /// List every tag of a repository (follows Link pagination).
     Tags(crate::commands::tags::Args),
+    /// Build the image graph (parents first, in parallel, skipping unchanged inputs) and check it.
+    Build(crate::commands::build::Args),
+    /// Run each image's own HEALTHCHECK locked down; verify owed tools and size budget.
+    Check(crate::commands::check::Args),
 }

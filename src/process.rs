@@ -222,7 +222,11 @@ impl Cmd {
 
         let (tx, rx) = mpsc::channel::<(bool, Vec<u8>)>();
         let readers = [
-            spawn_reader(child.stdout.take().expect("stdout is piped"), true, tx.clone()),
+            spawn_reader(
+                child.stdout.take().expect("stdout is piped"),
+                true,
+                tx.clone(),
+            ),
             spawn_reader(child.stderr.take().expect("stderr is piped"), false, tx),
         ];
 

@@ -168,7 +168,10 @@ mod tests {
         // Same inputs, same hash (order of files does not matter).
         let mut reversed = files.clone();
         reversed.reverse();
-        assert_eq!(base, hash_with(&reversed, &[("A", "1")], "sha256:p", "linux/amd64"));
+        assert_eq!(
+            base,
+            hash_with(&reversed, &[("A", "1")], "sha256:p", "linux/amd64")
+        );
 
         let mut changed = Vec::new();
         let mut f = files.clone();
@@ -183,7 +186,12 @@ mod tests {
         changed.push(hash_with(&files, &[("A", "2")], "sha256:p", "linux/amd64"));
         changed.push(hash_with(&files, &[("A", "1")], "sha256:q", "linux/amd64"));
         changed.push(hash_with(&files, &[("A", "1")], "sha256:p", "linux/arm64"));
-        changed.push(hash_with(&files[..1], &[("A", "1")], "sha256:p", "linux/amd64"));
+        changed.push(hash_with(
+            &files[..1],
+            &[("A", "1")],
+            "sha256:p",
+            "linux/amd64",
+        ));
         for c in &changed {
             assert_ne!(&base, c);
         }

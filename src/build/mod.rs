@@ -42,7 +42,9 @@ pub enum BuildError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("the upstream image {reference} is not available locally and cannot be pulled: {source}")]
+    #[error(
+        "the upstream image {reference} is not available locally and cannot be pulled: {source}"
+    )]
     Upstream {
         reference: String,
         source: EngineError,
@@ -123,7 +125,11 @@ impl Family {
     /// The tag that names one exact set of inputs; children are built FROM it.
     pub fn inputs_tag(&self, variant: &str, inputs: &str) -> String {
         let hex = inputs.strip_prefix("sha256:").unwrap_or(inputs);
-        format!("{}:{variant}-inputs-{}", self.repository, &hex[..12.min(hex.len())])
+        format!(
+            "{}:{variant}-inputs-{}",
+            self.repository,
+            &hex[..12.min(hex.len())]
+        )
     }
 
     /// The convenience tag of the latest checked build of a variant.
@@ -301,9 +307,7 @@ pub fn run(
             source,
         })?;
     }
-    let needs_upstream = selected
-        .iter()
-        .any(|v| family.variants[v].parent.is_none());
+    let needs_upstream = selected.iter().any(|v| family.variants[v].parent.is_none());
     let upstream_id = if needs_upstream {
         Some(resolve_upstream(engine, &family.upstream)?)
     } else {
@@ -338,13 +342,13 @@ pub fn run(
                 }
                 let parent = family.variants[v].parent.as_ref();
                 let parent_outcome = parent.and_then(|p| outcomes.get(p));
-                if let (Some(p), Some(o)) = (parent, parent_outcome) {
-                    if o.is_failure() {
-                        let reason = format!("its parent {p} failed");
-                        reporter.event(v, Event::NotAttempted(reason.clone()));
-                        outcomes.insert(v.clone(), Outcome::NotAttempted { reason });
-                        continue;
-                    }
+                if let (Some(p), Some(o)) = (parent, parent_outcome)
+                    && o.is_failure()
+                {
+                    let reason = format!("its parent {p} failed");
+                    reporter.event(v, Event::NotAttempted(reason.clone()));
+                    outcomes.insert(v.clone(), Outcome::NotAttempted { reason });
+                    continue;
                 }
                 let ready = parent.is_none() || parent_outcome.is_some();
                 if !ready || running.len() >= opts.jobs.max(1) {
@@ -379,7 +383,9 @@ pub fn run(
             .iter()
             .map(|v| VariantResult {
                 variant: v.clone(),
-                outcome: outcomes.remove(v).expect("every selected variant has an outcome"),
+                outcome: outcomes
+                    .remove(v)
+                    .expect("every selected variant has an outcome"),
             })
             .collect(),
         wall_seconds: started.elapsed().as_secs_f64(),
@@ -489,11 +495,21 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
     };
     let work = match tempfile::Builder::new().prefix("sunaba-build-").tempdir() {
         Ok(d) => d,
-        Err(e) => return failed("prepare", format!("cannot create a staging directory: {e}"), None),
+        Err(e) => {
+            return failed(
+                "prepare",
+                format!("cannot create a staging directory: {e}"),
+                None,
+            );
+        }
     };
     let context = work.path().join("context");
     if let Err(e) = inputs::stage(&context, &files) {
-        return failed("prepare", format!("cannot stage the build context: {e}"), None);
+        return failed(
+            "prepare",
+            format!("cannot stage the build context: {e}"),
+            None,
+        );
     }
     let mut labels = static_labels;
     labels.insert(LABEL_INPUTS.to_string(), inputs.clone());
@@ -570,7 +586,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
             build_seconds,
             check: Some(report),
         },
-        Err(outcome) => outcome,
+        Err(outcome) => *outcome,
     }
 }
 
@@ -588,10 +604,10 @@ fn reuse(
     let variant_tag = sh.family.variant_tag(variant);
     let checked = check::passing_record(&info).is_some();
     if checked || !sh.opts.check {
-        if !info.repo_tags.contains(&variant_tag) {
-            if let Err(e) = sh.engine.tag(&inputs_tag, &variant_tag) {
-                return failed("tag", e, None);
-            }
+        if !info.repo_tags.contains(&variant_tag)
+            && let Err(e) = sh.engine.tag(&inputs_tag, &variant_tag)
+        {
+            return failed("tag", e, None);
         }
         return Outcome::Skipped {
             image_id: info.id,
@@ -613,7 +629,7 @@ fn reuse(
             note: "inputs unchanged, checked now".into(),
             check: Some(report),
         },
-        Err(outcome) => outcome,
+        Err(outcome) => *outcome,
     }
 }
 
@@ -625,28 +641,32 @@ fn check_and_record(
     reference: &str,
     tags: &[String],
     log_path: &Path,
-) -> Result<(String, CheckReport), Outcome> {
+) -> Result<(String, CheckReport), Box<Outcome>> {
     sh.reporter.event(variant, Event::Checking);
     let expect = sh.family.expectation(variant).expect("a known variant");
     let mut report = check::check_image(sh.engine, reference, &expect, sh.opts.check_timeout)
-        .map_err(|e| failed("check", e, Some(log_path.to_path_buf())))?;
+        .map_err(|e| Box::new(failed("check", e, Some(log_path.to_path_buf()))))?;
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log_path)
     {
-        let _ = writeln!(f, "# check\n{}", check::table(std::slice::from_ref(&report)));
+        let _ = writeln!(
+            f,
+            "# check\n{}",
+            check::table(std::slice::from_ref(&report))
+        );
     }
     if !report.passed {
-        return Err(Outcome::Failed {
+        return Err(Box::new(Outcome::Failed {
             stage: "check".into(),
             reason: report.reason(),
             log: Some(log_path.to_path_buf()),
             check: Some(report),
-        });
+        }));
     }
     let id = check::record(sh.engine, &report, reference, tags, &now_rfc3339())
-        .map_err(|e| failed("check", e, Some(log_path.to_path_buf())))?;
+        .map_err(|e| Box::new(failed("check", e, Some(log_path.to_path_buf()))))?;
     report.recorded_id = Some(id.clone());
     Ok((id, report))
 }
@@ -663,7 +683,9 @@ mod tests {
         };
         Family {
             repository: "127.0.0.1:5000/sunaba/sandbox".into(),
-            order: ["base", "python", "go", "minimal"].map(String::from).to_vec(),
+            order: ["base", "python", "go", "minimal"]
+                .map(String::from)
+                .to_vec(),
             variants: BTreeMap::from([
                 ("base".into(), plan("base", None)),
                 ("python".into(), plan("python", Some("base"))),
@@ -684,7 +706,10 @@ mod tests {
             ["base", "python", "minimal"]
         );
         let err = f.select(&["rust".into()]).unwrap_err().to_string();
-        assert!(err.contains("`rust`") && err.contains("base, python"), "{err}");
+        assert!(
+            err.contains("`rust`") && err.contains("base, python"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -118,7 +118,9 @@ impl Reporter for TtyReporter {
             Event::Checking => bar.set_message("checking"),
             Event::Skipped(why) => bar.finish_with_message(format!("skipped: {why}")),
             Event::Done(what) => bar.finish_with_message(format!("done: {what}")),
-            Event::Failed(why) => bar.finish_with_message(format!("FAILED: {}", one_line(&why, 200))),
+            Event::Failed(why) => {
+                bar.finish_with_message(format!("FAILED: {}", one_line(&why, 200)))
+            }
             Event::NotAttempted(why) => bar.finish_with_message(format!("not attempted: {why}")),
         }
     }
@@ -186,10 +188,10 @@ impl StepTracker {
                     self.current = Some(step.clone());
                     return Some(step);
                 }
-                if let Some(c) = BUILDKIT_ERROR.captures(line) {
-                    if self.failed.is_none() {
-                        self.failed = Some((self.steps.get(&c[1]).cloned(), c[2].to_string()));
-                    }
+                if let Some(c) = BUILDKIT_ERROR.captures(line)
+                    && self.failed.is_none()
+                {
+                    self.failed = Some((self.steps.get(&c[1]).cloned(), c[2].to_string()));
                 }
                 None
             }
@@ -234,7 +236,11 @@ mod tests {
             "#7 [base 3/3] COPY docker/healthcheck/go.sh /usr/local/libexec/sunaba/healthcheck",
             "#6 ERROR: process \"/bin/sh -c sh /tmp/f\" did not complete successfully: exit code: 3",
         ];
-        let started: Vec<u32> = log.iter().filter_map(|l| t.line(l)).map(|s| s.index).collect();
+        let started: Vec<u32> = log
+            .iter()
+            .filter_map(|l| t.line(l))
+            .map(|s| s.index)
+            .collect();
         assert_eq!(started, [1, 2, 3]);
         assert_eq!(t.current.as_ref().unwrap().total, 3);
         let f = t.failure();

@@ -88,8 +88,7 @@ pub(crate) fn family(manifest: &Manifest, rendered: &Rendered, settings: &Settin
 
 /// Loads the manifest, renders it and applies the profile.
 pub(crate) fn load(global: &Global) -> anyhow::Result<(Manifest, Settings, Family)> {
-    let manifest =
-        Manifest::load(&global.manifest).context("loading the image family manifest")?;
+    let manifest = Manifest::load(&global.manifest).context("loading the image family manifest")?;
     let settings = manifest
         .resolve_profile(global.profile.as_deref())
         .context("applying the profile")?;
@@ -108,10 +107,13 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
         no_cache: args.no_cache,
         check: !args.no_check,
         ca_bundle: args.ca_bundle.clone().or(settings.ca_bundle.clone()),
-        log_dir: args
-            .log_dir
-            .clone()
-            .unwrap_or_else(|| manifest.root.join("target/sunaba-build/logs")),
+        // Absolute, so the failure report names a path that works from anywhere.
+        log_dir: std::path::absolute(
+            args.log_dir
+                .clone()
+                .unwrap_or_else(|| manifest.root.join("target/sunaba-build/logs")),
+        )
+        .context("resolving the log directory")?,
         check_timeout: args.check_timeout,
         revision: build::git_revision(&manifest.root),
     };
@@ -126,17 +128,24 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
         Box::new(PlainReporter::stderr())
     };
     eprintln!("engine: {}", engine.describe());
-    let summary = build::run(&family, &args.variants, engine.as_ref(), &opts, reporter.as_ref())
-        .context("building the image family")?;
+    let summary = build::run(
+        &family,
+        &args.variants,
+        engine.as_ref(),
+        &opts,
+        reporter.as_ref(),
+    )
+    .context("building the image family")?;
 
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print!("{}", summary_text(&summary));
     }
-    let build_failed = summary.results.iter().any(|r| {
-        matches!(&r.outcome, Outcome::Failed { stage, .. } if stage != "check")
-    });
+    let build_failed = summary
+        .results
+        .iter()
+        .any(|r| matches!(&r.outcome, Outcome::Failed { stage, .. } if stage != "check"));
     let any_failed = summary.results.iter().any(|r| r.outcome.is_failure());
     Ok(if build_failed {
         ExitCode::from(EXIT_FAILURE)
@@ -156,7 +165,13 @@ fn short_id(id: &str) -> &str {
 /// every failure with its log.
 pub fn summary_text(s: &Summary) -> String {
     let mut out = String::new();
-    let width = s.results.iter().map(|r| r.variant.len()).max().unwrap_or(7).max(7);
+    let width = s
+        .results
+        .iter()
+        .map(|r| r.variant.len())
+        .max()
+        .unwrap_or(7)
+        .max(7);
     out.push_str(&format!(
         "\n{:<width$}  {:<13}  {:<12}  {:>7}  {:>7}  note\n",
         "variant", "result", "image", "build", "check"

@@ -1,6 +1,8 @@
 //! One module per verb, each with its `Args` and `run()`.
 
 pub mod detect;
+pub mod build;
+pub mod check;
 pub mod render;
 pub mod resolve;
 pub mod tags;
@@ -18,6 +20,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Detect(args) => detect::run(&global, args),
         Command::Resolve(args) => resolve::run(&global, args),
         Command::Tags(args) => tags::run(&global, args),
+        Command::Build(args) => build::run(&global, args),
+        Command::Check(args) => check::run(&global, args),
     }
 }
 

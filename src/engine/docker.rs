@@ -199,10 +199,7 @@ mod tests {
         let d = Docker::with_mode("/usr/bin/docker".into(), DockerMode::Classic);
         let cmd = d.build_cmd(&request());
         assert!(argv(&cmd).starts_with("build --progress plain --file"));
-        assert_eq!(
-            cmd.get_env(),
-            &[("DOCKER_BUILDKIT".into(), "1".into())][..]
-        );
+        assert_eq!(cmd.get_env(), &[("DOCKER_BUILDKIT".into(), "1".into())][..]);
     }
 
     #[test]

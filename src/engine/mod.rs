@@ -385,7 +385,10 @@ mod tests {
         let engine = Docker::with_mode(PathBuf::from("/usr/bin/docker"), DockerMode::Buildx);
         let cmd = engine.locked_run_cmd(&LockedRun {
             image: "img:tag".into(),
-            argv: vec!["/bin/sh".into(), "/usr/local/libexec/sunaba/healthcheck".into()],
+            argv: vec![
+                "/bin/sh".into(),
+                "/usr/local/libexec/sunaba/healthcheck".into(),
+            ],
             name: "sunaba-check-1".into(),
             timeout: Duration::from_secs(5),
         });
@@ -407,7 +410,10 @@ mod tests {
             assert!(joined.contains(needle), "{needle} missing from {joined}");
         }
         // The image's command follows the image, so nothing can override it.
-        assert_eq!(argv.last().unwrap(), "/usr/local/libexec/sunaba/healthcheck");
+        assert_eq!(
+            argv.last().unwrap(),
+            "/usr/local/libexec/sunaba/healthcheck"
+        );
     }
 
     #[test]

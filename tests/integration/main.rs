@@ -3,4 +3,5 @@
 //! needed, the real engine and registry that `scripts/dev-env up` provides.
 
 mod detect;
+mod build;
 mod support;

@@ -1,0 +1,751 @@
+//! `build` and `check` on the real engine, with a fixture family of tiny
+//! fragments that write fake tools (fast), plus the error paths.
+
+use crate::support::{Cli, Run, Services, repo_root, services};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const MANIFEST: &str = r#"schema = 1
+repository = "@REPO@"
+upstream = "@UPSTREAM@"
+default = "kid1"
+source = "https://example.invalid/sunaba-fixture"
+
+[languages]
+fake = ["beta"]
+
+[tools.alpha]
+probe = ["alpha", "--version"]
+version = 'alpha ([0-9]+\.[0-9]+\.[0-9]+)'
+min = "1.0.0"
+
+# Exits 0 only when loopback is the one network interface.
+[tools.netcheck]
+probe = ["netcheck"]
+presence_only = true
+
+[tools.beta]
+probe = ["beta", "--version"]
+version = 'beta ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[tools.gamma]
+probe = ["gamma", "--version"]
+version = 'gamma ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[tools.delta]
+probe = ["delta", "--version"]
+version = 'delta ([0-9]+\.[0-9]+\.[0-9]+)'
+min = "1.0.0"
+
+[fragments.root]
+script = "docker/install-root.sh"
+provides = ["alpha", "netcheck"]
+
+[fragments.one]
+script = "docker/install-one.sh"
+provides = ["beta"]
+[fragments.one.args]
+PAUSE = "3"
+
+[fragments.two]
+script = "docker/install-two.sh"
+provides = ["gamma"]
+[fragments.two.args]
+PAUSE = "3"
+
+[fragments.solo]
+script = "docker/install-solo.sh"
+provides = ["delta"]
+
+[fragments.bad]
+script = "docker/install-bad.sh"
+provides = ["beta", "gamma", "delta"]
+
+[variants.root]
+fragments = ["root"]
+size_budget = "500MiB"
+
+[variants.kid1]
+parent = "root"
+fragments = ["one"]
+serves = ["fake"]
+size_budget = "500MiB"
+
+[variants.kid2]
+parent = "root"
+fragments = ["two"]
+size_budget = "500MiB"
+
+[variants.solo]
+fragments = ["solo"]
+size_budget = "500MiB"
+
+[variants.bad]
+fragments = ["bad"]
+size_budget = "1KiB"
+"#;
+
+/// A shell snippet installing `/usr/local/bin/<name>` that prints `output`.
+fn fake_tool(name: &str, output: &str) -> String {
+    format!(
+        "cat > /usr/local/bin/{name} <<'EOF'\n#!/bin/sh\necho \"{output}\"\nEOF\n\
+         chmod +x /usr/local/bin/{name}\n"
+    )
+}
+
+fn fragment(body: &str) -> String {
+    format!("#!/bin/sh\nset -eu\n{body}")
+}
+
+/// A temp project: the repository's templates, a fixture images.toml with a
+/// repository of its own, fixture fragments, and an engine wrapper that logs
+/// every engine call (start, end, exit status, argv).
+struct Fixture {
+    dir: tempfile::TempDir,
+    repo: String,
+    engine: Option<String>,
+}
+
+#[derive(Debug)]
+struct Call {
+    start: f64,
+    end: f64,
+    args: String,
+}
+
+impl Fixture {
+    fn new(name: &str, services: Option<&Services>) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        crate::support::copy_tree(
+            &repo_root().join("templates"),
+            &dir.path().join("templates"),
+        );
+        let repo = format!("sunaba-fixture/{name}-{}", std::process::id());
+        let upstream = services
+            .map(|s| s.base_image.clone())
+            .unwrap_or_else(|| "debian:trixie-slim".into());
+        std::fs::write(
+            dir.path().join("images.toml"),
+            MANIFEST
+                .replace("@REPO@", &repo)
+                .replace("@UPSTREAM@", &upstream),
+        )
+        .unwrap();
+        let fx = Fixture {
+            dir,
+            repo,
+            engine: services.map(|s| s.engine.clone()),
+        };
+        fx.write_fragment(
+            "root",
+            &format!(
+                "# Proves the CA secret was mounted without keeping it: only its hash stays.\n\
+                 if [ -s /run/secrets/ca_bundle ]; then\n  \
+                 sha256sum /run/secrets/ca_bundle | cut -c1-64 > /etc/fixture-ca-seen\nfi\n\
+                 cat > /usr/local/bin/netcheck <<'EOF'\n#!/bin/sh\n\
+                 [ \"$(ls /sys/class/net)\" = lo ] || {{ echo \"networked: $(ls /sys/class/net | tr '\\n' ' ')\"; exit 1; }}\n\
+                 EOF\nchmod +x /usr/local/bin/netcheck\n{}",
+                fake_tool("alpha", "alpha 1.2.3")
+            ),
+        );
+        fx.write_fragment(
+            "one",
+            &format!("sleep \"$PAUSE\"\n{}", fake_tool("beta", "beta 2.0.0")),
+        );
+        fx.write_fragment(
+            "two",
+            &format!("sleep \"$PAUSE\"\n{}", fake_tool("gamma", "gamma 3.0.0")),
+        );
+        fx.write_fragment("solo", &fake_tool("delta", "delta 1.5.0"));
+        // beta missing; a different program under gamma's name; delta too old.
+        fx.write_fragment(
+            "bad",
+            &format!(
+                "{}{}",
+                fake_tool("gamma", "GNU something-else 9.9"),
+                fake_tool("delta", "delta 0.1.0")
+            ),
+        );
+        if let Some(engine) = &fx.engine {
+            let wrapper = fx.path("engine-wrapper");
+            std::fs::write(
+                &wrapper,
+                format!(
+                    "#!/bin/sh\nstart=$(date +%s.%N)\n'{engine}' \"$@\"\nrc=$?\n\
+                     printf '%s %s %s %s\\n' \"$start\" \"$(date +%s.%N)\" \"$rc\" \"$*\" >> '{}'\n\
+                     exit $rc\n",
+                    fx.path("engine.log").display()
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        fx.cli(["render"]).run().success();
+        fx
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn write_fragment(&self, name: &str, body: &str) {
+        let path = self.path(&format!("docker/install-{name}.sh"));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, fragment(body)).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn cli<I, S>(&self, args: I) -> Cli
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let cli = Cli::new(self.dir.path()).args(args);
+        match &self.engine {
+            Some(_) => cli.env("SUNABA_ENGINE", self.path("engine-wrapper")),
+            None => cli,
+        }
+    }
+
+    fn tag(&self, variant: &str) -> String {
+        format!("{}:{variant}", self.repo)
+    }
+
+    /// Engine calls since the last `clear_calls`.
+    fn calls(&self) -> Vec<Call> {
+        let text = std::fs::read_to_string(self.path("engine.log")).unwrap_or_default();
+        text.lines()
+            .map(|l| {
+                let mut parts = l.splitn(4, ' ');
+                let start = parts.next().unwrap().parse().unwrap();
+                let end = parts.next().unwrap().parse().unwrap();
+                let _rc = parts.next();
+                Call {
+                    start,
+                    end,
+                    args: parts.next().unwrap_or("").to_string(),
+                }
+            })
+            .collect()
+    }
+
+    fn clear_calls(&self) {
+        let _ = std::fs::remove_file(self.path("engine.log"));
+    }
+
+    /// Image builds (not the metadata-only check records) per variant.
+    fn variant_builds(&self) -> BTreeMap<String, (f64, f64)> {
+        self.calls()
+            .into_iter()
+            .filter(|c| is_build(&c.args))
+            .filter_map(|c| {
+                let v = c
+                    .args
+                    .split(' ')
+                    .find_map(|a| a.strip_prefix("dev.sunaba.variant="))?
+                    .to_string();
+                Some((v, (c.start, c.end)))
+            })
+            .collect()
+    }
+
+    fn docker(&self, args: &[&str]) -> std::process::Output {
+        Command::new(self.engine.as_ref().unwrap())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn inspect(&self, reference: &str) -> serde_json::Value {
+        let out = self.docker(&["image", "inspect", reference]);
+        assert!(out.status.success(), "inspect {reference}: {out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v[0].clone()
+    }
+
+    fn check_label(&self, reference: &str) -> Option<serde_json::Value> {
+        let info = self.inspect(reference);
+        let raw = info["Config"]["Labels"]["dev.sunaba.check"].as_str()?;
+        Some(serde_json::from_str(raw).unwrap())
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if self.engine.is_none() {
+            return;
+        }
+        let out = self.docker(&[
+            "image",
+            "ls",
+            "--format",
+            "{{.Repository}}:{{.Tag}}",
+            "--filter",
+            &format!("reference={}", self.repo),
+        ]);
+        let tags: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(String::from)
+            .collect();
+        if !tags.is_empty() {
+            let mut args = vec!["image", "rm", "--force"];
+            args.extend(tags.iter().map(String::as_str));
+            let _ = self.docker(&args);
+        }
+    }
+}
+
+fn is_build(args: &str) -> bool {
+    args.starts_with("build ") || args.starts_with("buildx build ")
+}
+
+fn summary_row(run: &Run, variant: &str) -> String {
+    let stdout = run.stdout();
+    stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(variant))
+        .unwrap_or_else(|| panic!("no summary row for {variant} in:\n{stdout}"))
+        .to_string()
+}
+
+fn owed(label: &serde_json::Value) -> BTreeSet<String> {
+    label["tools"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn fixture_family_order_parallelism_skip_and_selective_rebuild() {
+    let Some(s) = services("fixture_family_order_parallelism_skip_and_selective_rebuild") else {
+        return;
+    };
+    let fx = Fixture::new("graph", Some(&s));
+    let marker = format!("SUNABA-TEST-CA-{}", std::process::id());
+    let ca = fx.path("ca.pem");
+    std::fs::write(&ca, format!("-----BEGIN CERTIFICATE-----\n{marker}\n")).unwrap();
+
+    // A build without a check leaves no record; `check` adds it without a layer
+    // and moves the tags to the labelled image.
+    fx.cli(["build", "solo", "--no-check", "--progress", "plain"])
+        .run()
+        .success();
+    let unchecked = fx.inspect(&fx.tag("solo"));
+    assert!(fx.check_label(&fx.tag("solo")).is_none());
+    let run = fx.cli(["check", "solo"]).run().success();
+    assert!(run.stdout().contains("PASS solo"), "{}", run.stdout());
+    let checked = fx.inspect(&fx.tag("solo"));
+    assert_ne!(unchecked["Id"], checked["Id"]);
+    assert_eq!(unchecked["RootFS"]["Layers"], checked["RootFS"]["Layers"]);
+    let label = fx.check_label(&fx.tag("solo")).unwrap();
+    assert_eq!(label["status"], "pass");
+    assert_eq!(label["tools"]["delta"], "1.5.0");
+    assert_eq!(
+        label["inputs"],
+        checked["Config"]["Labels"]["dev.sunaba.inputs"]
+    );
+    let inputs_tags: Vec<_> = checked["RepoTags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t.as_str().unwrap().contains(":solo-inputs-"))
+        .collect();
+    assert_eq!(inputs_tags.len(), 1, "{checked}");
+
+    // Cold build of the rest: parents first, the two children in parallel.
+    fx.clear_calls();
+    let all = ["root", "kid1", "kid2", "solo"];
+    let build_all = || {
+        let mut args = vec!["build", "--jobs", "4", "--progress", "plain", "--ca-bundle"];
+        args.push(ca.to_str().unwrap());
+        args.extend(all);
+        fx.cli(args).run()
+    };
+    let run = build_all().success();
+    let builds = fx.variant_builds();
+    assert_eq!(
+        builds.keys().collect::<Vec<_>>(),
+        ["kid1", "kid2", "root"],
+        "solo was checked already, so it is skipped"
+    );
+    let (root, kid1, kid2) = (builds["root"], builds["kid1"], builds["kid2"]);
+    assert!(root.1 <= kid1.0 && root.1 <= kid2.0, "{builds:?}");
+    assert!(
+        kid1.0 < kid2.1 && kid2.0 < kid1.1,
+        "kid1 and kid2 did not overlap: {builds:?}"
+    );
+    assert!(summary_row(&run, "solo").contains("skipped"));
+    for v in ["root", "kid1", "kid2"] {
+        assert!(summary_row(&run, v).contains("built"), "{}", run.stdout());
+    }
+
+    // Every image carries a passing record of exactly the tools it owes.
+    let expected: BTreeMap<&str, &[&str]> = BTreeMap::from([
+        ("root", &["alpha", "netcheck"][..]),
+        ("kid1", &["alpha", "netcheck", "beta"][..]),
+        ("kid2", &["alpha", "netcheck", "gamma"][..]),
+    ]);
+    for (v, tools) in &expected {
+        let label = fx.check_label(&fx.tag(v)).unwrap();
+        assert_eq!(label["status"], "pass");
+        assert_eq!(label["variant"], *v);
+        assert_eq!(
+            owed(&label),
+            tools.iter().map(|t| t.to_string()).collect::<BTreeSet<_>>()
+        );
+        let labels = &fx.inspect(&fx.tag(v))["Config"]["Labels"];
+        assert_eq!(
+            labels["org.opencontainers.image.title"],
+            format!("sunaba-{v}")
+        );
+        assert_eq!(
+            labels["org.opencontainers.image.source"],
+            "https://example.invalid/sunaba-fixture"
+        );
+        assert!(
+            labels["org.opencontainers.image.created"]
+                .as_str()
+                .unwrap()
+                .ends_with('Z')
+        );
+    }
+    // The children were built FROM the parent just built.
+    let root_layers = fx.inspect(&fx.tag("root"))["RootFS"]["Layers"].clone();
+    let kid_layers = fx.inspect(&fx.tag("kid1"))["RootFS"]["Layers"].clone();
+    let root_layers = root_layers.as_array().unwrap();
+    assert_eq!(
+        &kid_layers.as_array().unwrap()[..root_layers.len()],
+        &root_layers[..]
+    );
+
+    // The CA bundle was available to the fragment, and is in no layer, no
+    // history entry and no config.
+    let seen = fx.docker(&[
+        "run",
+        "--rm",
+        &fx.tag("kid1"),
+        "cat",
+        "/etc/fixture-ca-seen",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&seen.stdout).trim(),
+        hex::encode(Sha256::digest(std::fs::read(&ca).unwrap()))
+    );
+    let tar = fx.path("kid1.tar");
+    let saved = fx.docker(&["save", "--output", tar.to_str().unwrap(), &fx.tag("kid1")]);
+    assert!(saved.status.success(), "{saved:?}");
+    let bytes = std::fs::read(&tar).unwrap();
+    assert!(bytes.len() > 1_000_000);
+    assert!(
+        !bytes.windows(marker.len()).any(|w| w == marker.as_bytes()),
+        "the CA bundle is in a layer"
+    );
+    let history = fx.docker(&["history", "--no-trunc", &fx.tag("kid1")]);
+    assert!(!String::from_utf8_lossy(&history.stdout).contains(&marker));
+    assert!(!fx.inspect(&fx.tag("kid1")).to_string().contains(&marker));
+
+    // The check container had no network: netcheck passed there, while the
+    // same probe fails in a container with the default network.
+    let networked = fx.docker(&["run", "--rm", &fx.tag("root"), "netcheck"]);
+    assert!(!networked.status.success(), "{networked:?}");
+    assert!(String::from_utf8_lossy(&networked.stdout).contains("networked"));
+
+    // Nothing changed: no engine build at all.
+    fx.clear_calls();
+    let run = build_all().success();
+    let calls = fx.calls();
+    assert!(
+        !calls.iter().any(|c| is_build(&c.args)),
+        "engine builds on a no-op build: {calls:?}"
+    );
+    assert!(
+        run.stdout().contains("0 built, 4 skipped"),
+        "{}",
+        run.stdout()
+    );
+    assert!(run.stdout().contains("engine builds started: 0"));
+
+    // One fragment changes: only the variant using it is rebuilt.
+    let two = fx.path("docker/install-two.sh");
+    let mut text = std::fs::read_to_string(&two).unwrap();
+    text.push_str("echo changed\n");
+    std::fs::write(&two, text).unwrap();
+    fx.clear_calls();
+    let run = build_all().success();
+    assert_eq!(fx.variant_builds().keys().collect::<Vec<_>>(), ["kid2"]);
+    assert!(
+        run.stdout().contains("1 built, 3 skipped"),
+        "{}",
+        run.stdout()
+    );
+
+    // A child alone brings its parent along, skipped since it is unchanged.
+    fx.clear_calls();
+    let run = fx
+        .cli(["build", "kid1", "--progress", "plain"])
+        .run()
+        .success();
+    assert!(fx.variant_builds().is_empty());
+    assert!(
+        run.stdout().contains("0 built, 2 skipped"),
+        "{}",
+        run.stdout()
+    );
+    assert!(summary_row(&run, "root").contains("skipped"));
+}
+
+#[test]
+fn failing_fragment_stops_descendants_not_siblings() {
+    let Some(s) = services("failing_fragment_stops_descendants_not_siblings") else {
+        return;
+    };
+    let fx = Fixture::new("fail", Some(&s));
+    fx.write_fragment("root", "echo 'about to fail'\nexit 3\n");
+    let run = fx
+        .cli([
+            "build",
+            "root",
+            "kid1",
+            "kid2",
+            "solo",
+            "--progress",
+            "plain",
+        ])
+        .run()
+        .failure();
+    assert_eq!(run.code(), Some(1));
+    let out = run.stdout();
+    assert!(summary_row(&run, "root").contains("FAILED"), "{out}");
+    for kid in ["kid1", "kid2"] {
+        let row = summary_row(&run, kid);
+        assert!(
+            row.contains("not attempted") && row.contains("parent root failed"),
+            "{row}"
+        );
+    }
+    assert!(summary_row(&run, "solo").contains("built"), "{out}");
+    assert_eq!(
+        fx.variant_builds().keys().collect::<Vec<_>>(),
+        ["root", "solo"]
+    );
+    // The failing step, the end of its log and where the whole log is.
+    assert!(out.contains("step [2/3] RUN"), "{out}");
+    assert!(out.contains("exit code: 3"), "{out}");
+    assert!(out.contains("about to fail"), "{out}");
+    let log = fx.dir.path().join("target/sunaba-build/logs/root.log");
+    assert!(
+        out.contains(&format!("full log: {}", log.display())),
+        "{out}"
+    );
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("about to fail")
+    );
+}
+
+#[test]
+fn check_names_missing_wrong_and_old_tools_and_older_renders() {
+    let Some(s) = services("check_names_missing_wrong_and_old_tools_and_older_renders") else {
+        return;
+    };
+    let fx = Fixture::new("check", Some(&s));
+    fx.cli(["build", "bad", "--no-check", "--progress", "plain"])
+        .run()
+        .success();
+    let junit = fx.path("junit.xml");
+    let run = fx
+        .cli(["check", "bad", "--json", "--junit", junit.to_str().unwrap()])
+        .run();
+    assert_eq!(run.code(), Some(2), "{}{}", run.stdout(), run.stderr());
+    let reports: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    let report = &reports[0];
+    assert_eq!(report["passed"], false);
+    let status: BTreeMap<String, (String, String, String)> = report["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["tool"].as_str().unwrap().to_string(),
+                (
+                    t["status"].as_str().unwrap().to_string(),
+                    t["version"].as_str().unwrap().to_string(),
+                    t["detail"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(status["beta"].0, "missing");
+    assert!(status["beta"].2.contains("not found"), "{status:?}");
+    assert_eq!(status["gamma"].0, "mismatch");
+    assert!(status["gamma"].2.contains("something-else"), "{status:?}");
+    assert_eq!(status["delta"].0, "too-old");
+    assert_eq!(status["delta"].1, "0.1.0");
+    let problems = report["problems"].to_string();
+    assert!(
+        problems.contains("exceeds the budget of 1.0 KiB"),
+        "{problems}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains(r#"tests="4" failures="4""#), "{xml}");
+    assert!(xml.contains(r#"name="beta""#), "{xml}");
+    // A failed check records nothing.
+    assert!(fx.check_label(&fx.tag("bad")).is_none());
+
+    // `build` runs the check and fails on it (the gate exit status).
+    let run = fx.cli(["build", "bad", "--progress", "plain"]).run();
+    assert_eq!(run.code(), Some(2), "{}", run.stdout());
+    let row = summary_row(&run, "bad");
+    assert!(
+        row.contains("check failed") && row.contains("beta missing"),
+        "{row}"
+    );
+
+    // An image from an older render: images.toml now owes one more tool.
+    let manifest = fx.path("images.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap().replace(
+        "provides = [\"beta\", \"gamma\", \"delta\"]",
+        "provides = [\"beta\", \"gamma\", \"delta\", \"alpha\"]",
+    );
+    std::fs::write(&manifest, text).unwrap();
+    let run = fx.cli(["check", "bad"]).run();
+    assert_eq!(run.code(), Some(2));
+    let row = run
+        .stdout()
+        .lines()
+        .find(|l| l.contains("alpha"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        row.contains("not-checked") && row.contains("older render"),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[test]
+fn check_of_a_good_image_by_reference_and_junit() {
+    let Some(s) = services("check_of_a_good_image_by_reference_and_junit") else {
+        return;
+    };
+    let fx = Fixture::new("byref", Some(&s));
+    fx.cli(["build", "solo", "--progress", "plain"])
+        .run()
+        .success();
+    let id = fx.inspect(&fx.tag("solo"))["Id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let junit = fx.path("junit.xml");
+    // The variant comes from the image's label; an unchanged record is kept.
+    let run = fx
+        .cli([
+            "check",
+            "--image",
+            &fx.tag("solo"),
+            "--junit",
+            junit.to_str().unwrap(),
+        ])
+        .run()
+        .success();
+    assert!(run.stdout().contains("PASS solo"), "{}", run.stdout());
+    assert!(run.stdout().contains("delta"), "{}", run.stdout());
+    assert_eq!(fx.inspect(&fx.tag("solo"))["Id"], id.as_str());
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains(r#"tests="2" failures="0""#), "{xml}");
+}
+
+#[test]
+fn missing_engine_binary_is_a_clear_error() {
+    let fx = Fixture::new("nobinary", None);
+    let run = fx
+        .cli(["build"])
+        .env("SUNABA_ENGINE", "/nonexistent/bin/docker")
+        .run()
+        .failure();
+    let err = run.stderr();
+    assert!(err.contains("`/nonexistent/bin/docker`"), "{err}");
+    assert!(
+        err.contains("from SUNABA_ENGINE") && err.contains("not found"),
+        "{err}"
+    );
+}
+
+/// A fake `docker` CLI reporting `version`, with or without buildx.
+fn fake_docker(dir: &Path, version: &str, buildx: bool) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("docker");
+    let buildx = if buildx {
+        "echo 'github.com/docker/buildx v0.20.0'"
+    } else {
+        "echo \"docker: unknown command: docker buildx\" >&2; exit 1"
+    };
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in\n\
+             --version) echo \"Docker version {version}, build 0000000\" ;;\n\
+             version) echo \"{version}\"; echo 'Cannot connect to the Docker daemon' >&2; exit 1 ;;\n\
+             buildx) {buildx} ;;\n\
+             *) echo \"fake docker: unexpected $*\" >&2; exit 99 ;;\nesac\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[test]
+fn docker_without_buildkit_is_refused_naming_one_that_can() {
+    let fx = Fixture::new("nobuildkit", None);
+    let new = fake_docker(&fx.path("new-cli"), "28.2.2", false);
+    let old = fake_docker(&fx.path("old-cli"), "20.10.24+dfsg1", false);
+    let path = format!(
+        "{}:{}:/usr/bin:/bin",
+        new.parent().unwrap().display(),
+        old.parent().unwrap().display()
+    );
+    let run = fx
+        .cli(["build"])
+        .env_remove("SUNABA_ENGINE")
+        .env("PATH", &path)
+        .run()
+        .failure();
+    let err = run.stderr();
+    assert!(
+        err.contains(&format!("{} (Docker CLI 28.2.2)", new.display())),
+        "{err}"
+    );
+    assert!(err.contains("cannot build with BuildKit"), "{err}");
+    assert!(
+        err.contains(&format!("SUNABA_ENGINE={}", old.display())),
+        "{err}"
+    );
+}
+
+#[test]
+fn engine_not_running_is_a_clear_error() {
+    let Some(s) = services("engine_not_running_is_a_clear_error") else {
+        return;
+    };
+    let fx = Fixture::new("notrunning", None);
+    let run = fx
+        .cli(["build"])
+        .env("SUNABA_ENGINE", &s.engine)
+        .env("DOCKER_HOST", "unix:///nonexistent/sunaba/docker.sock")
+        .run()
+        .failure();
+    let err = run.stderr();
+    assert!(err.contains("not running or not reachable"), "{err}");
+    assert!(
+        err.contains("DOCKER_HOST=unix:///nonexistent/sunaba/docker.sock"),
+        "{err}"
+    );
+    assert!(err.contains("scripts/dev-env up"), "{err}");
+}
