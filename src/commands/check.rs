@@ -90,7 +90,7 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
         let mut report = check::check_image(engine.as_ref(), reference, &expect, args.timeout)
             .with_context(|| format!("checking {variant}"))?;
         if report.passed && !args.no_record {
-            report.recorded_id = record(engine.as_ref(), &report)?;
+            report.recorded_id = record(engine.as_ref(), &family, reference, &report)?;
         }
         reports.push(report);
     }
@@ -112,23 +112,35 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Labels the image with the pass (unless it already carries the same
-/// record) and moves every tag of the checked image to the labelled one.
-fn record(engine: &dyn Engine, report: &CheckReport) -> anyhow::Result<Option<String>> {
+/// record) and moves this variant's tags (the reference checked, the variant
+/// tag and the inputs tag, where they point at the checked image) to the
+/// labelled one. Tags of other repositories that share the image stay put.
+fn record(
+    engine: &dyn Engine,
+    family: &crate::build::Family,
+    reference: &str,
+    report: &CheckReport,
+) -> anyhow::Result<Option<String>> {
     let info = engine
         .inspect(&report.image_id)?
         .with_context(|| format!("{} disappeared during the check", report.image))?;
     if check::already_recorded(&info, report) {
         return Ok(Some(info.id));
     }
+    let mut tags = vec![reference.to_string(), family.variant_tag(&report.variant)];
+    if let Some(inputs) = &report.inputs {
+        tags.push(family.inputs_tag(&report.variant, inputs));
+    }
+    tags.dedup();
+    tags.retain(|t| info.repo_tags.contains(t));
     // BuildKit cannot build FROM a bare image ID: start from one of its tags.
-    let Some(from) = info.repo_tags.first() else {
+    let Some(from) = tags.first() else {
         eprintln!(
-            "note: {} has no tag, so the pass is not recorded on it",
-            report.image
+            "note: {reference} is not a local tag of this family, so the pass is not recorded on it"
         );
         return Ok(None);
     };
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let id = check::record(engine, report, from, &info.repo_tags, &now)?;
+    let id = check::record(engine, report, from, &tags, &now)?;
     Ok(Some(id))
 }

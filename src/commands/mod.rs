@@ -1,8 +1,8 @@
 //! One module per verb, each with its `Args` and `run()`.
 
-pub mod detect;
 pub mod build;
 pub mod check;
+pub mod detect;
 pub mod render;
 pub mod resolve;
 pub mod tags;

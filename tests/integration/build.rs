@@ -194,7 +194,9 @@ impl Fixture {
     fn write_fragment(&self, name: &str, body: &str) {
         let path = self.path(&format!("docker/install-{name}.sh"));
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, fragment(body)).unwrap();
+        // The fixture's name makes its layers its own: no cache hits from
+        // other tests or earlier runs (the CA secret is not in a cache key).
+        std::fs::write(&path, fragment(&format!("# {}\n{body}", self.repo))).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 

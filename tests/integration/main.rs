@@ -2,6 +2,6 @@
 //! `sunaba-images` binary (see `support::Cli`) against real files and, where
 //! needed, the real engine and registry that `scripts/dev-env up` provides.
 
-mod detect;
 mod build;
+mod detect;
 mod support;
