@@ -59,13 +59,27 @@ function get(url, redirects = 5) {
   });
 }
 
+// Registries and resolvers have transient failures (EAI_AGAIN, resets, 5xx);
+// npm itself retries, so this does too. A 4xx is final.
+async function fetchRetrying(url) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await get(url);
+    } catch (e) {
+      if (attempt >= 4 || / HTTP 4[0-9][0-9]$/.test(e.message)) throw e;
+      console.error(`sunaba: ${e.message}; retrying (${attempt}/3)`);
+      await new Promise((r) => setTimeout(r, 2000 * 2 ** (attempt - 1)));
+    }
+  }
+}
+
 (async () => {
-  const meta = JSON.parse(await get(`${registry}/npm/${version}`));
+  const meta = JSON.parse(await fetchRetrying(`${registry}/npm/${version}`));
   const integrity = meta.dist.integrity;
   const dash = integrity.indexOf('-');
   const algo = integrity.slice(0, dash);
   const want = integrity.slice(dash + 1);
-  const tgz = await get(meta.dist.tarball);
+  const tgz = await fetchRetrying(meta.dist.tarball);
   const got = crypto.createHash(algo).update(tgz).digest('base64');
   if (got !== want) {
     throw new Error(`npm ${version}: integrity mismatch: registry says ${integrity}, got ${algo}-${got}`);
