@@ -248,6 +248,8 @@ struct RegistryState {
     tokens: Mutex<HashMap<String, CachedToken>>,
     /// Serialises token fetches so N concurrent requests fetch one token.
     token_fetch: tokio::sync::Mutex<()>,
+    /// Serialises scheme detection so one request probes https, not N.
+    scheme_probe: tokio::sync::Mutex<()>,
     credential: OnceCell<Option<Found>>,
 }
 
@@ -348,6 +350,7 @@ impl Client {
                     challenge: Mutex::new(None),
                     tokens: Mutex::new(HashMap::new()),
                     token_fetch: tokio::sync::Mutex::new(()),
+                    scheme_probe: tokio::sync::Mutex::new(()),
                     credential: OnceCell::new(),
                 })
             })
@@ -395,6 +398,7 @@ impl Client {
         let started = Instant::now();
         let mut attempts = 0u32;
         let mut auth_refreshed = false;
+        let mut discovered = false;
         loop {
             attempts += 1;
             let auth = self.auth_header(&state, registry, &req).await?;
@@ -414,21 +418,24 @@ impl Client {
                             .unauthorized(&state, registry, &req, &resp, auth.is_some())
                             .await);
                     };
-                    let changed = {
-                        let mut c = state.challenge.lock().expect("challenge lock");
-                        let changed = c.as_ref() != Some(&challenge);
-                        *c = Some(challenge);
-                        changed
-                    };
-                    // A stale or expired token: drop it and try once more.
-                    if !auth_refreshed && (changed || auth.is_some()) {
+                    let bearer = matches!(challenge, Challenge::Bearer { .. });
+                    *state.challenge.lock().expect("challenge lock") = Some(challenge);
+                    // Sent nothing: the challenge says how to authenticate.
+                    // Sent a token: it may have expired or been revoked, so
+                    // a fresh one gets one more try.
+                    let retry = if auth.is_none() && !discovered {
+                        discovered = true;
+                        true
+                    } else if auth.is_some() && bearer && !auth_refreshed {
                         auth_refreshed = true;
                         state.tokens.lock().expect("token lock").remove(&req.scope);
-                        let next = self.auth_header(&state, registry, &req).await?;
-                        if next.is_some() || auth.is_some() {
-                            attempts -= 1;
-                            continue;
-                        }
+                        true
+                    } else {
+                        false
+                    };
+                    if retry && self.auth_header(&state, registry, &req).await?.is_some() {
+                        attempts -= 1;
+                        continue;
                     }
                     return Err(self
                         .unauthorized(&state, registry, &req, &resp, auth.is_some())
@@ -672,7 +679,14 @@ impl Client {
         auth: Option<&str>,
         remaining: Duration,
     ) -> std::result::Result<Resp, Failure> {
-        let known = *state.scheme.lock().expect("scheme lock");
+        let mut known = *state.scheme.lock().expect("scheme lock");
+        let _probing = if known.is_none() {
+            let guard = state.scheme_probe.lock().await;
+            known = *state.scheme.lock().expect("scheme lock");
+            known.is_none().then_some(guard)
+        } else {
+            None
+        };
         let schemes: &[&'static str] = match known {
             Some("http") => &["http"],
             Some(_) => &["https"],

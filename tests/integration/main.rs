@@ -4,4 +4,5 @@
 
 mod build;
 mod detect;
+mod registry;
 mod support;

@@ -1,0 +1,1353 @@
+//! The registry module and the `resolve`/`tags` commands against real CNCF
+//! distribution instances (plain, TLS + htpasswd, token auth) started by
+//! the tests, with a fault-injection proxy in between where needed.
+
+mod distribution;
+mod issuer;
+mod proxy;
+mod server;
+
+use crate::support::{self, Cli};
+use distribution::{Auth, Fixture, PASSWORD, Registry, USER, fixture, pretty, sha256};
+use issuer::Issuer;
+use proxy::{Fault, LinkMode, Proxy, rule};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use sunaba_images::registry::{
+    Client, ClientBuilder, Error, ManifestCheck, Platform, Reference, Repository, ResolveOptions,
+    RetryPolicy, auth::CredentialStore,
+};
+
+fn setup(test: &str) -> Option<&'static Fixture> {
+    distribution::available(test).then(fixture)
+}
+
+fn fast_retry() -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: 4,
+        base_delay: Duration::from_millis(20),
+        max_delay: Duration::from_millis(200),
+        total: Duration::from_secs(20),
+    }
+}
+
+/// Anonymous client with quick retries.
+fn client() -> ClientBuilder {
+    Client::builder()
+        .anonymous()
+        .retry(fast_retry())
+        .request_timeout(Duration::from_secs(5))
+}
+
+fn reference(s: &str) -> Reference {
+    s.parse().unwrap()
+}
+
+fn platform(s: &str) -> Platform {
+    s.parse().unwrap()
+}
+
+/// A docker config.json with `auths` for `registry`.
+fn docker_config(dir: &Path, registry: &str, user: &str, password: &str) -> PathBuf {
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    let path = dir.join("config.json");
+    std::fs::write(
+        &path,
+        serde_json::json!({"auths": {format!("http://{registry}/v2/"): {"auth": auth}}})
+            .to_string(),
+    )
+    .unwrap();
+    path
+}
+
+fn with_creds(dir: &Path, registry: &str, password: &str) -> ClientBuilder {
+    client().credentials(CredentialStore::with_files(vec![docker_config(
+        dir, registry, USER, password,
+    )]))
+}
+
+/// Runs the CLI off the async runtime (the servers it talks to live there).
+async fn cli(f: impl FnOnce() -> support::Run + Send + 'static) -> support::Run {
+    tokio::task::spawn_blocking(f).await.unwrap()
+}
+
+/// A CLI with no credential files of the machine in sight.
+fn isolated_cli(home: &Path) -> Cli {
+    Cli::new(home)
+        .env("HOME", home)
+        .env_remove("DOCKER_CONFIG")
+        .env_remove("REGISTRY_AUTH_FILE")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("XDG_CONFIG_HOME")
+}
+
+fn skopeo_digest(image: &str) -> String {
+    let out = std::process::Command::new("skopeo")
+        .args([
+            "inspect",
+            "--tls-verify=false",
+            "--no-creds",
+            &format!("docker://{image}"),
+        ])
+        .output()
+        .expect("run skopeo (apt-get install skopeo)");
+    assert!(
+        out.status.success(),
+        "skopeo: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["Digest"].as_str().unwrap().to_string()
+}
+
+// ------------------------------------------------------------ acceptance ---
+
+#[test]
+fn resolve_of_the_dev_base_image_matches_skopeo() {
+    let Some(_) = support::registry("resolve_of_the_dev_base_image_matches_skopeo") else {
+        return;
+    };
+    let image = std::env::var("SUNABA_BASE_IMAGE").unwrap_or_else(|_| {
+        format!(
+            "{}/library/debian:trixie-slim",
+            support::registry("").unwrap()
+        )
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let run = isolated_cli(dir.path())
+        .args(["resolve", &image])
+        .run()
+        .success();
+    let out = run.stdout();
+    let (digest, name) = out.trim().split_once('\t').expect("DIGEST<TAB>REF");
+    assert_eq!(name, image);
+    assert_eq!(digest, skopeo_digest(&image));
+    if let Ok(base_ref) = std::env::var("SUNABA_BASE_REF") {
+        assert!(
+            base_ref.ends_with(&format!("@{digest}")),
+            "{base_ref} vs {digest}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_resolve_matches_skopeo_and_json_has_index_and_platform_digests() {
+    let Some(f) = setup("cli_resolve_matches_skopeo_and_json_has_index_and_platform_digests")
+    else {
+        return;
+    };
+    let reg = Registry::start(&f.storage, Auth::None);
+    let host = reg.authority();
+    let home = tempfile::tempdir().unwrap();
+    let (h, d) = (host.clone(), home.path().to_path_buf());
+    let run = cli(move || {
+        isolated_cli(&d)
+            .args([
+                "resolve",
+                &format!("{h}/fixture/multi:latest"),
+                &format!("{h}/fixture/single:v1"),
+            ])
+            .run()
+    })
+    .await
+    .success();
+    let lines: Vec<String> = run.stdout().lines().map(str::to_string).collect();
+    assert_eq!(
+        lines,
+        vec![
+            format!("{}\t{host}/fixture/multi:latest", f.index_digest),
+            format!("{}\t{host}/fixture/single:v1", f.single_digest),
+        ]
+    );
+    let (h2, h3) = (host.clone(), host.clone());
+    let skopeo = tokio::task::spawn_blocking(move || {
+        (
+            skopeo_digest(&format!("{h2}/fixture/multi:latest")),
+            skopeo_digest(&format!("{h3}/fixture/single:v1")),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(skopeo, (f.index_digest.clone(), f.single_digest.clone()));
+
+    let (h, d) = (host.clone(), home.path().to_path_buf());
+    let run = cli(move || {
+        isolated_cli(&d)
+            .args(["resolve", "--json", &format!("{h}/fixture/multi:latest")])
+            .run()
+    })
+    .await
+    .success();
+    let v: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    assert_eq!(v[0]["digest"], f.index_digest.as_str());
+    assert_eq!(v[0]["index_digest"], f.index_digest.as_str());
+    assert_eq!(
+        v[0]["platforms"],
+        serde_json::json!([
+            {"platform": "linux/amd64", "digest": f.amd64_digest},
+            {"platform": "linux/arm64/v8", "digest": f.arm64_digest},
+        ])
+    );
+    let (h, d) = (host.clone(), home.path().to_path_buf());
+    let run = cli(move || {
+        isolated_cli(&d)
+            .args([
+                "resolve",
+                "--json",
+                "--platform",
+                "linux/arm64",
+                &format!("{h}/fixture/multi:latest"),
+            ])
+            .run()
+    })
+    .await
+    .success();
+    let v: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    assert_eq!(v[0]["digest"], f.arm64_digest.as_str());
+    assert_eq!(v[0]["index_digest"], f.index_digest.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_tags_lists_every_tag_of_a_2000_tag_repository_once() {
+    let Some(f) = setup("cli_tags_lists_every_tag_of_a_2000_tag_repository_once") else {
+        return;
+    };
+    let reg = Registry::start(&f.storage, Auth::None);
+    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
+    proxy.state.lock().unwrap().tag_page = Some(250);
+    let (h, home) = (proxy.authority(), tempfile::tempdir().unwrap());
+    let d = home.path().to_path_buf();
+    let run = cli(move || {
+        isolated_cli(&d)
+            .args(["tags", &format!("{h}/fixture/many")])
+            .run()
+    })
+    .await
+    .success();
+    let listed: Vec<String> = run.stdout().lines().map(str::to_string).collect();
+    assert!(listed.len() >= 2000);
+    assert_eq!(
+        listed, f.tags,
+        "every tag once, in order, digest-shaped ones dropped"
+    );
+    assert!(
+        proxy.count("GET", "/tags/list") >= 9,
+        "{:?}",
+        proxy.log().len()
+    );
+}
+
+#[test]
+fn cli_rejects_invalid_references_and_platforms_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = isolated_cli(dir.path())
+        .args(["resolve", "Debian:12"])
+        .run()
+        .failure();
+    assert!(
+        run.stderr().contains("must be lowercase"),
+        "{}",
+        run.stderr()
+    );
+    let run = isolated_cli(dir.path())
+        .args(["resolve", "127.0.0.1:1/x@sha256:abc"])
+        .run()
+        .failure();
+    assert!(run.stderr().contains("64 hex digits"), "{}", run.stderr());
+    let run = isolated_cli(dir.path())
+        .args(["resolve", "--platform", "linux", "127.0.0.1:1/x:1"])
+        .run()
+        .failure();
+    assert!(run.stderr().contains("OS/ARCH"), "{}", run.stderr());
+    let run = isolated_cli(dir.path())
+        .args(["tags", "127.0.0.1:1/x:tag"])
+        .run()
+        .failure();
+    assert!(run.stderr().contains("':'"), "{}", run.stderr());
+}
+
+// --------------------------------------------------- 1. HEAD, then GET ---
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_first_with_every_manifest_type_then_get_when_head_is_not_enough() {
+    let Some(f) = setup("head_first") else { return };
+    let reg = Registry::start(&f.storage, Auth::None);
+    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
+    let c = client().build().unwrap();
+    let r = reference(&format!("{}/fixture/multi:latest", proxy.authority()));
+    let quick = ResolveOptions::default();
+
+    let res = c.resolve_with(&r, &quick).await.unwrap();
+    assert_eq!(res.digest.to_string(), f.index_digest);
+    assert_eq!(proxy.count("HEAD", "/manifests/latest"), 1);
+    assert_eq!(
+        proxy.count("GET", "/manifests/"),
+        0,
+        "one HEAD answers a tag"
+    );
+    let accept = proxy
+        .log()
+        .iter()
+        .find(|l| l.method == "HEAD")
+        .unwrap()
+        .accept
+        .clone()
+        .unwrap();
+    for t in [
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+    ] {
+        assert!(accept.contains(t), "Accept lacks {t}: {accept}");
+    }
+
+    // Without the digest header (or with an empty one), HEAD is not enough.
+    for fault in [Fault::DropDigest, Fault::SetDigest(String::new())] {
+        proxy.clear_log();
+        proxy.add(rule(Some("HEAD"), "/manifests/latest", fault, 1));
+        let res = c.resolve_with(&r, &quick).await.unwrap();
+        assert_eq!(res.digest.to_string(), f.index_digest);
+        assert_eq!(proxy.count("GET", "/manifests/latest"), 1);
+    }
+    // A failing HEAD (405, or a 404 that only GET explains) falls back to GET.
+    proxy.clear_log();
+    proxy.add(rule(
+        Some("HEAD"),
+        "/manifests/latest",
+        Fault::Status(405, None),
+        1,
+    ));
+    assert_eq!(
+        c.resolve_with(&r, &quick).await.unwrap().digest.to_string(),
+        f.index_digest
+    );
+    assert_eq!(proxy.count("GET", "/manifests/latest"), 1);
+    let missing = reference(&format!("{}/fixture/multi:nope", proxy.authority()));
+    let err = c.resolve_with(&missing, &quick).await.unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    assert!(
+        err.to_string().contains("MANIFEST_UNKNOWN"),
+        "the GET's error body explains: {err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn distribution_answers_404_when_accept_lacks_oci_types() {
+    // The registry quirk the Accept header above guards against.
+    let Some(f) = setup("distribution_quirk") else {
+        return;
+    };
+    let reg = Registry::start(&f.storage, Auth::None);
+    let resp = reqwest::Client::new()
+        .head(format!(
+            "http://{}/v2/fixture/multi/manifests/latest",
+            reg.authority()
+        ))
+        .header(
+            "Accept",
+            "application/vnd.docker.distribution.manifest.v2+json",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 404);
+}
+
+// ------------------------------------------- 2. digests of exact bytes ---
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn digests_are_hashes_of_the_exact_bytes_and_mismatches_are_errors() {
+    let Some(f) = setup("digests") else { return };
+    let reg = Registry::start(&f.storage, Auth::None);
+    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
+    let c = client().build().unwrap();
+    let host = proxy.authority();
+
+    // The fixture is pretty-printed: re-serializing would change the digest.
+    let compact =
+        serde_json::to_vec(&serde_json::from_slice::<serde_json::Value>(&f.single_bytes).unwrap())
+            .unwrap();
+    assert_ne!(sha256(&compact), f.single_digest);
+    let r = reference(&format!("{host}/fixture/single:v1"));
+    let res = c.resolve(&r, None).await.unwrap();
+    assert_eq!(res.digest.to_string(), f.single_digest);
+    assert_eq!(proxy.count("GET", "/manifests/v1"), 1);
+
+    // A wrong Docker-Content-Digest is a hard error naming both digests.
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    proxy.add(rule(
+        Some("GET"),
+        "/manifests/v1",
+        Fault::SetDigest(wrong.clone()),
+        1,
+    ));
+    let err = c.resolve(&r, None).await.unwrap_err().to_string();
+    assert!(
+        err.contains(&wrong) && err.contains(&f.single_digest),
+        "{err}"
+    );
+    assert!(err.contains("Docker-Content-Digest"), "{err}");
+
+    // The header's algorithm is used to check it.
+    let sha512 = sunaba_images::registry::Digest::compute(
+        sunaba_images::registry::Algorithm::Sha512,
+        &f.single_bytes,
+    );
+    proxy.add(rule(
+        Some("GET"),
+        "/manifests/v1",
+        Fault::SetDigest(sha512.to_string()),
+        1,
+    ));
+    assert_eq!(c.resolve(&r, None).await.unwrap().digest, sha512);
+    let bad512 = format!("sha512:{}", "1".repeat(128));
+    proxy.add(rule(
+        Some("GET"),
+        "/manifests/v1",
+        Fault::SetDigest(bad512.clone()),
+        1,
+    ));
+    let err = c.resolve(&r, None).await.unwrap_err().to_string();
+    assert!(
+        err.contains(&bad512) && err.contains(&sha512.to_string()),
+        "{err}"
+    );
+
+    // A reference that carries a digest is verified against the bytes.
+    let pinned = reference(&format!("{host}/fixture/single@{}", f.single_digest));
+    assert_eq!(
+        c.resolve(&pinned, None).await.unwrap().digest.to_string(),
+        f.single_digest
+    );
+    proxy.add(rule(
+        Some("GET"),
+        &f.single_digest,
+        Fault::Body(f.index_bytes.clone()),
+        1,
+    ));
+    proxy.add(rule(Some("GET"), &f.single_digest, Fault::DropDigest, 1));
+    let err = c.resolve(&pinned, None).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::DigestMismatch {
+                expected_from: "the reference",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&f.single_digest) && msg.contains(&f.index_digest),
+        "{msg}"
+    );
+}
+
+// --------------------------------------------- 3. index vs platforms ---
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_digest_by_default_and_best_platform_child_on_request() {
+    let Some(f) = setup("platforms") else { return };
+    let reg = Registry::start(&f.storage, Auth::None);
+    let c = client().build().unwrap();
+    let r = reference(&format!("{}/fixture/multi:latest", reg.authority()));
+
+    let res = c.resolve(&r, None).await.unwrap();
+    assert_eq!(res.digest.to_string(), f.index_digest);
+    assert_eq!(
+        res.index_digest.as_ref().unwrap().to_string(),
+        f.index_digest
+    );
+    assert_eq!(res.media_type, distribution::OCI_INDEX);
+    let listed: Vec<(String, String)> = res
+        .platforms
+        .iter()
+        .map(|(p, d)| (p.to_string(), d.to_string()))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            ("linux/amd64".to_string(), f.amd64_digest.clone()),
+            ("linux/arm64/v8".to_string(), f.arm64_digest.clone()),
+        ],
+        "attestations are not platforms"
+    );
+    for (p, want) in [
+        ("linux/amd64", &f.amd64_digest),
+        ("linux/arm64", &f.arm64_digest),
+        ("linux/aarch64/v8", &f.arm64_digest),
+    ] {
+        let res = c.resolve(&r, Some(&platform(p))).await.unwrap();
+        assert_eq!(&res.digest.to_string(), want, "{p}");
+        assert_eq!(res.media_type, distribution::OCI_MANIFEST);
+        assert_eq!(
+            res.index_digest.as_ref().unwrap().to_string(),
+            f.index_digest
+        );
+    }
+    let err = c
+        .resolve(&r, Some(&platform("unknown/unknown")))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::NoMatchingPlatform { .. }),
+        "the attestation is never chosen: {err}"
+    );
+    let err = c
+        .resolve(&r, Some(&platform("linux/riscv64")))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("linux/amd64, linux/arm64/v8"), "{err}");
+    assert!(!f.attestation_digest.is_empty());
+
+    // Single-platform images: the platform comes from the config.
+    let single = reference(&format!("{}/fixture/single:docker", reg.authority()));
+    let res = c
+        .resolve(&single, Some(&platform("linux/amd64")))
+        .await
+        .unwrap();
+    assert_eq!(res.digest.to_string(), f.docker_digest);
+    assert_eq!(res.media_type, distribution::DOCKER_MANIFEST);
+    assert_eq!(res.index_digest, None);
+    let err = c
+        .resolve(&single, Some(&platform("linux/arm64")))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("linux/amd64"), "{err}");
+}
+
+// ---------------------------------------------------- 4. credentials ---
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn basic_auth_over_tls_trusting_only_the_test_ca() {
+    let Some(f) = setup("basic_tls") else { return };
+    let reg = Registry::start(&f.storage, Auth::TlsHtpasswd);
+    let host = reg.authority();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = &distribution::pki().ca_cert;
+    let r = reference(&format!("{host}/fixture/single:v1"));
+
+    let c = with_creds(dir.path(), &host, PASSWORD)
+        .root_ca_file(ca)
+        .build()
+        .unwrap();
+    assert_eq!(
+        c.resolve(&r, None).await.unwrap().digest.to_string(),
+        f.single_digest
+    );
+
+    // Without the CA: a clear TLS failure, not a silent downgrade to http.
+    let c = with_creds(dir.path(), &host, PASSWORD)
+        .retry(RetryPolicy {
+            max_attempts: 1,
+            ..fast_retry()
+        })
+        .build()
+        .unwrap();
+    let err = c.resolve(&r, None).await.unwrap_err().to_string();
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
+
+    let wrong = "wrong-Pa55-for-test";
+    let c = with_creds(dir.path(), &host, wrong)
+        .root_ca_file(ca)
+        .build()
+        .unwrap();
+    let err = c.resolve(&r, None).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Unauthorized { status: 401, .. }),
+        "{err}"
+    );
+    let msg = format!("{err} {err:?}");
+    assert!(msg.contains(USER) && msg.contains("rejected"), "{msg}");
+    assert!(
+        !msg.contains(wrong) && !msg.contains(PASSWORD),
+        "no secrets in errors: {msg}"
+    );
+
+    let c = client().root_ca_file(ca).build().unwrap();
+    let err = c.resolve(&r, None).await.unwrap_err().to_string();
+    assert!(err.contains("no credentials"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bearer_tokens_anonymous_and_authenticated_cached_per_scope() {
+    let Some(f) = setup("bearer") else { return };
+    let iss = Issuer::start().await;
+    let reg = Registry::start(&f.storage, Auth::Token { realm: iss.realm() });
+    let host = reg.authority();
+
+    // Anonymous pull on public/*: a token without credentials.
+    let c = client().build().unwrap();
+    c.resolve(&reference(&format!("{host}/public/app:1")), None)
+        .await
+        .unwrap();
+    let log = iss.log();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].user, None);
+    assert_eq!(log[0].scope.as_deref(), Some("repository:public/app:pull"));
+    // ... but not on private repositories.
+    let err = c
+        .resolve(&reference(&format!("{host}/fixture/single:v1")), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Unauthorized { .. }), "{err}");
+
+    // With credentials, one token per scope for many requests.
+    let dir = tempfile::tempdir().unwrap();
+    let c = with_creds(dir.path(), &host, PASSWORD).build().unwrap();
+    let before = iss.log().len();
+    for tag in ["v1", "docker", "v1"] {
+        c.resolve(&reference(&format!("{host}/fixture/single:{tag}")), None)
+            .await
+            .unwrap();
+    }
+    c.resolve(&reference(&format!("{host}/fixture/multi:latest")), None)
+        .await
+        .unwrap();
+    let log = &iss.log()[before..];
+    let scopes: Vec<_> = log.iter().map(|l| l.scope.clone().unwrap()).collect();
+    assert_eq!(
+        scopes,
+        [
+            "repository:fixture/single:pull",
+            "repository:fixture/multi:pull"
+        ]
+    );
+    assert!(log.iter().all(|l| l.user.as_deref() == Some(USER)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_endpoint_errors_are_reported_without_secrets() {
+    let Some(f) = setup("token_errors") else {
+        return;
+    };
+    let iss = Issuer::start().await;
+    let reg = Registry::start(&f.storage, Auth::Token { realm: iss.realm() });
+    let host = reg.authority();
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = "wrong-Pa55-for-token";
+    let c = with_creds(dir.path(), &host, wrong).build().unwrap();
+    let err = c
+        .resolve(&reference(&format!("{host}/public/app:1")), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Token { .. }),
+        "not swallowed into anonymous access: {err}"
+    );
+    let msg = format!("{err} {err:?}");
+    assert!(
+        msg.contains("HTTP 401") && msg.contains("invalid username or password"),
+        "{msg}"
+    );
+    assert!(msg.contains(&iss.realm()), "{msg}");
+    assert!(!msg.contains(wrong), "{msg}");
+
+    // Token bodies are size-capped.
+    iss.state.lock().unwrap().pad_to = 2 << 20;
+    let c = client().build().unwrap();
+    let err = c
+        .resolve(&reference(&format!("{host}/public/app:1")), None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("exceeds the limit"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_tokens_are_refreshed() {
+    let Some(f) = setup("token_refresh") else {
+        return;
+    };
+    let iss = Issuer::start().await;
+    let reg = Registry::start(&f.storage, Auth::Token { realm: iss.realm() });
+    let r = reference(&format!("{}/public/app:1", reg.authority()));
+
+    // A token the registry rejects as expired is replaced once.
+    iss.state.lock().unwrap().expired_tokens = 1;
+    let c = client().build().unwrap();
+    c.resolve(&r, None).await.unwrap();
+    assert_eq!(iss.log().len(), 2);
+
+    // A cached token is renewed when its expires_in has run out.
+    iss.state.lock().unwrap().ttl = 2;
+    let c = client().build().unwrap();
+    c.resolve(&r, None).await.unwrap();
+    c.resolve(&r, None).await.unwrap();
+    assert_eq!(iss.log().len(), 3, "cached within its lifetime");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    c.resolve(&r, None).await.unwrap();
+    assert_eq!(iss.log().len(), 4, "renewed after expiry");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_tokens_use_the_refresh_token_grant() {
+    let Some(f) = setup("identity_token") else {
+        return;
+    };
+    let iss = Issuer::start().await;
+    let reg = Registry::start(&f.storage, Auth::Token { realm: iss.realm() });
+    let host = reg.authority();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.json");
+    std::fs::write(
+        &cfg,
+        serde_json::json!({"auths": {host.clone(): {"identitytoken": issuer::REFRESH_TOKEN}}})
+            .to_string(),
+    )
+    .unwrap();
+    let c = client()
+        .credentials(CredentialStore::with_files(vec![cfg]))
+        .build()
+        .unwrap();
+    let res = c
+        .resolve(&reference(&format!("{host}/fixture/single:v1")), None)
+        .await
+        .unwrap();
+    assert_eq!(res.digest.to_string(), f.single_digest);
+    let log = iss.log();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].method, "POST");
+    assert_eq!(log[0].grant_type.as_deref(), Some("refresh_token"));
+    assert_eq!(log[0].user.as_deref(), Some(USER));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_reads_helpers_and_podman_auth_files_and_never_prints_secrets() {
+    let Some(f) = setup("cli_credentials") else {
+        return;
+    };
+    let iss = Issuer::start().await;
+    let reg = Registry::start(&f.storage, Auth::Token { realm: iss.realm() });
+    let host = reg.authority();
+    let image = format!("{host}/fixture/single:v1");
+    let home = tempfile::tempdir().unwrap();
+
+    // credHelpers in $DOCKER_CONFIG/config.json -> docker-credential-<name> get.
+    let bin = home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let helper = bin.join("docker-credential-sunabatest");
+    std::fs::write(
+        &helper,
+        format!(
+            "#!/bin/sh\nread server\n[ \"$1\" = get ] || exit 1\n[ \"$server\" = \"{host}\" ] || {{ echo 'credentials not found in native keychain'; exit 1; }}\n\
+             printf '{{\"ServerURL\":\"%s\",\"Username\":\"{USER}\",\"Secret\":\"{PASSWORD}\"}}' \"$server\"\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let docker_dir = home.path().join("docker");
+    std::fs::create_dir_all(&docker_dir).unwrap();
+    std::fs::write(
+        docker_dir.join("config.json"),
+        serde_json::json!({"credHelpers": {host.clone(): "sunabatest"}}).to_string(),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (d, dd, img, p) = (
+        home.path().to_path_buf(),
+        docker_dir.clone(),
+        image.clone(),
+        path.clone(),
+    );
+    let run = cli(move || {
+        isolated_cli(&d)
+            .env("PATH", &p)
+            .env("DOCKER_CONFIG", &dd)
+            .args(["resolve", "--json", &img])
+            .run()
+    })
+    .await
+    .success();
+    assert!(run.stdout().contains(&f.single_digest));
+    assert_eq!(iss.log().last().unwrap().user.as_deref(), Some(USER));
+    assert!(!run.stdout().contains(PASSWORD) && !run.stderr().contains(PASSWORD));
+
+    // Podman's REGISTRY_AUTH_FILE, with a wrong password: a clear error
+    // that names the user and the file but never the password.
+    let wrong = "wrong-Pa55-from-auth-json";
+    let auth_file = home.path().join("auth.json");
+    docker_config(home.path(), &host, USER, wrong);
+    std::fs::rename(home.path().join("config.json"), &auth_file).unwrap();
+    let (d, af, img) = (home.path().to_path_buf(), auth_file.clone(), image.clone());
+    let run = cli(move || {
+        isolated_cli(&d)
+            .env("REGISTRY_AUTH_FILE", &af)
+            .args(["resolve", &img])
+            .run()
+    })
+    .await
+    .failure();
+    let all = format!("{}{}", run.stdout(), run.stderr());
+    assert!(all.contains("invalid username or password"), "{all}");
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{wrong}"));
+    assert!(!all.contains(wrong) && !all.contains(&b64), "{all}");
+
+    // ... and with the right one it resolves.
+    docker_config(home.path(), &host, USER, PASSWORD);
+    std::fs::rename(home.path().join("config.json"), &auth_file).unwrap();
+    let (d, af, img) = (home.path().to_path_buf(), auth_file.clone(), image.clone());
+    let run = cli(move || {
+        isolated_cli(&d)
+            .env("REGISTRY_AUTH_FILE", &af)
+            .args(["resolve", &img])
+            .run()
+    })
+    .await
+    .success();
+    assert!(run.stdout().starts_with(&f.single_digest));
+}
+
+// -------------------------------------------------------- 5. retries ---
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_is_honoured_in_seconds_and_http_date_form() {
+    let Some(f) = setup("retry_after") else {
+        return;
+    };
+    let reg = Registry::start(&f.storage, Auth::None);
+    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
+    let c = client().build().unwrap();
+    let r = reference(&format!("{}/fixture/single:v1", proxy.authority()));
+
+    proxy.add(rule(
+        None,
+        "/manifests/v1",
+        Fault::Status(429, Some("1".into())),
+        1,
+    ));
+    let t = Instant::now();
+    c.resolve(&r, None).await.unwrap();
+    assert!(
+        t.elapsed() >= Duration::from_millis(950),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(proxy.count("GET", "/manifests/v1"), 2);
+
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
+    proxy.add(rule(
+        None,
+        "/manifests/v1",
+        Fault::Status(503, Some(date)),
+        1,
+    ));
+    let t = Instant::now();
+    c.resolve(&r, None).await.unwrap();
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+
+    // A Retry-After beyond the total bound fails at once, saying so.
+    let c = client()
+        .retry(RetryPolicy {
+            total: Duration::from_secs(3),
+            ..fast_retry()
+        })
+        .build()
+        .unwrap();
+    proxy.add(rule(
+        None,
+        "/manifests/v1",
+        Fault::Status(429, Some("60".into())),
+        1,
+    ));
+    let t = Instant::now();
+    let err = c.resolve(&r, None).await.unwrap_err().to_string();
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(err.contains("Retry-After asks for 60 s"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transient_statuses_are_retried_with_a_cap_and_others_are_not() {
+    let Some(f) = setup("retry_statuses") else {
+        return;
+    };
+    let reg = Registry::start(&f.storage, Auth::None);
+    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
+    let c = client().build().unwrap();
+    let r = reference(&format!("{}/fixture/single:v1", proxy.authority()));
+    for code in [408, 429, 500, 502, 503, 504] {
+        proxy.clear_log();
+        proxy.add(rule(None, "/manifests/v1", Fault::Status(code, None), 2));
+        c.resolve(&r, None)
+            .await
+            .unwrap_or_else(|e| panic!("{code}: {e}"));
+        assert_eq!(proxy.count("GET", "/manifests/v1"), 3, "{code}");
+    }
+    proxy.clear_log();
+    proxy.add(rule(
+        None,
+        "/manifests/v1",
+        Fault::Status(503, None),
+        usize::MAX,
+    ));
+    let err = c.resolve(&r, None).await.unwrap_err();
+    assert!(matches!(err, Error::GaveUp { attempts: 4, .. }), "{err}");
+    assert!(err.to_string().contains("HTTP 503"), "{err}");
+    assert_eq!(proxy.count("GET", "/manifests/v1"), 4);
+
+    let proxy2 = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
+    proxy2.add(rule(
+        None,
+        "/manifests/v1",
+        Fault::Status(403, None),
+        usize::MAX,
+    ));
+    let r2 = reference(&format!("{}/fixture/single:v1", proxy2.authority()));
+    let err = c.resolve(&r2, None).await.unwrap_err();
+    assert!(matches!(err, Error::Status { status: 403, .. }), "{err}");
+    assert_eq!(
+        proxy2.count("GET", "/manifests/v1"),
+        1,
+        "403 is not retried"
+    );
+
+    // Connection errors are retried, within the bound.
+    let closed = distribution::free_port();
+    let r3 = reference(&format!("127.0.0.1:{closed}/fixture/single:v1"));
+    let err = c.resolve(&r3, None).await.unwrap_err();
+    assert!(matches!(err, Error::GaveUp { attempts: 4, .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncated_bodies_and_hanging_connections_are_retried_and_bounded() {
+    let Some(f) = setup("truncate_hang") else {
+        return;
+    };
+    let reg = Registry::start(&f.storage, Auth::None);
+    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
+    let c = client()
+        .request_timeout(Duration::from_millis(700))
+        .build()
+        .unwrap();
+    let r = reference(&format!("{}/fixture/single:v1", proxy.authority()));
+
+    proxy.add(rule(Some("GET"), "/manifests/v1", Fault::Truncate, 1));
+    assert_eq!(
+        c.resolve(&r, None).await.unwrap().digest.to_string(),
+        f.single_digest
+    );
+    assert_eq!(proxy.count("GET", "/manifests/v1"), 2);
+
+    proxy.clear_log();
+    proxy.add(rule(Some("GET"), "/manifests/v1", Fault::Hang, 1));
+    assert_eq!(
+        c.resolve(&r, None).await.unwrap().digest.to_string(),
+        f.single_digest
+    );
+    assert_eq!(proxy.count("GET", "/manifests/v1"), 2);
+
+    proxy.add(rule(
+        Some("GET"),
+        "/manifests/v1",
+        Fault::Truncate,
+        usize::MAX,
+    ));
+    let err = c.resolve(&r, None).await.unwrap_err().to_string();
+    assert!(err.contains("broke off"), "{err}");
+
+    let c = client()
+        .request_timeout(Duration::from_millis(500))
+        .retry(RetryPolicy {
+            max_attempts: 100,
+            total: Duration::from_secs(2),
+            ..fast_retry()
+        })
+        .build()
+        .unwrap();
+    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
+    proxy.add(rule(None, "/manifests/v1", Fault::Hang, usize::MAX));
+    let r = reference(&format!("{}/fixture/single:v1", proxy.authority()));
+    let t = Instant::now();
+    let err = c.resolve(&r, None).await.unwrap_err().to_string();
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "total bound: {:?}",
+        t.elapsed()
+    );
+    assert!(err.contains("no response within"), "{err}");
+}
+
+// ---------------------------------------------------- 6. concurrency ---
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_references_resolve_concurrently_bounded_per_registry_in_order() {
+    let Some(f) = setup("concurrency") else {
+        return;
+    };
+    let reg = Registry::start(&f.storage, Auth::None);
+    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
+    proxy.state.lock().unwrap().delay = Duration::from_millis(15);
+    let c = client().per_registry_limit(4).build().unwrap();
+    let mut refs: Vec<Reference> = f
+        .tags
+        .iter()
+        .rev()
+        .take(150)
+        .map(|t| reference(&format!("{}/fixture/many:{t}", proxy.authority())))
+        .collect();
+    refs.push(reference(&format!(
+        "{}/fixture/many:missing",
+        proxy.authority()
+    )));
+    refs.push(refs[0].clone());
+    let results = c.resolve_many(&refs, &ResolveOptions::default()).await;
+    assert_eq!(results.len(), refs.len());
+    for (i, (res, r)) in results.iter().zip(&refs).enumerate() {
+        if i == 150 {
+            assert!(matches!(res, Err(Error::NotFound { .. })), "{res:?}");
+        } else {
+            let res = res.as_ref().unwrap();
+            assert_eq!(&res.reference, r, "results in input order");
+            assert_eq!(res.digest.to_string(), f.many_digest);
+        }
+    }
+    let max = proxy.max_inflight.load(std::sync::atomic::Ordering::SeqCst);
+    assert!((2..=4).contains(&max), "in flight at once: {max}");
+    let conns = proxy
+        .server
+        .connections
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        conns <= 10,
+        "keep-alive: {conns} connections for {} requests",
+        proxy.log().len()
+    );
+}
+
+// ------------------------------------------------------------ 7. tags ---
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tag_listing_follows_links_and_refuses_loops_and_other_hosts() {
+    let Some(f) = setup("tags") else { return };
+    let reg = Registry::start(&f.storage, Auth::None);
+    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
+    proxy.state.lock().unwrap().tag_page = Some(300);
+    let c = client().build().unwrap();
+    let repo: Repository = format!("{}/fixture/many", proxy.authority())
+        .parse()
+        .unwrap();
+
+    let tags = c.list_tags(&repo).await.unwrap();
+    assert_eq!(tags, f.tags);
+    let pages: Vec<_> = proxy
+        .log()
+        .into_iter()
+        .filter(|l| l.target.contains("/tags/list"))
+        .collect();
+    assert_eq!(pages.len(), 8, "2,101 tags in pages of 300");
+    let n: usize = pages[0]
+        .target
+        .split("n=")
+        .nth(1)
+        .unwrap()
+        .split('&')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(n <= 1000, "page size asked for: {n}");
+
+    proxy.state.lock().unwrap().link_mode = LinkMode::Absolute;
+    assert_eq!(c.list_tags(&repo).await.unwrap(), f.tags);
+
+    proxy.state.lock().unwrap().link_mode = LinkMode::Loop;
+    let err = c.list_tags(&repo).await.unwrap_err().to_string();
+    assert!(err.contains("loop"), "{err}");
+
+    proxy.state.lock().unwrap().link_mode = LinkMode::OtherHost("127.0.0.2:1".into());
+    let err = c.list_tags(&repo).await.unwrap_err().to_string();
+    assert!(err.contains("another host"), "{err}");
+
+    proxy.state.lock().unwrap().tag_page = None;
+    proxy.add(rule(
+        Some("GET"),
+        "/tags/list",
+        Fault::Body(br#"{"name":"fixture/many","tags":null}"#.to_vec()),
+        1,
+    ));
+    assert_eq!(c.list_tags(&repo).await.unwrap(), Vec::<String>::new());
+    proxy.add(rule(
+        Some("GET"),
+        "/tags/list",
+        Fault::Body(br#"{"name":"fixture/many","tags":["a","","b","a"]}"#.to_vec()),
+        1,
+    ));
+    assert_eq!(c.list_tags(&repo).await.unwrap(), ["a", "b"]);
+}
+
+// ---------------------------------------------- 8. schemes, redirects ---
+
+/// A local address that is not loopback (the default route's source).
+fn non_loopback_ip() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.200:9").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_only_for_loopback_or_insecure_registries() {
+    let Some(f) = setup("schemes") else { return };
+    let Some(ip) = non_loopback_ip() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no non-loopback address on this machine"
+        );
+        eprintln!(
+            "SKIPPED plain_http_only_for_loopback_or_insecure_registries: no non-loopback address"
+        );
+        return;
+    };
+    let reg = Registry::start(&f.storage, Auth::None);
+    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "0.0.0.0:0", None).await;
+    let port = proxy.server.addr.port();
+    let loopback = reference(&format!("127.0.0.1:{port}/fixture/single:v1"));
+    let remote_host = format!("{ip}:{port}");
+    let remote = reference(&format!("{remote_host}/fixture/single:v1"));
+    let one_try = RetryPolicy {
+        max_attempts: 1,
+        ..fast_retry()
+    };
+
+    let c = client().retry(one_try.clone()).build().unwrap();
+    assert_eq!(
+        c.resolve(&loopback, None).await.unwrap().digest.to_string(),
+        f.single_digest
+    );
+    proxy.clear_log();
+    let err = c.resolve(&remote, None).await.unwrap_err().to_string();
+    assert!(err.contains("https"), "{err}");
+    assert!(
+        proxy.log().is_empty(),
+        "no plain-http request to a non-loopback registry"
+    );
+
+    let c = client()
+        .retry(one_try)
+        .insecure_registries([remote_host.clone()])
+        .build()
+        .unwrap();
+    assert_eq!(
+        c.resolve(&remote, None).await.unwrap().digest.to_string(),
+        f.single_digest
+    );
+
+    let home = tempfile::tempdir().unwrap();
+    let (d, rh, img) = (
+        home.path().to_path_buf(),
+        remote_host.clone(),
+        remote.to_string(),
+    );
+    let run = cli(move || {
+        isolated_cli(&d)
+            .args(["resolve", "--insecure-registry", &rh, &img])
+            .run()
+    })
+    .await
+    .success();
+    assert!(run.stdout().starts_with(&f.single_digest));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorization_is_never_sent_across_hosts_on_redirects() {
+    let Some(f) = setup("redirects") else { return };
+    let reg = Registry::start(&f.storage, Auth::TlsHtpasswd);
+    let ca = std::fs::read(&distribution::pki().ca_cert).unwrap();
+    let upstream = format!("https://{}", reg.authority());
+    // The "storage backend" a blob is redirected to: another origin that
+    // authenticates upstream by itself.
+    let storage = Proxy::start(&upstream, "127.0.0.1:0", Some(&ca)).await;
+    {
+        use base64::Engine as _;
+        storage.state.lock().unwrap().inject_authorization = Some(format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"))
+        ));
+    }
+    let front = Proxy::start(&upstream, "127.0.0.1:0", Some(&ca)).await;
+    front.add(rule(
+        Some("GET"),
+        "/blobs/",
+        Fault::Redirect(format!("http://{}", storage.authority())),
+        usize::MAX,
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let c = with_creds(dir.path(), &front.authority(), PASSWORD)
+        .build()
+        .unwrap();
+    let config = c
+        .image_config(
+            &reference(&format!("{}/fixture/single:v1", front.authority())),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(config.labels["dev.sunaba.check"], f.check_label);
+    let blob = front
+        .log()
+        .into_iter()
+        .find(|l| l.target.contains("/blobs/"))
+        .unwrap();
+    assert!(blob.authorization, "the registry itself gets credentials");
+    let redirected = storage.log();
+    assert!(!redirected.is_empty());
+    assert!(
+        redirected.iter().all(|l| !l.authorization),
+        "{redirected:?}"
+    );
+}
+
+// ------------------------------------------ 9. caps, malformed bodies ---
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_malformed_and_mislabelled_manifests_are_clear_errors() {
+    let Some(f) = setup("malformed") else { return };
+    let reg = Registry::start(&f.storage, Auth::None);
+    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
+    let c = client().build().unwrap();
+    let r = reference(&format!("{}/fixture/single:v1", proxy.authority()));
+
+    let mut huge = b"{\"schemaVersion\":2,\"pad\":\"".to_vec();
+    huge.extend(std::iter::repeat_n(b'x', 5 << 20));
+    huge.extend(b"\"}");
+    proxy.add(rule(Some("GET"), "/manifests/v1", Fault::Body(huge), 1));
+    let err = c.resolve(&r, None).await.unwrap_err();
+    assert!(
+        matches!(err, Error::TooLarge { limit: 4194304, .. }),
+        "{err}"
+    );
+
+    proxy.add(rule(
+        Some("GET"),
+        "/manifests/v1",
+        Fault::Body(b"<html>503 gateway</html>".to_vec()),
+        1,
+    ));
+    proxy.add(rule(Some("GET"), "/manifests/v1", Fault::DropDigest, 1));
+    let err = c.resolve(&r, None).await.unwrap_err().to_string();
+    assert!(err.contains("not JSON") && err.contains("<html>"), "{err}");
+
+    let not_a_manifest =
+        pretty(&serde_json::json!({"schemaVersion": 2, "mediaType": distribution::OCI_MANIFEST}));
+    proxy.add(rule(
+        Some("GET"),
+        "/manifests/v1",
+        Fault::Body(not_a_manifest),
+        1,
+    ));
+    proxy.add(rule(Some("GET"), "/manifests/v1", Fault::DropDigest, 1));
+    let err = c.resolve(&r, None).await.unwrap_err().to_string();
+    assert!(err.contains("structure"), "{err}");
+
+    proxy.add(rule(
+        Some("GET"),
+        "/manifests/v1",
+        Fault::SetContentType(distribution::OCI_INDEX.into()),
+        1,
+    ));
+    let err = c.resolve(&r, None).await.unwrap_err();
+    assert!(matches!(err, Error::MediaTypeMismatch { .. }), "{err}");
+    assert!(
+        err.to_string().contains(distribution::OCI_MANIFEST),
+        "{err}"
+    );
+}
+
+// ------------------------------------- image configs and verification ---
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_config_labels_come_from_a_verified_config_blob() {
+    let Some(f) = setup("image_config") else {
+        return;
+    };
+    let reg = Registry::start(&f.storage, Auth::None);
+    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
+    let c = client().build().unwrap();
+    let r = reference(&format!("{}/fixture/multi:latest", proxy.authority()));
+
+    let cfg = c
+        .image_config(&r, Some(&platform("linux/amd64")))
+        .await
+        .unwrap();
+    assert_eq!(cfg.labels["dev.sunaba.check"], f.check_label);
+    assert_eq!(cfg.digest.to_string(), f.amd64_config_digest);
+    assert_eq!(cfg.manifest_digest.to_string(), f.amd64_digest);
+    assert_eq!(cfg.platform.to_string(), "linux/amd64");
+    let arm = c
+        .image_config(&r, Some(&platform("linux/arm64")))
+        .await
+        .unwrap();
+    assert_eq!(arm.labels.get("arch").map(String::as_str), Some("arm64"));
+    assert!(
+        !proxy
+            .log()
+            .iter()
+            .any(|l| l.target.contains("/blobs/") && !l.target.contains("sha256:"))
+    );
+
+    proxy.add(rule(
+        Some("GET"),
+        &f.amd64_config_digest,
+        Fault::Body(b"{\"os\":\"linux\"}".to_vec()),
+        1,
+    ));
+    let err = c
+        .image_config(&r, Some(&platform("linux/amd64")))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::DigestMismatch { .. }), "{err}");
+    assert!(err.to_string().contains(&f.amd64_config_digest), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_manifest_distinguishes_verified_missing_and_tampered() {
+    let Some(f) = setup("verify") else { return };
+    let reg = Registry::start(&f.storage, Auth::None);
+    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
+    let c = client().build().unwrap();
+    let host = proxy.authority();
+    let pinned = reference(&format!("{host}/fixture/single:v1@{}", f.single_digest));
+    assert_eq!(
+        c.verify_manifest(&pinned).await.unwrap(),
+        ManifestCheck::Verified {
+            media_type: distribution::OCI_MANIFEST.into(),
+            size: f.single_bytes.len()
+        }
+    );
+    let absent = reference(&format!("{host}/fixture/single@sha256:{}", "a".repeat(64)));
+    assert_eq!(
+        c.verify_manifest(&absent).await.unwrap(),
+        ManifestCheck::Missing
+    );
+    proxy.add(rule(
+        Some("GET"),
+        &f.single_digest,
+        Fault::Body(f.index_bytes.clone()),
+        1,
+    ));
+    proxy.add(rule(Some("GET"), &f.single_digest, Fault::DropDigest, 1));
+    assert!(matches!(
+        c.verify_manifest(&pinned).await,
+        Err(Error::DigestMismatch { .. })
+    ));
+    assert!(
+        c.verify_manifest(&reference(&format!("{host}/fixture/single:v1")))
+            .await
+            .is_err()
+    );
+}

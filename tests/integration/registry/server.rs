@@ -1,0 +1,275 @@
+//! A tiny HTTP/1.1 server on raw tokio, for the token issuer and the
+//! fault-injection proxy: raw sockets make "hang", "truncate the body" and
+//! "close" faults exact, which a full server framework would smooth over.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    /// Path and query as sent.
+    pub target: String,
+    /// Lower-case names.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn path(&self) -> &str {
+        self.target.split('?').next().unwrap_or("")
+    }
+    pub fn query(&self) -> Vec<(String, String)> {
+        match self.target.split_once('?') {
+            Some((_, q)) => url::form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+    pub fn query_param(&self, key: &str) -> Option<String> {
+        self.query()
+            .into_iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// For HEAD: the Content-Length to announce without a body.
+    pub head_length: Option<usize>,
+}
+
+impl Response {
+    pub fn new(status: u16) -> Self {
+        Response {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
+            head_length: None,
+        }
+    }
+    pub fn json(status: u16, value: &serde_json::Value) -> Self {
+        Response::new(status)
+            .header("Content-Type", "application/json")
+            .body(serde_json::to_vec(value).unwrap())
+    }
+    pub fn header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.push((name.to_string(), value.into()));
+        self
+    }
+    pub fn set_header(&mut self, name: &str, value: impl Into<String>) {
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        self.headers.push((name.to_string(), value.into()));
+    }
+    pub fn remove_header(&mut self, name: &str) {
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    }
+    pub fn body(mut self, body: Vec<u8>) -> Self {
+        self.body = body;
+        self
+    }
+}
+
+pub enum Reply {
+    Send(Response),
+    /// Never answer; keep the connection open.
+    Hang,
+    /// Announce the whole body, send only this many bytes, then close.
+    Truncate(Response, usize),
+}
+
+/// A running server; stops (and drops its connections) on drop.
+pub struct Server {
+    pub addr: SocketAddr,
+    pub connections: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Server {
+    /// `host:port` for references.
+    pub fn authority(&self) -> String {
+        self.addr.to_string()
+    }
+}
+
+/// Serves `handler` on `bind` (e.g. `127.0.0.1:0`).
+pub async fn serve<F, Fut>(bind: &str, handler: F) -> Server
+where
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Reply> + Send + 'static,
+{
+    let listener = TcpListener::bind(bind).await.expect("bind test server");
+    let addr = listener.local_addr().unwrap();
+    let handler = Arc::new(handler);
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counter = connections.clone();
+    let task = tokio::spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            counter.fetch_add(1, Ordering::SeqCst);
+            let handler = handler.clone();
+            // Connections live in the JoinSet so aborting the server ends them.
+            conns.spawn(async move {
+                let _ = connection(stream, handler).await;
+            });
+            while conns.try_join_next().is_some() {}
+        }
+    });
+    Server {
+        addr,
+        connections,
+        task,
+    }
+}
+
+async fn connection<F, Fut>(mut stream: TcpStream, handler: Arc<F>) -> std::io::Result<()>
+where
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Reply> + Send + 'static,
+{
+    stream.set_nodelay(true)?;
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        let head_end = loop {
+            if let Some(i) = find(&buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            let mut chunk = [0u8; 8192];
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            // A TLS ClientHello to this plain-http server: refuse it at once,
+            // as Go's (and so distribution's) server does.
+            if buf.first() == Some(&0x16) {
+                stream
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+                    .await?;
+                return Ok(());
+            }
+        };
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut parsed = httparse::Request::new(&mut headers);
+        parsed
+            .parse(&buf[..head_end])
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let method = parsed.method.unwrap_or("GET").to_string();
+        let target = parsed.path.unwrap_or("/").to_string();
+        let headers: Vec<(String, String)> = parsed
+            .headers
+            .iter()
+            .map(|h| {
+                (
+                    h.name.to_ascii_lowercase(),
+                    String::from_utf8_lossy(h.value).into_owned(),
+                )
+            })
+            .collect();
+        let length: usize = headers
+            .iter()
+            .find(|(n, _)| n == "content-length")
+            .and_then(|(_, v)| v.trim().parse().ok())
+            .unwrap_or(0);
+        buf.drain(..head_end);
+        while buf.len() < length {
+            let mut chunk = [0u8; 8192];
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let body: Vec<u8> = buf.drain(..length).collect();
+        let is_head = method == "HEAD";
+        let request = Request {
+            method,
+            target,
+            headers,
+            body,
+        };
+        match handler(request).await {
+            Reply::Send(resp) => {
+                stream.write_all(&head_bytes(&resp, is_head)).await?;
+                if !is_head {
+                    stream.write_all(&resp.body).await?;
+                }
+            }
+            Reply::Truncate(resp, n) => {
+                stream.write_all(&head_bytes(&resp, false)).await?;
+                stream
+                    .write_all(&resp.body[..n.min(resp.body.len())])
+                    .await?;
+                stream.flush().await?;
+                return Ok(());
+            }
+            Reply::Hang => {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+fn head_bytes(resp: &Response, is_head: bool) -> Vec<u8> {
+    let mut out = format!("HTTP/1.1 {} {}\r\n", resp.status, reason(resp.status));
+    for (n, v) in &resp.headers {
+        if n.eq_ignore_ascii_case("content-length") || n.eq_ignore_ascii_case("transfer-encoding") {
+            continue;
+        }
+        out.push_str(&format!("{n}: {v}\r\n"));
+    }
+    let len = if is_head {
+        resp.head_length.unwrap_or(resp.body.len())
+    } else {
+        resp.body.len()
+    };
+    out.push_str(&format!("Content-Length: {len}\r\n\r\n"));
+    out.into_bytes()
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        307 => "Temporary Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Status",
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
