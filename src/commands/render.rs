@@ -4,6 +4,7 @@
 
 use super::Global;
 use crate::cli::EXIT_GATE;
+use crate::coverage;
 use crate::fsutil::atomic_write;
 use crate::manifest::Manifest;
 use crate::render::{self, GENERATED_MARKER, Plan};
@@ -24,6 +25,21 @@ pub struct Args {
 
 pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
     let manifest = Manifest::load(&global.manifest).context("loading the image family manifest")?;
+    // The default image must carry every toolchain verify can dispatch to:
+    // a gap is a gate failure here, never a user's first verify.
+    let gaps = coverage::coverage_problems(&manifest);
+    if !gaps.is_empty() {
+        for gap in &gaps {
+            eprintln!("coverage: {gap}");
+        }
+        eprintln!(
+            "render{}: {} coverage problem(s) in {}; nothing was written",
+            if args.check { " --check" } else { "" },
+            gaps.len(),
+            manifest.path.display()
+        );
+        return Ok(ExitCode::from(EXIT_GATE));
+    }
     let rendered = render::render(&manifest).context("rendering the generated files")?;
     let plan =
         render::plan(&rendered, &manifest.root).context("comparing with the committed files")?;

@@ -205,7 +205,6 @@ fn detect_reports_an_unreadable_directory_and_keeps_going() {
 
 /// Acceptance 2 of issue 6: `render --check` runs the coverage gate.
 #[test]
-#[ignore = "waits for render --check to exist and call coverage::coverage_problems"]
 fn render_check_fails_when_the_default_image_loses_a_tool() {
     let dir = project_copy();
     let manifest = dir.path().join("images.toml");

@@ -5,4 +5,5 @@
 mod build;
 mod detect;
 mod registry;
+mod render;
 mod support;

@@ -1,0 +1,434 @@
+//! Issue 2: rendering, the drift gate, manifest errors, and the generated
+//! healthcheck's behaviour (run for real on the host with stand-in tools).
+
+use crate::support::{Cli, project_copy, repo_root, snapshot};
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+fn edit(path: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(
+        text.contains(from),
+        "{} does not contain {from:?}",
+        path.display()
+    );
+    std::fs::write(path, text.replacen(from, to, 1)).unwrap();
+}
+
+/// The `check` lines' tool names in a generated healthcheck.
+fn healthcheck_tools(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("check "))
+        .map(|rest| {
+            rest.split_whitespace()
+                .next()
+                .unwrap()
+                .trim_matches('\'')
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn committed_tree_is_up_to_date_and_render_is_idempotent() {
+    let root = repo_root();
+    Cli::new(&root).args(["render", "--check"]).run().success();
+
+    let dir = project_copy();
+    let before = snapshot(dir.path());
+    let out = Cli::new(dir.path()).args(["render"]).run().success();
+    assert!(
+        out.stdout().contains("0 file(s) written"),
+        "{}",
+        out.stdout()
+    );
+    Cli::new(dir.path()).args(["render"]).run().success();
+    assert_eq!(
+        before,
+        snapshot(dir.path()),
+        "rendering the committed tree twice changed files"
+    );
+}
+
+#[test]
+fn hand_edit_is_drift_with_a_diff_and_check_writes_nothing() {
+    let dir = project_copy();
+    let dockerfile = dir.path().join("docker/Dockerfile.python");
+    edit(
+        &dockerfile,
+        "FROM ${PARENT_IMAGE}",
+        "FROM ${PARENT_IMAGE}\nRUN echo hand-edit",
+    );
+    let before = snapshot(dir.path());
+    let out = Cli::new(dir.path())
+        .args(["render", "--check"])
+        .run()
+        .failure();
+    assert_eq!(out.code(), Some(2));
+    let stdout = out.stdout();
+    assert!(
+        stdout.contains("--- a/docker/Dockerfile.python (committed)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("+++ b/docker/Dockerfile.python (rendered)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("-RUN echo hand-edit"), "{stdout}");
+    assert!(out.stderr().contains("1 drifted"), "{}", out.stderr());
+    assert_eq!(before, snapshot(dir.path()), "--check must not write");
+
+    // A plain render repairs it.
+    Cli::new(dir.path()).args(["render"]).run().success();
+    Cli::new(dir.path())
+        .args(["render", "--check"])
+        .run()
+        .success();
+}
+
+#[test]
+fn deleted_variant_names_the_stray_files() {
+    let dir = project_copy();
+    let manifest = dir.path().join("images.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let start = text.find("[variants.minimal]").unwrap();
+    let end = start + text[start..].find("\n\n").unwrap();
+    std::fs::write(&manifest, format!("{}{}", &text[..start], &text[end..])).unwrap();
+
+    let out = Cli::new(dir.path())
+        .args(["render", "--check"])
+        .run()
+        .failure();
+    let stdout = out.stdout();
+    assert!(
+        stdout.contains("stray: docker/Dockerfile.minimal"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("stray: docker/healthcheck/minimal.sh"),
+        "{stdout}"
+    );
+
+    let json = Cli::new(dir.path())
+        .args(["render", "--check", "--json"])
+        .run()
+        .failure();
+    let v: serde_json::Value = serde_json::from_str(&json.stdout()).unwrap();
+    assert_eq!(v["up_to_date"], false);
+    assert_eq!(v["stray"].as_array().unwrap().len(), 2);
+
+    // render removes generated strays, but never a hand-made file.
+    std::fs::write(
+        dir.path().join("docker/Dockerfile.handmade"),
+        "FROM scratch\n",
+    )
+    .unwrap();
+    let out = Cli::new(dir.path()).args(["render"]).run().success();
+    assert!(
+        out.stdout().contains("removed   docker/Dockerfile.minimal"),
+        "{}",
+        out.stdout()
+    );
+    assert!(
+        out.stdout()
+            .contains("kept      docker/Dockerfile.handmade"),
+        "{}",
+        out.stdout()
+    );
+    assert!(!dir.path().join("docker/Dockerfile.minimal").exists());
+    assert!(dir.path().join("docker/Dockerfile.handmade").exists());
+}
+
+/// Each manifest error: exact message shape, and nothing written.
+#[test]
+fn manifest_errors_name_key_and_write_nothing() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "[tools.rg]\nprobe",
+            "[tools.rg]\nprobez = []\nprobe",
+            &[
+                "images.toml: TOML parse error at line",
+                "unknown field `probez`",
+            ],
+        ),
+        (
+            "provides = [\"eslint\", \"tsc\", \"jest\"]",
+            "provides = [\"eslint\", \"tsc\", \"jest\", \"mocha\"]",
+            &[
+                "fragments.js.provides: unknown tool `mocha`",
+                "hint: declare [tools.mocha]",
+            ],
+        ),
+        (
+            "fragments = [\"go\"]",
+            "fragments = [\"go\", \"golang\"]",
+            &[
+                "variants.go.fragments: unknown fragment `golang`",
+                "hint: declare [fragments.golang]",
+            ],
+        ),
+        (
+            "[variants.base]\n",
+            "[variants.base]\nparent = \"full\"\n",
+            &["variants.base.parent: parent cycle: base -> full -> base"],
+        ),
+        (
+            "script = \"docker/install-go.sh\"",
+            "script = \"scripts/install-go.sh\"",
+            &["fragments.go.script: `scripts/install-go.sh` is outside docker/"],
+        ),
+        (
+            "script = \"docker/install-go.sh\"",
+            "script = \"docker/install-golang.sh\"",
+            &["fragments.go.script: `docker/install-golang.sh` does not exist"],
+        ),
+        (
+            "aliases = [\"go\"]",
+            "aliases = [\"go\", \"python\"]",
+            &["variants.go.aliases: duplicate alias `python` (also declared by variant `python`)"],
+        ),
+        (
+            "[variants.minimal]\nfragments = [\"minimal\"]",
+            "[variants.minimal]\nfragments = []",
+            &["variants.minimal: owes no tools"],
+        ),
+    ];
+    for (from, to, expected) in cases {
+        let dir = project_copy();
+        edit(&dir.path().join("images.toml"), from, to);
+        // Remove one generated file so a write would be visible.
+        std::fs::remove_file(dir.path().join("docker/Dockerfile.base")).unwrap();
+        let before = snapshot(dir.path());
+        let out = Cli::new(dir.path()).args(["render"]).run().failure();
+        let err = out.stderr();
+        for e in *expected {
+            assert!(err.contains(e), "case {to:?}: expected {e:?} in:\n{err}");
+        }
+        assert!(
+            err.contains("images.toml"),
+            "error must name the file:\n{err}"
+        );
+        if !err.contains("TOML parse error") {
+            assert!(
+                err.contains("line "),
+                "validation errors carry a line:\n{err}"
+            );
+        }
+        assert_eq!(
+            before,
+            snapshot(dir.path()),
+            "case {to:?}: something was written"
+        );
+    }
+}
+
+#[test]
+fn template_error_names_template_and_line_and_writes_nothing() {
+    let dir = project_copy();
+    edit(
+        &dir.path().join("templates/Dockerfile.hbs"),
+        "FROM ${BASE_IMAGE}",
+        "FROM ${BASE_IMAGE}\n# {{no_such_variable}}",
+    );
+    std::fs::remove_file(dir.path().join("docker/Dockerfile.base")).unwrap();
+    let before = snapshot(dir.path());
+    let out = Cli::new(dir.path()).args(["render"]).run().failure();
+    let err = out.stderr();
+    assert!(err.contains("templates/Dockerfile.hbs"), "{err}");
+    assert!(err.contains("no_such_variable"), "{err}");
+    assert!(err.contains("at line"), "{err}");
+    assert_eq!(before, snapshot(dir.path()));
+}
+
+/// Acceptance 5: a new toolchain needs only a fragment script and
+/// images.toml lines.
+#[test]
+fn adding_a_rust_fragment_needs_only_a_script_and_manifest_lines() {
+    let dir = project_copy();
+    let root = dir.path();
+    std::fs::write(
+        root.join("docker/install-rust.sh"),
+        "#!/bin/sh\nset -eu\napt-get install -y cargo rustc\n",
+    )
+    .unwrap();
+    let manifest = root.join("images.toml");
+    let mut text = std::fs::read_to_string(&manifest).unwrap();
+    text = text.replace(
+        "fragments = [\"python\", \"go\", \"js\"]",
+        "fragments = [\"python\", \"go\", \"js\", \"rust\"]",
+    );
+    text.push_str(
+        r#"
+[tools.cargo]
+probe = ["cargo", "--version"]
+version = 'cargo ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[tools.rustc]
+probe = ["rustc", "--version"]
+version = 'rustc ([0-9]+\.[0-9]+\.[0-9]+)'
+min = "1.80"
+
+[fragments.rust]
+script = "docker/install-rust.sh"
+provides = ["cargo", "rustc"]
+[fragments.rust.args]
+RUST_CHANNEL = "stable"
+
+[variants.rust]
+parent = "base"
+fragments = ["rust"]
+aliases = ["rust"]
+size_budget = "2GiB"
+"#,
+    );
+    std::fs::write(&manifest, text).unwrap();
+    Cli::new(root).args(["render"]).run().success();
+
+    let dockerfile = std::fs::read_to_string(root.join("docker/Dockerfile.rust")).unwrap();
+    assert!(
+        dockerfile.contains("ARG PARENT_IMAGE\nFROM ${PARENT_IMAGE}"),
+        "{dockerfile}"
+    );
+    assert!(
+        dockerfile.contains("ARG RUST_CHANNEL=stable"),
+        "{dockerfile}"
+    );
+    assert!(
+        dockerfile.contains("source=docker/install-rust.sh,target=/run/sunaba/install-rust.sh"),
+        "{dockerfile}"
+    );
+    assert!(
+        dockerfile
+            .contains("COPY docker/healthcheck/rust.sh /usr/local/libexec/sunaba/healthcheck"),
+        "{dockerfile}"
+    );
+    let base_tools = healthcheck_tools(&root.join("docker/healthcheck/base.sh"));
+    let rust_tools = healthcheck_tools(&root.join("docker/healthcheck/rust.sh"));
+    let mut expected = base_tools.clone();
+    expected.extend(["cargo".to_string(), "rustc".to_string()]);
+    assert_eq!(rust_tools, expected);
+
+    let full = std::fs::read_to_string(root.join("docker/Dockerfile.full")).unwrap();
+    assert!(full.contains("sh /run/sunaba/install-rust.sh"), "{full}");
+    let full_tools = healthcheck_tools(&root.join("docker/healthcheck/full.sh"));
+    assert!(
+        full_tools.ends_with(&["cargo".to_string(), "rustc".to_string()]),
+        "{full_tools:?}"
+    );
+    // Nothing else was needed: the gate agrees with the new tree.
+    Cli::new(root).args(["render", "--check"]).run().success();
+}
+
+/// Acceptance 6: full owes exactly the union of base, python, go and js.
+#[test]
+fn full_healthcheck_is_the_union_of_base_python_go_js() {
+    let root = repo_root();
+    let tools = |v: &str| healthcheck_tools(&root.join(format!("docker/healthcheck/{v}.sh")));
+    let full = tools("full");
+    let union: BTreeSet<String> = ["base", "python", "go", "js"]
+        .iter()
+        .flat_map(|v| tools(v))
+        .collect();
+    assert_eq!(full.iter().cloned().collect::<BTreeSet<_>>(), union);
+    assert_eq!(
+        full.len(),
+        union.len(),
+        "no tool is asserted twice: {full:?}"
+    );
+    for t in [
+        "rg", "ast-grep", "fd", "ctags", "ruff", "pyright", "go", "gofmt", "eslint", "tsc", "jest",
+    ] {
+        assert!(
+            full.contains(&t.to_string()),
+            "{t} missing from full: {full:?}"
+        );
+    }
+}
+
+fn fake_tool(dir: &Path, name: &str, script: &str) {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The generated healthcheck catches the known traps: a wrong program under
+/// the tool's name, Exuberant instead of Universal ctags, an old version, a
+/// missing tool, and a probe that fails.
+#[test]
+fn generated_healthcheck_catches_the_traps() {
+    let bin = tempfile::tempdir().unwrap();
+    let b = bin.path();
+    fake_tool(b, "git", "echo 'git version 2.47.3'");
+    fake_tool(b, "gh", "echo 'gh version 2.46.0 (2025-01-01)'");
+    fake_tool(b, "rg", "echo 'ripgrep 14.1.1'; echo '+SIMD'");
+    // Debian's `login` ships /usr/bin/sg: the name is right, the program is not.
+    fake_tool(
+        b,
+        "ast-grep",
+        "echo 'sg: unrecognized option'; echo 'Usage: sg group [[-c] command]'",
+    );
+    fake_tool(b, "sd", "echo 'sd 1.0.0'");
+    fake_tool(
+        b,
+        "ctags",
+        "echo 'Exuberant Ctags 5.9~svn20110310, Copyright (C) 1996-2009 Darren Hiebert'",
+    );
+    fake_tool(b, "jq", "echo 'jq-1.6'");
+    fake_tool(b, "node", "echo v20.19.2");
+    fake_tool(b, "npm", "echo 'npm ERR! broken' >&2; exit 3");
+    // fd is absent (Debian names it fdfind).
+    fake_tool(b, "fdfind", "echo 'fdfind 9.0.0'");
+
+    let script = repo_root().join("docker/healthcheck/base.sh");
+    let out = std::process::Command::new("/bin/sh")
+        .arg(&script)
+        .env("PATH", format!("{}:/usr/bin:/bin", b.display()))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let status: std::collections::BTreeMap<String, (String, String)> = stdout
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 4, "bad line {l:?}");
+            (f[1].to_string(), (f[0].to_string(), f[2].to_string()))
+        })
+        .collect();
+    let st = |t: &str| {
+        status
+            .get(t)
+            .map(|(s, v)| (s.as_str(), v.as_str()))
+            .unwrap_or_else(|| panic!("{t} not reported:\n{stdout}"))
+    };
+    assert_eq!(st("git"), ("ok", "2.47.3"));
+    assert_eq!(st("rg"), ("ok", "14.1.1"));
+    assert_eq!(st("ast-grep").0, "mismatch");
+    assert_eq!(st("ctags").0, "mismatch");
+    assert_eq!(st("jq"), ("too-old", "1.6"));
+    assert_eq!(st("fd").0, "missing");
+    assert_eq!(st("npm").0, "failed");
+    assert_eq!(st("ca-certificates"), ("ok", "present"));
+
+    // With every tool right, it passes.
+    fake_tool(b, "ast-grep", "echo 'ast-grep 0.39.5'");
+    fake_tool(
+        b,
+        "ctags",
+        "echo 'Universal Ctags 6.1.0(v6.1.0), Copyright (C) 2015-2023 Universal Ctags Team'",
+    );
+    fake_tool(b, "jq", "echo 'jq-1.7.1'");
+    fake_tool(b, "npm", "echo 10.9.2");
+    fake_tool(b, "fd", "echo 'fd 10.2.0'");
+    let out = std::process::Command::new("/bin/sh")
+        .arg(&script)
+        .env("PATH", format!("{}:/usr/bin:/bin", b.display()))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.lines().all(|l| l.starts_with("ok\t")), "{stdout}");
+}
