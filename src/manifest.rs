@@ -97,6 +97,9 @@ struct RawManifest {
     source: Option<String>,
     #[serde(default)]
     languages: BTreeMap<String, Vec<Spanned<String>>>,
+    /// Build arguments that several fragments take: declared once here.
+    #[serde(default)]
+    args: BTreeMap<String, String>,
     tools: BTreeMap<String, RawTool>,
     fragments: BTreeMap<String, RawFragment>,
     variants: BTreeMap<String, RawVariant>,
@@ -121,6 +124,8 @@ struct RawFragment {
     provides: Vec<Spanned<String>>,
     #[serde(default)]
     args: BTreeMap<String, String>,
+    #[serde(default)]
+    shared_args: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -184,7 +189,8 @@ pub struct Fragment {
     /// Project-relative path, always below `docker/`.
     pub script: PathBuf,
     pub provides: Vec<String>,
-    /// Build arguments and their defaults, sorted by name.
+    /// Build arguments and their defaults, sorted by name: the fragment's
+    /// own plus the shared ones it lists in `shared_args`.
     pub args: BTreeMap<String, String>,
 }
 
@@ -626,6 +632,17 @@ fn validate(
 
     // Fragments.
     let mut fragments = BTreeMap::new();
+    let mut arg_owner: BTreeMap<String, String> = BTreeMap::new();
+    for arg in raw.args.keys() {
+        if !valid_arg_name(arg) {
+            p.push(
+                None,
+                format!("args.{arg}"),
+                format!("invalid build argument name `{arg}`"),
+                "use UPPER_CASE letters, digits and `_`",
+            );
+        }
+    }
     for (name, f) in raw.fragments {
         let key = format!("fragments.{name}");
         if !valid_name(&name) {
@@ -688,6 +705,34 @@ fn validate(
                     "use UPPER_CASE letters, digits and `_`",
                 );
             }
+            if raw.args.contains_key(arg) {
+                p.at(
+                    &f.script,
+                    format!("{key}.args.{arg}"),
+                    format!("`{arg}` is also a shared argument in [args]"),
+                    format!("drop it here and list it in {key}.shared_args"),
+                );
+            }
+            if let Some(other) = arg_owner.insert(arg.clone(), name.clone()) {
+                p.at(&f.script, format!("{key}.args.{arg}"), format!("build argument `{arg}` is also declared by fragment `{other}`"), "declare it once under [args] and list it in both fragments' `shared_args`, so a bump is one line");
+            }
+        }
+        let mut args = f.args;
+        for shared in &f.shared_args {
+            match raw.args.get(shared.get_ref()) {
+                Some(value) => {
+                    args.insert(shared.get_ref().clone(), value.clone());
+                }
+                None => p.at(
+                    shared,
+                    format!("{key}.shared_args"),
+                    format!("unknown shared argument `{}`", shared.get_ref()),
+                    format!(
+                        "declare it under [args] (declared: {})",
+                        known(raw.args.keys())
+                    ),
+                ),
+            }
         }
         fragments.insert(
             name.clone(),
@@ -695,7 +740,7 @@ fn validate(
                 name,
                 script,
                 provides,
-                args: f.args,
+                args,
             },
         );
     }
@@ -1112,6 +1157,55 @@ repository = "127.0.0.1:5000/fam"
         let ps = problems(&text);
         assert_eq!(ps.len(), 2, "{ps:?}");
         assert!(ps[0].line < ps[1].line);
+    }
+
+    #[test]
+    fn shared_build_arguments_are_declared_once() {
+        // The same argument in two fragments is refused: a bump must be one line.
+        let dup = GOOD.replace(
+            "[fragments.b]\nscript = \"docker/install-b.sh\"",
+            "[fragments.b]\nargs = { A_VERSION = \"2.0\" }\nscript = \"docker/install-b.sh\"",
+        );
+        let ps = problems(&dup);
+        assert!(
+            ps.iter().any(|p| p.key == "fragments.b.args.A_VERSION"
+                && p.message.contains("also declared by fragment `a`")),
+            "{ps:?}"
+        );
+
+        // Declared once under [args], listed by both: both fragments get it.
+        let shared = GOOD
+            .replace("[languages]", "[args]\nSHARED_VERSION = \"3.1\"\n\n[languages]")
+            .replace("[fragments.b]\nscript = \"docker/install-b.sh\"", "[fragments.b]\nshared_args = [\"SHARED_VERSION\"]\nscript = \"docker/install-b.sh\"")
+            .replace("[fragments.a]\nscript = \"docker/install-a.sh\"", "[fragments.a]\nshared_args = [\"SHARED_VERSION\"]\nscript = \"docker/install-a.sh\"");
+        let (_dir, path) = project(&shared);
+        let m = Manifest::load(&path).unwrap();
+        assert_eq!(
+            m.fragments["a"]
+                .args
+                .get("SHARED_VERSION")
+                .map(String::as_str),
+            Some("3.1")
+        );
+        assert_eq!(
+            m.fragments["a"].args.get("A_VERSION").map(String::as_str),
+            Some("1.0")
+        );
+        assert_eq!(
+            m.fragments["b"]
+                .args
+                .get("SHARED_VERSION")
+                .map(String::as_str),
+            Some("3.1")
+        );
+
+        let unknown = shared.replace("SHARED_VERSION = \"3.1\"", "OTHER_VERSION = \"3.1\"");
+        let ps = problems(&unknown);
+        assert!(
+            ps.iter().any(|p| p.key == "fragments.a.shared_args"
+                && p.message == "unknown shared argument `SHARED_VERSION`"),
+            "{ps:?}"
+        );
     }
 
     #[test]
