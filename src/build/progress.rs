@@ -73,7 +73,7 @@ impl Reporter for PlainReporter {
 
 /// One live line per variant on a terminal.
 pub struct TtyReporter {
-    multi: MultiProgress,
+    _multi: MultiProgress,
     bars: BTreeMap<String, ProgressBar>,
 }
 
@@ -94,7 +94,10 @@ impl TtyReporter {
                 (v.clone(), bar)
             })
             .collect();
-        TtyReporter { multi, bars }
+        TtyReporter {
+            _multi: multi,
+            bars,
+        }
     }
 }
 
@@ -130,7 +133,6 @@ impl Reporter for TtyReporter {
                 bar.abandon();
             }
         }
-        let _ = self.multi.clear();
     }
 }
 
@@ -150,6 +152,15 @@ static BUILDKIT_ERROR: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^#(\d+) ERROR:? (.*)$").expect("valid regex"));
 static BUILDAH_STEP: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^STEP (\d+)/(\d+): (.*)$").expect("valid regex"));
+
+/// A step's instruction without its `--mount=…` options and repeated
+/// blanks: `RUN sh /run/sunaba/install-go.sh` says more on one line.
+fn step_text(raw: &str) -> String {
+    raw.split_whitespace()
+        .filter(|w| !w.starts_with("--mount="))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
 
 /// Follows a build log: the step in progress, and the step that failed.
 #[derive(Debug)]
@@ -178,7 +189,7 @@ impl StepTracker {
                     let step = Step {
                         index: c[2].parse().ok()?,
                         total: c[3].parse().ok()?,
-                        text: c[4].trim().to_string(),
+                        text: step_text(&c[4]),
                     };
                     let id = c[1].to_string();
                     if self.steps.get(&id) == Some(&step) {
@@ -244,7 +255,10 @@ mod tests {
         assert_eq!(started, [1, 2, 3]);
         assert_eq!(t.current.as_ref().unwrap().total, 3);
         let f = t.failure();
-        assert!(f.starts_with("step [2/3] RUN --mount"), "{f}");
+        assert!(
+            f.starts_with("step [2/3] RUN sh /tmp/f failed: process"),
+            "{f}"
+        );
         assert!(f.ends_with("exit code: 3"), "{f}");
     }
 

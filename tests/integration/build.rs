@@ -292,9 +292,29 @@ impl Drop for Fixture {
             .lines()
             .map(String::from)
             .collect();
+        let out = self.docker(&[
+            "image",
+            "ls",
+            "--quiet",
+            "--no-trunc",
+            "--filter",
+            &format!("reference={}", self.repo),
+        ]);
+        let mut ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(String::from)
+            .collect();
+        ids.sort();
+        ids.dedup();
         if !tags.is_empty() {
             let mut args = vec!["image", "rm", "--force"];
             args.extend(tags.iter().map(String::as_str));
+            let _ = self.docker(&args);
+        }
+        // Then the images themselves, unless something else still uses them.
+        if !ids.is_empty() {
+            let mut args = vec!["image", "rm"];
+            args.extend(ids.iter().map(String::as_str));
             let _ = self.docker(&args);
         }
     }
@@ -536,7 +556,10 @@ fn failing_fragment_stops_descendants_not_siblings() {
         ["root", "solo"]
     );
     // The failing step, the end of its log and where the whole log is.
-    assert!(out.contains("step [2/3] RUN"), "{out}");
+    assert!(
+        out.contains("step [2/3] RUN sh /run/sunaba/install-root.sh failed"),
+        "{out}"
+    );
     assert!(out.contains("exit code: 3"), "{out}");
     assert!(out.contains("about to fail"), "{out}");
     let log = fx.dir.path().join("target/sunaba-build/logs/root.log");
@@ -750,4 +773,82 @@ fn engine_not_running_is_a_clear_error() {
         "{err}"
     );
     assert!(err.contains("scripts/dev-env up"), "{err}");
+}
+
+/// The shipped family on the real engine: every variant builds (or is
+/// unchanged) and passes its check. Slow when cold (apt, PyPI, npm); a rerun
+/// with nothing changed skips every build.
+#[test]
+fn real_family_builds_and_checks() {
+    let Some(s) = services("real_family_builds_and_checks") else {
+        return;
+    };
+    let project = crate::support::project_copy();
+    let run = Cli::new(project.path())
+        .env("SUNABA_ENGINE", &s.engine)
+        .args([
+            "--profile",
+            "local",
+            "build",
+            "--progress",
+            "plain",
+            "--json",
+        ])
+        .run()
+        .success();
+    let summary: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    let results = summary["results"].as_array().unwrap();
+    let variants: BTreeSet<&str> = results
+        .iter()
+        .map(|r| r["variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        variants,
+        BTreeSet::from(["base", "full", "go", "js", "minimal", "python"])
+    );
+    for r in results {
+        let result = r["result"].as_str().unwrap();
+        assert!(result == "built" || result == "skipped", "{r}");
+    }
+
+    // Every image carries a passing record of the tools it owes, with versions.
+    let run = Cli::new(project.path())
+        .env("SUNABA_ENGINE", &s.engine)
+        .args(["--profile", "local", "check", "--json", "--no-record"])
+        .run()
+        .success();
+    let reports: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    let full = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["variant"] == "full")
+        .unwrap();
+    let tools: BTreeSet<&str> = full["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tool"].as_str().unwrap())
+        .collect();
+    for tool in [
+        "rg", "git", "ruff", "pyright", "pytest", "go", "gofmt", "eslint", "tsc", "jest",
+    ] {
+        assert!(tools.contains(tool), "full lacks {tool}: {tools:?}");
+    }
+    for r in reports.as_array().unwrap() {
+        assert_eq!(r["passed"], true, "{r}");
+        let inspect = Command::new(&s.engine)
+            .args(["image", "inspect", "--format", "{{json .Config.Labels}}"])
+            .arg(format!(
+                "127.0.0.1:5000/sunaba/sandbox:{}",
+                r["variant"].as_str().unwrap()
+            ))
+            .output()
+            .unwrap();
+        let labels: serde_json::Value = serde_json::from_slice(&inspect.stdout).unwrap();
+        let record: serde_json::Value =
+            serde_json::from_str(labels["dev.sunaba.check"].as_str().unwrap()).unwrap();
+        assert_eq!(record["status"], "pass");
+        assert_eq!(record["inputs"], labels["dev.sunaba.inputs"]);
+    }
 }
