@@ -87,8 +87,25 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
                 manifest.build_order().join(", ")
             )
         })?;
-        let mut report = check::check_image(engine.as_ref(), reference, &expect, args.timeout)
-            .with_context(|| format!("checking {variant}"))?;
+        // An image that cannot be checked (absent, no healthcheck, timed out)
+        // is a failed check of that image, reported with the others.
+        let mut report = match check::check_image(engine.as_ref(), reference, &expect, args.timeout)
+        {
+            Ok(r) => r,
+            Err(e) => CheckReport {
+                variant: variant.clone(),
+                image: reference.clone(),
+                image_id: String::new(),
+                inputs: None,
+                size: 0,
+                size_budget: expect.size_budget,
+                passed: false,
+                tools: Vec::new(),
+                problems: vec![e.to_string()],
+                seconds: 0.0,
+                recorded_id: None,
+            },
+        };
         if report.passed && !args.no_record {
             report.recorded_id = record(engine.as_ref(), &family, reference, &report)?;
         }

@@ -580,6 +580,15 @@ fn check_names_missing_wrong_and_old_tools_and_older_renders() {
         return;
     };
     let fx = Fixture::new("check", Some(&s));
+    // Not built yet: a failed check that says what to do, in the report.
+    let run = fx.cli(["check", "kid2"]).run();
+    assert_eq!(run.code(), Some(2), "{}{}", run.stdout(), run.stderr());
+    assert!(run.stdout().contains("FAIL kid2"), "{}", run.stdout());
+    assert!(
+        run.stdout().contains("not found locally; build it first"),
+        "{}",
+        run.stdout()
+    );
     fx.cli(["build", "bad", "--no-check", "--progress", "plain"])
         .run()
         .success();
