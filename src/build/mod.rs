@@ -484,7 +484,8 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
 
     // Build.
     let mut log = match std::fs::File::create(&log_path) {
-        Ok(f) => std::io::BufWriter::new(f),
+        // Line by line, so `tail -f` of a running build shows its progress.
+        Ok(f) => std::io::LineWriter::new(f),
         Err(e) => {
             return failed(
                 "prepare",
