@@ -42,4 +42,10 @@ pub enum Command {
     Build(crate::commands::build::Args),
     /// Run each image's own HEALTHCHECK locked down; verify owed tools and size budget.
     Check(crate::commands::check::Args),
+    /// Move aliases in image_pins.json to the newest eligible images (a plan; --write applies it).
+    Pin(crate::commands::pin::Args),
+    /// Show or verify image_pins.json.
+    Pins(crate::commands::pins::Args),
+    /// Print the next version of a variant for a built image, tool by tool.
+    Version(crate::commands::version::Args),
 }

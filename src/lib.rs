@@ -10,6 +10,8 @@ pub mod detect;
 pub mod engine;
 pub mod fsutil;
 pub mod manifest;
+pub mod pins;
+pub mod policy;
 pub mod process;
 pub mod registry;
 pub mod render;

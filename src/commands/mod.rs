@@ -3,9 +3,12 @@
 pub mod build;
 pub mod check;
 pub mod detect;
+pub mod pin;
+pub mod pins;
 pub mod render;
 pub mod resolve;
 pub mod tags;
+pub mod version;
 
 use crate::cli::{Cli, Command};
 use std::process::ExitCode;
@@ -22,6 +25,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tags(args) => tags::run(&global, args),
         Command::Build(args) => build::run(&global, args),
         Command::Check(args) => check::run(&global, args),
+        Command::Pin(args) => pin::run(&global, args),
+        Command::Pins(args) => pins::run(&global, args),
+        Command::Version(args) => version::run(&global, args),
     }
 }
 

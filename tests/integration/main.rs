@@ -4,6 +4,7 @@
 
 mod build;
 mod detect;
+mod pins;
 mod registry;
 mod render;
 mod support;

@@ -41,6 +41,10 @@ impl Cli {
         self.cmd.env_remove(key);
         self
     }
+    /// The configured command, to spawn it yourself (e.g. to kill it).
+    pub fn into_command(self) -> Command {
+        self.cmd
+    }
     pub fn run(mut self) -> Run {
         let output = self.cmd.output().expect("spawn sunaba-images");
         Run { output }

@@ -1,0 +1,233 @@
+use super::Global;
+use crate::cli::EXIT_FAILURE;
+use crate::fsutil::FileLock;
+use crate::manifest::{Manifest, Settings};
+use crate::pins::plan::{self, Action, AliasSpec, Plan, Request};
+use crate::pins::registry_source::RegistrySource;
+use crate::pins::{FILE_NAME, PinsFile};
+use crate::policy::SelectOptions;
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Aliases to move (default: every alias in images.toml).
+    pub aliases: Vec<String>,
+    /// Consider pre-release versions (X.Y.Z-rc.N).
+    #[arg(long)]
+    pub pre: bool,
+    /// Allow moving to another major version (0.x: another minor).
+    #[arg(long)]
+    pub allow_major: bool,
+    /// Allow moving to a lower version.
+    #[arg(long)]
+    pub allow_downgrade: bool,
+    /// Allow dropping pins of aliases images.toml no longer declares.
+    #[arg(long)]
+    pub allow_breaking: bool,
+    /// Pin exactly this version (needs exactly one alias).
+    #[arg(long, value_name = "X.Y.Z")]
+    pub to: Option<semver::Version>,
+    /// Apply the plan to the pins file (default: only show it).
+    #[arg(long)]
+    pub write: bool,
+    /// Print the plan as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub file: PinsPath,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct PinsPath {
+    /// The pins file (default: image_pins.json beside images.toml).
+    #[arg(long = "pins", value_name = "PATH", env = "SUNABA_PINS")]
+    pub path: Option<PathBuf>,
+}
+
+/// What the pin commands share: the manifest, the settings in force, the
+/// alias contract and where the pins file is.
+pub(super) struct Family {
+    pub manifest: Manifest,
+    pub settings: Settings,
+    pub specs: Vec<AliasSpec>,
+    pub pins_path: PathBuf,
+}
+
+pub(super) fn family(global: &Global, file: &PinsPath) -> anyhow::Result<Family> {
+    let manifest = Manifest::load(&global.manifest)?;
+    let settings = manifest.resolve_profile(global.profile.as_deref())?;
+    let specs = manifest
+        .aliases()
+        .into_iter()
+        .map(|(alias, variant)| AliasSpec {
+            owed: manifest.owed_tools(&variant),
+            alias,
+            variant,
+        })
+        .collect();
+    let pins_path = file.path.clone().unwrap_or_else(|| {
+        global
+            .manifest
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(FILE_NAME)
+    });
+    Ok(Family {
+        manifest,
+        settings,
+        specs,
+        pins_path,
+    })
+}
+
+pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
+    if args.to.is_some() && args.aliases.len() != 1 {
+        anyhow::bail!("--to picks one version of one variant: name exactly one alias");
+    }
+    let fam = family(global, &args.file)?;
+    let source = RegistrySource::connect(&fam.settings)?;
+    let path = &fam.pins_path;
+
+    // Planning happens inside the lock when writing, on a fresh read, so a
+    // concurrent writer's update is part of what we write back.
+    let _lock = if args.write {
+        Some(FileLock::acquire(path).context("cannot lock the pins file")?)
+    } else {
+        None
+    };
+    let (file, text) = PinsFile::load(path)?.unwrap_or_default();
+    let req = Request {
+        repository: &fam.settings.repository,
+        specs: &fam.specs,
+        only: &args.aliases,
+        select: SelectOptions {
+            pre: args.pre,
+            allow_major: args.allow_major,
+            allow_downgrade: args.allow_downgrade,
+            to: args.to.clone(),
+        },
+        allow_breaking: args.allow_breaking,
+        path,
+        text: &text,
+    };
+    let plan = match plan::plan(&req, &file, &source) {
+        Ok(plan) => plan,
+        Err(errors) => {
+            for e in &errors.0 {
+                eprintln!("error: {e}");
+            }
+            eprintln!("nothing was written");
+            return Ok(ExitCode::from(EXIT_FAILURE));
+        }
+    };
+
+    if args.write {
+        crate::pins::remove_stale_temps(path);
+    }
+    let mut written = false;
+    if args.write && !plan.is_noop() {
+        let mut updated = file.clone();
+        plan.apply(&mut updated);
+        updated.save(path)?;
+        written = true;
+    }
+
+    if args.json {
+        let out = serde_json::json!({
+            "pins": path,
+            "changes": !plan.is_noop(),
+            "written": written,
+            "steps": plan.steps,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print_plan(&plan);
+        if plan.is_noop() {
+            println!("nothing to do: {} is up to date", path.display());
+        } else if written {
+            println!("wrote {}", path.display());
+        } else {
+            println!("dry run: pass --write to update {}", path.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_plan(plan: &Plan) {
+    let mut rows: Vec<[String; 6]> = vec![[
+        "ALIAS".into(),
+        "VARIANT".into(),
+        "ACTION".into(),
+        "VERSION".into(),
+        "BUMP".into(),
+        "DIGEST".into(),
+    ]];
+    for s in &plan.steps {
+        let old = s.old.as_ref().map(|p| p.version.to_string());
+        let new = s.new.as_ref().map(|p| p.version.to_string());
+        let version = match (s.action, &old, &new) {
+            (Action::Keep, Some(o), _) => o.clone(),
+            (Action::Remove, Some(o), _) => format!("{o} -> (removed)"),
+            (_, Some(o), Some(n)) => format!("{o} -> {n}"),
+            (_, None, Some(n)) => format!("(none) -> {n}"),
+            _ => "-".into(),
+        };
+        let digest = s
+            .new
+            .as_ref()
+            .or(s.old.as_ref())
+            .map(|p| p.digest.to_string())
+            .unwrap_or_default();
+        let action = match s.action {
+            Action::Add => "add",
+            Action::Update => "update",
+            Action::Remove => "REMOVE",
+            Action::Keep => "keep",
+        };
+        rows.push([
+            s.alias.clone(),
+            s.variant.clone().unwrap_or_else(|| "-".into()),
+            action.into(),
+            version,
+            if s.action == Action::Keep {
+                "-".into()
+            } else {
+                s.bump.to_string()
+            },
+            digest,
+        ]);
+    }
+    let widths: Vec<usize> = (0..6)
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    for (i, row) in rows.iter().enumerate() {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:w$}"))
+            .collect();
+        println!("{}", line.join("  ").trim_end());
+        if i == 0 {
+            continue;
+        }
+        let step = &plan.steps[i - 1];
+        for t in &step.tools {
+            println!(
+                "    {:<16} {:>10} -> {:<10} {:<6} {}",
+                t.tool,
+                t.old.as_deref().unwrap_or("(absent)"),
+                t.new.as_deref().unwrap_or("(absent)"),
+                t.bump,
+                t.reason
+            );
+        }
+        for sk in &step.skipped {
+            eprintln!(
+                "warning: {}: not pinning {}: {}",
+                step.alias, sk.tag, sk.reason
+            );
+        }
+    }
+}

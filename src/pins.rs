@@ -1,0 +1,457 @@
+//! `image_pins.json`: what each alias of the image family resolves to for a
+//! server release. The file is reviewed in pull requests, so it is written in
+//! one canonical form (fixed key order, 2-space indent, trailing newline) and
+//! read strictly (errors name line, column and key).
+
+pub mod plan;
+pub mod registry_source;
+pub mod source;
+pub mod verify;
+
+use crate::fsutil::{self, FsError};
+use crate::policy::Inventory;
+use semver::Version;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+pub const FILE_NAME: &str = "image_pins.json";
+pub const SCHEMA: u64 = 1;
+
+/// A content digest `<algorithm>:<hex>` (sha256 or sha512, lowercase hex).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Digest(String);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad digest {0:?}: expected sha256:<64 lowercase hex> or sha512:<128 lowercase hex>")]
+pub struct BadDigest(pub String);
+
+impl Digest {
+    pub fn parse(text: &str) -> Result<Digest, BadDigest> {
+        let ok = match text.split_once(':') {
+            Some(("sha256", hex)) => is_hex(hex, 64),
+            Some(("sha512", hex)) => is_hex(hex, 128),
+            _ => false,
+        };
+        if ok {
+            Ok(Digest(text.to_string()))
+        } else {
+            Err(BadDigest(text.to_string()))
+        }
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+    /// `sha256:0123456789ab` for tables.
+    pub fn short(&self) -> &str {
+        let end = self.0.find(':').map_or(0, |i| i + 13).min(self.0.len());
+        &self.0[..end]
+    }
+}
+
+fn is_hex(s: &str, len: usize) -> bool {
+    s.len() == len
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+impl TryFrom<String> for Digest {
+    type Error = BadDigest;
+    fn try_from(s: String) -> Result<Self, BadDigest> {
+        Digest::parse(&s)
+    }
+}
+
+impl From<Digest> for String {
+    fn from(d: Digest) -> String {
+        d.0
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What one alias runs. Field order here is the order in the file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pin {
+    pub repository: String,
+    pub tag: String,
+    pub version: Version,
+    /// The digest to run: the index digest for a multi-platform image.
+    pub digest: Digest,
+    /// `os/arch[/variant]` -> the platform's manifest digest.
+    pub platforms: BTreeMap<String, Digest>,
+    /// Tool -> version, from the image's check record.
+    pub tools: Inventory,
+}
+
+impl Pin {
+    /// The reference a server passes to `docker run`.
+    pub fn reference(&self) -> String {
+        format!("{}@{}", self.repository, self.digest)
+    }
+}
+
+/// The whole file. Unknown top-level fields are kept and written back after
+/// the known ones, in their original order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PinsFile {
+    pub images: BTreeMap<String, Pin>,
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Raw {
+    schema: Schema,
+    images: BTreeMap<String, Pin>,
+    #[serde(flatten)]
+    extra: serde_json::Map<String, serde_json::Value>,
+}
+
+struct Schema;
+
+impl<'de> Deserialize<'de> for Schema {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Schema, D::Error> {
+        let n = u64::deserialize(d)?;
+        if n == SCHEMA {
+            Ok(Schema)
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "unsupported schema {n}: this sunaba-images reads schema {SCHEMA}"
+            )))
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PinsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{column}: {}{message}; fix the file (nothing was written)",
+        if key.is_empty() { String::new() } else { format!("at `{key}`: ") })]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        key: String,
+        message: String,
+    },
+    #[error(transparent)]
+    Write(#[from] FsError),
+}
+
+impl PinsFile {
+    /// Parses the file's text; `path` is only for messages.
+    pub fn parse(text: &str, path: &Path) -> Result<PinsFile, PinsError> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let raw: Raw = serde_path_to_error::deserialize(de).map_err(|e| {
+            let segments: Vec<String> = e
+                .path()
+                .iter()
+                .map_while(|s| match s {
+                    serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+                    _ => None,
+                })
+                .collect();
+            let key = e.path().to_string();
+            let inner = e.into_inner();
+            // serde_json places a data error where it noticed it (often the
+            // end of the enclosing object); the key itself is more useful.
+            let (line, column) = match inner.classify() {
+                serde_json::error::Category::Data => locate_path(text, &segments),
+                _ => None,
+            }
+            .unwrap_or((inner.line(), inner.column()));
+            // serde_json appends " at line L column C"; we lead with it instead.
+            let mut message = inner.to_string();
+            if let Some(i) = message.rfind(" at line ") {
+                message.truncate(i);
+            }
+            PinsError::Parse {
+                path: path.to_path_buf(),
+                line,
+                column,
+                key: if key == "." { String::new() } else { key },
+                message,
+            }
+        })?;
+        let _ = raw.schema;
+        Ok(PinsFile {
+            images: raw.images,
+            extra: raw.extra,
+        })
+    }
+
+    /// Reads and parses `path`; a missing file is `None`.
+    pub fn load(path: &Path) -> Result<Option<(PinsFile, String)>, PinsError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Ok(Some((PinsFile::parse(&text, path)?, text))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(PinsError::Read {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// The canonical text: `schema`, `images` (aliases sorted), then unknown
+    /// fields; 2-space indent; trailing newline.
+    pub fn to_text(&self) -> String {
+        let mut top = serde_json::Map::new();
+        top.insert("schema".into(), SCHEMA.into());
+        top.insert(
+            "images".into(),
+            serde_json::to_value(&self.images).expect("pins serialize"),
+        );
+        for (k, v) in &self.extra {
+            top.insert(k.clone(), v.clone());
+        }
+        let mut text = serde_json::to_string_pretty(&top).expect("pins serialize");
+        text.push('\n');
+        text
+    }
+
+    /// Writes atomically (temp file, fsync, rename).
+    pub fn save(&self, path: &Path) -> Result<(), PinsError> {
+        fsutil::atomic_write(path, self.to_text().as_bytes())?;
+        Ok(())
+    }
+}
+
+/// Removes temp files a killed writer left beside `path` (see
+/// `fsutil::atomic_write`). Only safe while holding the file's lock, when no
+/// other writer can be mid-write.
+pub fn remove_stale_temps(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let n = entry.file_name();
+        let n = n.to_string_lossy();
+        if n.starts_with(&prefix) && n.ends_with(".tmp") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Where the pin of `alias` starts in the text (1-based line and column), to
+/// point a human at an entry that is valid JSON but wrong for the manifest.
+pub fn locate_alias(text: &str, alias: &str) -> Option<(usize, usize)> {
+    locate_path(text, &["images".to_string(), alias.to_string()])
+}
+
+/// Finds the key at the end of a path of object keys by finding each key in
+/// turn after the previous one. Approximate for hand-written files (a key
+/// repeated in an earlier sibling can match first), exact for canonical ones.
+fn locate_path(text: &str, keys: &[String]) -> Option<(usize, usize)> {
+    let mut from = 0;
+    let mut at = None;
+    for key in keys {
+        let needle = serde_json::to_string(key).ok()?;
+        loop {
+            let i = from + text[from..].find(&needle)?;
+            from = i + needle.len();
+            if text[from..].trim_start().starts_with(':') {
+                at = Some(i);
+                break;
+            }
+        }
+    }
+    let at = at?;
+    let line = text[..at].matches('\n').count() + 1;
+    let column = text[..at].rfind('\n').map_or(at, |n| at - n - 1) + 1;
+    Some((line, column))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn d(c: char) -> Digest {
+        Digest::parse(&format!("sha256:{}", c.to_string().repeat(64))).unwrap()
+    }
+
+    fn sample() -> PinsFile {
+        let pin = Pin {
+            repository: "127.0.0.1:5000/sunaba/sandbox".into(),
+            tag: "python-1.1.0".into(),
+            version: Version::new(1, 1, 0),
+            digest: d('a'),
+            platforms: [("linux/amd64".to_string(), d('b'))].into(),
+            tools: [
+                ("ruff".to_string(), "0.13.2".to_string()),
+                ("gofmt".to_string(), "present".to_string()),
+            ]
+            .into(),
+        };
+        PinsFile {
+            images: [("python".to_string(), pin)].into(),
+            extra: Default::default(),
+        }
+    }
+
+    #[test]
+    fn digests_are_validated() {
+        let good = [
+            format!("sha256:{}", "0".repeat(64)),
+            format!("sha512:{}", "f".repeat(128)),
+        ];
+        for g in &good {
+            assert!(Digest::parse(g).is_ok(), "{g}");
+        }
+        let bad = [
+            String::new(),
+            "sha256:".into(),
+            format!("sha256:{}", "0".repeat(63)),
+            format!("sha256:{}", "A".repeat(64)),
+            format!("sha256:{}", "g".repeat(64)),
+            format!("md5:{}", "0".repeat(32)),
+            format!("sha512:{}", "0".repeat(64)),
+            "0".repeat(64),
+        ];
+        for b in &bad {
+            assert!(Digest::parse(b).is_err(), "{b}");
+        }
+        assert_eq!(d('a').short(), "sha256:aaaaaaaaaaaa");
+    }
+
+    #[test]
+    fn canonical_text_round_trips_with_fixed_order() {
+        let pins = sample();
+        let text = pins.to_text();
+        let expected = format!(
+            r#"{{
+  "schema": 1,
+  "images": {{
+    "python": {{
+      "repository": "127.0.0.1:5000/sunaba/sandbox",
+      "tag": "python-1.1.0",
+      "version": "1.1.0",
+      "digest": "{a}",
+      "platforms": {{
+        "linux/amd64": "{b}"
+      }},
+      "tools": {{
+        "gofmt": "present",
+        "ruff": "0.13.2"
+      }}
+    }}
+  }}
+}}
+"#,
+            a = d('a'),
+            b = d('b')
+        );
+        assert_eq!(text, expected);
+        let back = PinsFile::parse(&text, Path::new("p.json")).unwrap();
+        assert_eq!(back, pins);
+        assert_eq!(back.to_text(), text);
+    }
+
+    #[test]
+    fn unknown_top_level_fields_survive_in_order() {
+        let text = r#"{"zeta": {"keep": [1, 2]}, "images": {}, "schema": 1, "alpha": "x"}"#;
+        let pins = PinsFile::parse(text, Path::new("p.json")).unwrap();
+        let out = pins.to_text();
+        assert_eq!(
+            out,
+            "{\n  \"schema\": 1,\n  \"images\": {},\n  \"zeta\": {\n    \"keep\": [\n      1,\n      2\n    ]\n  },\n  \"alpha\": \"x\"\n}\n"
+        );
+    }
+
+    #[test]
+    fn malformed_files_name_line_column_and_key() {
+        let good = sample().to_text();
+        let bad_digest = good.replacen(&d('b').to_string(), "sha256:1234", 1);
+        let wrong_type = good.replacen("\"tag\": \"python-1.1.0\"", "\"tag\": 7", 1);
+        let bad_version = good.replacen("\"1.1.0\"", "\"1.1\"", 1);
+        let unknown_field = good.replacen("\"tag\"", "\"tga\"", 1);
+        let missing_field = good.replacen("\"tag\": \"python-1.1.0\",", "", 1);
+        // (text, line, key fragment, message fragment)
+        let cases: Vec<(String, usize, &str, &str)> = vec![
+            (
+                bad_digest,
+                10,
+                "images.python.platforms.linux/amd64",
+                "bad digest",
+            ),
+            (wrong_type, 6, "images.python.tag", "expected a string"),
+            (bad_version, 7, "images.python.version", ""),
+            (unknown_field, 6, "images.python.tga", "unknown field `tga`"),
+            (missing_field, 4, "images.python", "missing field `tag`"),
+            (
+                "{\"schema\": 2, \"images\": {}}".into(),
+                1,
+                "schema",
+                "unsupported schema 2",
+            ),
+            ("{\"images\": {}}".into(), 1, "", "missing field `schema`"),
+            (
+                "{\"schema\": 1, \"images\": {},}".into(),
+                1,
+                "",
+                "trailing comma",
+            ),
+            ("{\"schema\": 1,\n \"images\": [}".into(), 2, "images", ""),
+            ("".into(), 1, "", "EOF"),
+        ];
+        for (text, line, key, message) in cases {
+            let err = PinsFile::parse(&text, Path::new("dir/image_pins.json")).unwrap_err();
+            let PinsError::Parse {
+                line: l,
+                column,
+                key: k,
+                message: m,
+                ..
+            } = &err
+            else {
+                panic!("{err}")
+            };
+            assert_eq!(*l, line, "{err}");
+            assert!(k.starts_with(key), "{err}");
+            assert!(m.contains(message), "{err}");
+            let shown = err.to_string();
+            assert!(
+                shown.starts_with(&format!("dir/image_pins.json:{line}:{column}: ")),
+                "{shown}"
+            );
+        }
+    }
+
+    #[test]
+    fn locate_alias_finds_the_key_not_a_value() {
+        let text = "{\n  \"schema\": 1,\n  \"note\": \"python\",\n  \"images\": {\n    \"go\": {\"tag\": \"python\"},\n    \"python\" : {}\n  }\n}\n";
+        assert_eq!(locate_alias(text, "python"), Some((6, 5)));
+        assert_eq!(locate_alias(text, "go"), Some((5, 5)));
+        assert_eq!(locate_alias(text, "js"), None);
+    }
+
+    #[test]
+    fn load_missing_file_is_none_and_save_is_canonical() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        assert!(PinsFile::load(&path).unwrap().is_none());
+        sample().save(&path).unwrap();
+        let (pins, text) = PinsFile::load(&path).unwrap().unwrap();
+        assert_eq!(pins, sample());
+        assert_eq!(text, sample().to_text());
+    }
+}

@@ -1,0 +1,155 @@
+//! [`ImageSource`] on the real registry client.
+
+use super::Digest;
+use super::source::{DigestCheck, ImageSource, Inspected, PlatformImage, SourceError};
+use crate::manifest::Settings;
+use crate::registry::{self, Client, ManifestCheck, Reference, Repository, ResolveOptions};
+
+/// The registry client with a runtime to drive it from synchronous code.
+pub struct RegistrySource {
+    client: Client,
+    rt: tokio::runtime::Runtime,
+}
+
+fn err(reference: &str, e: registry::Error) -> SourceError {
+    SourceError {
+        reference: reference.to_string(),
+        not_found: matches!(e, registry::Error::NotFound { .. }),
+        message: e.to_string(),
+    }
+}
+
+fn digest(reference: &str, d: &registry::Digest) -> Result<Digest, SourceError> {
+    Digest::parse(&d.to_string()).map_err(|e| SourceError {
+        reference: reference.to_string(),
+        message: e.to_string(),
+        not_found: false,
+    })
+}
+
+impl RegistrySource {
+    pub fn connect(settings: &Settings) -> Result<RegistrySource, registry::Error> {
+        let client = Client::builder()
+            .insecure_registries(settings.insecure_registries.iter().cloned())
+            .build()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| registry::Error::Config {
+                reason: format!("cannot start the async runtime: {e}"),
+            })?;
+        Ok(RegistrySource { client, rt })
+    }
+
+    /// Splits `host/repo:tag` or `host/repo@digest` into the repository and
+    /// the tag or digest.
+    pub fn split_reference(input: &str) -> Result<(String, String), registry::Error> {
+        let r: Reference = input.parse()?;
+        let what = match (r.digest(), r.tag()) {
+            (Some(d), _) => d.to_string(),
+            (None, Some(t)) => t.to_string(),
+            (None, None) => "latest".to_string(),
+        };
+        Ok((format!("{}/{}", r.registry(), r.repository()), what))
+    }
+
+    fn reference(repository: &str, reference: &str) -> Result<Reference, SourceError> {
+        let sep = if reference.contains(':') { '@' } else { ':' };
+        let text = format!("{repository}{sep}{reference}");
+        text.parse().map_err(|e: registry::Error| err(&text, e))
+    }
+}
+
+impl ImageSource for RegistrySource {
+    fn tags(&self, repository: &str) -> Result<Vec<String>, SourceError> {
+        let repo: Repository = repository.parse().map_err(|e| err(repository, e))?;
+        self.rt
+            .block_on(self.client.list_tags(&repo))
+            .map_err(|e| err(repository, e))
+    }
+
+    fn inspect(&self, repository: &str, reference: &str) -> Result<Inspected, SourceError> {
+        let r = Self::reference(repository, reference)?;
+        let name = r.to_string();
+        self.rt.block_on(async {
+            let resolved = self
+                .client
+                .resolve_with(
+                    &r,
+                    &ResolveOptions {
+                        platform: None,
+                        list_platforms: true,
+                    },
+                )
+                .await
+                .map_err(|e| err(&name, e))?;
+            let mut images = Vec::new();
+            if resolved.index_digest.is_some() {
+                for (platform, d) in &resolved.platforms {
+                    let child = r.by_digest(d.clone());
+                    let config = self
+                        .client
+                        .image_config(&child, Some(platform))
+                        .await
+                        .map_err(|e| err(&name, e))?;
+                    images.push(PlatformImage {
+                        platform: platform.to_string(),
+                        digest: digest(&name, d)?,
+                        labels: config.labels,
+                    });
+                }
+            } else {
+                let config = self
+                    .client
+                    .image_config(&r.by_digest(resolved.digest.clone()), None)
+                    .await
+                    .map_err(|e| err(&name, e))?;
+                images.push(PlatformImage {
+                    platform: config.platform.to_string(),
+                    digest: digest(&name, &resolved.digest)?,
+                    labels: config.labels,
+                });
+            }
+            Ok(Inspected {
+                digest: digest(
+                    &name,
+                    resolved.index_digest.as_ref().unwrap_or(&resolved.digest),
+                )?,
+                images,
+            })
+        })
+    }
+
+    fn tag_digest(&self, repository: &str, tag: &str) -> Result<Option<Digest>, SourceError> {
+        let r = Self::reference(repository, tag)?;
+        let name = r.to_string();
+        match self
+            .rt
+            .block_on(self.client.resolve_with(&r, &ResolveOptions::default()))
+        {
+            Ok(resolved) => {
+                let d = resolved.index_digest.as_ref().unwrap_or(&resolved.digest);
+                Ok(Some(digest(&name, d)?))
+            }
+            Err(registry::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(err(&name, e)),
+        }
+    }
+
+    fn check_digest(&self, repository: &str, d: &Digest) -> Result<DigestCheck, SourceError> {
+        let r = Self::reference(repository, d.as_str())?;
+        let name = r.to_string();
+        match self.rt.block_on(self.client.verify_manifest(&r)) {
+            Ok(ManifestCheck::Verified { .. }) => Ok(DigestCheck::Intact),
+            Ok(ManifestCheck::Missing) => Ok(DigestCheck::Missing),
+            Err(registry::Error::DigestMismatch { actual, .. }) => Ok(DigestCheck::Mismatch {
+                actual: Digest::parse(&actual).map_err(|e| SourceError {
+                    reference: name.clone(),
+                    message: e.to_string(),
+                    not_found: false,
+                })?,
+            }),
+            Err(e) => Err(err(&name, e)),
+        }
+    }
+}

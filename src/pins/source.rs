@@ -1,0 +1,167 @@
+//! What pinning needs from a registry, behind a small trait so the planning
+//! and verification rules are testable with an in-memory registry.
+
+use super::Digest;
+use std::collections::BTreeMap;
+
+/// One platform image of a tag or digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlatformImage {
+    /// `os/arch[/variant]`.
+    pub platform: String,
+    pub digest: Digest,
+    /// Config labels (read from a config blob whose digest was verified).
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A resolved tag or digest: the digest to run and its platform images.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inspected {
+    pub digest: Digest,
+    pub images: Vec<PlatformImage>,
+}
+
+impl Inspected {
+    /// The image whose labels stand for the whole tag: linux/amd64 when
+    /// present (what the servers run), otherwise the first platform.
+    pub fn primary(&self) -> Option<&PlatformImage> {
+        self.images
+            .iter()
+            .find(|i| i.platform == "linux/amd64")
+            .or_else(|| self.images.first())
+    }
+    pub fn platforms(&self) -> BTreeMap<String, Digest> {
+        self.images
+            .iter()
+            .map(|i| (i.platform.clone(), i.digest.clone()))
+            .collect()
+    }
+}
+
+/// Whether a pinned digest is still what it claims to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DigestCheck {
+    /// Present, and its bytes hash to the digest.
+    Intact,
+    Missing,
+    /// The registry served bytes hashing to something else.
+    Mismatch {
+        actual: Digest,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reference}: {message}")]
+pub struct SourceError {
+    pub reference: String,
+    pub message: String,
+    pub not_found: bool,
+}
+
+pub trait ImageSource {
+    /// All tags of a repository (`host/path`).
+    fn tags(&self, repository: &str) -> Result<Vec<String>, SourceError>;
+    /// Resolves a tag or digest and reads each platform's config labels.
+    fn inspect(&self, repository: &str, reference: &str) -> Result<Inspected, SourceError>;
+    /// The digest a tag points at now, `None` when the tag is gone.
+    fn tag_digest(&self, repository: &str, tag: &str) -> Result<Option<Digest>, SourceError>;
+    /// Fetches a manifest by digest and hashes its bytes.
+    fn check_digest(&self, repository: &str, digest: &Digest) -> Result<DigestCheck, SourceError>;
+}
+
+#[cfg(test)]
+pub mod fake {
+    //! An in-memory registry: tags pointing at images with labels.
+    use super::*;
+    use std::cell::RefCell;
+
+    #[derive(Default)]
+    pub struct FakeRegistry {
+        /// (repository, tag) -> image.
+        pub tags: RefCell<BTreeMap<(String, String), Inspected>>,
+        /// Digests whose bytes were tampered with: digest -> what they hash to.
+        pub tampered: RefCell<BTreeMap<Digest, Digest>>,
+        pub deleted: RefCell<Vec<Digest>>,
+        /// Every image ever pushed, by digest (a moved tag leaves it behind).
+        pub manifests: RefCell<BTreeMap<Digest, Inspected>>,
+    }
+
+    fn not_found(reference: String) -> SourceError {
+        SourceError {
+            reference,
+            message: "not found".into(),
+            not_found: true,
+        }
+    }
+
+    impl FakeRegistry {
+        pub fn push(&self, repo: &str, tag: &str, image: Inspected) {
+            self.manifests
+                .borrow_mut()
+                .insert(image.digest.clone(), image.clone());
+            self.tags
+                .borrow_mut()
+                .insert((repo.to_string(), tag.to_string()), image);
+        }
+        fn all(&self) -> Vec<Inspected> {
+            self.manifests.borrow().values().cloned().collect()
+        }
+    }
+
+    impl ImageSource for FakeRegistry {
+        fn tags(&self, repository: &str) -> Result<Vec<String>, SourceError> {
+            Ok(self
+                .tags
+                .borrow()
+                .keys()
+                .filter(|(r, _)| r == repository)
+                .map(|(_, t)| t.clone())
+                .collect())
+        }
+        fn inspect(&self, repository: &str, reference: &str) -> Result<Inspected, SourceError> {
+            let found = if reference.contains(':') {
+                self.all()
+                    .into_iter()
+                    .find(|i| i.digest.as_str() == reference)
+            } else {
+                self.tags
+                    .borrow()
+                    .get(&(repository.to_string(), reference.to_string()))
+                    .cloned()
+            };
+            found
+                .filter(|i| !self.deleted.borrow().contains(&i.digest))
+                .ok_or_else(|| not_found(format!("{repository}:{reference}")))
+        }
+        fn tag_digest(&self, repository: &str, tag: &str) -> Result<Option<Digest>, SourceError> {
+            Ok(self
+                .tags
+                .borrow()
+                .get(&(repository.to_string(), tag.to_string()))
+                .map(|i| i.digest.clone()))
+        }
+        fn check_digest(
+            &self,
+            _repository: &str,
+            digest: &Digest,
+        ) -> Result<DigestCheck, SourceError> {
+            if self.deleted.borrow().contains(digest) {
+                return Ok(DigestCheck::Missing);
+            }
+            if let Some(actual) = self.tampered.borrow().get(digest) {
+                return Ok(DigestCheck::Mismatch {
+                    actual: actual.clone(),
+                });
+            }
+            let known = self
+                .all()
+                .into_iter()
+                .any(|i| i.digest == *digest || i.images.iter().any(|p| p.digest == *digest));
+            Ok(if known {
+                DigestCheck::Intact
+            } else {
+                DigestCheck::Missing
+            })
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! `pins verify`, the CI gate: the pins file still describes images that
+//! exist, are what they claim, and keep the manifest's contract.
+
+use super::plan::AliasSpec;
+use super::source::{DigestCheck, ImageSource};
+use super::{Digest, Pin, PinsFile, locate_alias};
+use crate::policy::{self, parse_tag};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::Path;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Warning,
+    Problem,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub severity: Severity,
+    pub alias: String,
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self.severity {
+            Severity::Warning => "warning",
+            Severity::Problem => "problem",
+        };
+        write!(f, "{s}: {}: {}", self.alias, self.message)
+    }
+}
+
+/// Checks every rule; returns one finding per problem (empty: all good).
+pub fn verify(
+    file: &PinsFile,
+    text: &str,
+    path: &Path,
+    specs: &[AliasSpec],
+    source: &impl ImageSource,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let problem = |out: &mut Vec<Finding>, alias: &str, message: String| {
+        out.push(Finding {
+            severity: Severity::Problem,
+            alias: alias.to_string(),
+            message,
+        })
+    };
+    let declared: BTreeSet<&str> = specs.iter().map(|s| s.alias.as_str()).collect();
+    for alias in file.images.keys() {
+        if !declared.contains(alias.as_str()) {
+            let (line, column) = locate_alias(text, alias).unwrap_or((1, 1));
+            problem(
+                &mut out,
+                alias,
+                format!(
+                    "{}:{line}:{column}: pinned but not declared in images.toml (orphaned pin)",
+                    path.display()
+                ),
+            );
+        }
+    }
+    for spec in specs {
+        match file.images.get(&spec.alias) {
+            None => problem(
+                &mut out,
+                &spec.alias,
+                format!(
+                    "not pinned (variant {}); run `sunaba-images pin {} --write`",
+                    spec.variant, spec.alias
+                ),
+            ),
+            Some(pin) => check_pin(spec, pin, source, &mut out),
+        }
+    }
+    out
+}
+
+fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut Vec<Finding>) {
+    let alias = spec.alias.as_str();
+    let mut push = |severity, message: String| {
+        out.push(Finding {
+            severity,
+            alias: alias.to_string(),
+            message,
+        })
+    };
+    if parse_tag(&spec.variant, &pin.tag).as_ref() != Some(&pin.version) {
+        push(
+            Severity::Problem,
+            format!(
+                "tag {} does not name variant {} at version {}",
+                pin.tag, spec.variant, pin.version
+            ),
+        );
+    }
+    let missing = policy::missing_tools(&pin.tools, &spec.owed);
+    if !missing.is_empty() {
+        push(
+            Severity::Problem,
+            format!(
+                "pinned inventory lacks owed tool(s): {} (pin a newer image)",
+                missing.join(", ")
+            ),
+        );
+    }
+
+    let mut digests: Vec<(&str, &Digest)> = vec![("", &pin.digest)];
+    digests.extend(pin.platforms.iter().map(|(p, d)| (p.as_str(), d)));
+    digests.dedup_by(|a, b| a.1 == b.1);
+    let mut intact = true;
+    for (platform, digest) in digests {
+        let what = if platform.is_empty() {
+            format!("{}@{digest}", pin.repository)
+        } else {
+            format!("{}@{digest} ({platform})", pin.repository)
+        };
+        match source.check_digest(&pin.repository, digest) {
+            Ok(DigestCheck::Intact) => {}
+            Ok(DigestCheck::Missing) => {
+                intact = false;
+                push(
+                    Severity::Problem,
+                    format!("{what} no longer exists in the registry"),
+                );
+            }
+            Ok(DigestCheck::Mismatch { actual }) => {
+                intact = false;
+                push(
+                    Severity::Problem,
+                    format!("{what}: the registry serves bytes hashing to {actual}"),
+                );
+            }
+            Err(e) => {
+                intact = false;
+                push(Severity::Problem, format!("cannot check {what}: {e}"));
+            }
+        }
+    }
+
+    match source.tag_digest(&pin.repository, &pin.tag) {
+        Ok(Some(now)) if now != pin.digest => push(
+            Severity::Warning,
+            format!(
+                "tag {} moved: it now points at {now}, the pin is {}",
+                pin.tag, pin.digest
+            ),
+        ),
+        Ok(Some(_)) => {}
+        Ok(None) => push(
+            Severity::Warning,
+            format!(
+                "tag {} no longer exists (the pinned digest is used)",
+                pin.tag
+            ),
+        ),
+        Err(e) => push(
+            Severity::Problem,
+            format!("cannot resolve tag {}: {e}", pin.tag),
+        ),
+    }
+
+    // The inventory in the file must be the image's own, not a hand edit.
+    if intact {
+        match source.inspect(&pin.repository, pin.digest.as_str()) {
+            Ok(inspected) => {
+                let labels = inspected
+                    .primary()
+                    .map(|i| i.labels.clone())
+                    .unwrap_or_default();
+                match policy::gate(&labels, &spec.variant, &[]) {
+                    Ok(inv) if inv != pin.tools => push(
+                        Severity::Problem,
+                        "pinned tools differ from the image's check record".to_string(),
+                    ),
+                    Ok(_) => {}
+                    Err(r) => push(Severity::Problem, format!("pinned image: {r}")),
+                }
+            }
+            Err(e) => push(
+                Severity::Problem,
+                format!("cannot read the pinned image: {e}"),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::plan::tests::{REPO, acceptance_registry, spec};
+    use super::*;
+
+    fn pinned(reg: &super::super::source::fake::FakeRegistry, tag: &str) -> Pin {
+        let i = reg.inspect(REPO, tag).unwrap();
+        Pin {
+            repository: REPO.into(),
+            tag: tag.into(),
+            version: parse_tag("python", tag).unwrap(),
+            digest: i.digest.clone(),
+            platforms: i.platforms(),
+            tools: policy::gate(&i.images[0].labels, "python", &[]).unwrap(),
+        }
+    }
+
+    fn check(file: &PinsFile, specs: &[AliasSpec], reg: &impl ImageSource) -> Vec<String> {
+        verify(
+            file,
+            &file.to_text(),
+            Path::new("image_pins.json"),
+            specs,
+            reg,
+        )
+        .iter()
+        .map(|f| f.to_string())
+        .collect()
+    }
+
+    #[test]
+    fn verify_finds_each_kind_of_problem() {
+        let reg = acceptance_registry();
+        let specs = vec![spec("python", "python", &["ruff", "pytest"])];
+        let good = PinsFile {
+            images: [("python".to_string(), pinned(&reg, "python-1.1.0"))].into(),
+            extra: Default::default(),
+        };
+        assert_eq!(check(&good, &specs, &reg), Vec::<String>::new());
+
+        type Mutate = Box<dyn Fn(&mut PinsFile, &mut Vec<AliasSpec>)>;
+        let other = super::super::plan::tests::digest_of("other");
+        let cases: Vec<(&str, Mutate, &str)> = vec![
+            (
+                "missing alias",
+                Box::new(|_, s| s.push(spec("go", "go", &[]))),
+                "problem: go: not pinned",
+            ),
+            (
+                "orphan",
+                Box::new(|f, _| {
+                    let p = f.images["python"].clone();
+                    f.images.insert("py".into(), p);
+                }),
+                "problem: py: image_pins.json:4:5: pinned but not declared",
+            ),
+            (
+                "tampered digest",
+                Box::new(move |f, _| {
+                    f.images.get_mut("python").unwrap().digest = other.clone();
+                }),
+                "no longer exists in the registry",
+            ),
+            (
+                "owed tool gone",
+                Box::new(|_, s| s[0].owed.push("pyright".into())),
+                "lacks owed tool(s): pyright",
+            ),
+            (
+                "hand-edited tools",
+                Box::new(|f, _| {
+                    f.images
+                        .get_mut("python")
+                        .unwrap()
+                        .tools
+                        .insert("ruff".into(), "9.9.9".into());
+                }),
+                "differ from the image's check record",
+            ),
+            (
+                "tag and version disagree",
+                Box::new(|f, _| {
+                    f.images.get_mut("python").unwrap().version = semver::Version::new(1, 0, 0);
+                }),
+                "does not name variant python at version 1.0.0",
+            ),
+        ];
+        for (name, mutate, want) in cases {
+            let mut file = good.clone();
+            let mut s = specs.clone();
+            mutate(&mut file, &mut s);
+            let found = check(&file, &s, &reg);
+            assert!(found.iter().any(|l| l.contains(want)), "{name}: {found:?}");
+            assert!(
+                found
+                    .iter()
+                    .all(|l| l.starts_with("problem: ") || l.starts_with("warning: ")),
+                "{found:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn verify_registry_side_problems() {
+        let reg = acceptance_registry();
+        let specs = vec![spec("python", "python", &[])];
+        let pin = pinned(&reg, "python-1.1.0");
+        let file = PinsFile {
+            images: [("python".to_string(), pin.clone())].into(),
+            extra: Default::default(),
+        };
+        // Tampered bytes.
+        let fake = super::super::plan::tests::digest_of("fake");
+        reg.tampered
+            .borrow_mut()
+            .insert(pin.digest.clone(), fake.clone());
+        let found = check(&file, &specs, &reg);
+        assert!(
+            found[0].contains(&format!("hashing to {fake}")),
+            "{found:?}"
+        );
+        reg.tampered.borrow_mut().clear();
+
+        // Deleted platform manifest.
+        let amd = pin.platforms["linux/amd64"].clone();
+        reg.deleted.borrow_mut().push(amd.clone());
+        let found = check(&file, &specs, &reg);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains(&format!("@{amd} (linux/amd64) no longer exists")));
+        reg.deleted.borrow_mut().clear();
+
+        // Moved tag: a warning naming both digests.
+        let moved = reg.inspect(REPO, "python-2.0.0").unwrap();
+        reg.push(REPO, "python-1.1.0", moved.clone());
+        let found = verify(&file, &file.to_text(), Path::new("p"), &specs, &reg);
+        let warnings: Vec<_> = found
+            .iter()
+            .filter(|f| f.severity == Severity::Warning)
+            .collect();
+        assert_eq!(warnings.len(), 1, "{found:?}");
+        assert!(warnings[0].message.contains(moved.digest.as_str()));
+        assert!(warnings[0].message.contains(pin.digest.as_str()));
+    }
+}
