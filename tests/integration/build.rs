@@ -54,7 +54,7 @@ PAUSE = "3"
 script = "docker/install-two.sh"
 provides = ["gamma"]
 [fragments.two.args]
-PAUSE = "3"
+PAUSE_TWO = "3"
 
 [fragments.solo]
 script = "docker/install-solo.sh"
@@ -157,7 +157,10 @@ impl Fixture {
         );
         fx.write_fragment(
             "two",
-            &format!("sleep \"$PAUSE\"\n{}", fake_tool("gamma", "gamma 3.0.0")),
+            &format!(
+                "sleep \"$PAUSE_TWO\"\n{}",
+                fake_tool("gamma", "gamma 3.0.0")
+            ),
         );
         fx.write_fragment("solo", &fake_tool("delta", "delta 1.5.0"));
         // beta missing; a different program under gamma's name; delta too old.
