@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::Semaphore;
 
 /// How failed requests are retried: jittered exponential backoff for 408,
 /// 429, 500, 502, 503, 504 and connection errors, `Retry-After` honoured,
@@ -250,7 +250,8 @@ struct RegistryState {
     token_fetch: tokio::sync::Mutex<()>,
     /// Serialises scheme detection so one request probes https, not N.
     scheme_probe: tokio::sync::Mutex<()>,
-    credential: OnceCell<Option<Found>>,
+    /// Credential lookups by repository (keys may name a namespace).
+    credentials: tokio::sync::Mutex<HashMap<String, Option<Found>>>,
 }
 
 /// One request to a registry, relative to its API origin.
@@ -351,7 +352,7 @@ impl Client {
                     tokens: Mutex::new(HashMap::new()),
                     token_fetch: tokio::sync::Mutex::new(()),
                     scheme_probe: tokio::sync::Mutex::new(()),
-                    credential: OnceCell::new(),
+                    credentials: tokio::sync::Mutex::new(HashMap::new()),
                 })
             })
             .clone()
@@ -367,20 +368,20 @@ impl Client {
         registry: &str,
         repository: &str,
     ) -> Result<Option<Found>> {
-        state
-            .credential
-            .get_or_try_init(|| async {
-                let store = self.inner.credentials.clone();
-                let (reg, repo) = (registry.to_string(), repository.to_string());
-                tokio::task::spawn_blocking(move || store.lookup(&reg, &repo))
-                    .await
-                    .map_err(|e| Error::Credentials {
-                        registry: registry.to_string(),
-                        reason: format!("lookup task failed: {e}"),
-                    })?
-            })
+        let mut cache = state.credentials.lock().await;
+        if let Some(found) = cache.get(repository) {
+            return Ok(found.clone());
+        }
+        let store = self.inner.credentials.clone();
+        let (reg, repo) = (registry.to_string(), repository.to_string());
+        let found = tokio::task::spawn_blocking(move || store.lookup(&reg, &repo))
             .await
-            .cloned()
+            .map_err(|e| Error::Credentials {
+                registry: registry.to_string(),
+                reason: format!("lookup task failed: {e}"),
+            })??;
+        cache.insert(repository.to_string(), found.clone());
+        Ok(found)
     }
 
     /// Sends `req` to `registry` with authentication, retries and the

@@ -178,8 +178,10 @@ impl Client {
                     },
                 )
                 .await;
-            if let Ok(resp) = resp
-                && resp.status.is_success()
+            // Transport failures, exhausted retries and refused credentials
+            // would fail a GET the same way; only an unhelpful answer falls back.
+            let resp = resp?;
+            if resp.status.is_success()
                 && let Some(digest) = header_str(&resp, "docker-content-digest")
                     .and_then(|d| d.parse::<Digest>().ok())
                 && let Some(media_type) =

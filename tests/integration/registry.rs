@@ -773,6 +773,37 @@ async fn cli_reads_helpers_and_podman_auth_files_and_never_prints_secrets() {
     assert_eq!(iss.log().last().unwrap().user.as_deref(), Some(USER));
     assert!(!run.stdout().contains(PASSWORD) && !run.stderr().contains(PASSWORD));
 
+    // credsStore: the same helper for every registry.
+    std::fs::write(
+        docker_dir.join("config.json"),
+        serde_json::json!({"auths": {host.clone(): {}}, "credsStore": "sunabatest"}).to_string(),
+    )
+    .unwrap();
+    let before = iss.log().len();
+    let (d, dd, img, p) = (
+        home.path().to_path_buf(),
+        docker_dir.clone(),
+        image.clone(),
+        path.clone(),
+    );
+    let run = cli(move || {
+        isolated_cli(&d)
+            .env("PATH", &p)
+            .env("DOCKER_CONFIG", &dd)
+            .args(["resolve", &img])
+            .run()
+    })
+    .await
+    .success();
+    assert!(run.stdout().starts_with(&f.single_digest));
+    assert_eq!(
+        iss.log()[before..]
+            .iter()
+            .filter(|l| l.user.as_deref() == Some(USER))
+            .count(),
+        1
+    );
+
     // Podman's REGISTRY_AUTH_FILE, with a wrong password: a clear error
     // that names the user and the file but never the password.
     let wrong = "wrong-Pa55-from-auth-json";
