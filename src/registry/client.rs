@@ -280,6 +280,8 @@ pub(crate) struct Resp {
 enum Failure {
     /// Worth another attempt.
     Transient(String),
+    /// The server's TLS certificate is not trusted: retrying cannot help.
+    Certificate(String),
     Fatal(Error),
 }
 
@@ -449,7 +451,7 @@ impl Client {
                 }
                 Ok(resp) => return Ok(resp),
                 Err(Failure::Fatal(e)) => return Err(e),
-                Err(Failure::Transient(msg)) => (msg, None),
+                Err(Failure::Transient(msg) | Failure::Certificate(msg)) => (msg, None),
             };
             let (last, wait) = failure;
             let delay = wait.unwrap_or_else(|| policy.backoff(attempts - 1));
@@ -701,6 +703,7 @@ impl Client {
             .min(remaining)
             .max(Duration::from_millis(1));
         let mut errors = Vec::new();
+        let mut certificate = None;
         for scheme in schemes {
             let origin = format!("{scheme}://{}", api_host(registry));
             let url = reqwest::Url::parse(&format!("{origin}{}", req.target)).map_err(|e| {
@@ -727,8 +730,22 @@ impl Client {
                     return Ok(resp);
                 }
                 Err(Failure::Transient(m)) => errors.push(format!("{scheme}: {m}")),
+                Err(Failure::Certificate(m)) => {
+                    certificate = Some(m.clone());
+                    errors.push(format!("{scheme}: {m}"));
+                }
                 Err(fatal) => return Err(fatal),
             }
+        }
+        if certificate.is_some() {
+            return Err(Failure::Fatal(Error::Connect {
+                context: req.context.to_string(),
+                registry: registry.to_string(),
+                reason: format!(
+                    "{}; if the registry uses a private CA, pass it with --ca-cert",
+                    errors.join("; ")
+                ),
+            }));
         }
         Err(Failure::Transient(errors.join("; ")))
     }
@@ -770,7 +787,14 @@ impl Client {
                         timeout.as_millis()
                     )));
                 }
-                Err(e) => return Err(Failure::Transient(error_chain(&e))),
+                Err(e) => {
+                    let chain = error_chain(&e);
+                    return Err(if chain.contains("certificate") {
+                        Failure::Certificate(chain)
+                    } else {
+                        Failure::Transient(chain)
+                    });
+                }
             };
             let status = resp.status();
             if status.is_redirection()

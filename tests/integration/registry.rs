@@ -542,15 +542,14 @@ async fn basic_auth_over_tls_trusting_only_the_test_ca() {
     );
 
     // Without the CA: a clear TLS failure, not a silent downgrade to http.
-    let c = with_creds(dir.path(), &host, PASSWORD)
-        .retry(RetryPolicy {
-            max_attempts: 1,
-            ..fast_retry()
-        })
-        .build()
-        .unwrap();
-    let err = c.resolve(&r, None).await.unwrap_err().to_string();
-    assert!(err.to_lowercase().contains("certificate"), "{err}");
+    let c = with_creds(dir.path(), &host, PASSWORD).build().unwrap();
+    let err = c.resolve(&r, None).await.unwrap_err();
+    assert!(matches!(err, Error::Connect { .. }), "not retried: {err}");
+    let err = err.to_string();
+    assert!(
+        err.contains("certificate") && err.contains("--ca-cert"),
+        "{err}"
+    );
 
     let wrong = "wrong-Pa55-for-test";
     let c = with_creds(dir.path(), &host, wrong)
