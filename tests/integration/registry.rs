@@ -837,6 +837,32 @@ async fn cli_reads_helpers_and_podman_auth_files_and_never_prints_secrets() {
     .await
     .success();
     assert!(run.stdout().starts_with(&f.single_digest));
+
+    // The default locations: ~/.docker/config.json and
+    // $XDG_RUNTIME_DIR/containers/auth.json.
+    for (dir, file) in [(".docker", "config.json"), ("run/containers", "auth.json")] {
+        let home = tempfile::tempdir().unwrap();
+        let target = home.path().join(dir);
+        std::fs::create_dir_all(&target).unwrap();
+        docker_config(home.path(), &host, USER, PASSWORD);
+        std::fs::rename(home.path().join("config.json"), target.join(file)).unwrap();
+        let before = iss.log().len();
+        let (d, img) = (home.path().to_path_buf(), image.clone());
+        let run = cli(move || {
+            isolated_cli(&d)
+                .env("XDG_RUNTIME_DIR", d.join("run"))
+                .args(["resolve", &img])
+                .run()
+        })
+        .await
+        .success();
+        assert!(run.stdout().starts_with(&f.single_digest), "{dir}/{file}");
+        assert_eq!(
+            iss.log()[before].user.as_deref(),
+            Some(USER),
+            "{dir}/{file}"
+        );
+    }
 }
 
 // -------------------------------------------------------- 5. retries ---
