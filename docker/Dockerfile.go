@@ -15,6 +15,7 @@ RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \
     --mount=type=bind,source=docker/lib,target=/run/sunaba/lib \
     --mount=type=bind,source=docker/install-go.sh,target=/run/sunaba/install-go.sh \
     sh /run/sunaba/install-go.sh
+ENV GOTOOLCHAIN="local"
 
 COPY docker/healthcheck/go.sh /usr/local/libexec/sunaba/healthcheck
 HEALTHCHECK --interval=5m --timeout=2m --start-period=10s --retries=1 \

@@ -126,6 +126,8 @@ struct RawFragment {
     args: BTreeMap<String, String>,
     #[serde(default)]
     shared_args: Vec<Spanned<String>>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -192,6 +194,8 @@ pub struct Fragment {
     /// Build arguments and their defaults, sorted by name: the fragment's
     /// own plus the shared ones it lists in `shared_args`.
     pub args: BTreeMap<String, String>,
+    /// Runtime environment the fragment's tools need in the image (`ENV`).
+    pub env: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -734,6 +738,24 @@ fn validate(
                 ),
             }
         }
+        for (var, value) in &f.env {
+            if !valid_arg_name(var) {
+                p.at(
+                    &f.script,
+                    format!("{key}.env.{var}"),
+                    format!("invalid environment variable name `{var}`"),
+                    "use UPPER_CASE letters, digits and `_`",
+                );
+            }
+            if value.contains('\n') || value.contains('"') {
+                p.at(
+                    &f.script,
+                    format!("{key}.env.{var}"),
+                    "value holds a newline or a double quote",
+                    "keep ENV values plain",
+                );
+            }
+        }
         fragments.insert(
             name.clone(),
             Fragment {
@@ -741,6 +763,7 @@ fn validate(
                 script,
                 provides,
                 args,
+                env: f.env,
             },
         );
     }

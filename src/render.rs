@@ -230,6 +230,7 @@ pub fn render(manifest: &Manifest) -> Result<Rendered, RenderError> {
                     "script_name": frag.script.file_name().unwrap().to_string_lossy(),
                     "provides": frag.provides.join(", "),
                     "args": frag.args.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
+                    "env": frag.env.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
                 })
             })
             .collect();

@@ -276,6 +276,8 @@ script = "docker/install-rust.sh"
 provides = ["cargo", "rustc"]
 [fragments.rust.args]
 RUST_CHANNEL = "stable"
+[fragments.rust.env]
+CARGO_HOME = "/usr/local/cargo"
 
 [variants.rust]
 parent = "base"
