@@ -191,10 +191,10 @@ fn print_plan(plan: &Plan) {
             s.variant.clone().unwrap_or_else(|| "-".into()),
             action.into(),
             version,
-            if s.action == Action::Keep {
-                "-".into()
-            } else {
-                s.bump.to_string()
+            match s.action {
+                Action::Keep => "-".into(),
+                Action::Add => "new".into(),
+                _ => s.bump.to_string(),
             },
             digest,
         ]);
