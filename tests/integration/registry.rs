@@ -1078,8 +1078,11 @@ async fn many_references_resolve_concurrently_bounded_per_registry_in_order() {
         .server
         .connections
         .load(std::sync::atomic::Ordering::SeqCst);
+    // Without keep-alive there would be one connection per request (150+);
+    // a connection can return to the pool just after its permit is released,
+    // so a few more than the limit may be opened.
     assert!(
-        conns <= 10,
+        conns <= 20,
         "keep-alive: {conns} connections for {} requests",
         proxy.log().len()
     );
