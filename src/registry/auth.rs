@@ -17,9 +17,7 @@
 use super::Error;
 use base64::Engine as _;
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 /// A secret for one registry. `Debug` never shows the secret.
 #[derive(Clone, PartialEq, Eq)]
@@ -305,40 +303,27 @@ fn helper_get(helper: &str, registry: &str) -> Result<Option<Credential>, Error>
     } else {
         registry.to_string()
     };
-    // Spawned here (argv, no shell) rather than through a shared process
-    // runner because the protocol needs stdin and the secret must never reach
-    // a log of captured output.
-    let mut child = Command::new(&program)
+    // Through the process runner (argv, no shell). Its stdout holds the
+    // secret, so only the exit status and stderr ever reach a message.
+    let out = crate::process::Cmd::new(&program)
         .arg("get")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            fail(format!(
-                "cannot run {program}: {e} (is it installed and on PATH?)"
-            ))
+        .stdin_bytes(server.into_bytes())
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .map_err(|e| match e {
+            crate::process::ProcessError::NotFound { .. } => fail(format!(
+                "{program} is not installed or not on PATH (named by the docker config)"
+            )),
+            other => fail(other.to_string()),
         })?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(server.as_bytes())
-            .map_err(|e| fail(format!("{program}: writing the server URL: {e}")))?;
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| fail(format!("{program}: {e}")))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = out.stdout.as_str();
     if !out.status.success() {
-        if stdout.contains("credentials not found")
-            || String::from_utf8_lossy(&out.stderr).contains("credentials not found")
+        if stdout.contains("credentials not found") || out.stderr.contains("credentials not found")
         {
             return Ok(None);
         }
         // Helpers print diagnostics, not secrets, on stderr; keep it short anyway.
-        let stderr: String = String::from_utf8_lossy(&out.stderr)
-            .chars()
-            .take(200)
-            .collect();
+        let stderr: String = out.stderr.chars().take(200).collect();
         return Err(fail(format!(
             "{program} get failed ({}): {}",
             out.status,
@@ -352,7 +337,7 @@ fn helper_get(helper: &str, registry: &str) -> Result<Option<Credential>, Error>
         #[serde(rename = "Secret", default)]
         secret: String,
     }
-    let parsed: HelperOut = serde_json::from_str(&stdout).map_err(|_| {
+    let parsed: HelperOut = serde_json::from_str(stdout).map_err(|_| {
         fail(format!(
             "{program} get printed something other than {{\"Username\",\"Secret\"}} JSON"
         ))
@@ -541,6 +526,24 @@ mod tests {
         assert!(
             !debug.contains("pp") && debug.contains("redacted"),
             "{debug}"
+        );
+    }
+
+    #[test]
+    fn a_missing_helper_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = write(
+            dir.path(),
+            "config.json",
+            r#"{"credHelpers":{"x.io":"sunaba-absent-helper"}}"#,
+        );
+        let err = CredentialStore::with_files(vec![f])
+            .lookup("x.io", "a")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("docker-credential-sunaba-absent-helper is not installed"),
+            "{err}"
         );
     }
 
