@@ -869,7 +869,7 @@ fn crash_during_write_leaves_old_or_new_file() {
     // land before, during and after it.
     edit_pins(&p, |v| {
         v["ballast"] = json!(
-            (0..20_000)
+            (0..100_000)
                 .map(|i| format!("entry-{i}"))
                 .collect::<Vec<_>>()
         );
@@ -890,15 +890,30 @@ fn crash_during_write_leaves_old_or_new_file() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(45);
-    let temp_exists = || {
-        std::fs::read_dir(p.dir.path())
+    // What a writer changes first: a new file in the directory (the temp
+    // file) or the target itself (an in-place writer truncating it).
+    let state = || {
+        let mut names: Vec<String> = std::fs::read_dir(p.dir.path())
             .unwrap()
             .flatten()
-            .any(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.ends_with(".lock"))
+            .collect();
+        names.sort();
+        let meta = std::fs::metadata(p.pins_path()).ok();
+        let target = meta.map(|m| {
+            (
+                m.len(),
+                m.modified().ok(),
+                std::os::unix::fs::MetadataExt::ino(&m),
+            )
+        });
+        (names, target)
     };
     let (mut saw_old, mut saw_new, mut mid_write) = (0, 0, 0);
     for i in 0..trials {
         std::fs::write(p.pins_path(), &old).unwrap();
+        let before = state();
         let mut child = p
             .cli()
             .args(["pin", "python", "--write"])
@@ -907,9 +922,10 @@ fn crash_during_write_leaves_old_or_new_file() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        // Three ways to pick the moment: anywhere in the run, around its
-        // end (where the write is), and as soon as the temp file exists.
-        let how = match i % 3 {
+        // Four ways to pick the moment: anywhere in the run, around its end
+        // (where the write is), at the first sign of writing, and a little
+        // after it (during the temp file's write, fsync and rename).
+        let how = match i % 4 {
             0 => {
                 std::thread::sleep(full.mul_f64(rand::random::<f64>() * 1.1));
                 "anywhere"
@@ -918,19 +934,23 @@ fn crash_during_write_leaves_old_or_new_file() {
                 std::thread::sleep(full.mul_f64(0.8 + rand::random::<f64>() * 0.8));
                 "late"
             }
-            _ => {
+            k => {
                 let deadline = Instant::now() + full * 3;
-                while !temp_exists()
-                    && child.try_wait().unwrap().is_none()
-                    && Instant::now() < deadline
-                {
-                    std::thread::sleep(Duration::from_micros(100));
+                let mut seen = false;
+                while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+                    if state() != before {
+                        seen = true;
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_micros(50));
                 }
-                if temp_exists() {
+                if seen {
                     mid_write += 1;
                 }
-                std::thread::sleep(Duration::from_micros(rand::random_range(0..30_000)));
-                "during the write"
+                if k == 3 {
+                    std::thread::sleep(Duration::from_micros(rand::random_range(0..20_000)));
+                }
+                "at the first sign of writing"
             }
         };
         let _ = child.kill();
@@ -948,13 +968,16 @@ fn crash_during_write_leaves_old_or_new_file() {
     }
     eprintln!(
         "crash test: {trials} trials (a run takes {full:?}): {saw_old} left the old file, \
-         {saw_new} the new; {mid_write} kills landed while the temp file existed"
+         {saw_new} the new; {mid_write} kills aimed at a write in progress"
     );
     assert!(
         saw_old > 0 && saw_new > 0,
         "kills must land on both sides of the rename"
     );
-    assert!(mid_write > 0, "some kills must land during the write");
+    assert!(
+        mid_write > 0,
+        "some kills must be aimed at a write in progress"
+    );
 
     // A later run cleans up temp files a killed writer left behind.
     std::fs::write(p.pins_path(), &old).unwrap();
