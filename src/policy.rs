@@ -101,6 +101,21 @@ pub struct ToolChange {
     pub reason: String,
 }
 
+/// One row of a "what changed" table: `tool  old -> new  bump  reason`.
+impl fmt::Display for ToolChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:<16} {:>10} -> {:<10} {:<6} {}",
+            self.tool,
+            self.old.as_deref().unwrap_or("(absent)"),
+            self.new.as_deref().unwrap_or("(absent)"),
+            self.bump.to_string(),
+            self.reason
+        )
+    }
+}
+
 /// Classifies a tool's change. `None` on either side means absent.
 pub fn classify(old: Option<&str>, new: Option<&str>) -> (Bump, String) {
     let (old, new) = match (old, new) {

@@ -214,14 +214,7 @@ fn print_plan(plan: &Plan) {
         }
         let step = &plan.steps[i - 1];
         for t in &step.tools {
-            println!(
-                "    {:<16} {:>10} -> {:<10} {:<6} {}",
-                t.tool,
-                t.old.as_deref().unwrap_or("(absent)"),
-                t.new.as_deref().unwrap_or("(absent)"),
-                t.bump,
-                t.reason
-            );
+            println!("    {t}");
         }
         for sk in &step.skipped {
             eprintln!(

@@ -105,14 +105,7 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
         println!("    no tool changed; other inputs did (patch)");
     }
     for t in &next.delta.changes {
-        println!(
-            "    {:<16} {:>10} -> {:<10} {:<6} {}",
-            t.tool,
-            t.old.as_deref().unwrap_or("(absent)"),
-            t.new.as_deref().unwrap_or("(absent)"),
-            t.bump,
-            t.reason
-        );
+        println!("    {t}");
     }
     if record.status != "pass" {
         eprintln!(
