@@ -362,7 +362,23 @@ pub fn run(
                 let shared = &shared;
                 let v = v.clone();
                 scope.spawn(move || {
-                    let outcome = build_one(shared, &v, from);
+                    // A panic must still report, or the scheduler would wait
+                    // for this variant forever.
+                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        build_one(shared, &v, from)
+                    }))
+                    .unwrap_or_else(|panic| {
+                        let what = panic
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                            .unwrap_or_default();
+                        failed(
+                            "internal",
+                            format!("the build of {v} panicked: {what}"),
+                            None,
+                        )
+                    });
                     let _ = tx.send((v, outcome));
                 });
             }
@@ -711,6 +727,241 @@ mod tests {
             err.contains("`rust`") && err.contains("base, python"),
             "{err}"
         );
+    }
+
+    /// An engine that builds nothing: it records calls, enforces nothing,
+    /// and remembers "images" by tag.
+    #[derive(Default)]
+    struct FakeEngine {
+        images: std::sync::Mutex<BTreeMap<String, crate::engine::ImageInfo>>,
+        running: std::sync::atomic::AtomicUsize,
+        max_running: std::sync::atomic::AtomicUsize,
+        built: std::sync::Mutex<Vec<String>>,
+        fail: BTreeSet<String>,
+    }
+
+    impl Engine for FakeEngine {
+        fn describe(&self) -> String {
+            "fake".into()
+        }
+        fn program(&self) -> &Path {
+            Path::new("/bin/false")
+        }
+        fn log_format(&self) -> crate::engine::LogFormat {
+            crate::engine::LogFormat::BuildKit
+        }
+        fn platform(&self) -> Result<String, EngineError> {
+            Ok("linux/amd64".into())
+        }
+        fn build_cmd(&self, _req: &BuildRequest) -> Cmd {
+            Cmd::new("true")
+        }
+        fn build(
+            &self,
+            req: &BuildRequest,
+            on_line: &mut dyn FnMut(&str),
+        ) -> Result<String, EngineError> {
+            use std::sync::atomic::Ordering::SeqCst;
+            let variant = req.labels[LABEL_VARIANT].clone();
+            let now = self.running.fetch_add(1, SeqCst) + 1;
+            self.max_running.fetch_max(now, SeqCst);
+            on_line("#5 [1/2] FROM x");
+            std::thread::sleep(Duration::from_millis(60));
+            self.running.fetch_sub(1, SeqCst);
+            if self.fail.contains(&variant) {
+                on_line("#6 [2/2] RUN sh /run/sunaba/install.sh");
+                on_line("#6 ERROR: process did not complete successfully: exit code: 3");
+                return Err(EngineError::BuildFailed {
+                    command: "fake build".into(),
+                    status: "exit status: 1".into(),
+                });
+            }
+            let mut built = self.built.lock().unwrap();
+            built.push(variant);
+            let id = format!("sha256:{:064}", built.len());
+            let info = crate::engine::ImageInfo {
+                id: id.clone(),
+                size: 1,
+                labels: req.labels.clone(),
+                healthcheck: None,
+                layers: vec![],
+                repo_tags: req.tags.clone(),
+                repo_digests: vec![],
+            };
+            let mut images = self.images.lock().unwrap();
+            for t in &req.tags {
+                images.insert(t.clone(), info.clone());
+            }
+            Ok(id)
+        }
+        fn inspect(
+            &self,
+            reference: &str,
+        ) -> Result<Option<crate::engine::ImageInfo>, EngineError> {
+            Ok(self.images.lock().unwrap().get(reference).cloned())
+        }
+        fn tag(&self, source: &str, target: &str) -> Result<(), EngineError> {
+            let mut images = self.images.lock().unwrap();
+            let info = images[source].clone();
+            images.insert(target.to_string(), info);
+            Ok(())
+        }
+    }
+
+    struct Quiet;
+    impl Reporter for Quiet {
+        fn event(&self, _: &str, _: Event) {}
+    }
+
+    /// base -> (a, b, c), and solo; every variant's Dockerfile on disk.
+    fn fake_family(root: &Path) -> Family {
+        let mut variants = BTreeMap::new();
+        for (name, parent) in [
+            ("base", None),
+            ("a", Some("base")),
+            ("b", Some("base")),
+            ("c", Some("base")),
+            ("solo", None),
+        ] {
+            let dockerfile = PathBuf::from(format!("docker/Dockerfile.{name}"));
+            std::fs::create_dir_all(root.join("docker")).unwrap();
+            std::fs::write(root.join(&dockerfile), format!("FROM x\n# {name}\n")).unwrap();
+            variants.insert(
+                name.to_string(),
+                VariantPlan {
+                    name: name.into(),
+                    parent: parent.map(String::from),
+                    dockerfile,
+                    from_arg: if parent.is_some() {
+                        "PARENT_IMAGE"
+                    } else {
+                        "BASE_IMAGE"
+                    }
+                    .into(),
+                    ..Default::default()
+                },
+            );
+        }
+        Family {
+            root: root.to_path_buf(),
+            repository: "fake/sandbox".into(),
+            upstream: "up:latest".into(),
+            order: ["base", "solo", "a", "b", "c"].map(String::from).to_vec(),
+            variants,
+            ..Default::default()
+        }
+    }
+
+    fn options(root: &Path, jobs: usize) -> Options {
+        Options {
+            jobs,
+            no_cache: false,
+            check: false,
+            ca_bundle: None,
+            log_dir: root.join("logs"),
+            check_timeout: Duration::from_secs(5),
+            revision: "test".into(),
+        }
+    }
+
+    fn upstream_engine(fail: &[&str]) -> FakeEngine {
+        let engine = FakeEngine {
+            fail: fail.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        engine.images.lock().unwrap().insert(
+            "up:latest".into(),
+            crate::engine::ImageInfo {
+                id: "sha256:up".into(),
+                size: 1,
+                labels: BTreeMap::new(),
+                healthcheck: None,
+                layers: vec![],
+                repo_tags: vec!["up:latest".into()],
+                repo_digests: vec![],
+            },
+        );
+        engine
+    }
+
+    fn results(s: &Summary) -> BTreeMap<&str, &'static str> {
+        s.results
+            .iter()
+            .map(|r| {
+                let kind = match r.outcome {
+                    Outcome::Built { .. } => "built",
+                    Outcome::Skipped { .. } => "skipped",
+                    Outcome::Failed { .. } => "failed",
+                    Outcome::NotAttempted { .. } => "not-attempted",
+                };
+                (r.variant.as_str(), kind)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn jobs_bound_parents_first_then_nothing_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let family = fake_family(dir.path());
+        let engine = upstream_engine(&[]);
+        let summary = run(&family, &[], &engine, &options(dir.path(), 2), &Quiet).unwrap();
+        assert!(results(&summary).values().all(|r| *r == "built"));
+        assert_eq!(summary.engine_builds, 5);
+        let max = engine.max_running.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(max, 2, "at most --jobs builds at once, and that many");
+        let built = engine.built.lock().unwrap().clone();
+        let pos = |v: &str| built.iter().position(|b| b == v).unwrap();
+        for kid in ["a", "b", "c"] {
+            assert!(pos("base") < pos(kid), "{built:?}");
+        }
+        // Children name the parent's inputs tag as their FROM.
+        let a = engine.images.lock().unwrap()["fake/sandbox:a"].clone();
+        assert!(a.labels[LABEL_INPUTS].starts_with("sha256:"));
+
+        let again = run(&family, &[], &engine, &options(dir.path(), 2), &Quiet).unwrap();
+        assert!(results(&again).values().all(|r| *r == "skipped"));
+        assert_eq!(again.engine_builds, 0);
+
+        // A changed child rebuilds alone; its parent stays.
+        std::fs::write(dir.path().join("docker/Dockerfile.b"), "FROM x\n# b2\n").unwrap();
+        let third = run(
+            &family,
+            &["b".into()],
+            &engine,
+            &options(dir.path(), 2),
+            &Quiet,
+        )
+        .unwrap();
+        assert_eq!(
+            results(&third),
+            BTreeMap::from([("base", "skipped"), ("b", "built")])
+        );
+    }
+
+    #[test]
+    fn a_failed_parent_stops_its_children_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let family = fake_family(dir.path());
+        let engine = upstream_engine(&["base"]);
+        let summary = run(&family, &[], &engine, &options(dir.path(), 4), &Quiet).unwrap();
+        assert_eq!(
+            results(&summary),
+            BTreeMap::from([
+                ("base", "failed"),
+                ("solo", "built"),
+                ("a", "not-attempted"),
+                ("b", "not-attempted"),
+                ("c", "not-attempted"),
+            ])
+        );
+        let Outcome::Failed { reason, log, .. } = &summary.results[0].outcome else {
+            panic!("base did not fail");
+        };
+        assert!(
+            reason.starts_with("step [2/2] RUN sh /run/sunaba/install.sh failed"),
+            "{reason}"
+        );
+        assert!(log.as_ref().unwrap().ends_with("logs/base.log"));
     }
 
     #[test]
