@@ -286,6 +286,7 @@ struct Shared<'a> {
     platform: String,
     upstream_id: Option<String>,
     created: String,
+    forced: BTreeSet<String>,
     builds: std::sync::atomic::AtomicUsize,
 }
 
@@ -317,6 +318,15 @@ pub fn run(
         context: format!("cannot create the log directory {}", opts.log_dir.display()),
         source,
     })?;
+    // --no-cache forces the named variants (all, when none are named); their
+    // unchanged ancestors are still reused.
+    let forced: BTreeSet<String> = if !opts.no_cache {
+        BTreeSet::new()
+    } else if targets.is_empty() {
+        selected.iter().cloned().collect()
+    } else {
+        targets.iter().cloned().collect()
+    };
     let shared = Shared {
         family,
         engine,
@@ -325,6 +335,7 @@ pub fn run(
         platform: platform.clone(),
         upstream_id,
         created: now_rfc3339(),
+        forced,
         builds: Default::default(),
     };
     for v in &selected {
@@ -488,7 +499,8 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
     let tags = vec![inputs_tag.clone(), variant_tag.clone()];
     let log_path = sh.opts.log_dir.join(format!("{variant}.log"));
 
-    if !sh.opts.no_cache {
+    let force = sh.forced.contains(variant);
+    if !force {
         match sh.engine.inspect(&inputs_tag) {
             Err(e) => return failed("prepare", e, None),
             Ok(Some(info)) if info.labels.get(LABEL_INPUTS) == Some(&inputs) => {
@@ -550,7 +562,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
             .iter()
             .map(|p| (CA_SECRET_ID.to_string(), p.clone()))
             .collect(),
-        no_cache: sh.opts.no_cache,
+        no_cache: force,
         iidfile: work.path().join("iid"),
     };
     let _ = writeln!(log, "# {}", sh.engine.build_cmd(&req).display());
@@ -921,6 +933,15 @@ mod tests {
         let again = run(&family, &[], &engine, &options(dir.path(), 2), &Quiet).unwrap();
         assert!(results(&again).values().all(|r| *r == "skipped"));
         assert_eq!(again.engine_builds, 0);
+
+        // --no-cache of a named child rebuilds it alone.
+        let mut forced = options(dir.path(), 2);
+        forced.no_cache = true;
+        let fourth = run(&family, &["c".into()], &engine, &forced, &Quiet).unwrap();
+        assert_eq!(
+            results(&fourth),
+            BTreeMap::from([("base", "skipped"), ("c", "built")])
+        );
 
         // A changed child rebuilds alone; its parent stays.
         std::fs::write(dir.path().join("docker/Dockerfile.b"), "FROM x\n# b2\n").unwrap();

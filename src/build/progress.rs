@@ -169,6 +169,9 @@ pub struct StepTracker {
     steps: BTreeMap<String, Step>,
     pub current: Option<Step>,
     pub failed: Option<(Option<Step>, String)>,
+    /// The engine's closing error line (`failed to solve: …`), for failures
+    /// that no step reported itself (e.g. a step shared with another build).
+    last_error: Option<String>,
 }
 
 impl StepTracker {
@@ -178,11 +181,16 @@ impl StepTracker {
             steps: BTreeMap::new(),
             current: None,
             failed: None,
+            last_error: None,
         }
     }
 
     /// Feeds one log line; returns the step when a new one starts.
     pub fn line(&mut self, line: &str) -> Option<Step> {
+        let lower = line.to_ascii_lowercase();
+        if lower.starts_with("error") || lower.starts_with("failed to solve") {
+            self.last_error = Some(line.trim().to_string());
+        }
         match self.format {
             LogFormat::BuildKit => {
                 if let Some(c) = BUILDKIT_STEP.captures(line) {
@@ -224,10 +232,16 @@ impl StepTracker {
         match &self.failed {
             Some((Some(step), err)) => format!("step {step} failed: {err}"),
             Some((None, err)) => err.clone(),
-            None => match &self.current {
-                Some(step) => format!("failed at step {step}"),
-                None => "failed before any build step started".to_string(),
-            },
+            None => {
+                let at = match &self.current {
+                    Some(step) => format!("failed at step {step}"),
+                    None => "failed before any build step started".to_string(),
+                };
+                match &self.last_error {
+                    Some(err) => format!("{at}: {err}"),
+                    None => at,
+                }
+            }
         }
     }
 }
@@ -260,6 +274,18 @@ mod tests {
             "{f}"
         );
         assert!(f.ends_with("exit code: 3"), "{f}");
+    }
+
+    #[test]
+    fn a_failure_no_step_reported_keeps_the_engine_error() {
+        let mut t = StepTracker::new(LogFormat::BuildKit);
+        t.line("#5 [1/3] FROM r:base-inputs-0123");
+        t.line("failed to solve with frontend dockerfile.v0: failed to build LLB: exit code: 1");
+        assert_eq!(
+            t.failure(),
+            "failed at step [1/3] FROM r:base-inputs-0123: failed to solve with frontend \
+             dockerfile.v0: failed to build LLB: exit code: 1"
+        );
     }
 
     #[test]

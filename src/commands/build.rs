@@ -29,8 +29,9 @@ pub struct Args {
     /// How many variants may build at the same time.
     #[arg(long, short = 'j', default_value_t = 4)]
     pub jobs: usize,
-    /// Rebuild even when an image with the same inputs exists (and without
-    /// the engine's layer cache).
+    /// Rebuild the named variants (all, when none are named) even when an
+    /// image with the same inputs exists, without the engine's layer cache.
+    /// Unchanged ancestors are still reused.
     #[arg(long)]
     pub no_cache: bool,
     /// Do not run `check` on the images built.
