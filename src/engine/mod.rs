@@ -297,6 +297,9 @@ struct RawImage {
     config: Option<RawConfig>,
     #[serde(rename = "RootFS", default)]
     rootfs: Option<RawRootFs>,
+    /// Podman also reports the healthcheck at the top level.
+    #[serde(rename = "Healthcheck", default)]
+    healthcheck: Option<RawHealthcheck>,
 }
 
 #[derive(Deserialize)]
@@ -334,6 +337,7 @@ pub fn parse_inspect(json: &str) -> Result<ImageInfo, String> {
         ),
         None => (BTreeMap::new(), None),
     };
+    let healthcheck = healthcheck.or(raw.healthcheck.and_then(|h| h.test));
     Ok(ImageInfo {
         id: if raw.id.starts_with("sha256:") {
             raw.id
@@ -378,6 +382,16 @@ mod tests {
         assert_eq!(info.id, "sha256:deadbeef");
         assert!(info.labels.is_empty());
         assert!(info.healthcheck.is_none());
+    }
+
+    #[test]
+    fn podman_top_level_healthcheck() {
+        let json = r#"[{"Id":"abc","Size":1,"Config":{"Labels":{}},
+            "Healthcheck":{"Test":["CMD","/bin/sh","/hc"]}}]"#;
+        assert_eq!(
+            parse_inspect(json).unwrap().healthcheck.unwrap(),
+            ["CMD", "/bin/sh", "/hc"]
+        );
     }
 
     #[test]
