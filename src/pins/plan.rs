@@ -444,7 +444,8 @@ pub(crate) mod tests {
         reg
     }
 
-    fn pin_of(reg: &FakeRegistry, tag: &str) -> Pin {
+    /// The pin a python tag of the fake registry would become.
+    pub fn pin_of(reg: &FakeRegistry, tag: &str) -> Pin {
         let i = reg.inspect(REPO, tag).unwrap();
         let labels = &i.images[0].labels;
         Pin {

@@ -191,20 +191,8 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
 
 #[cfg(test)]
 mod tests {
-    use super::super::plan::tests::{REPO, acceptance_registry, spec};
+    use super::super::plan::tests::{REPO, acceptance_registry, pin_of, spec};
     use super::*;
-
-    fn pinned(reg: &super::super::source::fake::FakeRegistry, tag: &str) -> Pin {
-        let i = reg.inspect(REPO, tag).unwrap();
-        Pin {
-            repository: REPO.into(),
-            tag: tag.into(),
-            version: parse_tag("python", tag).unwrap(),
-            digest: i.digest.clone(),
-            platforms: i.platforms(),
-            tools: policy::gate(&i.images[0].labels, "python", &[]).unwrap(),
-        }
-    }
 
     fn check(file: &PinsFile, specs: &[AliasSpec], reg: &impl ImageSource) -> Vec<String> {
         verify(
@@ -224,7 +212,7 @@ mod tests {
         let reg = acceptance_registry();
         let specs = vec![spec("python", "python", &["ruff", "pytest"])];
         let good = PinsFile {
-            images: [("python".to_string(), pinned(&reg, "python-1.1.0"))].into(),
+            images: [("python".to_string(), pin_of(&reg, "python-1.1.0"))].into(),
             extra: Default::default(),
         };
         assert_eq!(check(&good, &specs, &reg), Vec::<String>::new());
@@ -295,7 +283,7 @@ mod tests {
     fn verify_registry_side_problems() {
         let reg = acceptance_registry();
         let specs = vec![spec("python", "python", &[])];
-        let pin = pinned(&reg, "python-1.1.0");
+        let pin = pin_of(&reg, "python-1.1.0");
         let file = PinsFile {
             images: [("python".to_string(), pin.clone())].into(),
             extra: Default::default(),

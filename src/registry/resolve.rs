@@ -293,25 +293,11 @@ impl Client {
                 what: "Docker-Content-Digest header",
                 reason,
             })?;
-            if !claimed.matches(bytes) {
-                return Err(Error::DigestMismatch {
-                    context,
-                    expected: claimed.to_string(),
-                    expected_from: "Docker-Content-Digest header",
-                    actual: Digest::compute(claimed.algorithm(), bytes).to_string(),
-                });
-            }
+            check_claimed(&claimed, bytes, &context, "Docker-Content-Digest header")?;
             algorithm = claimed.algorithm();
         }
         if let Some(wanted) = reference.digest() {
-            if !wanted.matches(bytes) {
-                return Err(Error::DigestMismatch {
-                    context,
-                    expected: wanted.to_string(),
-                    expected_from: "the reference",
-                    actual: Digest::compute(wanted.algorithm(), bytes).to_string(),
-                });
-            }
+            check_claimed(wanted, bytes, &context, "the reference")?;
             algorithm = wanted.algorithm();
         }
         let media_type = check_manifest_body(&context, content_type(&resp).as_deref(), bytes)?;
@@ -433,14 +419,12 @@ impl Client {
                 &resp,
             ));
         }
-        if !digest.matches(&resp.body) {
-            return Err(Error::DigestMismatch {
-                context: format!("{context} (config blob)"),
-                expected: digest.to_string(),
-                expected_from: "the manifest's config descriptor",
-                actual: Digest::compute(digest.algorithm(), &resp.body).to_string(),
-            });
-        }
+        check_claimed(
+            &digest,
+            &resp.body,
+            &format!("{context} (config blob)"),
+            "the manifest's config descriptor",
+        )?;
         if resp.body.len() as u64 != desc.size() {
             return Err(Error::Malformed {
                 context,
@@ -602,6 +586,25 @@ fn parse_index(context: &str, doc: &serde_json::Value) -> Result<Vec<IndexEntry>
             })
         })
         .collect()
+}
+
+/// Checks a digest claimed for `bytes` (by a header, the reference or a
+/// descriptor) against the exact bytes received; a mismatch names both.
+fn check_claimed(
+    claimed: &Digest,
+    bytes: &[u8],
+    context: &str,
+    from: &'static str,
+) -> Result<(), Error> {
+    if claimed.matches(bytes) {
+        return Ok(());
+    }
+    Err(Error::DigestMismatch {
+        context: context.to_string(),
+        expected: claimed.to_string(),
+        expected_from: from,
+        actual: Digest::compute(claimed.algorithm(), bytes).to_string(),
+    })
 }
 
 #[cfg(test)]
