@@ -32,6 +32,15 @@ fn fast_retry() -> RetryPolicy {
 }
 
 /// Anonymous client with quick retries.
+/// A plain registry with the fixture content, a fault-injection proxy in
+/// front of it, and an anonymous client. The registry is returned so it
+/// lives as long as the test.
+async fn behind_proxy(f: &Fixture) -> (Registry, Proxy, Client) {
+    let reg = Registry::start(&f.storage, Auth::None);
+    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
+    (reg, proxy, client().build().unwrap())
+}
+
 fn client() -> ClientBuilder {
     Client::builder()
         .anonymous()
@@ -272,9 +281,7 @@ fn cli_rejects_invalid_references_and_platforms_saying_why() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn head_first_with_every_manifest_type_then_get_when_head_is_not_enough() {
     let Some(f) = setup("head_first") else { return };
-    let reg = Registry::start(&f.storage, Auth::None);
-    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
-    let c = client().build().unwrap();
+    let (_reg, proxy, c) = behind_proxy(f).await;
     let r = reference(&format!("{}/fixture/multi:latest", proxy.authority()));
     let quick = ResolveOptions::default();
 
@@ -360,9 +367,7 @@ async fn distribution_answers_404_when_accept_lacks_oci_types() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn digests_are_hashes_of_the_exact_bytes_and_mismatches_are_errors() {
     let Some(f) = setup("digests") else { return };
-    let reg = Registry::start(&f.storage, Auth::None);
-    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
-    let c = client().build().unwrap();
+    let (_reg, proxy, c) = behind_proxy(f).await;
     let host = proxy.authority();
 
     // The fixture is pretty-printed: re-serializing would change the digest.
@@ -872,9 +877,7 @@ async fn retry_after_is_honoured_in_seconds_and_http_date_form() {
     let Some(f) = setup("retry_after") else {
         return;
     };
-    let reg = Registry::start(&f.storage, Auth::None);
-    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
-    let c = client().build().unwrap();
+    let (_reg, proxy, c) = behind_proxy(f).await;
     let r = reference(&format!("{}/fixture/single:v1", proxy.authority()));
 
     proxy.add(rule(
@@ -932,9 +935,7 @@ async fn transient_statuses_are_retried_with_a_cap_and_others_are_not() {
     let Some(f) = setup("retry_statuses") else {
         return;
     };
-    let reg = Registry::start(&f.storage, Auth::None);
-    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
-    let c = client().build().unwrap();
+    let (reg, proxy, c) = behind_proxy(f).await;
     let r = reference(&format!("{}/fixture/single:v1", proxy.authority()));
     for code in [408, 429, 500, 502, 503, 504] {
         proxy.clear_log();
@@ -1276,9 +1277,7 @@ async fn authorization_is_never_sent_across_hosts_on_redirects() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_malformed_and_mislabelled_manifests_are_clear_errors() {
     let Some(f) = setup("malformed") else { return };
-    let reg = Registry::start(&f.storage, Auth::None);
-    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
-    let c = client().build().unwrap();
+    let (_reg, proxy, c) = behind_proxy(f).await;
     let r = reference(&format!("{}/fixture/single:v1", proxy.authority()));
 
     let mut huge = b"{\"schemaVersion\":2,\"pad\":\"".to_vec();
@@ -1334,9 +1333,7 @@ async fn image_config_labels_come_from_a_verified_config_blob() {
     let Some(f) = setup("image_config") else {
         return;
     };
-    let reg = Registry::start(&f.storage, Auth::None);
-    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
-    let c = client().build().unwrap();
+    let (_reg, proxy, c) = behind_proxy(f).await;
     let r = reference(&format!("{}/fixture/multi:latest", proxy.authority()));
 
     let cfg = c
@@ -1376,9 +1373,7 @@ async fn image_config_labels_come_from_a_verified_config_blob() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_manifest_distinguishes_verified_missing_and_tampered() {
     let Some(f) = setup("verify") else { return };
-    let reg = Registry::start(&f.storage, Auth::None);
-    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
-    let c = client().build().unwrap();
+    let (_reg, proxy, c) = behind_proxy(f).await;
     let host = proxy.authority();
     let pinned = reference(&format!("{host}/fixture/single:v1@{}", f.single_digest));
     assert_eq!(
