@@ -164,18 +164,7 @@ impl Client {
             let resp = self
                 .execute(
                     reference.registry(),
-                    Req {
-                        method: Method::HEAD,
-                        target: format!(
-                            "/v2/{}/manifests/{}",
-                            reference.repository(),
-                            reference.manifest_ref()
-                        ),
-                        accept: Some(ACCEPT_MANIFESTS),
-                        scope: scope(reference),
-                        context: &context,
-                        limit: (0, "manifest"),
-                    },
+                    manifest_req(Method::HEAD, reference, &context, (0, "manifest")),
                 )
                 .await;
             // Transport failures, exhausted retries and refused credentials
@@ -268,18 +257,12 @@ impl Client {
         let resp = self
             .execute(
                 registry,
-                Req {
-                    method: Method::GET,
-                    target: format!(
-                        "/v2/{}/manifests/{}",
-                        reference.repository(),
-                        reference.manifest_ref()
-                    ),
-                    accept: Some(ACCEPT_MANIFESTS),
-                    scope: scope(reference),
-                    context: &context,
-                    limit: (self.inner.cfg.max_manifest_bytes, "manifest"),
-                },
+                manifest_req(
+                    Method::GET,
+                    reference,
+                    &context,
+                    (self.inner.cfg.max_manifest_bytes, "manifest"),
+                ),
             )
             .await?;
         if !resp.status.is_success() {
@@ -586,6 +569,27 @@ fn parse_index(context: &str, doc: &serde_json::Value) -> Result<Vec<IndexEntry>
             })
         })
         .collect()
+}
+
+/// The request for a reference's manifest, accepting every manifest type.
+fn manifest_req<'a>(
+    method: Method,
+    reference: &Reference,
+    context: &'a str,
+    limit: (usize, &'static str),
+) -> Req<'a> {
+    Req {
+        method,
+        target: format!(
+            "/v2/{}/manifests/{}",
+            reference.repository(),
+            reference.manifest_ref()
+        ),
+        accept: Some(ACCEPT_MANIFESTS),
+        scope: scope(reference),
+        context,
+        limit,
+    }
 }
 
 /// Checks a digest claimed for `bytes` (by a header, the reference or a
