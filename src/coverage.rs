@@ -26,24 +26,20 @@ pub enum CoverageProblem {
         language: String,
         tools: Vec<String>,
     },
-    /// A variant claims to serve a language `[languages]` does not define.
-    ServesUnknownLanguage { variant: String, language: String },
 }
 
 impl CoverageProblem {
     pub fn variant(&self) -> &str {
         match self {
             CoverageProblem::DefaultLacksTool { variant, .. }
-            | CoverageProblem::ServesWithoutTools { variant, .. }
-            | CoverageProblem::ServesUnknownLanguage { variant, .. } => variant,
+            | CoverageProblem::ServesWithoutTools { variant, .. } => variant,
         }
     }
 
     pub fn language(&self) -> &str {
         match self {
             CoverageProblem::DefaultLacksTool { language, .. }
-            | CoverageProblem::ServesWithoutTools { language, .. }
-            | CoverageProblem::ServesUnknownLanguage { language, .. } => language,
+            | CoverageProblem::ServesWithoutTools { language, .. } => language,
         }
     }
 
@@ -54,7 +50,6 @@ impl CoverageProblem {
             CoverageProblem::ServesWithoutTools { tools, .. } => {
                 tools.iter().map(String::as_str).collect()
             }
-            CoverageProblem::ServesUnknownLanguage { .. } => Vec::new(),
         }
     }
 }
@@ -88,11 +83,6 @@ impl fmt::Display for CoverageProblem {
                     .collect::<Vec<_>>()
                     .join(", "),
                 tools.join(", ")
-            ),
-            CoverageProblem::ServesUnknownLanguage { variant, language } => write!(
-                f,
-                "variant `{variant}` serves language `{language}`, which [languages] does \
-                 not define: add it there with its tools, or fix the name"
             ),
         }
     }
@@ -163,11 +153,8 @@ pub fn view_problems(view: &CoverageView) -> Vec<CoverageProblem> {
         serves.sort();
         serves.dedup();
         for language in serves {
+            // An undefined language is manifest validation's error.
             let Some(tools) = view.languages.get(language) else {
-                problems.push(CoverageProblem::ServesUnknownLanguage {
-                    variant: name.clone(),
-                    language: language.clone(),
-                });
                 continue;
             };
             let reachable = !variant.aliases.is_empty();
@@ -275,23 +262,6 @@ mod tests {
         js.aliases.clear();
         js.owed.clear();
         assert_eq!(view_problems(&v), vec![]);
-    }
-
-    #[test]
-    fn serving_an_undefined_language_is_a_problem() {
-        let mut v = view();
-        v.variants
-            .get_mut("js")
-            .unwrap()
-            .serves
-            .push("cobol".into());
-        assert_eq!(
-            view_problems(&v),
-            vec![CoverageProblem::ServesUnknownLanguage {
-                variant: "js".into(),
-                language: "cobol".into(),
-            }]
-        );
     }
 
     /// The shipped images.toml, edited, loaded from a temp project so that

@@ -1131,6 +1131,16 @@ repository = "127.0.0.1:5000/fam"
     }
 
     #[test]
+    fn serving_an_undefined_language() {
+        let ps = problems(&GOOD.replace("serves = [\"py\"]", "serves = [\"py\", \"cobol\"]"));
+        assert!(
+            ps.iter()
+                .any(|p| p.key == "variants.top.serves" && p.message == "unknown language `cobol`"),
+            "{ps:?}"
+        );
+    }
+
+    #[test]
     fn variant_owing_no_tools() {
         let text = GOOD.replace(
             "[variants.root]\nfragments = [\"a\"]",
