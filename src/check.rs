@@ -10,9 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-pub const LABEL_CHECK: &str = "dev.sunaba.check";
-pub const LABEL_INPUTS: &str = "dev.sunaba.inputs";
-pub const LABEL_VARIANT: &str = "dev.sunaba.variant";
+pub use crate::labels::{CHECK as LABEL_CHECK, INPUTS as LABEL_INPUTS, VARIANT as LABEL_VARIANT};
+use crate::labels::{CHECK_SCHEMA, CheckRecord, CheckStatus};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
@@ -328,53 +327,48 @@ pub fn check_image(
     })
 }
 
-/// The `dev.sunaba.check` label value for a passing report.
+/// The check record of a report.
+pub fn check_record(report: &CheckReport, checked_at: &str) -> CheckRecord {
+    CheckRecord {
+        schema: CHECK_SCHEMA,
+        status: if report.passed {
+            CheckStatus::Pass
+        } else {
+            CheckStatus::Fail
+        },
+        variant: Some(report.variant.clone()),
+        inputs: report.inputs.clone(),
+        checked_at: Some(checked_at.to_string()),
+        tools: report
+            .tools
+            .iter()
+            .map(|t| (t.tool.clone(), t.version.clone()))
+            .collect(),
+    }
+}
+
+/// The `dev.sunaba.check` label value for a report.
 pub fn record_json(report: &CheckReport, checked_at: &str) -> String {
-    let tools: serde_json::Map<String, serde_json::Value> = report
-        .tools
-        .iter()
-        .map(|t| (t.tool.clone(), serde_json::Value::String(t.version.clone())))
-        .collect();
-    serde_json::json!({
-        "schema": 1,
-        "status": if report.passed { "pass" } else { "fail" },
-        "variant": report.variant,
-        "inputs": report.inputs,
-        "checked_at": checked_at,
-        "tools": tools,
-    })
-    .to_string()
+    check_record(report, checked_at).to_label()
 }
 
 /// True when `info` already carries a passing record for these inputs and
 /// this tool inventory (re-recording would only move the image ID, and with
 /// it every child's inputs).
 pub fn already_recorded(info: &ImageInfo, report: &CheckReport) -> bool {
-    let Some(raw) = info.labels.get(LABEL_CHECK) else {
+    let Some(Ok(recorded)) = CheckRecord::from_labels(&info.labels) else {
         return false;
     };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(raw) else {
-        return false;
-    };
-    let tools: BTreeMap<String, String> = report
-        .tools
-        .iter()
-        .map(|t| (t.tool.clone(), t.version.clone()))
-        .collect();
-    let recorded: Option<BTreeMap<String, String>> =
-        serde_json::from_value(v["tools"].clone()).ok();
-    v["status"] == "pass"
-        && v["variant"] == report.variant.as_str()
-        && v["inputs"].as_str() == report.inputs.as_deref()
-        && recorded.as_ref() == Some(&tools)
+    let wanted = check_record(report, "");
+    recorded.passed()
+        && recorded.variant == wanted.variant
+        && recorded.inputs == wanted.inputs
+        && recorded.tools == wanted.tools
 }
 
 /// A passing check record read from an image's labels, if any.
-pub fn passing_record(info: &ImageInfo) -> Option<serde_json::Value> {
-    let v: serde_json::Value = serde_json::from_str(info.labels.get(LABEL_CHECK)?).ok()?;
-    (v["status"] == "pass"
-        && v["inputs"].as_str() == info.labels.get(LABEL_INPUTS).map(|s| s.as_str()))
-    .then_some(v)
+pub fn passing_record(info: &ImageInfo) -> Option<CheckRecord> {
+    CheckRecord::passing_for(&info.labels)
 }
 
 /// Records a passing report on the image by a metadata-only build

@@ -1,16 +1,15 @@
+//! The command line: global options and one subcommand per verb (each verb's
+//! own options live beside its code in `commands/`).
+
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
-
-/// Exit status for an operational failure (bad input, engine error, ...).
-pub const EXIT_FAILURE: u8 = 1;
-/// Exit status for a gate that ran and found problems (drift, failed check).
-pub const EXIT_GATE: u8 = 2;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "sunaba-images",
     version,
-    about = "Build, verify and pin the Sunaba sandbox images"
+    about = "Build, verify and pin the Sunaba sandbox images",
+    after_help = "Exit status: 0 ok, 1 operational failure, 2 a gate found problems, 64 usage error."
 )]
 pub struct Cli {
     /// Path to the image family manifest.
@@ -34,6 +33,8 @@ pub enum Command {
     Render(crate::commands::render::Args),
     /// Detect the languages of a path and resolve the tools verify would run.
     Detect(crate::commands::detect::Args),
+    /// Print the container engine the other commands use (and how it builds).
+    Engine(crate::commands::engine::Args),
     /// Resolve image references to digests (HEAD first, verified bytes).
     Resolve(crate::commands::resolve::Args),
     /// List every tag of a repository (follows Link pagination).

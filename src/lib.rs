@@ -1,5 +1,7 @@
 //! sunaba-images: builds, verifies and pins the Sunaba sandbox image family
-//! declared in `images.toml`.
+//! declared in `images.toml`. The modules, in pipeline order, and the one
+//! dependency rule (commands → library, never the reverse) are described in
+//! README.md ("Architecture").
 
 pub mod build;
 pub mod check;
@@ -8,7 +10,9 @@ pub mod commands;
 pub mod coverage;
 pub mod detect;
 pub mod engine;
+pub mod exit;
 pub mod fsutil;
+pub mod labels;
 pub mod manifest;
 pub mod pins;
 pub mod policy;
@@ -19,15 +23,20 @@ pub mod render;
 use std::process::ExitCode;
 
 /// Parses the command line, runs the command and maps the outcome to an exit
-/// status. Errors are printed once, with their whole context chain.
+/// status, once ([`exit::report`]). A usage error exits 64, never the gate's
+/// 2; `--help` and `--version` print to stdout and exit 0.
 pub fn main_entry() -> ExitCode {
     use clap::Parser;
-    let cli = cli::Cli::parse();
-    match commands::run(cli) {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            ExitCode::from(cli::EXIT_FAILURE)
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                exit::Status::Usage.into()
+            } else {
+                exit::Status::Success.into()
+            };
         }
-    }
+    };
+    exit::report(commands::run(cli))
 }

@@ -3,6 +3,7 @@
 //! one canonical form (fixed key order, 2-space indent, trailing newline) and
 //! read strictly (errors name line, column and key).
 
+pub mod next;
 pub mod plan;
 pub mod registry_source;
 pub mod source;

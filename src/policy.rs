@@ -12,7 +12,8 @@ use std::fmt;
 
 /// Tool name -> version string as the check record reports it
 /// (`"14.1.1"`, `"1.24"`, `"present"`).
-pub type Inventory = BTreeMap<String, String>;
+pub use crate::labels::Inventory;
+use crate::labels::{CHECK as CHECK_LABEL, CheckRecord};
 
 /// The kind of release a change is. Ordered: a larger bump subsumes a smaller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -329,21 +330,6 @@ pub fn check_versioning(
     })
 }
 
-/// The `dev.sunaba.check` label: the part of the check record pinning reads.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-pub struct CheckLabel {
-    pub status: String,
-    #[serde(default)]
-    pub variant: Option<String>,
-    #[serde(default)]
-    pub inputs: Option<String>,
-    #[serde(default)]
-    pub tools: Inventory,
-}
-
-pub const CHECK_LABEL: &str = crate::check::LABEL_CHECK;
-pub const INPUTS_LABEL: &str = crate::check::LABEL_INPUTS;
-
 /// Why an image may not be pinned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
@@ -368,11 +354,11 @@ pub fn gate(
     variant: &str,
     owed: &[String],
 ) -> Result<Inventory, Refusal> {
-    let raw = labels.get(CHECK_LABEL).ok_or(Refusal::NoCheckRecord)?;
-    let record: CheckLabel =
-        serde_json::from_str(raw).map_err(|e| Refusal::BadCheckRecord(e.to_string()))?;
-    if record.status != "pass" {
-        return Err(Refusal::NotPassing(record.status));
+    let record = CheckRecord::from_labels(labels)
+        .ok_or(Refusal::NoCheckRecord)?
+        .map_err(|e| Refusal::BadCheckRecord(e.to_string()))?;
+    if !record.passed() {
+        return Err(Refusal::NotPassing(record.status.into()));
     }
     if let Some(found) = record.variant.filter(|v| v != variant) {
         return Err(Refusal::WrongVariant {

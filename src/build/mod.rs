@@ -5,9 +5,11 @@
 pub mod inputs;
 pub mod progress;
 
-use crate::check::{self, CheckReport, Expectation, LABEL_INPUTS, LABEL_VARIANT};
+use crate::check::{self, CheckError, CheckReport, Expectation, LABEL_INPUTS, LABEL_VARIANT};
 use crate::engine::{BuildRequest, Engine, EngineError};
+use crate::manifest::{Manifest, Settings};
 use crate::process::Cmd;
+use crate::render::Rendered;
 use inputs::HashMeta;
 use progress::{Event, Reporter, StepTracker};
 use serde::Serialize;
@@ -93,6 +95,39 @@ pub struct Family {
 }
 
 impl Family {
+    /// The family as the build sees it: the manifest, its render and the
+    /// settings of the active profile.
+    pub fn new(manifest: &Manifest, rendered: &Rendered, settings: &Settings) -> Family {
+        Family {
+            root: manifest.root.clone(),
+            repository: settings.repository.clone(),
+            upstream: settings.upstream.clone(),
+            source: manifest.source.clone().unwrap_or_default(),
+            order: manifest.build_order(),
+            variants: rendered
+                .variants
+                .iter()
+                .map(|(name, r)| {
+                    let v = &manifest.variants[name];
+                    (
+                        name.clone(),
+                        VariantPlan {
+                            name: name.clone(),
+                            parent: v.parent.clone(),
+                            dockerfile: r.dockerfile.clone(),
+                            context_files: r.context_files.clone(),
+                            from_arg: r.from_arg.to_string(),
+                            build_args: r.build_args.clone(),
+                            owed_tools: manifest.owed_tools(name),
+                            size_budget: v.size_budget,
+                        },
+                    )
+                })
+                .collect(),
+            generated: rendered.files.clone(),
+        }
+    }
+
     /// The targets and their ancestors, parents first; all variants when
     /// `targets` is empty.
     pub fn select(&self, targets: &[String]) -> Result<Vec<String>, BuildError> {
@@ -137,6 +172,40 @@ impl Family {
         format!("{}:{variant}", self.repository)
     }
 
+    /// Records a passing check on the image (unless it already carries the
+    /// same record) and moves this variant's tags — the reference checked,
+    /// the variant tag and the inputs tag, where they point at the checked
+    /// image — to the labelled image. Tags of other repositories that share
+    /// the image stay put. Returns the labelled image's ID, or `None` when
+    /// `reference` is not a local tag of this family: BuildKit cannot build
+    /// FROM a bare image ID, so there is nothing to record on.
+    pub fn record_pass(
+        &self,
+        engine: &dyn Engine,
+        reference: &str,
+        report: &CheckReport,
+    ) -> Result<Option<String>, CheckError> {
+        let info = engine
+            .inspect(&report.image_id)?
+            .ok_or_else(|| CheckError::NoImage {
+                reference: report.image.clone(),
+                variant: report.variant.clone(),
+            })?;
+        if check::already_recorded(&info, report) {
+            return Ok(Some(info.id));
+        }
+        let mut tags = vec![reference.to_string(), self.variant_tag(&report.variant)];
+        if let Some(inputs) = &report.inputs {
+            tags.push(self.inputs_tag(&report.variant, inputs));
+        }
+        let mut seen = BTreeSet::new();
+        tags.retain(|t| seen.insert(t.clone()) && info.repo_tags.contains(t));
+        let Some(from) = tags.first() else {
+            return Ok(None);
+        };
+        check::record(engine, report, from, &tags, &now_rfc3339()).map(Some)
+    }
+
     pub fn expectation(&self, variant: &str) -> Option<Expectation> {
         self.variants.get(variant).map(|p| Expectation {
             variant: variant.to_string(),
@@ -158,6 +227,34 @@ pub struct Options {
     pub revision: String,
 }
 
+/// Where in one variant's pipeline a failure happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stage {
+    /// Collecting, hashing or staging the inputs; the log; the engine's view.
+    Prepare,
+    /// The engine's build.
+    Build,
+    /// Moving a tag onto an existing image.
+    Tag,
+    /// The image was built but failed (or could not run) its check.
+    Check,
+    /// A bug: the worker panicked.
+    Internal,
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stage::Prepare => "prepare",
+            Stage::Build => "build",
+            Stage::Tag => "tag",
+            Stage::Check => "check",
+            Stage::Internal => "internal",
+        })
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "result", rename_all = "kebab-case")]
 pub enum Outcome {
@@ -176,7 +273,7 @@ pub enum Outcome {
         check: Option<CheckReport>,
     },
     Failed {
-        stage: String,
+        stage: Stage,
         reason: String,
         log: Option<PathBuf>,
         check: Option<CheckReport>,
@@ -230,6 +327,21 @@ pub struct Summary {
     pub wall_seconds: f64,
     /// Image builds the engine was asked to run (0 for a no-op build).
     pub engine_builds: usize,
+}
+
+impl Summary {
+    /// A variant failed before or outside its check (an operational failure,
+    /// not a gate finding).
+    pub fn build_failed(&self) -> bool {
+        self.results
+            .iter()
+            .any(|r| matches!(&r.outcome, Outcome::Failed { stage, .. } if *stage != Stage::Check))
+    }
+
+    /// Some variant did not end built or skipped.
+    pub fn any_failed(&self) -> bool {
+        self.results.iter().any(|r| r.outcome.is_failure())
+    }
 }
 
 /// `org.opencontainers.image.revision`: HEAD, `-dirty` with local changes.
@@ -385,7 +497,7 @@ pub fn run(
                             .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                             .unwrap_or_default();
                         failed(
-                            "internal",
+                            Stage::Internal,
                             format!("the build of {v} panicked: {what}"),
                             None,
                         )
@@ -450,9 +562,9 @@ fn build_one(sh: &Shared, variant: &str, from: Option<(String, String)>) -> Outc
     outcome
 }
 
-fn failed(stage: &str, reason: impl std::fmt::Display, log: Option<PathBuf>) -> Outcome {
+fn failed(stage: Stage, reason: impl std::fmt::Display, log: Option<PathBuf>) -> Outcome {
     Outcome::Failed {
-        stage: stage.to_string(),
+        stage,
         reason: reason.to_string(),
         log,
         check: None,
@@ -464,7 +576,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
     let plan = &family.variants[variant];
     let files = match inputs::collect(&family.root, plan, &family.generated) {
         Ok(f) => f,
-        Err(e) => return failed("prepare", e, None),
+        Err(e) => return failed(Stage::Prepare, e, None),
     };
     let (from_ref, from_id) = match (&from, &sh.upstream_id) {
         (Some((r, id)), _) => (r.clone(), id.clone()),
@@ -502,9 +614,9 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
     let force = sh.forced.contains(variant);
     if !force {
         match sh.engine.inspect(&inputs_tag) {
-            Err(e) => return failed("prepare", e, None),
+            Err(e) => return failed(Stage::Prepare, e, None),
             Ok(Some(info)) if info.labels.get(LABEL_INPUTS) == Some(&inputs) => {
-                return reuse(sh, variant, info, inputs, inputs_tag, &tags, &log_path);
+                return reuse(sh, variant, info, inputs, inputs_tag, &log_path);
             }
             Ok(_) => {}
         }
@@ -516,7 +628,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
         Ok(f) => std::io::LineWriter::new(f),
         Err(e) => {
             return failed(
-                "prepare",
+                Stage::Prepare,
                 format!("cannot create the log file {}: {e}", log_path.display()),
                 None,
             );
@@ -526,7 +638,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
         Ok(d) => d,
         Err(e) => {
             return failed(
-                "prepare",
+                Stage::Prepare,
                 format!("cannot create a staging directory: {e}"),
                 None,
             );
@@ -535,7 +647,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
     let context = work.path().join("context");
     if let Err(e) = inputs::stage(&context, &files) {
         return failed(
-            "prepare",
+            Stage::Prepare,
             format!("cannot stage the build context: {e}"),
             None,
         );
@@ -585,7 +697,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
         Err(EngineError::BuildFailed { .. }) => {
             let text = std::fs::read_to_string(&log_path).unwrap_or_default();
             return failed(
-                "build",
+                Stage::Build,
                 format!(
                     "{}\n--- last lines of {}:\n{}",
                     tracker.failure(),
@@ -595,7 +707,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
                 Some(log_path),
             );
         }
-        Err(e) => return failed("build", e, Some(log_path)),
+        Err(e) => return failed(Stage::Build, e, Some(log_path)),
     };
 
     if !sh.opts.check {
@@ -607,7 +719,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
             check: None,
         };
     }
-    match check_and_record(sh, variant, &inputs_tag, &tags, &log_path) {
+    match check_and_record(sh, variant, &inputs_tag, &log_path) {
         Ok((id, report)) => Outcome::Built {
             image_id: id,
             reference: inputs_tag,
@@ -627,17 +739,18 @@ fn reuse(
     info: crate::engine::ImageInfo,
     inputs: String,
     inputs_tag: String,
-    tags: &[String],
     log_path: &Path,
 ) -> Outcome {
+    // The variant tag names the latest build: it moves here first, so a
+    // check recorded below moves it along with the inputs tag.
     let variant_tag = sh.family.variant_tag(variant);
+    if !info.repo_tags.contains(&variant_tag)
+        && let Err(e) = sh.engine.tag(&inputs_tag, &variant_tag)
+    {
+        return failed(Stage::Tag, e, None);
+    }
     let checked = check::passing_record(&info).is_some();
     if checked || !sh.opts.check {
-        if !info.repo_tags.contains(&variant_tag)
-            && let Err(e) = sh.engine.tag(&inputs_tag, &variant_tag)
-        {
-            return failed("tag", e, None);
-        }
         return Outcome::Skipped {
             image_id: info.id,
             reference: inputs_tag,
@@ -650,7 +763,7 @@ fn reuse(
             check: None,
         };
     }
-    match check_and_record(sh, variant, &inputs_tag, tags, log_path) {
+    match check_and_record(sh, variant, &inputs_tag, log_path) {
         Ok((id, report)) => Outcome::Skipped {
             image_id: id,
             reference: inputs_tag,
@@ -668,13 +781,12 @@ fn check_and_record(
     sh: &Shared,
     variant: &str,
     reference: &str,
-    tags: &[String],
     log_path: &Path,
 ) -> Result<(String, CheckReport), Box<Outcome>> {
     sh.reporter.event(variant, Event::Checking);
     let expect = sh.family.expectation(variant).expect("a known variant");
     let mut report = check::check_image(sh.engine, reference, &expect, sh.opts.check_timeout)
-        .map_err(|e| Box::new(failed("check", e, Some(log_path.to_path_buf()))))?;
+        .map_err(|e| Box::new(failed(Stage::Check, e, Some(log_path.to_path_buf()))))?;
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -688,14 +800,29 @@ fn check_and_record(
     }
     if !report.passed {
         return Err(Box::new(Outcome::Failed {
-            stage: "check".into(),
+            stage: Stage::Check,
             reason: report.reason(),
             log: Some(log_path.to_path_buf()),
             check: Some(report),
         }));
     }
-    let id = check::record(sh.engine, &report, reference, tags, &now_rfc3339())
-        .map_err(|e| Box::new(failed("check", e, Some(log_path.to_path_buf()))))?;
+    let id = match sh.family.record_pass(sh.engine, reference, &report) {
+        Ok(Some(id)) => id,
+        Ok(None) => {
+            return Err(Box::new(failed(
+                Stage::Check,
+                format!("{reference} is not a local tag of this family: cannot record the pass"),
+                Some(log_path.to_path_buf()),
+            )));
+        }
+        Err(e) => {
+            return Err(Box::new(failed(
+                Stage::Check,
+                e,
+                Some(log_path.to_path_buf()),
+            )));
+        }
+    };
     report.recorded_id = Some(id.clone());
     Ok((id, report))
 }

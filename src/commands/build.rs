@@ -2,16 +2,13 @@
 //! parents first, independent variants in parallel, skipping unchanged
 //! inputs, and checks every image it builds (unless `--no-check`).
 
-use super::Global;
+use super::context::Context;
 use crate::build::progress::{PlainReporter, Reporter, TtyReporter};
-use crate::build::{self, Family, Outcome, Summary, VariantPlan};
-use crate::cli::{EXIT_FAILURE, EXIT_GATE};
-use crate::manifest::{Manifest, Settings};
-use crate::render::{self, Rendered};
-use anyhow::Context;
+use crate::build::{self, Outcome, Summary};
+use crate::exit;
+use anyhow::Context as _;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -55,53 +52,11 @@ pub struct Args {
     pub json: bool,
 }
 
-/// The family as the build sees it: the manifest, its render and a profile.
-pub(crate) fn family(manifest: &Manifest, rendered: &Rendered, settings: &Settings) -> Family {
-    Family {
-        root: manifest.root.clone(),
-        repository: settings.repository.clone(),
-        upstream: settings.upstream.clone(),
-        source: manifest.source.clone().unwrap_or_default(),
-        order: manifest.build_order(),
-        variants: rendered
-            .variants
-            .iter()
-            .map(|(name, r)| {
-                let v = &manifest.variants[name];
-                (
-                    name.clone(),
-                    VariantPlan {
-                        name: name.clone(),
-                        parent: v.parent.clone(),
-                        dockerfile: r.dockerfile.clone(),
-                        context_files: r.context_files.clone(),
-                        from_arg: r.from_arg.to_string(),
-                        build_args: r.build_args.clone(),
-                        owed_tools: manifest.owed_tools(name),
-                        size_budget: v.size_budget,
-                    },
-                )
-            })
-            .collect(),
-        generated: rendered.files.clone(),
-    }
-}
-
-/// Loads the manifest, renders it and applies the profile.
-pub(crate) fn load(global: &Global) -> anyhow::Result<(Manifest, Settings, Family)> {
-    let manifest = Manifest::load(&global.manifest).context("loading the image family manifest")?;
-    let settings = manifest
-        .resolve_profile(global.profile.as_deref())
-        .context("applying the profile")?;
-    let rendered = render::render(&manifest).context("rendering the Dockerfiles")?;
-    let family = family(&manifest, &rendered, &settings);
-    Ok((manifest, settings, family))
-}
-
-pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
-    let (manifest, settings, family) = load(global)?;
-    let engine = crate::engine::select(settings.engine.as_deref())
-        .context("choosing the container engine")?;
+pub fn run(ctx: &Context, args: Args) -> exit::Result {
+    let manifest = ctx.manifest()?;
+    let settings = ctx.settings()?;
+    let family = ctx.family()?;
+    let engine = ctx.engine()?;
     let selected = family.select(&args.variants)?;
     let opts = build::Options {
         jobs: args.jobs,
@@ -139,22 +94,18 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
     .context("building the image family")?;
 
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        super::write_json(&summary)?;
     } else {
-        print!("{}", summary_text(&summary));
+        out!("{}", summary_text(&summary))?;
     }
-    let build_failed = summary
-        .results
-        .iter()
-        .any(|r| matches!(&r.outcome, Outcome::Failed { stage, .. } if stage != "check"));
-    let any_failed = summary.results.iter().any(|r| r.outcome.is_failure());
-    Ok(if build_failed {
-        ExitCode::from(EXIT_FAILURE)
-    } else if any_failed {
-        ExitCode::from(EXIT_GATE)
+    // The summary names every failure: nothing is left to print.
+    if summary.build_failed() {
+        Err(exit::Error::reported(exit::Status::Failure))
+    } else if summary.any_failed() {
+        Err(exit::Error::gate())
     } else {
-        ExitCode::SUCCESS
-    })
+        Ok(())
+    }
 }
 
 fn short_id(id: &str) -> &str {

@@ -3,13 +3,12 @@
 //! tools the variant owes, enforces the size budget, and records a pass on the
 //! image as the `dev.sunaba.check` label.
 
-use super::Global;
-use crate::check::{self, CheckReport, LABEL_VARIANT};
-use crate::cli::EXIT_GATE;
-use crate::engine::Engine;
-use anyhow::{Context, bail};
+use super::context::Context;
+use crate::check::{self, CheckReport};
+use crate::exit;
+use crate::labels;
+use anyhow::Context as _;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -35,10 +34,10 @@ pub struct Args {
     pub no_record: bool,
 }
 
-pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
-    let (manifest, settings, family) = super::build::load(global)?;
-    let engine = crate::engine::select(settings.engine.as_deref())
-        .context("choosing the container engine")?;
+pub fn run(ctx: &Context, args: Args) -> exit::Result {
+    let manifest = ctx.manifest()?;
+    let family = ctx.family()?;
+    let engine = ctx.engine()?;
     engine.platform().context("reaching the container engine")?;
 
     let targets: Vec<(String, String)> = match &args.image {
@@ -52,14 +51,19 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
                 [v] => v.clone(),
                 [] => engine
                     .inspect(reference)?
-                    .and_then(|i| i.labels.get(LABEL_VARIANT).cloned())
+                    .and_then(|i| i.labels.get(labels::VARIANT).cloned())
                     .with_context(|| {
                         format!(
-                            "{reference} has no {LABEL_VARIANT} label: name the variant it \
-                             should be checked as (`check VARIANT --image {reference}`)"
+                            "{reference} has no {} label: name the variant it \
+                             should be checked as (`check VARIANT --image {reference}`)",
+                            labels::VARIANT
                         )
                     })?,
-                _ => bail!("--image checks one image: name at most one variant"),
+                _ => {
+                    return Err(exit::Error::usage(
+                        "--image checks one image: name at most one variant",
+                    ));
+                }
             };
             vec![(variant, reference.clone())]
         }
@@ -107,57 +111,30 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
             },
         };
         if report.passed && !args.no_record {
-            report.recorded_id = record(engine.as_ref(), &family, reference, &report)?;
+            report.recorded_id = family
+                .record_pass(engine.as_ref(), reference, &report)
+                .with_context(|| format!("recording the pass on {reference}"))?;
+            if report.recorded_id.is_none() {
+                eprintln!(
+                    "note: {reference} is not a local tag of this family, so the pass is not recorded on it"
+                );
+            }
         }
         reports.push(report);
     }
 
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
+        super::write_json(&reports)?;
     } else {
-        print!("{}", check::table(&reports));
+        out!("{}", check::table(&reports))?;
     }
     if let Some(path) = &args.junit {
         check::write_junit(path, &reports)
             .with_context(|| format!("writing the JUnit report {}", path.display()))?;
     }
-    Ok(if reports.iter().all(|r| r.passed) {
-        ExitCode::SUCCESS
+    if reports.iter().all(|r| r.passed) {
+        Ok(())
     } else {
-        ExitCode::from(EXIT_GATE)
-    })
-}
-
-/// Labels the image with the pass (unless it already carries the same
-/// record) and moves this variant's tags (the reference checked, the variant
-/// tag and the inputs tag, where they point at the checked image) to the
-/// labelled one. Tags of other repositories that share the image stay put.
-fn record(
-    engine: &dyn Engine,
-    family: &crate::build::Family,
-    reference: &str,
-    report: &CheckReport,
-) -> anyhow::Result<Option<String>> {
-    let info = engine
-        .inspect(&report.image_id)?
-        .with_context(|| format!("{} disappeared during the check", report.image))?;
-    if check::already_recorded(&info, report) {
-        return Ok(Some(info.id));
+        Err(exit::Error::gate())
     }
-    let mut tags = vec![reference.to_string(), family.variant_tag(&report.variant)];
-    if let Some(inputs) = &report.inputs {
-        tags.push(family.inputs_tag(&report.variant, inputs));
-    }
-    tags.dedup();
-    tags.retain(|t| info.repo_tags.contains(t));
-    // BuildKit cannot build FROM a bare image ID: start from one of its tags.
-    let Some(from) = tags.first() else {
-        eprintln!(
-            "note: {reference} is not a local tag of this family, so the pass is not recorded on it"
-        );
-        return Ok(None);
-    };
-    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let id = check::record(engine, report, from, &tags, &now)?;
-    Ok(Some(id))
 }

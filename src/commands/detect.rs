@@ -1,9 +1,10 @@
-use super::Global;
+//! `sunaba-images detect PATH`: the languages verify would run for PATH, and
+//! which tools (local or the image's).
+
+use super::context::Context;
 use crate::detect::{self, Detection, Evidence, Limits, Options};
-use crate::manifest::Manifest;
-use anyhow::Context;
+use crate::exit;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -28,8 +29,8 @@ pub struct Args {
     pub max_entries: usize,
 }
 
-pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
-    let manifest = Manifest::load(&global.manifest).context("loading the image family manifest")?;
+pub fn run(ctx: &Context, args: Args) -> exit::Result {
+    let manifest = ctx.manifest()?;
     let options = Options {
         language: args.language,
         workdir: args.workdir,
@@ -46,18 +47,20 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
                     eprintln!("warning: {warning}");
                 }
             }
-            return Err(err).with_context(|| format!("detecting {}", args.path.display()));
+            return Err(anyhow::Error::new(err)
+                .context(format!("detecting {}", args.path.display()))
+                .into());
         }
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&detection)?);
+        super::write_json(&detection)?;
     } else {
         for warning in &detection.warnings {
             eprintln!("warning: {warning}");
         }
-        print!("{}", human(&detection));
+        out!("{}", human(&detection))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// One line per language: `go  backend  tools: go (global), gofmt (global)`.

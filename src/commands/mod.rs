@@ -1,8 +1,31 @@
-//! One module per verb, each with its `Args` and `run()`.
+//! One module per verb, each with its `Args` and `run()`. Commands depend on
+//! the library and on [`context`] (what they share), never on each other.
+//! They print results to stdout through [`outln!`]/[`out!`] (a closed stdout
+//! is an error `main` ends quietly on) and return an [`exit::Error`] for
+//! every failure; they never print `error:` themselves.
+
+/// Writes a line to stdout; `?` it (a closed stdout is an error).
+macro_rules! outln {
+    () => {
+        $crate::commands::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::commands::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes text to stdout as it is; `?` it.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::commands::write_stdout(format_args!($($arg)*))
+    };
+}
 
 pub mod build;
 pub mod check;
+pub mod context;
 pub mod detect;
+pub mod engine;
 pub mod pin;
 pub mod pins;
 pub mod render;
@@ -11,29 +34,36 @@ pub mod tags;
 pub mod version;
 
 use crate::cli::{Cli, Command};
-use std::process::ExitCode;
+use crate::exit;
+use context::Context;
 
-pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let global = Global {
-        manifest: cli.manifest,
-        profile: cli.profile,
-    };
+pub fn run(cli: Cli) -> exit::Result {
+    let ctx = Context::new(cli.manifest, cli.profile);
     match cli.command {
-        Command::Render(args) => render::run(&global, args),
-        Command::Detect(args) => detect::run(&global, args),
-        Command::Resolve(args) => resolve::run(&global, args),
-        Command::Tags(args) => tags::run(&global, args),
-        Command::Build(args) => build::run(&global, args),
-        Command::Check(args) => check::run(&global, args),
-        Command::Pin(args) => pin::run(&global, args),
-        Command::Pins(args) => pins::run(&global, args),
-        Command::Version(args) => version::run(&global, args),
+        Command::Render(args) => render::run(&ctx, args),
+        Command::Detect(args) => detect::run(&ctx, args),
+        Command::Engine(args) => engine::run(&ctx, args),
+        Command::Resolve(args) => resolve::run(&ctx, args),
+        Command::Tags(args) => tags::run(&ctx, args),
+        Command::Build(args) => build::run(&ctx, args),
+        Command::Check(args) => check::run(&ctx, args),
+        Command::Pin(args) => pin::run(&ctx, args),
+        Command::Pins(args) => pins::run(&ctx, args),
+        Command::Version(args) => version::run(&ctx, args),
     }
 }
 
-/// Options every command shares.
-#[derive(Debug, Clone)]
-pub struct Global {
-    pub manifest: std::path::PathBuf,
-    pub profile: Option<String>,
+/// Writes to stdout, flushing line by line. Errors (a reader that went away)
+/// propagate to `main`, which ends quietly on a broken pipe.
+pub fn write_stdout(args: std::fmt::Arguments) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_fmt(args)?;
+    stdout.flush()
+}
+
+/// Pretty JSON on stdout, one document.
+pub fn write_json(value: &impl serde::Serialize) -> exit::Result {
+    outln!("{}", serde_json::to_string_pretty(value)?)?;
+    Ok(())
 }

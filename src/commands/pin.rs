@@ -1,14 +1,13 @@
-use super::Global;
-use crate::cli::EXIT_FAILURE;
+//! `sunaba-images pin [ALIAS…]`: plans which image each alias moves to under
+//! the semver rules, shows the plan, and writes it with `--write`.
+
+use super::context::{Context, PinsOptions, RegistryOptions};
+use crate::exit;
 use crate::fsutil::FileLock;
-use crate::manifest::{Manifest, Settings};
-use crate::pins::plan::{self, Action, AliasSpec, Plan, Request};
-use crate::pins::registry_source::RegistrySource;
-use crate::pins::{FILE_NAME, PinsFile};
+use crate::pins::PinsFile;
+use crate::pins::plan::{self, Action, Plan, Request};
 use crate::policy::SelectOptions;
-use anyhow::Context;
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use anyhow::Context as _;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -36,59 +35,21 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub file: PinsPath,
+    pub file: PinsOptions,
+    #[command(flatten)]
+    pub registry: RegistryOptions,
 }
 
-#[derive(Debug, Clone, clap::Args)]
-pub struct PinsPath {
-    /// The pins file (default: image_pins.json beside images.toml).
-    #[arg(long = "pins", value_name = "PATH", env = "SUNABA_PINS")]
-    pub path: Option<PathBuf>,
-}
-
-/// What the pin commands share: the manifest, the settings in force, the
-/// alias contract and where the pins file is.
-pub(super) struct Family {
-    pub manifest: Manifest,
-    pub settings: Settings,
-    pub specs: Vec<AliasSpec>,
-    pub pins_path: PathBuf,
-}
-
-pub(super) fn family(global: &Global, file: &PinsPath) -> anyhow::Result<Family> {
-    let manifest = Manifest::load(&global.manifest)?;
-    let settings = manifest.resolve_profile(global.profile.as_deref())?;
-    let specs = manifest
-        .aliases()
-        .into_iter()
-        .map(|(alias, variant)| AliasSpec {
-            owed: manifest.owed_tools(&variant),
-            alias,
-            variant,
-        })
-        .collect();
-    let pins_path = file.path.clone().unwrap_or_else(|| {
-        global
-            .manifest
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join(FILE_NAME)
-    });
-    Ok(Family {
-        manifest,
-        settings,
-        specs,
-        pins_path,
-    })
-}
-
-pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(ctx: &Context, args: Args) -> exit::Result {
     if args.to.is_some() && args.aliases.len() != 1 {
-        anyhow::bail!("--to picks one version of one variant: name exactly one alias");
+        return Err(exit::Error::usage(
+            "--to picks one version of one variant: name exactly one alias",
+        ));
     }
-    let fam = family(global, &args.file)?;
-    let source = RegistrySource::connect(&fam.settings)?;
-    let path = &fam.pins_path;
+    let settings = ctx.settings()?;
+    let specs = ctx.alias_specs()?;
+    let source = ctx.image_source(&args.registry)?;
+    let path = &ctx.pins_path(&args.file);
 
     // Planning happens inside the lock when writing, on a fresh read, so a
     // concurrent writer's update is part of what we write back.
@@ -99,8 +60,8 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
     };
     let (file, text) = PinsFile::load(path)?.unwrap_or_default();
     let req = Request {
-        repository: &fam.settings.repository,
-        specs: &fam.specs,
+        repository: &settings.repository,
+        specs: &specs,
         only: &args.aliases,
         select: SelectOptions {
             pre: args.pre,
@@ -112,16 +73,7 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
         path,
         text: &text,
     };
-    let plan = match plan::plan(&req, &file, &source) {
-        Ok(plan) => plan,
-        Err(errors) => {
-            for e in &errors.0 {
-                eprintln!("error: {e}");
-            }
-            eprintln!("nothing was written");
-            return Ok(ExitCode::from(EXIT_FAILURE));
-        }
-    };
+    let plan = plan::plan(&req, &file, &source).context("nothing was written")?;
 
     if args.write {
         crate::pins::remove_stale_temps(path);
@@ -141,21 +93,21 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
             "written": written,
             "steps": plan.steps,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        super::write_json(&out)?;
     } else {
-        print_plan(&plan);
+        print_plan(&plan)?;
         if plan.is_noop() {
-            println!("nothing to do: {} is up to date", path.display());
+            outln!("nothing to do: {} is up to date", path.display())?;
         } else if written {
-            println!("wrote {}", path.display());
+            outln!("wrote {}", path.display())?;
         } else {
-            println!("dry run: pass --write to update {}", path.display());
+            outln!("dry run: pass --write to update {}", path.display())?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-fn print_plan(plan: &Plan) {
+fn print_plan(plan: &Plan) -> exit::Result {
     let mut rows: Vec<[String; 6]> = vec![[
         "ALIAS".into(),
         "VARIANT".into(),
@@ -208,13 +160,13 @@ fn print_plan(plan: &Plan) {
             .zip(&widths)
             .map(|(cell, w)| format!("{cell:w$}"))
             .collect();
-        println!("{}", line.join("  ").trim_end());
+        outln!("{}", line.join("  ").trim_end())?;
         if i == 0 {
             continue;
         }
         let step = &plan.steps[i - 1];
         for t in &step.tools {
-            println!("    {t}");
+            outln!("    {t}")?;
         }
         for sk in &step.skipped {
             eprintln!(
@@ -223,4 +175,5 @@ fn print_plan(plan: &Plan) {
             );
         }
     }
+    Ok(())
 }

@@ -1,10 +1,10 @@
-use super::Global;
-use super::pin::{PinsPath, family};
-use crate::cli::{EXIT_FAILURE, EXIT_GATE};
+//! `sunaba-images pins show|verify`: print what an alias is pinned to, or
+//! check the pins against images.toml and the registry (the CI gate).
+
+use super::context::{Context, PinsOptions, RegistryOptions};
+use crate::exit;
 use crate::pins::PinsFile;
-use crate::pins::registry_source::RegistrySource;
 use crate::pins::verify::{self, Severity};
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -26,7 +26,7 @@ pub struct ShowArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub file: PinsPath,
+    pub file: PinsOptions,
 }
 
 #[derive(Debug, clap::Args)]
@@ -34,13 +34,15 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub file: PinsPath,
+    pub file: PinsOptions,
+    #[command(flatten)]
+    pub registry: RegistryOptions,
 }
 
-pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(ctx: &Context, args: Args) -> exit::Result {
     match args.command {
-        Sub::Show(a) => show(global, a),
-        Sub::Verify(a) => verify(global, a),
+        Sub::Show(a) => show(ctx, a),
+        Sub::Verify(a) => verify(ctx, a),
     }
 }
 
@@ -53,26 +55,20 @@ fn load(path: &std::path::Path) -> anyhow::Result<(PinsFile, String)> {
     })
 }
 
-fn show(global: &Global, args: ShowArgs) -> anyhow::Result<ExitCode> {
+fn show(ctx: &Context, args: ShowArgs) -> exit::Result {
     // Only the file is needed; a server host may not have images.toml.
-    let path = args.file.path.clone().unwrap_or_else(|| {
-        global
-            .manifest
-            .parent()
-            .unwrap_or(std::path::Path::new("."))
-            .join(crate::pins::FILE_NAME)
-    });
+    let path = ctx.pins_path(&args.file);
     let (file, _) = load(&path)?;
     let selected: Vec<_> = match &args.alias {
         Some(alias) => match file.images.get_key_value(alias) {
             Some(kv) => vec![kv],
             None => {
-                eprintln!(
-                    "error: alias {alias:?} is not pinned in {} (pinned: {})",
+                return Err(anyhow::anyhow!(
+                    "alias {alias:?} is not pinned in {} (pinned: {})",
                     path.display(),
                     file.images.keys().cloned().collect::<Vec<_>>().join(", ")
-                );
-                return Ok(ExitCode::from(EXIT_FAILURE));
+                )
+                .into());
             }
         },
         None => file.images.iter().collect(),
@@ -87,45 +83,46 @@ fn show(global: &Global, args: ShowArgs) -> anyhow::Result<ExitCode> {
                 )
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&map)?);
+        super::write_json(&map)?;
     } else if args.alias.is_some() {
-        println!("{}", selected[0].1.reference());
+        outln!("{}", selected[0].1.reference())?;
     } else {
         for (alias, pin) in selected {
-            println!("{alias}\t{}", pin.reference());
+            outln!("{alias}\t{}", pin.reference())?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-fn verify(global: &Global, args: VerifyArgs) -> anyhow::Result<ExitCode> {
-    let fam = family(global, &args.file)?;
-    let (file, text) = load(&fam.pins_path)?;
-    let source = RegistrySource::connect(&fam.settings)?;
-    let findings = verify::verify(&file, &text, &fam.pins_path, &fam.specs, &source);
+fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
+    let specs = ctx.alias_specs()?;
+    let path = ctx.pins_path(&args.file);
+    let (file, text) = load(&path)?;
+    let source = ctx.image_source(&args.registry)?;
+    let findings = verify::verify(&file, &text, &path, &specs, &source);
     let problems = findings
         .iter()
         .filter(|f| f.severity == Severity::Problem)
         .count();
     if args.json {
         let out = serde_json::json!({"ok": problems == 0, "findings": findings});
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        super::write_json(&out)?;
     } else {
         for f in &findings {
-            println!("{f}");
+            outln!("{f}")?;
         }
         if problems == 0 {
-            println!(
+            outln!(
                 "ok: {} alias(es) pinned and verified in {}",
                 file.images.len(),
-                fam.pins_path.display()
-            );
+                path.display()
+            )?;
         }
     }
-    Ok(if problems == 0 {
-        ExitCode::SUCCESS
+    if problems == 0 {
+        Ok(())
     } else {
         eprintln!("pins verify: {problems} problem(s)");
-        ExitCode::from(EXIT_GATE)
-    })
+        Err(exit::Error::gate())
+    }
 }

@@ -2,15 +2,13 @@
 //! only compares) every generated file. Everything is rendered in memory
 //! first; an error anywhere writes nothing.
 
-use super::Global;
-use crate::cli::EXIT_GATE;
+use super::context::Context;
 use crate::coverage;
+use crate::exit;
 use crate::fsutil::atomic_write;
-use crate::manifest::Manifest;
 use crate::render::{self, GENERATED_MARKER, Plan};
-use anyhow::Context;
+use anyhow::Context as _;
 use std::path::Path;
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -23,11 +21,11 @@ pub struct Args {
     pub json: bool,
 }
 
-pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
-    let manifest = Manifest::load(&global.manifest).context("loading the image family manifest")?;
+pub fn run(ctx: &Context, args: Args) -> exit::Result {
+    let manifest = ctx.manifest()?;
     // The default image must carry every toolchain verify can dispatch to:
     // a gap is a gate failure here, never a user's first verify.
-    let gaps = coverage::coverage_problems(&manifest);
+    let gaps = coverage::coverage_problems(manifest);
     if !gaps.is_empty() {
         for gap in &gaps {
             eprintln!("coverage: {gap}");
@@ -38,19 +36,19 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
             gaps.len(),
             manifest.path.display()
         );
-        return Ok(ExitCode::from(EXIT_GATE));
+        return Err(exit::Error::gate());
     }
-    let rendered = render::render(&manifest).context("rendering the generated files")?;
+    let rendered = ctx.rendered()?;
     let plan =
         render::plan(&rendered, &manifest.root).context("comparing with the committed files")?;
 
     if args.check {
-        report_check(&plan, args.json);
-        return Ok(if plan.is_clean() {
-            ExitCode::SUCCESS
+        report_check(&plan, args.json)?;
+        return if plan.is_clean() {
+            Ok(())
         } else {
-            ExitCode::from(EXIT_GATE)
-        });
+            Err(exit::Error::gate())
+        };
     }
 
     // Only files carrying our marker are removed: a hand-made file that
@@ -78,34 +76,34 @@ pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
             "unchanged": plan.unchanged,
             "foreign": foreign,
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        super::write_json(&v)?;
     } else {
         for p in &plan.missing {
-            println!("created   {}", p.display());
+            outln!("created   {}", p.display())?;
         }
         for (p, _, _) in &plan.drifted {
-            println!("updated   {}", p.display());
+            outln!("updated   {}", p.display())?;
         }
         for p in &removable {
-            println!(
+            outln!(
                 "removed   {} (no variant produces it any more)",
                 p.display()
-            );
+            )?;
         }
         for p in &foreign {
-            println!(
+            outln!(
                 "kept      {} (looks generated but has no sunaba-images header; remove it by hand)",
                 p.display()
-            );
+            )?;
         }
-        println!(
+        outln!(
             "render: {} file(s) written, {} removed, {} unchanged",
             plan.missing.len() + plan.drifted.len(),
             removable.len(),
             plan.unchanged.len()
-        );
+        )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn is_ours(path: &Path) -> bool {
@@ -114,7 +112,7 @@ fn is_ours(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-fn report_check(plan: &Plan, json: bool) {
+fn report_check(plan: &Plan, json: bool) -> exit::Result {
     if json {
         let v = serde_json::json!({
             "up_to_date": plan.is_clean(),
@@ -123,26 +121,25 @@ fn report_check(plan: &Plan, json: bool) {
             "stray": plan.stray,
             "unchanged": plan.unchanged.len(),
         });
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
-        return;
+        return super::write_json(&v);
     }
     for (path, committed, rendered) in &plan.drifted {
-        print!("{}", render::unified_diff(path, committed, rendered));
+        out!("{}", render::unified_diff(path, committed, rendered))?;
     }
     for p in &plan.missing {
-        println!("missing: {} is generated but not in the tree", p.display());
+        outln!("missing: {} is generated but not in the tree", p.display())?;
     }
     for p in &plan.stray {
-        println!(
+        outln!(
             "stray: {} is not produced by any variant in the manifest; delete it (or run `sunaba-images render`)",
             p.display()
-        );
+        )?;
     }
     if plan.is_clean() {
-        println!(
+        outln!(
             "render --check: {} generated file(s) up to date",
             plan.unchanged.len()
-        );
+        )?;
     } else {
         eprintln!(
             "render --check: {} drifted, {} missing, {} stray; run `sunaba-images render` and commit the result",
@@ -151,4 +148,5 @@ fn report_check(plan: &Plan, json: bool) {
             plan.stray.len()
         );
     }
+    Ok(())
 }

@@ -1,9 +1,8 @@
 //! `sunaba-images tags REPO`: every tag of a repository.
 
-use super::Global;
-use super::resolve::{RegistryArgs, runtime};
+use super::context::{Context, RegistryOptions, runtime};
+use crate::exit;
 use crate::registry::Repository;
-use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -14,21 +13,19 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub registry: RegistryArgs,
+    pub registry: RegistryOptions,
 }
 
-pub fn run(global: &Global, args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let repo: Repository = args.repository.parse()?;
-    let client = args.registry.client(global)?;
+    let client = ctx.registry(&args.registry)?;
     let tags = runtime()?.block_on(client.list_tags(&repo))?;
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&tags)?)?;
+        super::write_json(&tags)?;
     } else {
         for t in &tags {
-            writeln!(out, "{t}")?;
+            outln!("{t}")?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

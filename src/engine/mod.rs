@@ -203,27 +203,46 @@ pub trait Engine: Send + Sync {
 }
 
 /// Chooses the engine: the profile's `engine`, else `$SUNABA_ENGINE`, else
-/// `docker` or `podman` from PATH. Fails with a message that says what to do
-/// when the binary is missing or cannot build with BuildKit.
+/// the first `docker` on PATH that can build with BuildKit (a working buildx
+/// plugin, or a client older than 23.0), else `podman`. A named engine that
+/// cannot build is refused with the name of one on PATH that can. This is
+/// the one place the rule lives: `scripts/dev-env` asks `sunaba-images
+/// engine` rather than repeating it.
 pub fn select(profile_engine: Option<&str>) -> Result<Box<dyn Engine>, EngineError> {
     let env = std::env::var(ENGINE_ENV).ok().filter(|v| !v.is_empty());
     let (name, origin) = match (profile_engine, env) {
         (Some(p), _) => (p.to_string(), "from the profile".to_string()),
         (None, Some(e)) => (e, format!("from {ENGINE_ENV}")),
-        (None, None) => {
-            for candidate in ["docker", "podman"] {
-                if let Ok(path) = which::which(candidate) {
-                    return open(&path);
-                }
-            }
-            return Err(EngineError::NoneOnPath);
-        }
+        (None, None) => return select_from_path(),
     };
     let path = resolve_program(&name).ok_or_else(|| EngineError::NotFound {
         program: name.clone(),
         origin,
     })?;
     open(&path)
+}
+
+/// No engine named: every `docker` on PATH in order, then `podman`.
+fn select_from_path() -> Result<Box<dyn Engine>, EngineError> {
+    let mut refused = None;
+    let mut seen = Vec::new();
+    for docker in which::which_all("docker").into_iter().flatten() {
+        let real = std::fs::canonicalize(&docker).unwrap_or_else(|_| docker.clone());
+        if seen.contains(&real) {
+            continue;
+        }
+        seen.push(real);
+        match open(&docker) {
+            Ok(engine) => return Ok(engine),
+            Err(e) => {
+                refused.get_or_insert(e);
+            }
+        }
+    }
+    if let Ok(podman) = which::which("podman") {
+        return open(&podman);
+    }
+    Err(refused.unwrap_or(EngineError::NoneOnPath))
 }
 
 fn resolve_program(name: &str) -> Option<PathBuf> {

@@ -20,6 +20,21 @@ pub struct AliasSpec {
     pub owed: Vec<String>,
 }
 
+impl AliasSpec {
+    /// Every alias the manifest declares, sorted by alias.
+    pub fn all(manifest: &crate::manifest::Manifest) -> Vec<AliasSpec> {
+        manifest
+            .aliases()
+            .into_iter()
+            .map(|(alias, variant)| AliasSpec {
+                owed: manifest.owed_tools(&variant),
+                alias,
+                variant,
+            })
+            .collect()
+    }
+}
+
 pub struct Request<'a> {
     /// Repository to list and resolve tags in (`host/path`).
     pub repository: &'a str,
@@ -125,19 +140,22 @@ fn list(skipped: &[Skipped]) -> String {
         .join("; ")
 }
 
-/// Every problem of a plan, one per line.
+/// Every problem of a plan.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct PlanErrors(pub Vec<PlanError>);
 
 impl fmt::Display for PlanErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, e) in self.0.iter().enumerate() {
-            if i > 0 {
-                writeln!(f)?;
+        match self.0.as_slice() {
+            [one] => write!(f, "{one}"),
+            all => {
+                write!(f, "{} problems:", all.len())?;
+                for e in all {
+                    write!(f, "\n  - {e}")?;
+                }
+                Ok(())
             }
-            write!(f, "{e}")?;
         }
-        Ok(())
     }
 }
 
@@ -405,7 +423,7 @@ pub(crate) mod tests {
     pub fn image(tag: &str, record: Option<String>) -> Inspected {
         let mut labels = BTreeMap::new();
         if let Some(r) = &record {
-            labels.insert(policy::CHECK_LABEL.to_string(), r.clone());
+            labels.insert(crate::labels::CHECK.to_string(), r.clone());
         }
         Inspected {
             digest: digest_of(&format!("index {tag} {record:?}")),

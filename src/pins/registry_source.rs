@@ -2,7 +2,6 @@
 
 use super::Digest;
 use super::source::{DigestCheck, ImageSource, Inspected, PlatformImage, SourceError};
-use crate::manifest::Settings;
 use crate::registry::{self, Client, ManifestCheck, Reference, Repository, ResolveOptions};
 
 /// The registry client with a runtime to drive it from synchronous code.
@@ -28,10 +27,9 @@ fn digest(reference: &str, d: &registry::Digest) -> Result<Digest, SourceError> 
 }
 
 impl RegistrySource {
-    pub fn connect(settings: &Settings) -> Result<RegistrySource, registry::Error> {
-        let client = Client::builder()
-            .insecure_registries(settings.insecure_registries.iter().cloned())
-            .build()?;
+    /// Drives `client` (configured by the caller, with the registry options
+    /// every command shares) from synchronous code.
+    pub fn new(client: Client) -> Result<RegistrySource, registry::Error> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

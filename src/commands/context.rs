@@ -1,0 +1,174 @@
+//! What commands share: the options several of them take (registry, pins
+//! file) and the project they load — manifest, profile settings, render,
+//! build family, alias specs, engine, registry client — each loaded once, on
+//! first use, with one wording for its failure.
+
+use crate::build::Family;
+use crate::engine::Engine;
+use crate::manifest::{Manifest, Settings};
+use crate::pins::plan::AliasSpec;
+use crate::pins::registry_source::RegistrySource;
+use crate::registry::{Client, RetryPolicy};
+use crate::render::Rendered;
+use anyhow::Context as _;
+use std::cell::OnceCell;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Options for every command that talks to a registry.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Registry options")]
+pub struct RegistryOptions {
+    /// Extra trusted root CA certificate (PEM), on top of the system roots.
+    #[arg(long = "ca-cert", value_name = "PEM")]
+    pub ca_certs: Vec<PathBuf>,
+    /// Registry (host[:port]) that may be spoken to over plain http; the
+    /// profile's `insecure_registries` are added. Loopback registries always may.
+    #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
+    pub insecure: Vec<String>,
+    /// Requests in flight per registry.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Bound in seconds on each reference, retries included.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+}
+
+/// Where the pins file is.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PinsOptions {
+    /// The pins file (default: image_pins.json beside images.toml).
+    #[arg(long = "pins", value_name = "PATH", env = "SUNABA_PINS")]
+    pub path: Option<PathBuf>,
+}
+
+/// The project as commands see it. Nothing is read until a command asks.
+pub struct Context {
+    manifest_path: PathBuf,
+    profile: Option<String>,
+    manifest: OnceCell<Manifest>,
+    settings: OnceCell<Settings>,
+}
+
+impl Context {
+    pub fn new(manifest_path: PathBuf, profile: Option<String>) -> Context {
+        Context {
+            manifest_path,
+            profile,
+            manifest: OnceCell::new(),
+            settings: OnceCell::new(),
+        }
+    }
+
+    /// images.toml, parsed and validated.
+    pub fn manifest(&self) -> anyhow::Result<&Manifest> {
+        if let Some(m) = self.manifest.get() {
+            return Ok(m);
+        }
+        let m = Manifest::load(&self.manifest_path).context("loading the image family manifest")?;
+        Ok(self.manifest.get_or_init(|| m))
+    }
+
+    /// The manifest's defaults with the selected profile applied.
+    pub fn settings(&self) -> anyhow::Result<&Settings> {
+        if let Some(s) = self.settings.get() {
+            return Ok(s);
+        }
+        let s = self
+            .manifest()?
+            .resolve_profile(self.profile.as_deref())
+            .context("applying the profile")?;
+        Ok(self.settings.get_or_init(|| s))
+    }
+
+    /// Every generated file, rendered in memory.
+    pub fn rendered(&self) -> anyhow::Result<Rendered> {
+        crate::render::render(self.manifest()?).context("rendering the generated files")
+    }
+
+    /// The family as the build sees it (manifest + render + profile).
+    pub fn family(&self) -> anyhow::Result<Family> {
+        let rendered = self.rendered()?;
+        Ok(Family::new(self.manifest()?, &rendered, self.settings()?))
+    }
+
+    /// Every alias images.toml declares, with what its variant owes.
+    pub fn alias_specs(&self) -> anyhow::Result<Vec<AliasSpec>> {
+        Ok(AliasSpec::all(self.manifest()?))
+    }
+
+    /// The pins file: `--pins`, else image_pins.json beside images.toml. Needs
+    /// no manifest (a server host may only have the pins file).
+    pub fn pins_path(&self, options: &PinsOptions) -> PathBuf {
+        options.path.clone().unwrap_or_else(|| {
+            self.manifest_path
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(crate::pins::FILE_NAME)
+        })
+    }
+
+    /// The container engine of the profile (or `$SUNABA_ENGINE`, or PATH).
+    /// Outside a project (no manifest file, no profile) there is no profile.
+    pub fn engine(&self) -> anyhow::Result<Box<dyn Engine>> {
+        let profile_engine = match self.project_settings()? {
+            Some(settings) => settings.engine.clone(),
+            None => None,
+        };
+        crate::engine::select(profile_engine.as_deref()).context("choosing the container engine")
+    }
+
+    /// A registry client configured from `options` and the profile.
+    pub fn registry(&self, options: &RegistryOptions) -> anyhow::Result<Client> {
+        let total = Duration::from_secs(options.timeout.max(1));
+        let mut builder = Client::builder()
+            .insecure_registries(options.insecure.iter().cloned())
+            .insecure_registries(self.profile_insecure_registries()?)
+            .per_registry_limit(options.concurrency)
+            .request_timeout(total.min(Duration::from_secs(60)))
+            .retry(RetryPolicy {
+                total,
+                ..RetryPolicy::default()
+            });
+        for ca in &options.ca_certs {
+            builder = builder.root_ca_file(ca);
+        }
+        builder.build().context("configuring the registry client")
+    }
+
+    /// The registry as the pin commands read it.
+    pub fn image_source(&self, options: &RegistryOptions) -> anyhow::Result<RegistrySource> {
+        RegistrySource::new(self.registry(options)?).context("starting the registry client")
+    }
+
+    /// `insecure_registries` of the selected profile. Commands that only
+    /// talk to a registry do not otherwise need the manifest, so without a
+    /// manifest file (run outside a project with `SUNABA_PROFILE` exported)
+    /// there are none.
+    fn profile_insecure_registries(&self) -> anyhow::Result<Vec<String>> {
+        if self.profile.is_none() {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .project_settings()?
+            .map(|s| s.insecure_registries.clone())
+            .unwrap_or_default())
+    }
+
+    /// The settings, when there is a project to take them from: `None` when
+    /// the manifest file does not exist (a command run outside a project).
+    fn project_settings(&self) -> anyhow::Result<Option<&Settings>> {
+        if self.manifest.get().is_none() && !self.manifest_path.exists() {
+            return Ok(None);
+        }
+        self.settings().map(Some)
+    }
+}
+
+/// A runtime for the async registry client, from synchronous command code.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}

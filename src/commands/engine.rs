@@ -1,0 +1,32 @@
+//! `sunaba-images engine`: which container engine the other commands would
+//! use and how it builds (the rule lives in `engine::select`; scripts ask
+//! this command instead of repeating it).
+
+use super::context::Context;
+use crate::exit;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print only the engine program's path.
+    #[arg(long, conflicts_with = "json")]
+    pub path: bool,
+    /// Print JSON: program, description and platform.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(ctx: &Context, args: Args) -> exit::Result {
+    let engine = ctx.engine()?;
+    let program = engine.program().display().to_string();
+    if args.path {
+        outln!("{program}")?;
+    } else if args.json {
+        super::write_json(&serde_json::json!({
+            "program": program,
+            "engine": engine.describe(),
+        }))?;
+    } else {
+        outln!("{}", engine.describe())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,102 @@
+//! The next version of a variant for a newly built image: its check record's
+//! inventory against the pinned one, and whether its inputs changed.
+
+use super::PinsFile;
+use super::plan::AliasSpec;
+use super::source::{ImageSource, SourceError};
+use crate::labels::{self, CheckRecord};
+use crate::policy::{self, NextVersion, parse_tag};
+
+#[derive(Debug, thiserror::Error)]
+pub enum NextError {
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error(
+        "{image}: no {} label, so no tool inventory; run `sunaba-images check` on it first",
+        labels::CHECK
+    )]
+    NoRecord { image: String },
+    #[error("{image}: unreadable {} label: {reason}", labels::CHECK)]
+    BadRecord { image: String, reason: String },
+    #[error("cannot read the pinned image {reference}: {source}")]
+    Pinned {
+        reference: String,
+        source: SourceError,
+    },
+}
+
+/// What `version` reports for one image.
+#[derive(Debug, Clone)]
+pub struct NextForImage {
+    /// The alias whose pin is the variant's current version, if any.
+    pub pinned_as: Option<String>,
+    pub record: CheckRecord,
+    pub inputs_changed: bool,
+    pub next: NextVersion,
+}
+
+/// The next version of `variant` if `image` (`repository`, tag or digest)
+/// were released: the current version is the pin of the variant's first
+/// pinned alias whose tag is one of the variant's `<variant>-X.Y.Z`.
+pub fn next_for_image(
+    source: &impl ImageSource,
+    pins: &PinsFile,
+    specs: &[AliasSpec],
+    variant: &str,
+    repository: &str,
+    reference: &str,
+) -> Result<NextForImage, NextError> {
+    let display = format!(
+        "{repository}{}{reference}",
+        if reference.contains(':') { "@" } else { ":" }
+    );
+    let image = source.inspect(repository, reference)?;
+    let labels = image
+        .primary()
+        .map(|i| i.labels.clone())
+        .unwrap_or_default();
+    let record = CheckRecord::from_labels(&labels)
+        .ok_or_else(|| NextError::NoRecord {
+            image: display.clone(),
+        })?
+        .map_err(|e| NextError::BadRecord {
+            image: display.clone(),
+            reason: e.to_string(),
+        })?;
+
+    let current = specs
+        .iter()
+        .filter(|s| s.variant == variant)
+        .find_map(|s| pins.images.get_key_value(&s.alias))
+        .filter(|(_, p)| parse_tag(variant, &p.tag).is_some());
+
+    let inputs_changed = match current {
+        None => true,
+        Some((_, pin)) if pin.digest == image.digest => false,
+        Some((_, pin)) => {
+            let pinned = source
+                .inspect(&pin.repository, pin.digest.as_str())
+                .map_err(|source| NextError::Pinned {
+                    reference: pin.reference(),
+                    source,
+                })?;
+            let old = pinned
+                .primary()
+                .and_then(|i| i.labels.get(labels::INPUTS).cloned());
+            let new = labels.get(labels::INPUTS).cloned();
+            // Without input hashes on both sides, a different digest is a change.
+            old.is_none() || new.is_none() || old != new
+        }
+    };
+    let next = policy::next_version(
+        current.map(|(_, p)| (&p.version, &p.tools)),
+        &record.tools,
+        inputs_changed,
+    );
+    Ok(NextForImage {
+        pinned_as: current.map(|(alias, _)| alias.clone()),
+        record,
+        inputs_changed,
+        next,
+    })
+}
