@@ -49,4 +49,6 @@ pub enum Command {
     Pins(crate::commands::pins::Args),
     /// Print the next version of a variant for a built image, tool by tool.
     Version(crate::commands::version::Args),
+    /// Start a sandbox of a pinned alias under the run contract (or print its command line).
+    Run(crate::commands::run::Args),
 }

@@ -7,6 +7,7 @@
 //! | 1 | operational failure: bad input, engine or registry error, I/O |
 //! | 2 | the gate ran and found problems (drift, failed check, pins problems) |
 //! | 64 | usage error (EX_USAGE): unknown command or flag, bad argument combination |
+//! | any | `run` only: the sandboxed command's own status (128 + signal when killed) |
 //!
 //! `main` maps an [`Error`] to its status exactly once ([`report`]); commands
 //! never print `error:` themselves.
@@ -24,6 +25,8 @@ pub enum Status {
     Gate,
     /// The command line itself was wrong (sysexits' EX_USAGE).
     Usage,
+    /// `run`: the status the sandboxed command exited with, passed through.
+    Sandboxed(u8),
 }
 
 impl Status {
@@ -33,6 +36,7 @@ impl Status {
             Status::Failure => 1,
             Status::Gate => 2,
             Status::Usage => 64,
+            Status::Sandboxed(code) => code,
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod policy;
 pub mod process;
 pub mod registry;
 pub mod render;
+pub mod run_contract;
 
 use std::process::ExitCode;
 

@@ -163,6 +163,31 @@ impl Cmd {
         self.execute(Some(on_line))
     }
 
+    /// Runs with the caller's stdin, stdout and stderr (an interactive
+    /// program, e.g. a sandbox started by `run`); returns its exit status.
+    pub fn interactive(&self) -> Result<ExitStatus, ProcessError> {
+        let mut command = std::process::Command::new(&self.program);
+        command.args(&self.args);
+        for (k, v) in &self.env {
+            command.env(k, v);
+        }
+        if let Some(dir) = &self.cwd {
+            command.current_dir(dir);
+        }
+        command.status().map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                ProcessError::NotFound {
+                    program: self.program.to_string_lossy().into_owned(),
+                }
+            } else {
+                ProcessError::Spawn {
+                    command: self.display(),
+                    source,
+                }
+            }
+        })
+    }
+
     /// The error for a finished command that exited non-zero.
     pub fn failed(&self, out: &Output) -> ProcessError {
         ProcessError::Failed {

@@ -892,6 +892,13 @@ mod tests {
         fn platform(&self) -> Result<String, EngineError> {
             Ok("linux/amd64".into())
         }
+        fn resources(&self) -> Result<crate::engine::Resources, EngineError> {
+            Ok(crate::engine::Resources {
+                memory_bytes: 8 << 30,
+                cpus: 2,
+                gpus: false,
+            })
+        }
         fn build_cmd(&self, _req: &BuildRequest) -> Cmd {
             Cmd::new("true")
         }

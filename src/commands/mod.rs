@@ -30,6 +30,7 @@ pub mod pin;
 pub mod pins;
 pub mod render;
 pub mod resolve;
+pub mod run;
 pub mod tags;
 pub mod version;
 
@@ -44,6 +45,7 @@ pub fn run(cli: Cli) -> exit::Result {
         Command::Detect(args) => detect::run(&ctx, args),
         Command::Engine(args) => engine::run(&ctx, args),
         Command::Resolve(args) => resolve::run(&ctx, args),
+        Command::Run(args) => run::run(&ctx, args),
         Command::Tags(args) => tags::run(&ctx, args),
         Command::Build(args) => build::run(&ctx, args),
         Command::Check(args) => check::run(&ctx, args),

@@ -1,6 +1,6 @@
 //! The Docker CLI driver.
 
-use super::{BuildRequest, Engine, EngineError, LogFormat};
+use super::{BuildRequest, Engine, EngineError, LogFormat, Resources};
 use crate::process::Cmd;
 use std::path::{Path, PathBuf};
 
@@ -114,6 +114,16 @@ impl Engine for Docker {
             });
         }
         Ok(platform)
+    }
+
+    fn resources(&self) -> Result<Resources, EngineError> {
+        let cmd = Cmd::new(&self.program).args([
+            "info",
+            "--format",
+            "{{.MemTotal}} {{.NCPU}} {{range $k, $v := .Runtimes}}{{$k}},{{end}}",
+        ]);
+        let out = cmd.run()?;
+        Resources::parse(&cmd.display(), &out.stdout)
     }
 
     fn build_cmd(&self, req: &BuildRequest) -> Cmd {

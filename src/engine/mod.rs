@@ -109,6 +109,36 @@ pub struct ImageInfo {
     pub repo_digests: Vec<String>,
 }
 
+/// What the engine's host has to give, for the run contract's caps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resources {
+    pub memory_bytes: u64,
+    pub cpus: u32,
+    /// The engine can run `--gpus=all` (an NVIDIA runtime is registered).
+    pub gpus: bool,
+}
+
+impl Resources {
+    /// Parses `<MemTotal> <NCPU> [<runtime>,…]`, the format both drivers ask for.
+    pub(crate) fn parse(command: &str, text: &str) -> Result<Resources, EngineError> {
+        let mut words = text.split_whitespace();
+        let bad = || EngineError::Parse {
+            command: command.to_string(),
+            detail: format!("expected `<memory bytes> <cpus> [runtimes]`, got {text:?}"),
+        };
+        let memory_bytes = words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)?;
+        let cpus = words.next().and_then(|w| w.parse().ok()).ok_or_else(bad)?;
+        let gpus = words
+            .next()
+            .is_some_and(|r| r.split(',').any(|r| r == "nvidia"));
+        Ok(Resources {
+            memory_bytes,
+            cpus,
+            gpus,
+        })
+    }
+}
+
 /// How the engine's build log marks steps (for progress and failure reports).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -126,6 +156,8 @@ pub trait Engine: Send + Sync {
     /// Fails with [`EngineError::NotRunning`] when the daemon cannot be reached;
     /// returns the engine's platform (`linux/amd64`).
     fn platform(&self) -> Result<String, EngineError>;
+    /// Memory, CPUs and GPU support of the engine's host.
+    fn resources(&self) -> Result<Resources, EngineError>;
     /// The build command for `req` (pure; exposed for tests and `--dry-run`).
     fn build_cmd(&self, req: &BuildRequest) -> Cmd;
     /// Runs `build_cmd`, streaming its log lines; returns the new image ID.

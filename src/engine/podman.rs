@@ -2,7 +2,7 @@
 //! secrets and bind mounts are supported natively).
 
 use super::docker::common_build_args;
-use super::{BuildRequest, Engine, EngineError, LogFormat};
+use super::{BuildRequest, Engine, EngineError, LogFormat, Resources};
 use crate::process::Cmd;
 use std::path::{Path, PathBuf};
 
@@ -45,6 +45,15 @@ impl Engine for Podman {
             });
         }
         Ok(platform)
+    }
+
+    fn resources(&self) -> Result<Resources, EngineError> {
+        // GPUs reach Podman through CDI devices, which the contract does
+        // not emit: `--gpus=all` is dropped with a warning there.
+        let cmd =
+            Cmd::new(&self.program).args(["info", "--format", "{{.Host.MemTotal}} {{.Host.CPUs}}"]);
+        let out = cmd.run()?;
+        Resources::parse(&cmd.display(), &out.stdout)
     }
 
     fn build_cmd(&self, req: &BuildRequest) -> Cmd {

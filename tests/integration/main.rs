@@ -7,4 +7,5 @@ mod detect;
 mod pins;
 mod registry;
 mod render;
+mod run;
 mod support;

@@ -1,0 +1,170 @@
+//! `sunaba-images run ALIAS [-- CMD…]`: starts the alias's pinned image as a
+//! sandbox under the run contract (`run_contract`), or prints the command
+//! line (`--print`) or argv (`--json`) that would.
+
+use super::context::{Context, PinsOptions};
+use crate::exit::{self, Status, WithStatus};
+use crate::pins::PinsFile;
+use crate::process::Cmd;
+use crate::run_contract::{self, Directive, Sandbox};
+use anyhow::Context as _;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The alias whose pinned digest runs (image_pins.json). With `--image`,
+    /// only a label.
+    #[arg(required_unless_present = "image")]
+    pub alias: Option<String>,
+    /// Run this image instead of a pinned one (an unpinned build, say).
+    #[arg(long, value_name = "REF")]
+    pub image: Option<String>,
+    /// The directory mounted read-write at /workspace (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Give the sandbox a network (default: none).
+    #[arg(long)]
+    pub network: bool,
+    /// Memory cap in whole GiB (default: the engine's memory minus 3 GiB; at least 4).
+    #[arg(long, value_name = "GIB")]
+    pub memory: Option<u64>,
+    /// CPUs (whole cores, at most the engine's; default: unbounded).
+    #[arg(long, value_name = "N")]
+    pub cpus: Option<u32>,
+    /// Pass this variable of your environment into the sandbox (repeatable).
+    /// Credentials and engine settings are refused (see README).
+    #[arg(long = "env", value_name = "NAME")]
+    pub env: Vec<String>,
+    /// An allowed runtime directive: `--gpus=all`, `--shm-size=<n>[k|m|g]`.
+    #[arg(long = "directive", value_name = "D", allow_hyphen_values = true)]
+    pub directives: Vec<String>,
+    /// Print the engine command line, shell-quoted, instead of running it.
+    #[arg(long, conflicts_with = "json")]
+    pub print: bool,
+    /// Print the engine argv as a JSON array instead of running it.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub file: PinsOptions,
+    /// The command to run (default: the image's own).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+pub fn run(ctx: &Context, args: Args) -> exit::Result {
+    let image = match (&args.image, &args.alias) {
+        (Some(image), _) => image.clone(),
+        (None, Some(alias)) => pinned(ctx, &args.file, alias)?,
+        (None, None) => unreachable!("clap requires an alias or --image"),
+    };
+    let workspace = args
+        .workspace
+        .clone()
+        .map_or_else(std::env::current_dir, Ok)
+        .context("finding the workspace")?;
+    let workspace = std::fs::canonicalize(&workspace)
+        .with_context(|| format!("the workspace {} cannot be used", workspace.display()))?;
+    if !workspace.is_dir() {
+        return Err(exit::Error::usage(format!(
+            "the workspace {} is not a directory",
+            workspace.display()
+        )));
+    }
+
+    let caller_env: BTreeMap<String, std::ffi::OsString> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
+        .collect();
+    let env = run_contract::allowed_env(&args.env, &caller_env).status(Status::Usage)?;
+    for name in args.env.iter().filter(|n| !env.contains(n)) {
+        eprintln!("note: {name} is not set here, so it is not passed");
+    }
+    let mut directives = args
+        .directives
+        .iter()
+        .map(|d| Directive::parse(d))
+        .collect::<Result<Vec<_>, _>>()
+        .status(Status::Usage)?;
+
+    let engine = ctx.engine()?;
+    let resources = engine
+        .resources()
+        .context("asking the engine for its memory and CPUs")?;
+    directives.retain(|d| {
+        let keep = !d.optional() || resources.gpus;
+        if !keep {
+            eprintln!("warning: {d} dropped: the engine has no GPU runtime");
+        }
+        keep
+    });
+    let mut sandbox = Sandbox::new(
+        image,
+        &workspace,
+        run_contract::memory_cap(resources.memory_bytes, args.memory).status(Status::Usage)?,
+    )?;
+    sandbox.alias = args.alias.clone();
+    sandbox.network = args.network;
+    sandbox.cpus = run_contract::cpu_cap(resources.cpus, args.cpus).status(Status::Usage)?;
+    sandbox.env = env;
+    sandbox.directives = directives;
+    sandbox.command = args.command.clone();
+    sandbox.interactive = true;
+    sandbox.tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+
+    let cmd = Cmd::new(engine.program()).args(sandbox.args());
+    if args.json {
+        let argv: Vec<String> = std::iter::once(cmd.program())
+            .chain(cmd.get_args().iter().map(|a| a.as_os_str()))
+            .map(utf8)
+            .collect::<anyhow::Result<_>>()?;
+        return super::write_json(&argv);
+    }
+    if args.print {
+        let words: Vec<String> = std::iter::once(cmd.program())
+            .chain(cmd.get_args().iter().map(|a| a.as_os_str()))
+            .map(|a| utf8(a).map(|w| crate::render::sh_quote(&w)))
+            .collect::<anyhow::Result<_>>()?;
+        outln!("{}", words.join(" "))?;
+        return Ok(());
+    }
+    let status = cmd.interactive()?;
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(code) => Err(exit::Error::reported(Status::Sandboxed(
+            u8::try_from(code).unwrap_or(1),
+        ))),
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            let signal = status.signal().unwrap_or(0);
+            Err(exit::Error::reported(Status::Sandboxed(
+                128u8.saturating_add(u8::try_from(signal).unwrap_or(0)),
+            )))
+        }
+    }
+}
+
+/// `repository@digest` of a pinned alias.
+fn pinned(ctx: &Context, file: &PinsOptions, alias: &str) -> exit::Result<String> {
+    let path = ctx.pins_path(file);
+    let (pins, _) = PinsFile::load(&path)?.with_context(|| {
+        format!(
+            "{} does not exist; pin the family first (`sunaba-images pin --write`) or name an image with --image",
+            path.display()
+        )
+    })?;
+    match pins.images.get(alias) {
+        Some(pin) => Ok(pin.reference()),
+        None => Err(exit::Error::usage(format!(
+            "alias {alias:?} is not pinned in {} (pinned: {}); name an image with --image to run an unpinned one",
+            path.display(),
+            pins.images.keys().cloned().collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+fn utf8(arg: &std::ffi::OsStr) -> anyhow::Result<String> {
+    arg.to_str()
+        .map(str::to_string)
+        .with_context(|| format!("{arg:?} is not UTF-8, so it cannot be printed as a command line"))
+}

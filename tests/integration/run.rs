@@ -1,0 +1,226 @@
+//! `run`: the run contract composed into a real `docker run`, and the
+//! printed command line run for real through `sh` (a quoting bug is
+//! invisible to a test that only compares strings).
+
+use crate::support::{self, Cli};
+use std::path::{Path, PathBuf};
+
+/// A workspace whose path holds everything a shell or the engine's --mount
+/// parser could misread.
+fn hostile_workspace() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir
+        .path()
+        .join("ws $(touch /tmp/pwned) `id` 'q' \"d\", c=1\nline2 -x --");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("marker"), "inside\n").unwrap();
+    (dir, ws)
+}
+
+const HOSTILE_ARGS: &[&str] = &[
+    "a b",
+    "$(echo injected)",
+    "`echo injected`",
+    "it's",
+    "\"quoted\"",
+    "--",
+    "-x",
+    "line1\nline2",
+    "",
+    "*",
+];
+
+/// What the container reports: its arguments, working directory, the
+/// workspace's contents, its user and environment (sorted).
+fn probe_command() -> Vec<String> {
+    let script = "printf '[%s]\\n' \"$@\"; pwd; cat marker; id -u; env | sort";
+    let mut argv = vec!["sh".to_string(), "-c".into(), script.into(), "probe".into()];
+    argv.extend(HOSTILE_ARGS.iter().map(|s| s.to_string()));
+    argv
+}
+
+fn run_cli(services: &support::Services, ws: &Path) -> Cli {
+    Cli::new(ws)
+        .env("DOCKER_HOST", &services.docker_host)
+        .env("SUNABA_ENGINE", &services.engine)
+        .args(["run", "--image", &services.base_image, "--workspace"])
+        .args([ws])
+}
+
+#[test]
+fn printed_command_pasted_into_sh_starts_the_same_container_as_run() {
+    let Some(services) = support::services("run_print") else {
+        return;
+    };
+    let (_dir, ws) = hostile_workspace();
+    let direct = run_cli(&services, &ws)
+        .args(["--"])
+        .args(probe_command())
+        .run()
+        .success();
+    let out = direct.stdout();
+    assert!(
+        out.contains("[a b]\n[$(echo injected)]\n[`echo injected`]\n[it's]\n"),
+        "{out}"
+    );
+    assert!(out.contains("[line1\nline2]\n[]\n[*]\n"), "{out}");
+    assert!(out.contains("\n/workspace\ninside\n"), "{out}");
+    assert!(out.contains("HOME=/home/sandbox\n"), "{out}");
+
+    let printed = run_cli(&services, &ws)
+        .args(["--print", "--"])
+        .args(probe_command())
+        .run()
+        .success()
+        .stdout();
+    let via_sh = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(printed.trim_end_matches('\n'))
+        .env("DOCKER_HOST", &services.docker_host)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        via_sh.status.success(),
+        "{}",
+        String::from_utf8_lossy(&via_sh.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&via_sh.stdout),
+        out,
+        "sh ran another container"
+    );
+
+    let json = run_cli(&services, &ws)
+        .args(["--json", "--"])
+        .args(probe_command())
+        .run()
+        .success()
+        .stdout();
+    let argv: Vec<String> = serde_json::from_str(&json).unwrap();
+    let via_argv = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .env("DOCKER_HOST", &services.docker_host)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&via_argv.stdout), out);
+    assert!(
+        !Path::new("/tmp/pwned").exists(),
+        "a path was run as a command"
+    );
+}
+
+#[test]
+fn only_asked_allowed_variables_reach_the_container() {
+    let Some(services) = support::services("run_env") else {
+        return;
+    };
+    let (_dir, ws) = hostile_workspace();
+    let out = run_cli(&services, &ws)
+        .env("NOT_ASKED", "hidden")
+        .env("MY_SECRET_THING", "s3cr3t-value")
+        .args(["--env", "PLAIN_UNSET_VAR", "--env", "LANG", "--"])
+        .args(["env"])
+        .run()
+        .success();
+    let env = out.stdout();
+    assert!(!env.contains("NOT_ASKED"), "{env}");
+    assert!(!env.contains("s3cr3t"), "{env}");
+    assert!(!env.contains("DOCKER_HOST"), "{env}");
+    assert!(
+        out.stderr().contains("PLAIN_UNSET_VAR is not set"),
+        "{}",
+        out.stderr()
+    );
+
+    // A name on the deny list is refused before anything starts, by name.
+    for name in [
+        "GITHUB_TOKEN",
+        "MY_SECRET_THING",
+        "DOCKER_HOST",
+        "AWS_REGION",
+    ] {
+        let refused = run_cli(&services, &ws)
+            .env(name, "s3cr3t-value")
+            .args(["--env", name, "--", "env"])
+            .run();
+        assert_eq!(refused.code(), Some(64), "{name}: {}", refused.stderr());
+        assert!(refused.stderr().contains(name), "{}", refused.stderr());
+        assert!(!refused.stdout().contains("s3cr3t") && !refused.stderr().contains("s3cr3t"));
+    }
+
+    // Asked and allowed: the value crosses, yet it is never on the argv.
+    let asked = run_cli(&services, &ws)
+        .env("PLAIN_VALUE", "visible value")
+        .args(["--env", "PLAIN_VALUE", "--", "env"])
+        .run()
+        .success();
+    assert!(
+        asked.stdout().contains("PLAIN_VALUE=visible value\n"),
+        "{}",
+        asked.stdout()
+    );
+    let printed = run_cli(&services, &ws)
+        .env("PLAIN_VALUE", "visible value")
+        .args(["--env", "PLAIN_VALUE", "--print", "--", "env"])
+        .run()
+        .success()
+        .stdout();
+    assert!(
+        printed.contains("--env PLAIN_VALUE ") && !printed.contains("visible value"),
+        "{printed}"
+    );
+}
+
+#[test]
+fn the_sandboxed_commands_status_is_the_exit_status() {
+    let Some(services) = support::services("run_status") else {
+        return;
+    };
+    let (_dir, ws) = hostile_workspace();
+    let run = run_cli(&services, &ws)
+        .args(["--", "sh", "-c", "exit 7"])
+        .run();
+    assert_eq!(run.code(), Some(7), "{}", run.stderr());
+}
+
+#[test]
+fn an_alias_runs_its_pinned_digest_and_an_unpinned_one_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    std::fs::write(
+        dir.path().join("image_pins.json"),
+        serde_json::json!({"schema": 1, "images": {"full": {
+            "repository": "127.0.0.1:5000/sunaba/sandbox", "tag": "full-1.0.0",
+            "version": "1.0.0", "digest": digest, "platforms": {}, "tools": {}}}})
+        .to_string(),
+    )
+    .unwrap();
+    // --json needs no engine run; but it needs the engine's resources, so
+    // use the dev engine when there is one, and only check the refusal otherwise.
+    let refused = Cli::new(dir.path())
+        .args(["run", "python", "--print"])
+        .run();
+    assert_eq!(refused.code(), Some(64), "{}", refused.stderr());
+    assert!(
+        refused.stderr().contains("\"python\" is not pinned") && refused.stderr().contains("full")
+    );
+    let Some(services) = support::services("run_alias") else {
+        return;
+    };
+    let json = Cli::new(dir.path())
+        .env("DOCKER_HOST", &services.docker_host)
+        .env("SUNABA_ENGINE", &services.engine)
+        .args(["run", "full", "--json", "--", "true"])
+        .run()
+        .success()
+        .stdout();
+    let argv: Vec<String> = serde_json::from_str(&json).unwrap();
+    let image = format!("127.0.0.1:5000/sunaba/sandbox@{digest}");
+    assert_eq!(argv[argv.len() - 2], image, "{argv:?}");
+    assert!(
+        argv.iter().any(|a| a == "dev.sunaba.sandbox.alias=full"),
+        "{argv:?}"
+    );
+}
