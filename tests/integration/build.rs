@@ -1,8 +1,7 @@
 //! `build` and `check` on the real engine, with a fixture family of tiny
 //! fragments that write fake tools (fast), plus the error paths.
 
-use crate::support::{Cli, Run, Services, repo_root, services};
-use sha2::{Digest, Sha256};
+use crate::support::{Cli, Run, Services, repo_root, services, sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -186,7 +185,10 @@ impl Fixture {
             .unwrap();
             std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        fx.cli(["render"]).run().success();
+        fx.cli(["render"])
+            .stdout_may("created   docker/.*")
+            .stdout_like(r"render: \d+ file\(s\) written, 0 removed, 0 unchanged")
+            .run();
         fx
     }
 
@@ -327,6 +329,35 @@ fn is_build(args: &str) -> bool {
     args.starts_with("build ") || args.starts_with("buildx build ")
 }
 
+/// What `build` prints on stdout: the summary table, the totals line and,
+/// when checks ran, their reports (tests require the rows they care about).
+fn summary(cli: Cli) -> Cli {
+    cli.stdout_may("")
+        .stdout_like("variant +result +image +build +check +note")
+        .stdout_may(r"\S+ +(built|skipped|FAILED|not attempted) +.*")
+        .stdout_like(
+            r"\d+ built, \d+ skipped, \d+ failed, \d+ not attempted; wall time .*; engine builds started: \d+",
+        )
+        .stdout_may("checks:")
+        .stdout_may(r"(PASS|FAIL) \S+  \S+  size .*")
+        .stdout_may(r"  (ok|missing|mismatch|too-old|failed|not-checked) +\S+ .*")
+        .stdout_may(r"  problem: .*")
+}
+
+/// What `build --progress plain` prints on stderr: the engine chosen, then
+/// timestamped progress lines.
+fn progress(cli: Cli) -> Cli {
+    cli.stderr_like(r"engine: docker .* at .* \(.*\)")
+        .stderr_may(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \S+: .*")
+}
+
+/// What `check` prints: a report per image.
+fn check_report(cli: Cli) -> Cli {
+    cli.stdout_may(r"(PASS|FAIL) \S+  \S+  size .*")
+        .stdout_may(r"  (ok|missing|mismatch|too-old|failed|not-checked) +\S+ .*")
+        .stdout_may(r"  problem: .*")
+}
+
 fn summary_row(run: &Run, variant: &str) -> String {
     let stdout = run.stdout();
     stdout
@@ -347,7 +378,7 @@ fn owed(label: &serde_json::Value) -> BTreeSet<String> {
 
 #[test]
 fn fixture_family_order_parallelism_skip_and_selective_rebuild() {
-    let Some(s) = services("fixture_family_order_parallelism_skip_and_selective_rebuild") else {
+    let Some(s) = services() else {
         return;
     };
     let fx = Fixture::new("graph", Some(&s));
@@ -357,13 +388,21 @@ fn fixture_family_order_parallelism_skip_and_selective_rebuild() {
 
     // A build without a check leaves no record; `check` adds it without a layer
     // and moves the tags to the labelled image.
-    fx.cli(["build", "solo", "--no-check", "--progress", "plain"])
-        .run()
-        .success();
+    summary(progress(fx.cli([
+        "build",
+        "solo",
+        "--no-check",
+        "--progress",
+        "plain",
+    ])))
+    .stdout_like(r"solo +built +[0-9a-f]{12} +\S+ +- +not checked \(--no-check\)")
+    .run();
     let unchecked = fx.inspect(&fx.tag("solo"));
     assert!(fx.check_label(&fx.tag("solo")).is_none());
-    let run = fx.cli(["check", "solo"]).run().success();
-    assert!(run.stdout().contains("PASS solo"), "{}", run.stdout());
+    check_report(fx.cli(["check", "solo"]))
+        .stdout_like(format!(r"PASS solo  {}  .*", fx.tag("solo")))
+        .stdout_like(r"  ok +delta +1\.5\.0 *")
+        .run();
     let checked = fx.inspect(&fx.tag("solo"));
     assert_ne!(unchecked["Id"], checked["Id"]);
     assert_eq!(unchecked["RootFS"]["Layers"], checked["RootFS"]["Layers"]);
@@ -389,9 +428,9 @@ fn fixture_family_order_parallelism_skip_and_selective_rebuild() {
         let mut args = vec!["build", "--jobs", "4", "--progress", "plain", "--ca-bundle"];
         args.push(ca.to_str().unwrap());
         args.extend(all);
-        fx.cli(args).run()
+        summary(progress(fx.cli(args)))
     };
-    let run = build_all().success();
+    let run = build_all().run();
     let builds = fx.variant_builds();
     assert_eq!(
         builds.keys().collect::<Vec<_>>(),
@@ -459,7 +498,7 @@ fn fixture_family_order_parallelism_skip_and_selective_rebuild() {
     ]);
     assert_eq!(
         String::from_utf8_lossy(&seen.stdout).trim(),
-        hex::encode(Sha256::digest(std::fs::read(&ca).unwrap()))
+        &sha256(&std::fs::read(&ca).unwrap())["sha256:".len()..]
     );
     let tar = fx.path("kid1.tar");
     let saved = fx.docker(&["save", "--output", tar.to_str().unwrap(), &fx.tag("kid1")]);
@@ -482,7 +521,9 @@ fn fixture_family_order_parallelism_skip_and_selective_rebuild() {
 
     // Nothing changed: no engine build at all.
     fx.clear_calls();
-    let run = build_all().success();
+    let run = build_all()
+        .stdout_like(r"0 built, 4 skipped, 0 failed, 0 not attempted; .*; engine builds started: 0")
+        .run();
     let calls = fx.calls();
     assert!(
         !calls.iter().any(|c| is_build(&c.args)),
@@ -501,7 +542,9 @@ fn fixture_family_order_parallelism_skip_and_selective_rebuild() {
     text.push_str("echo changed\n");
     std::fs::write(&two, text).unwrap();
     fx.clear_calls();
-    let run = build_all().success();
+    let run = build_all()
+        .stdout_like(r"1 built, 3 skipped, 0 failed, 0 not attempted; .*")
+        .run();
     assert_eq!(fx.variant_builds().keys().collect::<Vec<_>>(), ["kid2"]);
     assert!(
         run.stdout().contains("1 built, 3 skipped"),
@@ -511,10 +554,9 @@ fn fixture_family_order_parallelism_skip_and_selective_rebuild() {
 
     // A child alone brings its parent along, skipped since it is unchanged.
     fx.clear_calls();
-    let run = fx
-        .cli(["build", "kid1", "--progress", "plain"])
-        .run()
-        .success();
+    let run = summary(progress(fx.cli(["build", "kid1", "--progress", "plain"])))
+        .stdout_like(r"0 built, 2 skipped, 0 failed, 0 not attempted; .*")
+        .run();
     assert!(fx.variant_builds().is_empty());
     assert!(
         run.stdout().contains("0 built, 2 skipped"),
@@ -526,24 +568,26 @@ fn fixture_family_order_parallelism_skip_and_selective_rebuild() {
 
 #[test]
 fn failing_fragment_stops_descendants_not_siblings() {
-    let Some(s) = services("failing_fragment_stops_descendants_not_siblings") else {
+    let Some(s) = services() else {
         return;
     };
     let fx = Fixture::new("fail", Some(&s));
     fx.write_fragment("root", "echo 'about to fail'\nexit 3\n");
-    let run = fx
-        .cli([
-            "build",
-            "root",
-            "kid1",
-            "kid2",
-            "solo",
-            "--progress",
-            "plain",
-        ])
-        .run()
-        .failure();
-    assert_eq!(run.code(), Some(1));
+    let cli = fx.cli([
+        "build",
+        "root",
+        "kid1",
+        "kid2",
+        "solo",
+        "--progress",
+        "plain",
+    ]);
+    // After the summary: the failing step and the last lines of the
+    // engine's log, which are the engine's own words.
+    let run = progress(cli)
+        .status(1)
+        .stdout_free("ends with the engine's build log")
+        .run();
     let out = run.stdout();
     assert!(summary_row(&run, "root").contains("FAILED"), "{out}");
     for kid in ["kid1", "kid2"] {
@@ -579,28 +623,34 @@ fn failing_fragment_stops_descendants_not_siblings() {
 
 #[test]
 fn check_names_missing_wrong_and_old_tools_and_older_renders() {
-    let Some(s) = services("check_names_missing_wrong_and_old_tools_and_older_renders") else {
+    let Some(s) = services() else {
         return;
     };
     let fx = Fixture::new("check", Some(&s));
     // Not built yet: a failed check that says what to do, in the report.
-    let run = fx.cli(["check", "kid2"]).run();
-    assert_eq!(run.code(), Some(2), "{}{}", run.stdout(), run.stderr());
-    assert!(run.stdout().contains("FAIL kid2"), "{}", run.stdout());
-    assert!(
-        run.stdout().contains("not found locally; build it first"),
-        "{}",
-        run.stdout()
-    );
-    fx.cli(["build", "bad", "--no-check", "--progress", "plain"])
-        .run()
-        .success();
+    fx.cli(["check", "kid2"])
+        .status(2)
+        .stdout(format!(
+            "FAIL kid2  {tag}  size 0 B / budget 500.0 MiB  (0.0s)\n  \
+             problem: image {tag} not found locally; build it first (`sunaba-images build kid2`)\n",
+            tag = fx.tag("kid2")
+        ))
+        .run();
+    summary(progress(fx.cli([
+        "build",
+        "bad",
+        "--no-check",
+        "--progress",
+        "plain",
+    ])))
+    .run();
     let junit = fx.path("junit.xml");
     let run = fx
         .cli(["check", "bad", "--json", "--junit", junit.to_str().unwrap()])
+        .status(2)
+        .stdout_json()
         .run();
-    assert_eq!(run.code(), Some(2), "{}{}", run.stdout(), run.stderr());
-    let reports: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    let reports = run.json();
     let report = &reports[0];
     assert_eq!(report["passed"], false);
     let status: BTreeMap<String, (String, String, String)> = report["tools"]
@@ -636,8 +686,18 @@ fn check_names_missing_wrong_and_old_tools_and_older_renders() {
     assert!(fx.check_label(&fx.tag("bad")).is_none());
 
     // `build` runs the check and fails on it (the gate exit status).
-    let run = fx.cli(["build", "bad", "--progress", "plain"]).run();
-    assert_eq!(run.code(), Some(2), "{}", run.stdout());
+    let run = summary(progress(fx.cli(["build", "bad", "--progress", "plain"])))
+        .status(2)
+        .stdout_like(r"bad failed \(check\): beta missing; .*")
+        .stdout_like(format!(
+            "full log: {}",
+            regex::escape(
+                &fx.path("target/sunaba-build/logs/bad.log")
+                    .display()
+                    .to_string()
+            )
+        ))
+        .run();
     let row = summary_row(&run, "bad");
     assert!(
         row.contains("check failed") && row.contains("beta missing"),
@@ -651,8 +711,7 @@ fn check_names_missing_wrong_and_old_tools_and_older_renders() {
         "provides = [\"beta\", \"gamma\", \"delta\", \"alpha\"]",
     );
     std::fs::write(&manifest, text).unwrap();
-    let run = fx.cli(["check", "bad"]).run();
-    assert_eq!(run.code(), Some(2));
+    let run = check_report(fx.cli(["check", "bad"])).status(2).run();
     let row = run
         .stdout()
         .lines()
@@ -668,31 +727,30 @@ fn check_names_missing_wrong_and_old_tools_and_older_renders() {
 
 #[test]
 fn check_of_a_good_image_by_reference_and_junit() {
-    let Some(s) = services("check_of_a_good_image_by_reference_and_junit") else {
+    let Some(s) = services() else {
         return;
     };
     let fx = Fixture::new("byref", Some(&s));
-    fx.cli(["build", "solo", "--progress", "plain"])
-        .run()
-        .success();
+    summary(progress(fx.cli(["build", "solo", "--progress", "plain"]))).run();
     let id = fx.inspect(&fx.tag("solo"))["Id"]
         .as_str()
         .unwrap()
         .to_string();
     let junit = fx.path("junit.xml");
     // The variant comes from the image's label; an unchanged record is kept.
-    let run = fx
-        .cli([
-            "check",
-            "--image",
-            &fx.tag("solo"),
-            "--junit",
-            junit.to_str().unwrap(),
-        ])
-        .run()
-        .success();
-    assert!(run.stdout().contains("PASS solo"), "{}", run.stdout());
-    assert!(run.stdout().contains("delta"), "{}", run.stdout());
+    fx.cli([
+        "check",
+        "--image",
+        &fx.tag("solo"),
+        "--junit",
+        junit.to_str().unwrap(),
+    ])
+    .stdout_like(format!(
+        r"PASS solo  {}  size \S+ MiB / budget 500\.0 MiB  \(\S+s\)",
+        fx.tag("solo")
+    ))
+    .stdout_like(r"  ok +delta +1\.5\.0 *")
+    .run();
     assert_eq!(fx.inspect(&fx.tag("solo"))["Id"], id.as_str());
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains(r#"tests="2" failures="0""#), "{xml}");
@@ -701,17 +759,15 @@ fn check_of_a_good_image_by_reference_and_junit() {
 #[test]
 fn missing_engine_binary_is_a_clear_error() {
     let fx = Fixture::new("nobinary", None);
-    let run = fx
-        .cli(["build"])
+    fx.cli(["build"])
         .env("SUNABA_ENGINE", "/nonexistent/bin/docker")
-        .run()
-        .failure();
-    let err = run.stderr();
-    assert!(err.contains("`/nonexistent/bin/docker`"), "{err}");
-    assert!(
-        err.contains("from SUNABA_ENGINE") && err.contains("not found"),
-        "{err}"
-    );
+        .status(1)
+        .stderr(
+            "error: choosing the container engine: container engine `/nonexistent/bin/docker` \
+             (from SUNABA_ENGINE) was not found; install Docker (with BuildKit) or Podman, or \
+             name the binary with the profile's `engine` key or SUNABA_ENGINE\n",
+        )
+        .run();
 }
 
 /// A fake `docker` CLI reporting `version`, with or without buildx.
@@ -738,8 +794,11 @@ fn fake_docker(dir: &Path, version: &str, buildx: bool) -> PathBuf {
     path
 }
 
+/// A Docker CLI that cannot build with BuildKit: named, it is refused with
+/// the name of one on PATH that can; not named, it is passed over for that
+/// one.
 #[test]
-fn docker_without_buildkit_is_refused_naming_one_that_can() {
+fn docker_without_buildkit_is_refused_naming_one_that_can_or_passed_over() {
     let fx = Fixture::new("nobuildkit", None);
     let new = fake_docker(&fx.path("new-cli"), "28.2.2", false);
     let old = fake_docker(&fx.path("old-cli"), "20.10.24+dfsg1", false);
@@ -748,43 +807,51 @@ fn docker_without_buildkit_is_refused_naming_one_that_can() {
         new.parent().unwrap().display(),
         old.parent().unwrap().display()
     );
-    let run = fx
-        .cli(["build"])
+    fx.cli(["build"])
+        .env("SUNABA_ENGINE", &new)
+        .env("PATH", &path)
+        .status(1)
+        .stderr(format!(
+            "error: choosing the container engine: {} (Docker CLI 28.2.2) cannot build with \
+             BuildKit: it has no buildx plugin, and Docker CLIs from 23.0 on no longer carry \
+             BuildKit built in. Install the docker-buildx plugin, or use a CLI that can: \
+             SUNABA_ENGINE={}\n",
+            new.display(),
+            old.display()
+        ))
+        .run();
+    // Not named: the first docker on PATH that can build is taken (this
+    // fake one has no daemon to talk to).
+    fx.cli(["build"])
         .env_remove("SUNABA_ENGINE")
         .env("PATH", &path)
-        .run()
-        .failure();
-    let err = run.stderr();
-    assert!(
-        err.contains(&format!("{} (Docker CLI 28.2.2)", new.display())),
-        "{err}"
-    );
-    assert!(err.contains("cannot build with BuildKit"), "{err}");
-    assert!(
-        err.contains(&format!("SUNABA_ENGINE={}", old.display())),
-        "{err}"
-    );
+        .status(1)
+        .stderr_line(format!(
+            "engine: docker 20.10.24+dfsg1 at {} (built-in BuildKit)",
+            old.display()
+        ))
+        .stderr_like(format!(
+            r"error: building the image family: the container engine is not running or not reachable \({}, DOCKER_HOST=.*\): Cannot connect to the Docker daemon; start it .*",
+            regex::escape(&old.display().to_string())
+        ))
+        .run();
 }
 
 #[test]
 fn engine_not_running_is_a_clear_error() {
-    let Some(s) = services("engine_not_running_is_a_clear_error") else {
+    let Some(s) = services() else {
         return;
     };
     let fx = Fixture::new("notrunning", None);
-    let run = fx
-        .cli(["build"])
+    fx.cli(["build"])
         .env("SUNABA_ENGINE", &s.engine)
         .env("DOCKER_HOST", "unix:///nonexistent/sunaba/docker.sock")
-        .run()
-        .failure();
-    let err = run.stderr();
-    assert!(err.contains("not running or not reachable"), "{err}");
-    assert!(
-        err.contains("DOCKER_HOST=unix:///nonexistent/sunaba/docker.sock"),
-        "{err}"
-    );
-    assert!(err.contains("scripts/dev-env up"), "{err}");
+        .status(1)
+        .stderr_like(r"engine: docker .* \(.*\)")
+        .stderr_like(
+            r"error: building the image family: the container engine is not running or not reachable \(.*, DOCKER_HOST=unix:///nonexistent/sunaba/docker\.sock\): .*; start it \(for development: `scripts/dev-env up` and source its env file\)",
+        )
+        .run();
 }
 
 /// The shipped family on the real engine: every variant builds (or is
@@ -792,7 +859,7 @@ fn engine_not_running_is_a_clear_error() {
 /// with nothing changed skips every build.
 #[test]
 fn real_family_builds_and_checks() {
-    let Some(s) = services("real_family_builds_and_checks") else {
+    let Some(s) = services() else {
         return;
     };
     let project = crate::support::project_copy();
@@ -806,9 +873,10 @@ fn real_family_builds_and_checks() {
             "plain",
             "--json",
         ])
-        .run()
-        .success();
-    let summary: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+        .stdout_json()
+        .stderr_free("progress of a real build: apt, PyPI and npm steps")
+        .run();
+    let summary = run.json();
     let results = summary["results"].as_array().unwrap();
     let variants: BTreeSet<&str> = results
         .iter()
@@ -827,9 +895,9 @@ fn real_family_builds_and_checks() {
     let run = Cli::new(project.path())
         .env("SUNABA_ENGINE", &s.engine)
         .args(["--profile", "local", "check", "--json", "--no-record"])
-        .run()
-        .success();
-    let reports: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+        .stdout_json()
+        .run();
+    let reports = run.json();
     let full = reports
         .as_array()
         .unwrap()

@@ -3,7 +3,6 @@
 use crate::support::{Cli, Run, project_copy, repo_root};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 fn tree(root: &Path, files: &[&str]) {
@@ -31,14 +30,16 @@ fn manifest_project() -> tempfile::TempDir {
     dir
 }
 
-fn detect(dir: &Path, args: &[&str]) -> Run {
+/// `detect ARGS` in `dir` with the shipped manifest; `expect` declares the
+/// outcome.
+fn detect(dir: &Path, args: &[&str], expect: impl FnOnce(Cli) -> Cli) -> Run {
     let project = manifest_project();
-    Cli::new(dir)
+    let cli = Cli::new(dir)
         .args(["--manifest"])
         .args([project.path().join("images.toml")])
         .args(["detect"])
-        .args(args)
-        .run()
+        .args(args);
+    expect(cli).run()
 }
 
 fn polyglot() -> tempfile::TempDir {
@@ -67,22 +68,20 @@ fn polyglot() -> tempfile::TempDir {
 #[test]
 fn detect_prints_each_language_with_scope_and_tools() {
     let dir = polyglot();
-    let run = detect(dir.path(), &["."]).success();
-    assert_eq!(
-        run.stdout(),
-        "go      backend  tools: go (global), gofmt (global)\n\
-         js      web      tools: eslint (local), jest (global)\n\
-         python  ml       tools: ruff (global), pyright (global), pytest (global)\n\
-         ts      web      tools: tsc (global), eslint (local), jest (global)\n"
-    );
-    assert_eq!(run.stderr(), "");
+    detect(dir.path(), &["."], |cli| {
+        cli.stdout(
+            "go      backend  tools: go (global), gofmt (global)\n\
+             js      web      tools: eslint (local), jest (global)\n\
+             python  ml       tools: ruff (global), pyright (global), pytest (global)\n\
+             ts      web      tools: tsc (global), eslint (local), jest (global)\n",
+        )
+    });
 }
 
 #[test]
 fn detect_json_gives_scopes_tools_and_resolution() {
     let dir = polyglot();
-    let run = detect(dir.path(), &["--json", "."]).success();
-    let doc: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    let doc = detect(dir.path(), &["--json", "."], Cli::stdout_json).json();
     let langs = doc["languages"].as_array().unwrap();
     let summary: Vec<(String, String)> = langs
         .iter()
@@ -124,11 +123,15 @@ fn detect_json_gives_scopes_tools_and_resolution() {
 fn detect_single_typescript_file_names_its_tsconfig() {
     let dir = tempfile::tempdir().unwrap();
     tree(dir.path(), &["app/tsconfig.json", "app/src/ui/x.tsx"]);
-    let run = detect(dir.path(), &["--workdir", "app", "app/src/ui/x.tsx"]).success();
-    assert_eq!(
-        run.stdout(),
-        "ts  src/ui/x.tsx  tools: tsc (global), eslint (global), jest (global)  \
-         tsconfig: tsconfig.json\n"
+    detect(
+        dir.path(),
+        &["--workdir", "app", "app/src/ui/x.tsx"],
+        |cli| {
+            cli.stdout(
+                "ts  src/ui/x.tsx  tools: tsc (global), eslint (global), jest (global)  \
+             tsconfig: tsconfig.json\n",
+            )
+        },
     );
 }
 
@@ -136,34 +139,25 @@ fn detect_single_typescript_file_names_its_tsconfig() {
 fn detect_unknown_fails_and_asks_for_a_language() {
     let dir = tempfile::tempdir().unwrap();
     tree(dir.path(), &["README.md", "node_modules/x/package.json"]);
-    let run = detect(dir.path(), &["."]).failure();
-    assert_eq!(run.code(), Some(1));
-    assert_eq!(run.stdout(), "");
-    assert!(run.stderr().contains("--language"), "{}", run.stderr());
-    assert!(
-        run.stderr().contains("go, js, python, ts"),
-        "{}",
-        run.stderr()
-    );
+    detect(dir.path(), &["."], |cli| {
+        cli.status(1).stderr_like(
+            r"error: detecting \.: no language detected for .*: no project marker found \(.*\); name the language with --language \(one of: go, js, python, ts\)",
+        )
+    });
 
-    let run = detect(dir.path(), &["--language", "go", "."]).success();
-    assert_eq!(run.stdout(), "go  .  tools: go (global), gofmt (global)\n");
+    detect(dir.path(), &["--language", "go", "."], |cli| {
+        cli.stdout("go  .  tools: go (global), gofmt (global)\n")
+    });
 }
 
 #[test]
 fn detect_bounds_the_walk_and_warns() {
     let dir = tempfile::tempdir().unwrap();
     tree(dir.path(), &["a/b/c/d/go.mod", "package.json"]);
-    let run = detect(dir.path(), &["--max-depth", "3", "."]).success();
-    assert_eq!(
-        run.stdout(),
-        "js  .  tools: eslint (global), jest (global)\n"
-    );
-    assert!(
-        run.stderr().starts_with("warning: depth limit 3 reached"),
-        "{}",
-        run.stderr()
-    );
+    detect(dir.path(), &["--max-depth", "3", "."], |cli| {
+        cli.stdout("js  .  tools: eslint (global), jest (global)\n")
+            .stderr_like(r"warning: depth limit 3 reached: 1 deeper entries not examined \(first: .*/a/b/c/d\); raise --max-depth or name the language")
+    });
 }
 
 /// Tests run as root, which reads any directory; the unreadable directory is
@@ -178,32 +172,27 @@ fn detect_reports_an_unreadable_directory_and_keeps_going() {
     let privileged = fs::read_dir(&locked).is_ok();
     let project = manifest_project();
 
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sunaba-images"));
-    cmd.current_dir(dir.path())
-        .env_remove("SUNABA_PROFILE")
-        .env_remove("SUNABA_MANIFEST")
-        .arg("--manifest")
-        .arg(project.path().join("images.toml"))
-        .args(["detect", "."]);
-    if privileged {
-        cmd.uid(65534).gid(65534);
-    }
-    let output = cmd.output().unwrap();
-    fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    assert!(output.status.success(), "{stdout}\n{stderr}");
-    assert_eq!(stdout, "go  ok  tools: go (global), gofmt (global)\n");
     let expected = format!(
         "warning: could not read {}",
         dir.path().canonicalize().unwrap().join("locked").display()
     );
-    assert!(stderr.starts_with(&expected), "{stderr}");
+    let mut cli = Cli::new(dir.path())
+        .args(["--manifest"])
+        .args([project.path().join("images.toml")])
+        .args(["detect", "."])
+        .stdout("go  ok  tools: go (global), gofmt (global)\n")
+        .stderr_like(format!("{}.*", regex::escape(&expected)));
+    if privileged {
+        cli = cli.uid_gid(65534, 65534);
+    }
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cli.run()));
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
 }
 
-/// Acceptance 2 of issue 6: `render --check` runs the coverage gate.
+/// `render --check` runs the coverage gate.
 #[test]
 fn render_check_fails_when_the_default_image_loses_a_tool() {
     let dir = project_copy();
@@ -217,22 +206,28 @@ fn render_check_fails_when_the_default_image_loses_a_tool() {
 
     Cli::new(dir.path())
         .args(["render", "--check"])
-        .run()
-        .success();
+        .stdout_like(r"render --check: \d+ generated file\(s\) up to date")
+        .run();
 
     fs::write(
         &manifest,
         text.replace(before, "provides = [\"eslint\", \"tsc\"]"),
     )
     .unwrap();
-    let run = Cli::new(dir.path())
+    let gap = |language: &str| {
+        format!(
+            "coverage: default variant `full` does not owe tool `jest`, which language \
+             `{language}` needs: add `jest` to the `provides` of a fragment of `full` (or \
+             remove it from [languages].{language})"
+        )
+    };
+    Cli::new(dir.path())
         .args(["render", "--check"])
-        .run()
-        .failure();
-    let stderr = run.stderr();
-    let line = stderr
-        .lines()
-        .find(|l| l.contains("`jest`") && l.contains("`js`") && l.contains("`full`"))
-        .unwrap_or_else(|| panic!("no line names jest, js and full:\n{stderr}"));
-    assert!(line.contains("does not owe"), "{line}");
+        .status(2)
+        .stderr(format!(
+            "{}\n{}\nrender --check: 2 coverage problem(s) in images.toml; nothing was written\n",
+            gap("js"),
+            gap("ts")
+        ))
+        .run();
 }

@@ -2,15 +2,14 @@
 //! distribution instances (plain, TLS + htpasswd, token auth) started by
 //! the tests, with a fault-injection proxy in between where needed.
 
-mod distribution;
-mod issuer;
-mod proxy;
-mod server;
+mod fixture;
 
-use crate::support::{self, Cli};
-use distribution::{Auth, Fixture, PASSWORD, Registry, USER, fixture, pretty, sha256};
-use issuer::Issuer;
-use proxy::{Fault, LinkMode, Proxy, rule};
+use crate::support::distribution::{self, Auth, PASSWORD, Registry, USER};
+use crate::support::issuer::{self, Issuer};
+use crate::support::oci::{self, pretty};
+use crate::support::proxy::{Fault, LinkMode, Proxy, rule};
+use crate::support::{self, isolated_cli, sha256};
+use fixture::{Fixture, fixture};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use sunaba_images::registry::{
@@ -18,8 +17,8 @@ use sunaba_images::registry::{
     RetryPolicy, auth::CredentialStore,
 };
 
-fn setup(test: &str) -> Option<&'static Fixture> {
-    distribution::available(test).then(fixture)
+fn setup(_test: &str) -> Option<&'static Fixture> {
+    distribution::available().then(fixture)
 }
 
 fn fast_retry() -> RetryPolicy {
@@ -78,17 +77,9 @@ fn with_creds(dir: &Path, registry: &str, password: &str) -> ClientBuilder {
 
 /// Runs the CLI off the async runtime (the servers it talks to live there).
 async fn cli(f: impl FnOnce() -> support::Run + Send + 'static) -> support::Run {
-    tokio::task::spawn_blocking(f).await.unwrap()
-}
-
-/// A CLI with no credential files of the machine in sight.
-fn isolated_cli(home: &Path) -> Cli {
-    Cli::new(home)
-        .env("HOME", home)
-        .env_remove("DOCKER_CONFIG")
-        .env_remove("REGISTRY_AUTH_FILE")
-        .env_remove("XDG_RUNTIME_DIR")
-        .env_remove("XDG_CONFIG_HOME")
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
 fn skopeo_digest(image: &str) -> String {
@@ -114,20 +105,16 @@ fn skopeo_digest(image: &str) -> String {
 
 #[test]
 fn resolve_of_the_dev_base_image_matches_skopeo() {
-    let Some(_) = support::registry("resolve_of_the_dev_base_image_matches_skopeo") else {
+    let Some(registry) = support::dev_registry() else {
         return;
     };
-    let image = std::env::var("SUNABA_BASE_IMAGE").unwrap_or_else(|_| {
-        format!(
-            "{}/library/debian:trixie-slim",
-            support::registry("").unwrap()
-        )
-    });
+    let image = std::env::var("SUNABA_BASE_IMAGE")
+        .unwrap_or_else(|_| format!("{registry}/library/debian:trixie-slim"));
     let dir = tempfile::tempdir().unwrap();
     let run = isolated_cli(dir.path())
         .args(["resolve", &image])
-        .run()
-        .success();
+        .stdout_like(format!(r"sha256:[0-9a-f]{{64}}\t{}", regex::escape(&image)))
+        .run();
     let out = run.stdout();
     let (digest, name) = out.trim().split_once('\t').expect("DIGEST<TAB>REF");
     assert_eq!(name, image);
@@ -149,26 +136,21 @@ async fn cli_resolve_matches_skopeo_and_json_has_index_and_platform_digests() {
     let reg = Registry::start(&f.storage, Auth::None);
     let host = reg.authority();
     let home = tempfile::tempdir().unwrap();
-    let (h, d) = (host.clone(), home.path().to_path_buf());
-    let run = cli(move || {
+    let (h, d, fx) = (host.clone(), home.path().to_path_buf(), f.clone());
+    cli(move || {
         isolated_cli(&d)
             .args([
                 "resolve",
                 &format!("{h}/fixture/multi:latest"),
                 &format!("{h}/fixture/single:v1"),
             ])
+            .stdout(format!(
+                "{}\t{h}/fixture/multi:latest\n{}\t{h}/fixture/single:v1\n",
+                fx.index_digest, fx.single_digest
+            ))
             .run()
     })
-    .await
-    .success();
-    let lines: Vec<String> = run.stdout().lines().map(str::to_string).collect();
-    assert_eq!(
-        lines,
-        vec![
-            format!("{}\t{host}/fixture/multi:latest", f.index_digest),
-            format!("{}\t{host}/fixture/single:v1", f.single_digest),
-        ]
-    );
+    .await;
     let (h2, h3) = (host.clone(), host.clone());
     let skopeo = tokio::task::spawn_blocking(move || {
         (
@@ -184,11 +166,11 @@ async fn cli_resolve_matches_skopeo_and_json_has_index_and_platform_digests() {
     let run = cli(move || {
         isolated_cli(&d)
             .args(["resolve", "--json", &format!("{h}/fixture/multi:latest")])
+            .stdout_json()
             .run()
     })
-    .await
-    .success();
-    let v: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    .await;
+    let v = run.json();
     assert_eq!(v[0]["digest"], f.index_digest.as_str());
     assert_eq!(v[0]["index_digest"], f.index_digest.as_str());
     assert_eq!(
@@ -208,11 +190,11 @@ async fn cli_resolve_matches_skopeo_and_json_has_index_and_platform_digests() {
                 "linux/arm64",
                 &format!("{h}/fixture/multi:latest"),
             ])
+            .stdout_json()
             .run()
     })
-    .await
-    .success();
-    let v: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    .await;
+    let v = run.json();
     assert_eq!(v[0]["digest"], f.arm64_digest.as_str());
     assert_eq!(v[0]["index_digest"], f.index_digest.as_str());
 }
@@ -230,11 +212,11 @@ async fn cli_tags_lists_every_tag_of_a_2000_tag_repository_once() {
     let run = cli(move || {
         isolated_cli(&d)
             .args(["tags", &format!("{h}/fixture/many")])
+            .stdout_may(r"t\d{4}")
             .run()
     })
-    .await
-    .success();
-    let listed: Vec<String> = run.stdout().lines().map(str::to_string).collect();
+    .await;
+    let listed: Vec<String> = run.lines().into_iter().map(str::to_string).collect();
     assert!(listed.len() >= 2000);
     assert_eq!(
         listed, f.tags,
@@ -250,30 +232,34 @@ async fn cli_tags_lists_every_tag_of_a_2000_tag_repository_once() {
 #[test]
 fn cli_rejects_invalid_references_and_platforms_saying_why() {
     let dir = tempfile::tempdir().unwrap();
-    let run = isolated_cli(dir.path())
-        .args(["resolve", "Debian:12"])
-        .run()
-        .failure();
-    assert!(
-        run.stderr().contains("must be lowercase"),
-        "{}",
-        run.stderr()
-    );
-    let run = isolated_cli(dir.path())
-        .args(["resolve", "127.0.0.1:1/x@sha256:abc"])
-        .run()
-        .failure();
-    assert!(run.stderr().contains("64 hex digits"), "{}", run.stderr());
-    let run = isolated_cli(dir.path())
-        .args(["resolve", "--platform", "linux", "127.0.0.1:1/x:1"])
-        .run()
-        .failure();
-    assert!(run.stderr().contains("OS/ARCH"), "{}", run.stderr());
-    let run = isolated_cli(dir.path())
-        .args(["tags", "127.0.0.1:1/x:tag"])
-        .run()
-        .failure();
-    assert!(run.stderr().contains("':'"), "{}", run.stderr());
+    for (args, error) in [
+        (
+            &["resolve", "Debian:12"][..],
+            "invalid image reference \"Debian:12\": repository path component \"Debian\" \
+             must be lowercase",
+        ),
+        (
+            &["resolve", "127.0.0.1:1/x@sha256:abc"],
+            "invalid image reference \"127.0.0.1:1/x@sha256:abc\": digest \"sha256:abc\": \
+             sha256 digests have exactly 64 hex digits, got \"abc\"",
+        ),
+        (
+            &["resolve", "--platform", "linux", "127.0.0.1:1/x:1"],
+            "invalid platform \"linux\": expected OS/ARCH or OS/ARCH/VARIANT, e.g. \
+             linux/amd64 or linux/arm64/v8",
+        ),
+        (
+            &["tags", "127.0.0.1:1/x:tag"],
+            "invalid image reference \"127.0.0.1:1/x:tag\": repository path component \
+             \"x:tag\" contains ':' (only a registry port or a tag may use ':')",
+        ),
+    ] {
+        isolated_cli(dir.path())
+            .args(args)
+            .status(1)
+            .stderr(format!("error: {error}\n"))
+            .run();
+    }
 }
 
 // --------------------------------------------------- 1. HEAD, then GET ---
@@ -466,7 +452,7 @@ async fn index_digest_by_default_and_best_platform_child_on_request() {
         res.index_digest.as_ref().unwrap().to_string(),
         f.index_digest
     );
-    assert_eq!(res.media_type, distribution::OCI_INDEX);
+    assert_eq!(res.media_type, oci::OCI_INDEX);
     let listed: Vec<(String, String)> = res
         .platforms
         .iter()
@@ -487,7 +473,7 @@ async fn index_digest_by_default_and_best_platform_child_on_request() {
     ] {
         let res = c.resolve(&r, Some(&platform(p))).await.unwrap();
         assert_eq!(&res.digest.to_string(), want, "{p}");
-        assert_eq!(res.media_type, distribution::OCI_MANIFEST);
+        assert_eq!(res.media_type, oci::OCI_MANIFEST);
         assert_eq!(
             res.index_digest.as_ref().unwrap().to_string(),
             f.index_digest
@@ -516,7 +502,7 @@ async fn index_digest_by_default_and_best_platform_child_on_request() {
         .await
         .unwrap();
     assert_eq!(res.digest.to_string(), f.docker_digest);
-    assert_eq!(res.media_type, distribution::DOCKER_MANIFEST);
+    assert_eq!(res.media_type, oci::DOCKER_MANIFEST);
     assert_eq!(res.index_digest, None);
     let err = c
         .resolve(&single, Some(&platform("linux/arm64")))
@@ -769,11 +755,11 @@ async fn cli_reads_helpers_and_podman_auth_files_and_never_prints_secrets() {
             .env("PATH", &p)
             .env("DOCKER_CONFIG", &dd)
             .args(["resolve", "--json", &img])
+            .stdout_json()
             .run()
     })
-    .await
-    .success();
-    assert!(run.stdout().contains(&f.single_digest));
+    .await;
+    assert_eq!(run.json()[0]["digest"], f.single_digest.as_str());
     assert_eq!(iss.log().last().unwrap().user.as_deref(), Some(USER));
     assert!(!run.stdout().contains(PASSWORD) && !run.stderr().contains(PASSWORD));
 
@@ -784,21 +770,22 @@ async fn cli_reads_helpers_and_podman_auth_files_and_never_prints_secrets() {
     )
     .unwrap();
     let before = iss.log().len();
-    let (d, dd, img, p) = (
+    let (d, dd, img, p, fx) = (
         home.path().to_path_buf(),
         docker_dir.clone(),
         image.clone(),
         path.clone(),
+        f.clone(),
     );
     let run = cli(move || {
         isolated_cli(&d)
             .env("PATH", &p)
             .env("DOCKER_CONFIG", &dd)
             .args(["resolve", &img])
+            .stdout(format!("{}\t{img}\n", fx.single_digest))
             .run()
     })
-    .await
-    .success();
+    .await;
     assert!(run.stdout().starts_with(&f.single_digest));
     assert_eq!(
         iss.log()[before..]
@@ -819,12 +806,16 @@ async fn cli_reads_helpers_and_podman_auth_files_and_never_prints_secrets() {
         isolated_cli(&d)
             .env("REGISTRY_AUTH_FILE", &af)
             .args(["resolve", &img])
+            .status(1)
+            .stderr_like(format!(
+                "error: {}: .*invalid username or password.*",
+                regex::escape(&img)
+            ))
+            .stderr_line("error: 1 of 1 reference(s) could not be resolved")
             .run()
     })
-    .await
-    .failure();
+    .await;
     let all = format!("{}{}", run.stdout(), run.stderr());
-    assert!(all.contains("invalid username or password"), "{all}");
     use base64::Engine as _;
     let b64 = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{wrong}"));
     assert!(!all.contains(wrong) && !all.contains(&b64), "{all}");
@@ -832,16 +823,20 @@ async fn cli_reads_helpers_and_podman_auth_files_and_never_prints_secrets() {
     // ... and with the right one it resolves.
     docker_config(home.path(), &host, USER, PASSWORD);
     std::fs::rename(home.path().join("config.json"), &auth_file).unwrap();
-    let (d, af, img) = (home.path().to_path_buf(), auth_file.clone(), image.clone());
-    let run = cli(move || {
+    let (d, af, img, fx) = (
+        home.path().to_path_buf(),
+        auth_file.clone(),
+        image.clone(),
+        f.clone(),
+    );
+    cli(move || {
         isolated_cli(&d)
             .env("REGISTRY_AUTH_FILE", &af)
             .args(["resolve", &img])
+            .stdout(format!("{}\t{img}\n", fx.single_digest))
             .run()
     })
-    .await
-    .success();
-    assert!(run.stdout().starts_with(&f.single_digest));
+    .await;
 
     // The default locations: ~/.docker/config.json and
     // $XDG_RUNTIME_DIR/containers/auth.json.
@@ -852,16 +847,15 @@ async fn cli_reads_helpers_and_podman_auth_files_and_never_prints_secrets() {
         docker_config(home.path(), &host, USER, PASSWORD);
         std::fs::rename(home.path().join("config.json"), target.join(file)).unwrap();
         let before = iss.log().len();
-        let (d, img) = (home.path().to_path_buf(), image.clone());
-        let run = cli(move || {
+        let (d, img, fx) = (home.path().to_path_buf(), image.clone(), f.clone());
+        cli(move || {
             isolated_cli(&d)
                 .env("XDG_RUNTIME_DIR", d.join("run"))
                 .args(["resolve", &img])
+                .stdout(format!("{}\t{img}\n", fx.single_digest))
                 .run()
         })
-        .await
-        .success();
-        assert!(run.stdout().starts_with(&f.single_digest), "{dir}/{file}");
+        .await;
         assert_eq!(
             iss.log()[before].user.as_deref(),
             Some(USER),
@@ -1163,14 +1157,9 @@ fn non_loopback_ip() -> Option<std::net::IpAddr> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_http_only_for_loopback_or_insecure_registries() {
     let Some(f) = setup("schemes") else { return };
-    let Some(ip) = non_loopback_ip() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "no non-loopback address on this machine"
-        );
-        eprintln!(
-            "SKIPPED plain_http_only_for_loopback_or_insecure_registries: no non-loopback address"
-        );
+    let Some(ip) = support::require(
+        non_loopback_ip().ok_or_else(|| "no non-loopback address on this machine".to_string()),
+    ) else {
         return;
     };
     let reg = Registry::start(&f.storage, Auth::None);
@@ -1213,14 +1202,14 @@ async fn plain_http_only_for_loopback_or_insecure_registries() {
         remote_host.clone(),
         remote.to_string(),
     );
-    let run = cli(move || {
+    let digest = f.single_digest.clone();
+    cli(move || {
         isolated_cli(&d)
             .args(["resolve", "--insecure-registry", &rh, &img])
+            .stdout(format!("{digest}\t{img}\n"))
             .run()
     })
-    .await
-    .success();
-    assert!(run.stdout().starts_with(&f.single_digest));
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1301,7 +1290,7 @@ async fn oversized_malformed_and_mislabelled_manifests_are_clear_errors() {
     assert!(err.contains("not JSON") && err.contains("<html>"), "{err}");
 
     let not_a_manifest =
-        pretty(&serde_json::json!({"schemaVersion": 2, "mediaType": distribution::OCI_MANIFEST}));
+        pretty(&serde_json::json!({"schemaVersion": 2, "mediaType": oci::OCI_MANIFEST}));
     proxy.add(rule(
         Some("GET"),
         "/manifests/v1",
@@ -1315,15 +1304,12 @@ async fn oversized_malformed_and_mislabelled_manifests_are_clear_errors() {
     proxy.add(rule(
         Some("GET"),
         "/manifests/v1",
-        Fault::SetContentType(distribution::OCI_INDEX.into()),
+        Fault::SetContentType(oci::OCI_INDEX.into()),
         1,
     ));
     let err = c.resolve(&r, None).await.unwrap_err();
     assert!(matches!(err, Error::MediaTypeMismatch { .. }), "{err}");
-    assert!(
-        err.to_string().contains(distribution::OCI_MANIFEST),
-        "{err}"
-    );
+    assert!(err.to_string().contains(oci::OCI_MANIFEST), "{err}");
 }
 
 // ------------------------------------- image configs and verification ---
@@ -1379,7 +1365,7 @@ async fn verify_manifest_distinguishes_verified_missing_and_tampered() {
     assert_eq!(
         c.verify_manifest(&pinned).await.unwrap(),
         ManifestCheck::Verified {
-            media_type: distribution::OCI_MANIFEST.into(),
+            media_type: oci::OCI_MANIFEST.into(),
             size: f.single_bytes.len()
         }
     );

@@ -1,91 +1,43 @@
-//! Shared test harness: a builder that runs the real binary in a temp dir,
-//! and access to the development services (engine, registry).
+//! Shared test harness: the strict CLI builder (`cli`), the one gate for
+//! services a test needs (skip locally, fail under CI), project copies,
+//! snapshots and `sha256`; the OCI test pusher (`oci`); and the registry
+//! test servers: real `docker-registry` instances (`distribution`), a raw
+//! HTTP server (`server`), a fault-injection proxy (`proxy`) and a token
+//! issuer (`issuer`).
 #![allow(dead_code)]
 
+mod cli;
+pub mod distribution;
+pub mod issuer;
+pub mod oci;
+pub mod proxy;
+pub mod server;
+
+pub use cli::{Cli, Run};
+
+use sha2::Digest as _;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 /// The repository root (where images.toml, templates/ and docker/ live).
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Runs the real `sunaba-images` binary.
-pub struct Cli {
-    cmd: Command,
+/// `sha256:<hex>` of `bytes`, as OCI digests are written.
+pub fn sha256(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }
 
-impl Cli {
-    pub fn new(dir: &Path) -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sunaba-images"));
-        cmd.current_dir(dir);
-        // Tests choose their own profile and manifest explicitly.
-        cmd.env_remove("SUNABA_PROFILE")
-            .env_remove("SUNABA_MANIFEST");
-        Cli { cmd }
-    }
-    pub fn args<I, S>(mut self, args: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<std::ffi::OsStr>,
-    {
-        self.cmd.args(args);
-        self
-    }
-    pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
-        self.cmd.env(key, value);
-        self
-    }
-    pub fn env_remove(mut self, key: &str) -> Self {
-        self.cmd.env_remove(key);
-        self
-    }
-    /// The configured command, to spawn it yourself (e.g. to kill it).
-    pub fn into_command(self) -> Command {
-        self.cmd
-    }
-    pub fn run(mut self) -> Run {
-        let output = self.cmd.output().expect("spawn sunaba-images");
-        Run { output }
-    }
-}
-
-pub struct Run {
-    pub output: Output,
-}
-
-impl Run {
-    pub fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.output.stdout).into_owned()
-    }
-    pub fn stderr(&self) -> String {
-        String::from_utf8_lossy(&self.output.stderr).into_owned()
-    }
-    pub fn code(&self) -> Option<i32> {
-        self.output.status.code()
-    }
-    #[track_caller]
-    pub fn success(self) -> Self {
-        assert!(
-            self.output.status.success(),
-            "expected success, got {:?}\n--- stdout\n{}\n--- stderr\n{}",
-            self.output.status,
-            self.stdout(),
-            self.stderr()
-        );
-        self
-    }
-    #[track_caller]
-    pub fn failure(self) -> Self {
-        assert!(
-            !self.output.status.success(),
-            "expected failure, got success\n--- stdout\n{}\n--- stderr\n{}",
-            self.stdout(),
-            self.stderr()
-        );
-        self
-    }
+/// A CLI run in `home` as its HOME, with no credential files of the
+/// machine in sight (docker config, podman auth files).
+pub fn isolated_cli(home: &Path) -> Cli {
+    Cli::new(home)
+        .env("HOME", home)
+        .env_remove("DOCKER_CONFIG")
+        .env_remove("REGISTRY_AUTH_FILE")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("XDG_CONFIG_HOME")
 }
 
 /// A temp copy of the project's image-family inputs (images.toml,
@@ -97,6 +49,55 @@ pub fn project_copy() -> tempfile::TempDir {
         copy_tree(&root.join(item), &dir.path().join(item));
     }
     dir
+}
+
+/// A project copy whose `local` profile publishes to `repository`, with an
+/// empty pins file; fragment scripts the checkout lacks are stubbed (only
+/// building reads them, but the manifest must name existing files).
+pub fn project_publishing_to(repository: &str) -> tempfile::TempDir {
+    let dir = project_copy();
+    let manifest = dir.path().join("images.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let marker = "[profiles.local]\n";
+    let at = text.find(marker).expect("images.toml has [profiles.local]") + marker.len();
+    let end = text[at..].find("\n[").map_or(text.len(), |i| at + i + 1);
+    let profile: String = text[at..end]
+        .lines()
+        .filter(|l| !l.starts_with("repository ="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let text = format!(
+        "{}repository = \"{repository}\"\n{profile}{}",
+        &text[..at],
+        &text[end..]
+    );
+    std::fs::write(&manifest, &text).unwrap();
+    let doc: toml::Table = text.parse().unwrap();
+    for frag in doc["fragments"].as_table().unwrap().values() {
+        let script = dir.path().join(frag["script"].as_str().unwrap());
+        if !script.exists() {
+            std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+            std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        }
+    }
+    std::fs::write(
+        dir.path().join("image_pins.json"),
+        "{\"schema\": 1, \"images\": {}}\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// A name no other test (or earlier run) uses: `<prefix>-<pid>-<nanos>`.
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
 }
 
 pub fn copy_tree(from: &Path, to: &Path) {
@@ -131,6 +132,40 @@ pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
+/// The one gate for something a test needs from the machine: `Some` when it
+/// is there; otherwise the test is skipped with a note, except under CI
+/// (`CI` set), where a missing service is a failure, never a silent pass.
+#[track_caller]
+pub fn require<T>(found: Result<T, String>) -> Option<T> {
+    match found {
+        Ok(t) => Some(t),
+        Err(missing) => {
+            let test = std::thread::current()
+                .name()
+                .unwrap_or("this test")
+                .to_string();
+            let msg = format!("{test}: {missing}");
+            if std::env::var_os("CI").is_some() {
+                panic!("{msg}; CI is set, so this is a failure");
+            }
+            eprintln!("SKIPPED {msg}");
+            None
+        }
+    }
+}
+
+fn env_var(key: &str) -> Result<String, String> {
+    std::env::var(key)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| {
+            format!(
+                "{key} is not set: the development services are not available (run \
+             `scripts/dev-env up` and source the env file it prints)"
+            )
+        })
+}
+
 /// The development services, read from the environment that
 /// `scripts/dev-env up` writes (`$SUNABA_DEV_HOME/env`, sourced by scripts/test).
 #[derive(Debug, Clone)]
@@ -142,54 +177,20 @@ pub struct Services {
     pub base_ref: String,
 }
 
-/// Returns the services, or `None` (with a note) when they are absent outside
-/// CI. Under CI a missing service is a failure, never a silent pass.
-pub fn services(test: &str) -> Option<Services> {
-    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    match (
-        get("DOCKER_HOST"),
-        get("SUNABA_ENGINE"),
-        get("SUNABA_REGISTRY"),
-        get("SUNABA_BASE_IMAGE"),
-        get("SUNABA_BASE_REF"),
-    ) {
-        (Some(docker_host), Some(engine), Some(registry), Some(base_image), Some(base_ref)) => {
-            Some(Services {
-                docker_host,
-                engine,
-                registry,
-                base_image,
-                base_ref,
-            })
-        }
-        _ => {
-            let msg = format!(
-                "{test}: development services are not available (run `scripts/dev-env up` \
-                 and source the env file it prints)"
-            );
-            if std::env::var_os("CI").is_some() {
-                panic!("{msg}; CI is set, so this is a failure");
-            }
-            eprintln!("SKIPPED {msg}");
-            None
-        }
-    }
+/// The engine and the registry of the development services (see [`require`]).
+pub fn services() -> Option<Services> {
+    require((|| {
+        Ok(Services {
+            docker_host: env_var("DOCKER_HOST")?,
+            engine: env_var("SUNABA_ENGINE")?,
+            registry: env_var("SUNABA_REGISTRY")?,
+            base_image: env_var("SUNABA_BASE_IMAGE")?,
+            base_ref: env_var("SUNABA_BASE_REF")?,
+        })
+    })())
 }
 
-/// Only the registry (for registry tests that need no engine).
-pub fn registry(test: &str) -> Option<String> {
-    match std::env::var("SUNABA_REGISTRY")
-        .ok()
-        .filter(|v| !v.is_empty())
-    {
-        Some(r) => Some(r),
-        None => {
-            let msg = format!("{test}: SUNABA_REGISTRY is not set (run `scripts/dev-env up`)");
-            if std::env::var_os("CI").is_some() {
-                panic!("{msg}; CI is set, so this is a failure");
-            }
-            eprintln!("SKIPPED {msg}");
-            None
-        }
-    }
+/// Only the development registry, `host:port` (for tests that need no engine).
+pub fn dev_registry() -> Option<String> {
+    require(env_var("SUNABA_REGISTRY"))
 }
