@@ -4,6 +4,7 @@
 
 mod build;
 mod detect;
+mod exit_status;
 mod pins;
 mod registry;
 mod render;
