@@ -853,3 +853,149 @@ fn parallel_writers_lose_no_update() {
         aliases.len()
     );
 }
+
+/// A one-variant family published to `repository`.
+fn tiny_project(dir: &std::path::Path, repository: &str) {
+    std::fs::write(
+        dir.join("images.toml"),
+        format!(
+            r#"schema = 1
+repository = "{repository}"
+upstream = "debian:trixie-slim"
+default = "tiny"
+source = "https://example.invalid/tiny"
+
+[languages]
+shell = ["hello"]
+
+[tools.hello]
+probe = ["hello", "--version"]
+version = 'hello ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[fragments.hello]
+script = "docker/install-hello.sh"
+provides = ["hello"]
+
+[variants.tiny]
+fragments = ["hello"]
+aliases = ["tiny"]
+serves = ["shell"]
+size_budget = "10MiB"
+"#
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.join("docker")).unwrap();
+    std::fs::write(dir.join("docker/install-hello.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::write(
+        dir.join("image_pins.json"),
+        "{\"schema\": 1, \"images\": {}}\n",
+    )
+    .unwrap();
+}
+
+/// `pin`, `pins verify` and `version` talk to a TLS registry with basic auth
+/// when given its CA with --ca-cert; without it they fail naming the
+/// certificate problem and the flag. No secret is printed either way.
+#[test]
+fn pin_verify_and_version_trust_a_private_ca_given_with_ca_cert() {
+    use crate::support::distribution::{self, Auth, PASSWORD, Registry, USER};
+    use base64::Engine as _;
+    if !distribution::available() {
+        return;
+    }
+    let storage = tempfile::tempdir().unwrap();
+    let registry = Registry::start(storage.path(), Auth::TlsHtpasswd);
+    let host = registry.authority();
+    let ca = &distribution::pki().ca_cert;
+    let repo = "tiny/sandbox";
+    let pusher = Pusher::tls(&host, &std::fs::read(ca).unwrap(), USER, PASSWORD);
+    let tools: BTreeMap<String, String> = [("hello".to_string(), "1.0.0".to_string())].into();
+    let labels = check_label("pass", "tiny", "sha256:tiny-inputs", &tools);
+    let digest = pusher
+        .wait(pusher.image(
+            repo,
+            Some("tiny-1.0.0"),
+            &Image::linux("amd64").labels(&labels),
+        ))
+        .digest;
+
+    // The project is HOME too: its docker config holds the credentials.
+    let home = tempfile::tempdir().unwrap();
+    tiny_project(home.path(), &format!("{host}/{repo}"));
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
+    std::fs::create_dir_all(home.path().join(".docker")).unwrap();
+    std::fs::write(
+        home.path().join(".docker/config.json"),
+        json!({"auths": {host.clone(): {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    let cli = || support::isolated_cli(home.path());
+    let image = format!("{host}/{repo}:tiny-1.0.0");
+    let mut runs = Vec::new();
+
+    let ca_arg = ["--ca-cert", ca.to_str().unwrap()];
+    let without_ca = |args: &[&str]| {
+        cli()
+            .args(args)
+            .status(1)
+            .stderr_like("error: .*invalid peer certificate: UnknownIssuer.*pass it with --ca-cert")
+            .run()
+    };
+
+    // Without the CA, `pin` fails saying why, and writes nothing.
+    let pins_file = home.path().join("image_pins.json");
+    let before = std::fs::read(&pins_file).unwrap();
+    runs.push(without_ca(&["pin", "--write"]));
+    assert_eq!(std::fs::read(&pins_file).unwrap(), before);
+    // With it: pinned ...
+    runs.push(
+        plan(
+            cli().args(["pin", "--write"]).args(ca_arg),
+            "wrote image_pins.json",
+        )
+        .stdout_like(format!(
+            r"tiny +tiny +add +\(none\) -> 1\.0\.0 +new +{digest}"
+        ))
+        .run(),
+    );
+    let pins: Value = serde_json::from_str(&std::fs::read_to_string(&pins_file).unwrap()).unwrap();
+    assert_eq!(pins["images"]["tiny"]["digest"], digest.as_str());
+    assert_eq!(
+        pins["images"]["tiny"]["repository"],
+        format!("{host}/{repo}")
+    );
+    // ... and the same for verifying the pin and versioning an image.
+    // `pins verify` reports an unreachable pin as a problem it found (the
+    // gate's status 2), naming the certificate and the flag.
+    runs.push(
+        cli()
+            .args(["pins", "verify"])
+            .status(2)
+            .stdout_like(format!(
+                r"problem: tiny: cannot check {host}/{repo}@{digest}: .*certificate.*--ca-cert"
+            ))
+            .stdout_may(r"problem: tiny: cannot resolve tag tiny-1\.0\.0: .*")
+            .stderr_like(r"pins verify: \d problem\(s\)")
+            .run(),
+    );
+    runs.push(without_ca(&["version", "tiny", "--image", &image]));
+    runs.push(
+        cli()
+            .args(["pins", "verify"])
+            .args(ca_arg)
+            .stdout("ok: 1 alias(es) pinned and verified in image_pins.json\n")
+            .run(),
+    );
+    runs.push(
+        cli()
+            .args(["version", "tiny", "--image", &image])
+            .args(ca_arg)
+            .stdout("tiny: no new version: inputs and tools unchanged since 1.0.0\n")
+            .run(),
+    );
+    for run in &runs {
+        let all = format!("{}{}", run.stdout(), run.stderr());
+        assert!(!all.contains(PASSWORD) && !all.contains(&auth), "{all}");
+    }
+}
