@@ -2,7 +2,9 @@
 
 use super::Digest;
 use super::source::{DigestCheck, ImageSource, Inspected, PlatformImage, SourceError};
-use crate::registry::{self, Client, ManifestCheck, Reference, Repository, ResolveOptions};
+use crate::registry::{
+    self, Client, ErrorKind, ManifestCheck, Reference, Repository, ResolveOptions,
+};
 
 /// The registry client with a runtime to drive it from synchronous code.
 pub struct RegistrySource {
@@ -13,7 +15,7 @@ pub struct RegistrySource {
 fn err(reference: &str, e: registry::Error) -> SourceError {
     SourceError {
         reference: reference.to_string(),
-        not_found: matches!(e, registry::Error::NotFound { .. }),
+        not_found: matches!(e.kind(), ErrorKind::NotFound { .. }),
         message: e.to_string(),
     }
 }
@@ -33,9 +35,7 @@ impl RegistrySource {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| registry::Error::Config {
-                reason: format!("cannot start the async runtime: {e}"),
-            })?;
+            .map_err(|e| registry::Error::config(format!("cannot start the async runtime: {e}")))?;
         Ok(RegistrySource { client, rt })
     }
 
@@ -129,7 +129,7 @@ impl ImageSource for RegistrySource {
                 let d = resolved.index_digest.as_ref().unwrap_or(&resolved.digest);
                 Ok(Some(digest(&name, d)?))
             }
-            Err(registry::Error::NotFound { .. }) => Ok(None),
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound { .. }) => Ok(None),
             Err(e) => Err(err(&name, e)),
         }
     }
@@ -140,14 +140,16 @@ impl ImageSource for RegistrySource {
         match self.rt.block_on(self.client.verify_manifest(&r)) {
             Ok(ManifestCheck::Verified { .. }) => Ok(DigestCheck::Intact),
             Ok(ManifestCheck::Missing) => Ok(DigestCheck::Missing),
-            Err(registry::Error::DigestMismatch { actual, .. }) => Ok(DigestCheck::Mismatch {
-                actual: Digest::parse(&actual).map_err(|e| SourceError {
-                    reference: name.clone(),
-                    message: e.to_string(),
-                    not_found: false,
-                })?,
-            }),
-            Err(e) => Err(err(&name, e)),
+            Err(e) => match e.kind() {
+                ErrorKind::DigestMismatch { actual, .. } => Ok(DigestCheck::Mismatch {
+                    actual: Digest::parse(actual).map_err(|e| SourceError {
+                        reference: name.clone(),
+                        message: e.to_string(),
+                        not_found: false,
+                    })?,
+                }),
+                _ => Err(err(&name, e)),
+            },
         }
     }
 }

@@ -1,19 +1,31 @@
 //! Reading OCI registries: resolving tags to digests, listing tags, reading
 //! image configs and verifying pinned manifests.
 //!
-//! # Why mostly `reqwest` and not `oci-client`
+//! # Layout
 //!
-//! `oci-client` is a fine puller, but a resolver that pinning can trust needs
-//! things it does not offer, so the HTTP side is written on `reqwest` here and
-//! only the data model comes from `oci-spec` (`ImageIndex`, `ImageManifest`,
-//! `ImageConfiguration`):
+//! - `transport/`: the layers every request goes through, one file each —
+//!   retry, authorization (challenge parsing, bearer tokens, credentials),
+//!   scheme, redirects and size caps;
+//! - `client.rs`: composes them per registry (connection pool, concurrency
+//!   limit, state);
+//! - `manifest.rs`, `index.rs`, `config.rs`, `resolve.rs`, `tags.rs`: what
+//!   is asked of a registry, on top of the client;
+//! - `reference.rs`, `digest.rs`, `platform.rs`: the names involved;
+//! - `error.rs`: the one [`Error`], whose [`Error::kind`] callers match.
+//!
+//! # Why `reqwest` and not `oci-client`
+//!
+//! `oci-client` is not a dependency. It is a fine puller, but a resolver
+//! that pinning can trust needs things it does not offer, so the HTTP side is
+//! written on `reqwest` here and only the data model comes from `oci-spec`
+//! (`ImageIndex`, `ImageManifest`, `ImageConfiguration`):
 //!
 //! - tag listing in `oci-client` does not follow `Link: <…>; rel="next"`, so it
 //!   silently returns the first page of a large repository ([`Client::list_tags`]);
 //! - it has no retries, `Retry-After` or total time bound ([`RetryPolicy`]);
-//! - it reads no docker/podman credential files or helpers ([`auth`]);
+//! - it reads no docker/podman credential files or helpers ([`credentials`]);
 //! - it maps token-endpoint failures to anonymous access, hiding why a
-//!   private image "does not exist" ([`Error::Token`]);
+//!   private image "does not exist" ([`ErrorKind::Token`]);
 //! - it offers no HEAD-first resolution with a GET fallback, no check of
 //!   `Docker-Content-Digest` against the received bytes with the header's
 //!   algorithm, and no size caps ([`Client::resolve`]).
@@ -22,19 +34,28 @@
 //! and a per-registry concurrency limit; tokens are cached per registry and
 //! scope until shortly before they expire.
 
-pub mod auth;
 mod client;
+mod config;
 mod digest;
+mod error;
+mod index;
+mod manifest;
 mod platform;
 mod reference;
 mod resolve;
 mod tags;
+mod transport;
 
-pub use client::{Client, ClientBuilder, RetryPolicy};
+pub use client::{Client, ClientBuilder};
+pub use config::ImageConfig;
 pub use digest::{Algorithm, Digest};
+pub use error::{Error, ErrorKind, Result};
+pub use manifest::ManifestCheck;
 pub use platform::Platform;
 pub use reference::{Reference, Repository, api_host, is_loopback};
-pub use resolve::{ImageConfig, ManifestCheck, ResolveOptions, Resolved};
+pub use resolve::{ResolveOptions, Resolved};
+pub use transport::credentials::{self, CredentialStore};
+pub use transport::retry::RetryPolicy;
 
 /// OCI and Docker manifest media types.
 pub mod media_type {
@@ -52,113 +73,3 @@ pub mod media_type {
         mt == OCI_MANIFEST || mt == DOCKER_MANIFEST
     }
 }
-
-/// Errors of the registry module. Messages name the reference or registry
-/// and the HTTP status involved; they never contain credentials or tokens.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("invalid image reference {input:?}: {reason}")]
-    InvalidReference { input: String, reason: String },
-
-    #[error("invalid platform {input:?}: {reason}")]
-    InvalidPlatform { input: String, reason: String },
-
-    #[error("registry client configuration: {reason}")]
-    Config { reason: String },
-
-    #[error("{context}: cannot reach registry {registry}: {reason}")]
-    Connect {
-        context: String,
-        registry: String,
-        reason: String,
-    },
-
-    #[error("{context}: not found in registry {registry} (HTTP 404){detail}")]
-    NotFound {
-        context: String,
-        registry: String,
-        detail: String,
-    },
-
-    #[error("{context}: registry {registry} answered HTTP {status}{detail}")]
-    Status {
-        context: String,
-        registry: String,
-        status: u16,
-        detail: String,
-    },
-
-    #[error("{context}: registry {registry} refused access (HTTP {status}){detail}; {hint}")]
-    Unauthorized {
-        context: String,
-        registry: String,
-        status: u16,
-        detail: String,
-        hint: String,
-    },
-
-    #[error("{context}: token endpoint {realm} of registry {registry} failed: {reason}")]
-    Token {
-        context: String,
-        registry: String,
-        realm: String,
-        reason: String,
-    },
-
-    #[error(
-        "{context}: digest mismatch: expected {expected} ({expected_from}), but the bytes received hash to {actual}"
-    )]
-    DigestMismatch {
-        context: String,
-        expected: String,
-        expected_from: &'static str,
-        actual: String,
-    },
-
-    #[error("{context}: {what} from registry {registry} exceeds the limit of {limit} bytes")]
-    TooLarge {
-        context: String,
-        registry: String,
-        what: &'static str,
-        limit: usize,
-    },
-
-    #[error("{context}: malformed {what}: {reason}")]
-    Malformed {
-        context: String,
-        what: &'static str,
-        reason: String,
-    },
-
-    #[error(
-        "{context}: the registry sent Content-Type {header:?} but the manifest's mediaType is {body:?}"
-    )]
-    MediaTypeMismatch {
-        context: String,
-        header: String,
-        body: String,
-    },
-
-    #[error("{context}: no image for platform {wanted} (the index offers: {available})")]
-    NoMatchingPlatform {
-        context: String,
-        wanted: String,
-        available: String,
-    },
-
-    #[error("{context}: gave up after {attempts} attempt(s) in {elapsed_ms} ms: {last}")]
-    GaveUp {
-        context: String,
-        attempts: u32,
-        elapsed_ms: u128,
-        last: String,
-    },
-
-    #[error("{context}: tag listing: {reason}")]
-    Pagination { context: String, reason: String },
-
-    #[error("credentials for {registry}: {reason}")]
-    Credentials { registry: String, reason: String },
-}
-
-pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -77,10 +77,7 @@ impl fmt::Display for Platform {
 impl FromStr for Platform {
     type Err = super::Error;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = |reason: &str| super::Error::InvalidPlatform {
-            input: s.to_string(),
-            reason: reason.to_string(),
-        };
+        let bad = |reason: &str| super::Error::invalid_platform(s, reason);
         let parts: Vec<&str> = s.split('/').collect();
         if parts.iter().any(|p| p.is_empty()) {
             return Err(bad(

@@ -28,12 +28,10 @@ static PATH_COMPONENT_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
 static TAG_RE: LazyLock<regex::Regex> =
     LazyLock::new(|| regex::Regex::new(r"^[\w][\w.-]{0,127}$").expect("tag regex"));
 
-/// Why a reference was rejected (the `reason` of [`super::Error::InvalidReference`]).
+/// Why a reference was rejected (the `reason` of
+/// [`super::ErrorKind::InvalidReference`]).
 fn invalid(input: &str, reason: impl Into<String>) -> super::Error {
-    super::Error::InvalidReference {
-        input: input.to_string(),
-        reason: reason.into(),
-    }
+    super::Error::invalid_reference(input, reason)
 }
 
 /// A repository: registry host (with port) and path, e.g.

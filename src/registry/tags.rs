@@ -1,10 +1,13 @@
 //! Tag listing with `Link` pagination.
 
-use super::client::{Client, Req};
+use super::client::Client;
 use super::reference::api_host;
-use super::resolve::status_error_pub as status_error;
-use super::{Error, Repository, Result};
+use super::transport::Request;
+use super::transport::bearer::Scope;
+use super::transport::limits::Limit;
+use super::{Error, ErrorKind, Repository, Result};
 use reqwest::Method;
+use reqwest::header::{self, HeaderMap, HeaderValue};
 use std::collections::HashSet;
 use std::sync::LazyLock;
 
@@ -13,6 +16,11 @@ use std::sync::LazyLock;
 pub const PAGE_SIZE: usize = 1000;
 /// Loop guard: no repository we pin has anywhere near this many pages.
 const MAX_PAGES: usize = 10_000;
+/// Cap on one page: 1000 tags of at most 128 characters, generously.
+const PAGE_LIMIT: Limit = Limit {
+    bytes: 16 << 20,
+    what: "tag list page",
+};
 
 static TAG_RE: LazyLock<regex::Regex> =
     LazyLock::new(|| regex::Regex::new(r"^[\w][\w.-]{0,127}$").expect("tag regex"));
@@ -56,10 +64,8 @@ impl Client {
     pub async fn list_tags(&self, repo: &Repository) -> Result<Vec<String>> {
         let context = repo.to_string();
         let registry = repo.registry();
-        let fail = |reason: String| Error::Pagination {
-            context: context.clone(),
-            reason,
-        };
+        let fail =
+            |reason: String| Error::new(ErrorKind::Pagination { reason }, &context, registry);
         let mut target = format!("/v2/{}/tags/list?n={PAGE_SIZE}", repo.path());
         let mut visited = HashSet::new();
         let mut seen = HashSet::new();
@@ -73,32 +79,29 @@ impl Client {
             if visited.len() > MAX_PAGES {
                 return Err(fail(format!("more than {MAX_PAGES} pages")));
             }
-            let resp = self
-                .execute(
-                    registry,
-                    Req {
-                        method: Method::GET,
-                        target: target.clone(),
-                        accept: Some("application/json"),
-                        scope: format!("repository:{}:pull", repo.path()),
-                        context: &context,
-                        limit: (16 << 20, "tag list page"),
-                    },
-                )
-                .await?;
+            let mut headers = HeaderMap::new();
+            headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+            let request = Request {
+                method: Method::GET,
+                target: target.clone(),
+                headers,
+                body: None,
+                scope: Scope::pull(repo.path()),
+                context: &context,
+                limit: PAGE_LIMIT,
+            };
+            let resp = self.execute(registry, request).await?;
             if !resp.status.is_success() {
-                return Err(status_error(&context, registry, &resp));
+                let status = resp.status.as_u16();
+                return Err(Error::status(&context, registry, status, &resp.body));
             }
             #[derive(serde::Deserialize)]
             struct Page {
                 #[serde(default)]
                 tags: Option<Vec<Option<String>>>,
             }
-            let page: Page = serde_json::from_slice(&resp.body).map_err(|e| Error::Malformed {
-                context: context.clone(),
-                what: "tag list",
-                reason: e.to_string(),
-            })?;
+            let page: Page = serde_json::from_slice(&resp.body)
+                .map_err(|e| Error::malformed(&context, "tag list", e.to_string()))?;
             for tag in page.tags.unwrap_or_default().into_iter().flatten() {
                 if is_image_tag(&tag) && seen.insert(tag.clone()) {
                     tags.push(tag);
@@ -106,7 +109,7 @@ impl Client {
             }
             let link = resp
                 .headers
-                .get_all(reqwest::header::LINK)
+                .get_all(header::LINK)
                 .iter()
                 .filter_map(|v| v.to_str().ok())
                 .find_map(next_link);

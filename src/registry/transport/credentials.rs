@@ -1,5 +1,5 @@
-//! Registry credentials from the files docker and podman write, and the
-//! `WWW-Authenticate` challenges that say how to use them.
+//! Registry credentials from the files docker and podman write (auths,
+//! identity tokens, credential helpers), looked up once per repository.
 //!
 //! Files, first match wins (the order of containers-auth.json(5), which
 //! falls back to docker's file):
@@ -14,9 +14,12 @@
 //! `index.docker.io` / `registry-1.docker.io` mean `docker.io`. A key may name
 //! a repository namespace (`quay.io/org`); the longest matching key wins.
 
-use super::Error;
+use crate::registry::Error;
+use crate::registry::reference::DOCKER_HUB;
 use base64::Engine as _;
+use reqwest::header::HeaderValue;
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// A secret for one registry. `Debug` never shows the secret.
@@ -42,14 +45,18 @@ impl Credential {
             }
         }
     }
-    pub(crate) fn basic_header(&self) -> Option<String> {
-        match self {
-            Credential::Basic { username, password } => Some(format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"))
-            )),
-            Credential::IdentityToken { .. } => None,
-        }
+    /// `Authorization: Basic …` for this credential (identity tokens are
+    /// only ever exchanged for a bearer token).
+    pub(crate) fn basic_header(&self) -> Option<HeaderValue> {
+        let Credential::Basic { username, password } = self else {
+            return None;
+        };
+        let encoded =
+            base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+        let mut value = HeaderValue::from_str(&format!("Basic {encoded}"))
+            .expect("base64 is a valid header value");
+        value.set_sensitive(true);
+        Some(value)
     }
 }
 
@@ -128,10 +135,8 @@ impl CredentialStore {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {
-                    return Err(Error::Credentials {
-                        registry: registry.to_string(),
-                        reason: format!("cannot read {}: {e}", file.display()),
-                    });
+                    let reason = format!("cannot read {}: {e}", file.display());
+                    return Err(Error::credentials(registry, reason));
                 }
             };
             if let Some(found) = lookup_in(file, &text, registry, repository)? {
@@ -139,6 +144,35 @@ impl CredentialStore {
             }
         }
         Ok(None)
+    }
+}
+
+/// One registry's credential lookups, by repository (keys may name a
+/// namespace, so the answer can differ per repository). Lookups may run a
+/// helper program, so they run off the async threads, once each.
+#[derive(Default)]
+pub(crate) struct CredentialCache {
+    by_repository: tokio::sync::Mutex<HashMap<String, Option<Found>>>,
+}
+
+impl CredentialCache {
+    pub(crate) async fn lookup(
+        &self,
+        store: &CredentialStore,
+        registry: &str,
+        repository: &str,
+    ) -> Result<Option<Found>, Error> {
+        let mut cache = self.by_repository.lock().await;
+        if let Some(found) = cache.get(repository) {
+            return Ok(found.clone());
+        }
+        let store = store.clone();
+        let (reg, repo) = (registry.to_string(), repository.to_string());
+        let found = tokio::task::spawn_blocking(move || store.lookup(&reg, &repo))
+            .await
+            .map_err(|e| Error::credentials(registry, format!("lookup task failed: {e}")))??;
+        cache.insert(repository.to_string(), found.clone());
+        Ok(found)
     }
 }
 
@@ -217,10 +251,10 @@ fn lookup_in(
     registry: &str,
     repository: &str,
 ) -> Result<Option<Found>, Error> {
-    let config: ConfigFile = serde_json::from_str(text).map_err(|e| Error::Credentials {
-        registry: registry.to_string(),
+    let config: ConfigFile = serde_json::from_str(text).map_err(|e| {
         // serde_json's message names a position, never the file's content.
-        reason: format!("{} is not a valid credentials file: {e}", file.display()),
+        let reason = format!("{} is not a valid credentials file: {e}", file.display());
+        Error::credentials(registry, reason)
     })?;
     let source = file.display().to_string();
     if let Some(helper) = best_key(&config.cred_helpers, registry, repository) {
@@ -254,12 +288,12 @@ fn entry_credential(
 ) -> Result<Option<Credential>, Error> {
     let (mut username, mut password) = (entry.username.clone(), entry.password.clone());
     if let Some(auth) = entry.auth.as_deref().filter(|a| !a.is_empty()) {
-        let bad = || Error::Credentials {
-            registry: registry.to_string(),
-            reason: format!(
+        let bad = || {
+            let reason = format!(
                 "the \"auth\" entry in {} is not base64 of user:password",
                 file.display()
-            ),
+            );
+            Error::credentials(registry, reason)
         };
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(auth.trim())
@@ -286,10 +320,7 @@ fn entry_credential(
 /// Runs `docker-credential-<helper> get` (the docker credential helper
 /// protocol: server URL on stdin, `{"Username","Secret"}` on stdout).
 fn helper_get(helper: &str, registry: &str) -> Result<Option<Credential>, Error> {
-    let fail = |reason: String| Error::Credentials {
-        registry: registry.to_string(),
-        reason,
-    };
+    let fail = |reason: String| Error::credentials(registry, reason);
     if helper.is_empty()
         || !helper
             .chars()
@@ -298,7 +329,7 @@ fn helper_get(helper: &str, registry: &str) -> Result<Option<Credential>, Error>
         return Err(fail(format!("invalid credential helper name {helper:?}")));
     }
     let program = format!("docker-credential-{helper}");
-    let server = if registry == super::reference::DOCKER_HUB {
+    let server = if registry == DOCKER_HUB {
         "https://index.docker.io/v1/".to_string()
     } else {
         registry.to_string()
@@ -358,107 +389,9 @@ fn helper_get(helper: &str, registry: &str) -> Result<Option<Credential>, Error>
     }))
 }
 
-/// A parsed `WWW-Authenticate` challenge.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Challenge {
-    Basic,
-    Bearer {
-        realm: String,
-        service: Option<String>,
-        scope: Option<String>,
-    },
-}
-
-/// Parses `Bearer realm="…",service="…",scope="…"` or `Basic realm="…"`.
-pub fn parse_challenge(header: &str) -> Option<Challenge> {
-    let header = header.trim();
-    let (scheme, params) = header
-        .split_once(char::is_whitespace)
-        .unwrap_or((header, ""));
-    let mut map = BTreeMap::new();
-    let mut rest = params.trim();
-    while !rest.is_empty() {
-        let (key, after) = rest.split_once('=')?;
-        let key = key
-            .trim()
-            .trim_start_matches(',')
-            .trim()
-            .to_ascii_lowercase();
-        let after = after.trim_start();
-        let (value, remaining) = if let Some(quoted) = after.strip_prefix('"') {
-            let mut value = String::new();
-            let mut chars = quoted.char_indices();
-            let mut end = None;
-            while let Some((i, c)) = chars.next() {
-                match c {
-                    '\\' => {
-                        if let Some((_, n)) = chars.next() {
-                            value.push(n);
-                        }
-                    }
-                    '"' => {
-                        end = Some(i + 1);
-                        break;
-                    }
-                    c => value.push(c),
-                }
-            }
-            (value, &quoted[end?..])
-        } else {
-            let end = after.find(',').unwrap_or(after.len());
-            (after[..end].trim().to_string(), &after[end..])
-        };
-        map.insert(key, value);
-        rest = remaining.trim_start().trim_start_matches(',').trim_start();
-    }
-    if scheme.eq_ignore_ascii_case("basic") {
-        Some(Challenge::Basic)
-    } else if scheme.eq_ignore_ascii_case("bearer") {
-        Some(Challenge::Bearer {
-            realm: map.remove("realm")?,
-            service: map.remove("service"),
-            scope: map.remove("scope"),
-        })
-    } else {
-        None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn challenges() {
-        assert_eq!(
-            parse_challenge(
-                r#"Bearer realm="https://auth.example/token",service="reg",scope="repository:a/b:pull""#
-            ),
-            Some(Challenge::Bearer {
-                realm: "https://auth.example/token".into(),
-                service: Some("reg".into()),
-                scope: Some("repository:a/b:pull".into())
-            })
-        );
-        assert_eq!(
-            parse_challenge(r#"Basic realm="Registry Realm""#),
-            Some(Challenge::Basic)
-        );
-        assert_eq!(
-            parse_challenge(r#"bearer realm=http://x/t, service="a,b""#),
-            Some(Challenge::Bearer {
-                realm: "http://x/t".into(),
-                service: Some("a,b".into()),
-                scope: None
-            })
-        );
-        assert_eq!(parse_challenge("Negotiate"), None);
-        assert_eq!(
-            parse_challenge("Bearer service=\"x\""),
-            None,
-            "realm is required"
-        );
-    }
 
     #[test]
     fn key_normalisation() {

@@ -1,0 +1,377 @@
+//! The one error type of the registry module: a kind callers match on, and
+//! the context (the reference or repository, the registry) every message
+//! names. Messages say what to do; they never contain credentials or tokens.
+
+use std::fmt;
+
+/// A registry failure. Match on [`Error::kind`]:
+///
+/// ```
+/// # use sunaba_images::registry::{Error, ErrorKind};
+/// fn missing(e: &Error) -> bool {
+///     matches!(e.kind(), ErrorKind::NotFound { .. })
+/// }
+/// ```
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    /// What the operation was about: a reference, a repository, or empty.
+    context: String,
+    /// The registry (`host[:port]`) concerned, or empty.
+    registry: String,
+}
+
+/// What went wrong, with the details that differ by kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    InvalidReference {
+        input: String,
+        reason: String,
+    },
+    InvalidPlatform {
+        input: String,
+        reason: String,
+    },
+    /// The client's own configuration (CA files, runtime) is unusable.
+    Config {
+        reason: String,
+    },
+    /// A credential file or helper could not be read.
+    Credentials {
+        reason: String,
+    },
+    /// The registry's TLS certificate is not trusted; retrying cannot help.
+    UntrustedCertificate {
+        reason: String,
+    },
+    /// The registry redirected more often than the redirect layer follows.
+    TooManyRedirects {
+        limit: usize,
+        /// Where the last redirect pointed (origin and path, no query).
+        location: String,
+    },
+    /// HTTP 404.
+    NotFound {
+        detail: String,
+    },
+    /// Any other final non-success status.
+    Status {
+        status: u16,
+        detail: String,
+    },
+    Unauthorized {
+        status: u16,
+        detail: String,
+        /// What to do about it (which credentials were tried, where).
+        hint: String,
+    },
+    /// The token endpoint failed; never turned into anonymous access.
+    Token {
+        realm: String,
+        reason: String,
+    },
+    DigestMismatch {
+        expected: String,
+        /// Who claimed `expected`: a header, the reference, a descriptor.
+        expected_from: &'static str,
+        actual: String,
+    },
+    TooLarge {
+        what: &'static str,
+        limit: usize,
+    },
+    Malformed {
+        what: &'static str,
+        reason: String,
+    },
+    MediaTypeMismatch {
+        header: String,
+        body: String,
+    },
+    NoMatchingPlatform {
+        wanted: String,
+        available: String,
+    },
+    /// Retries ran out (attempts or the total time bound).
+    GaveUp {
+        attempts: u32,
+        elapsed_ms: u128,
+        last: String,
+    },
+    Pagination {
+        reason: String,
+    },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// `kind` for an operation on `context` (reference or repository) at
+    /// `registry`; either may be empty.
+    pub(crate) fn new(
+        kind: ErrorKind,
+        context: impl Into<String>,
+        registry: impl Into<String>,
+    ) -> Error {
+        Error {
+            kind,
+            context: context.into(),
+            registry: registry.into(),
+        }
+    }
+
+    /// A configuration error of the client or of the code driving it.
+    pub fn config(reason: impl Into<String>) -> Error {
+        Error::new(
+            ErrorKind::Config {
+                reason: reason.into(),
+            },
+            "",
+            "",
+        )
+    }
+
+    pub(crate) fn invalid_reference(input: &str, reason: impl Into<String>) -> Error {
+        let kind = ErrorKind::InvalidReference {
+            input: input.to_string(),
+            reason: reason.into(),
+        };
+        Error::new(kind, "", "")
+    }
+
+    pub(crate) fn invalid_platform(input: &str, reason: impl Into<String>) -> Error {
+        let kind = ErrorKind::InvalidPlatform {
+            input: input.to_string(),
+            reason: reason.into(),
+        };
+        Error::new(kind, "", "")
+    }
+
+    pub(crate) fn credentials(registry: &str, reason: impl Into<String>) -> Error {
+        let kind = ErrorKind::Credentials {
+            reason: reason.into(),
+        };
+        Error::new(kind, "", registry)
+    }
+
+    pub(crate) fn malformed(context: &str, what: &'static str, reason: impl Into<String>) -> Error {
+        let kind = ErrorKind::Malformed {
+            what,
+            reason: reason.into(),
+        };
+        Error::new(kind, context, "")
+    }
+
+    /// A final non-success response: 404 is [`ErrorKind::NotFound`], any
+    /// other status [`ErrorKind::Status`]; the body's summary is kept.
+    pub(crate) fn status(context: &str, registry: &str, status: u16, body: &[u8]) -> Error {
+        let detail = error_detail(body);
+        let kind = match status {
+            404 => ErrorKind::NotFound { detail },
+            status => ErrorKind::Status { status, detail },
+        };
+        Error::new(kind, context, registry)
+    }
+
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+
+    /// The reference or repository the failed operation was about ("" when
+    /// none, e.g. for configuration errors).
+    pub fn context(&self) -> &str {
+        &self.context
+    }
+
+    /// The registry concerned, when one was.
+    pub fn registry(&self) -> Option<&str> {
+        Some(self.registry.as_str()).filter(|r| !r.is_empty())
+    }
+
+    pub(crate) fn into_kind(self) -> ErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use ErrorKind as K;
+        let registry = self.registry().unwrap_or("(unknown)");
+        // Every message about an operation starts with what it was about.
+        let kind_needs_context = !matches!(
+            self.kind,
+            K::InvalidReference { .. }
+                | K::InvalidPlatform { .. }
+                | K::Config { .. }
+                | K::Credentials { .. }
+        );
+        if kind_needs_context && !self.context.is_empty() {
+            write!(f, "{}: ", self.context)?;
+        }
+        match &self.kind {
+            K::InvalidReference { input, reason } => {
+                write!(f, "invalid image reference {input:?}: {reason}")
+            }
+            K::InvalidPlatform { input, reason } => {
+                write!(f, "invalid platform {input:?}: {reason}")
+            }
+            K::Config { reason } => write!(f, "registry client configuration: {reason}"),
+            K::Credentials { reason } => write!(f, "credentials for {registry}: {reason}"),
+            K::UntrustedCertificate { reason } => write!(
+                f,
+                "cannot reach registry {registry}: {reason}; if the registry uses a private CA, pass it with --ca-cert"
+            ),
+            K::TooManyRedirects { limit, location } => write!(
+                f,
+                "registry {registry} redirected more than {limit} times (last to {location}); \
+                 check the registry's address and its proxy"
+            ),
+            K::NotFound { detail } => {
+                write!(f, "not found in registry {registry} (HTTP 404){detail}")
+            }
+            K::Status { status, detail } => {
+                write!(f, "registry {registry} answered HTTP {status}{detail}")
+            }
+            K::Unauthorized {
+                status,
+                detail,
+                hint,
+            } => write!(
+                f,
+                "registry {registry} refused access (HTTP {status}){detail}; {hint}"
+            ),
+            K::Token { realm, reason } => write!(
+                f,
+                "token endpoint {realm} of registry {registry} failed: {reason}"
+            ),
+            K::DigestMismatch {
+                expected,
+                expected_from,
+                actual,
+            } => write!(
+                f,
+                "digest mismatch: expected {expected} ({expected_from}), but the bytes received hash to {actual}"
+            ),
+            K::TooLarge { what, limit } => write!(
+                f,
+                "{what} from registry {registry} exceeds the limit of {limit} bytes"
+            ),
+            K::Malformed { what, reason } => write!(f, "malformed {what}: {reason}"),
+            K::MediaTypeMismatch { header, body } => write!(
+                f,
+                "the registry sent Content-Type {header:?} but the manifest's mediaType is {body:?}"
+            ),
+            K::NoMatchingPlatform { wanted, available } => write!(
+                f,
+                "no image for platform {wanted} (the index offers: {available})"
+            ),
+            K::GaveUp {
+                attempts,
+                elapsed_ms,
+                last,
+            } => write!(
+                f,
+                "gave up after {attempts} attempt(s) in {elapsed_ms} ms: {registry}: {last}"
+            ),
+            K::Pagination { reason } => write!(f, "tag listing: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// `e` and its sources, each cause once ("error sending request: connection
+/// refused"), for messages.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(cause) = src {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+        src = cause.source();
+    }
+    s
+}
+
+/// A short, credential-free summary of a registry error body, prefixed with
+/// ": " (empty for an empty body).
+pub(crate) fn error_detail(body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct Errs {
+        #[serde(default)]
+        errors: Vec<E>,
+        #[serde(default)]
+        details: Option<String>,
+        #[serde(default)]
+        error: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct E {
+        #[serde(default)]
+        code: String,
+        #[serde(default)]
+        message: String,
+    }
+    let text = match serde_json::from_slice::<Errs>(body) {
+        Ok(e) if !e.errors.is_empty() => e
+            .errors
+            .iter()
+            .map(|e| format!("{} {}", e.code, e.message).trim().to_string())
+            .collect::<Vec<_>>()
+            .join("; "),
+        Ok(Errs {
+            details: Some(d), ..
+        }) => d,
+        Ok(Errs { error: Some(d), .. }) => d,
+        _ => String::from_utf8_lossy(body).trim().to_string(),
+    };
+    let text: String = text.chars().filter(|c| !c.is_control()).take(300).collect();
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!(": {text}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_are_summarised() {
+        assert_eq!(
+            error_detail(
+                br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]}"#
+            ),
+            ": MANIFEST_UNKNOWN manifest unknown"
+        );
+        assert_eq!(error_detail(b""), "");
+        assert_eq!(error_detail(&vec![b'x'; 1000]).len(), 302);
+    }
+
+    #[test]
+    fn messages_name_context_and_registry() {
+        let e = Error::status("r.io/a:1", "r.io", 404, b"");
+        assert!(matches!(e.kind(), ErrorKind::NotFound { .. }));
+        assert_eq!(
+            e.to_string(),
+            "r.io/a:1: not found in registry r.io (HTTP 404)"
+        );
+        let e = Error::status("r.io/a:1", "r.io", 503, b"busy");
+        assert_eq!(
+            e.kind(),
+            &ErrorKind::Status {
+                status: 503,
+                detail: ": busy".into()
+            }
+        );
+        assert_eq!(e.registry(), Some("r.io"));
+        let e = Error::config("no runtime");
+        assert_eq!(e.to_string(), "registry client configuration: no runtime");
+        assert_eq!((e.context(), e.registry()), ("", None));
+    }
+}

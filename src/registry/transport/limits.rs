@@ -1,0 +1,70 @@
+//! Size caps on what registries and token endpoints send, and reading a
+//! response body under one.
+
+use crate::registry::error::error_chain;
+
+/// The caps a client is built with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub manifest: usize,
+    pub token: usize,
+    pub config: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            // distribution refuses manifests over 4 MiB; so do we.
+            manifest: 4 << 20,
+            token: 1 << 20,
+            config: 16 << 20,
+        }
+    }
+}
+
+/// Error bodies are only summarised, so a little is enough.
+pub(crate) const ERROR_BODY_LIMIT: usize = 64 << 10;
+
+/// The cap on one success body, and what that body is (for messages).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limit {
+    pub bytes: usize,
+    pub what: &'static str,
+}
+
+pub(crate) enum ReadError {
+    TooLarge,
+    Broken(String),
+}
+
+/// The whole body of `resp`, refused as soon as it is known to exceed
+/// `limit` (by `Content-Length` or by what has arrived).
+pub(crate) async fn read_limited(
+    resp: &mut reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, ReadError> {
+    let expected = resp.content_length();
+    if expected.is_some_and(|n| n > limit as u64) {
+        return Err(ReadError::TooLarge);
+    }
+    let mut buf = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => {
+                if buf.len() + chunk.len() > limit {
+                    return Err(ReadError::TooLarge);
+                }
+                buf.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(buf),
+            Err(e) => {
+                return Err(ReadError::Broken(format!(
+                    "the response body broke off after {} of {} bytes: {}",
+                    buf.len(),
+                    expected.map_or("?".to_string(), |n| n.to_string()),
+                    error_chain(&e)
+                )));
+            }
+        }
+    }
+}

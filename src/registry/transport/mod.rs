@@ -1,0 +1,114 @@
+//! The layers every registry request goes through, outermost first: retry
+//! (backoff, `Retry-After`, the total time bound), authorization (challenge,
+//! bearer token or Basic credentials), scheme (https, or http where allowed),
+//! redirects and size caps.
+//!
+//! Each layer is one file and a function that calls the next one; the
+//! client composes them per registry (see `client.rs`). A request carries
+//! its method, headers and body, so uploads go through the same stack as
+//! reads.
+
+pub(crate) mod auth;
+pub(crate) mod bearer;
+pub(crate) mod challenge;
+pub mod credentials;
+pub(crate) mod limits;
+pub(crate) mod redirect;
+pub(crate) mod retry;
+pub(crate) mod scheme;
+
+use super::ErrorKind;
+use bytes::Bytes;
+use reqwest::header::HeaderMap;
+use reqwest::{Method, StatusCode};
+use std::time::Duration;
+
+/// How the layers are configured (from the client builder).
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// Registries (`host[:port]`) that may be spoken to over plain http.
+    pub insecure: Vec<String>,
+    /// Bound on one HTTP exchange (headers and body); retries start anew.
+    pub request_timeout: Duration,
+    pub retry: retry::RetryPolicy,
+    pub limits: limits::Limits,
+}
+
+/// One request to a registry's API, relative to its origin.
+pub(crate) struct Request<'a> {
+    pub method: Method,
+    /// Path and query, e.g. `/v2/library/debian/manifests/latest`.
+    pub target: String,
+    /// Accept, Content-Type and the like (never Authorization: the auth
+    /// layer adds that).
+    pub headers: HeaderMap,
+    /// Sent with every attempt (cheap to clone).
+    pub body: Option<Bytes>,
+    /// What a bearer token must allow.
+    pub scope: bearer::Scope,
+    /// For messages: the reference or repository concerned.
+    pub context: &'a str,
+    /// Cap on the body of a success response.
+    pub limit: limits::Limit,
+}
+
+/// A response whose body (if any) has been read completely.
+pub(crate) struct Response {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+    /// The URL the response came from (after redirects).
+    pub url: reqwest::Url,
+}
+
+impl Response {
+    /// A header's value, trimmed; `None` when absent, empty or not text.
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    }
+}
+
+/// Why one exchange gave no usable response. The retry layer tries again
+/// after a [`Failure::Retryable`]; the client turns a [`Failure::Fatal`]
+/// into an [`super::Error`] with the request's context.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// Connection errors, timeouts, broken bodies, 429/5xx.
+    Retryable {
+        reason: String,
+        /// What `Retry-After` asked for, if anything.
+        wait: Option<Duration>,
+    },
+    Fatal(ErrorKind),
+}
+
+impl Failure {
+    pub(crate) fn retryable(reason: impl Into<String>) -> Failure {
+        Failure::Retryable {
+            reason: reason.into(),
+            wait: None,
+        }
+    }
+}
+
+/// Per-registry state of the layers below the client.
+#[derive(Default)]
+pub(crate) struct RegistryState {
+    pub scheme: scheme::SchemeState,
+    pub auth: auth::AuthState,
+    pub credentials: credentials::CredentialCache,
+}
+
+/// What a request to one registry goes through the layers with.
+pub(crate) struct Session<'a> {
+    pub http: &'a reqwest::Client,
+    pub settings: &'a Settings,
+    pub store: &'a credentials::CredentialStore,
+    /// As in references: `docker.io`, `host:port`.
+    pub registry: &'a str,
+    pub state: &'a RegistryState,
+}
