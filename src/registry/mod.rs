@@ -41,6 +41,8 @@ mod error;
 mod index;
 mod manifest;
 mod platform;
+#[cfg(test)]
+mod proptests;
 mod reference;
 mod resolve;
 mod tags;
