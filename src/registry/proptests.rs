@@ -10,7 +10,7 @@ use super::manifest::check_manifest_body;
 use super::media_type as mt;
 use super::tags::next_link;
 use super::transport::bearer::parse_token;
-use super::transport::challenge::{parse_challenge, parse_challenges};
+use super::transport::challenge::{RawChallenge, parse_challenge, parse_challenges};
 use super::{Digest, Platform, Reference, Repository};
 use proptest::prelude::*;
 
@@ -150,8 +150,43 @@ fn parse_names(s: &str) {
     }
 }
 
+/// Well-formed challenges: a scheme and parameters whose values may hold
+/// commas, quotes, backslashes and spaces.
+fn challenges() -> impl Strategy<Value = Vec<RawChallenge>> {
+    let params = prop::collection::btree_map("[a-z][a-z0-9_]{0,6}", "[ -~]{0,12}", 0..4);
+    let challenge =
+        ("[A-Za-z][A-Za-z0-9]{0,8}", params).prop_map(|(scheme, params)| RawChallenge {
+            scheme: scheme.to_ascii_lowercase(),
+            params,
+            token68: None,
+        });
+    prop::collection::vec(challenge, 1..4)
+}
+
+/// `challenges` as a registry would write them, quoting every value.
+fn written(challenges: &[RawChallenge]) -> String {
+    let quoted = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
+    challenges
+        .iter()
+        .map(|c| {
+            let params: Vec<String> = c
+                .params
+                .iter()
+                .map(|(k, v)| format!("{k}={}", quoted(v)))
+                .collect();
+            format!("{} {}", c.scheme, params.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn written_challenges_parse_back(all in challenges()) {
+        prop_assert_eq!(parse_challenges(&written(&all)), Ok(all));
+    }
 
     #[test]
     fn challenge_headers(s in prop_oneof![

@@ -150,6 +150,110 @@ pub(crate) async fn send(http: &reqwest::Client, out: Outgoing<'_>) -> Result<Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A server that answers every request with `respond(request head)`
+    /// and closes; returns its origin and the request heads it saw.
+    async fn serve(
+        respond: impl Fn(&str) -> String + Send + Sync + 'static,
+    ) -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let origin = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                let answer = respond(&head);
+                log.lock().unwrap().push(head);
+                let _ = conn.write_all(answer.as_bytes()).await;
+            }
+        });
+        (origin, seen)
+    }
+
+    fn redirect_to(location: &str) -> String {
+        format!(
+            "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+    }
+
+    fn get<'a>(
+        url: &str,
+        authorization: Option<&'a HeaderValue>,
+        headers: &'a HeaderMap,
+    ) -> Outgoing<'a> {
+        Outgoing {
+            method: Method::GET,
+            url: url.parse().unwrap(),
+            headers,
+            body: None,
+            authorization,
+            limit: Limit {
+                bytes: 1024,
+                what: "manifest",
+            },
+            timeout: Duration::from_secs(5),
+            redirects: Redirects::Follow,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_redirect_loop_is_too_many_redirects() {
+        let (origin, seen) = serve(|_| redirect_to("/again?sig=secret")).await;
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let headers = HeaderMap::new();
+        let err = send(&http, get(&format!("{origin}/v2/"), None, &headers))
+            .await
+            .err()
+            .expect("a loop fails");
+        let Failure::Fatal(ErrorKind::TooManyRedirects { limit, location }) = err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(
+            (limit, location),
+            (MAX_REDIRECTS, format!("{origin}/again"))
+        );
+        assert_eq!(seen.lock().unwrap().len(), MAX_REDIRECTS + 1);
+    }
+
+    #[tokio::test]
+    async fn authorization_is_not_carried_to_another_host() {
+        let ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+        let (storage, at_storage) = serve(move |_| ok.to_string()).await;
+        let target = format!("{storage}/blob");
+        let (registry, at_registry) = serve(move |_| redirect_to(&target)).await;
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let secret = HeaderValue::from_static("Bearer secret-token");
+        let headers = HeaderMap::new();
+        let url = format!("{registry}/v2/a/blobs/x");
+        let resp = send(&http, get(&url, Some(&secret), &headers))
+            .await
+            .unwrap();
+        assert_eq!(
+            (resp.status.as_u16(), resp.body.as_slice()),
+            (200, &b"{}"[..])
+        );
+        assert_eq!(resp.url.as_str(), format!("{storage}/blob"));
+        assert!(at_registry.lock().unwrap()[0].contains("authorization: bearer secret-token"));
+        let storage_head = at_storage.lock().unwrap()[0].clone();
+        assert!(!storage_head.contains("authorization"), "{storage_head}");
+    }
 
     fn u(s: &str) -> Url {
         s.parse().unwrap()
