@@ -230,6 +230,47 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn bodies_are_read_under_their_cap() {
+        let big = "x".repeat(2000);
+        let answer = move |head: &str| {
+            let status = if head.contains("/error") {
+                "500 Oops"
+            } else {
+                "200 OK"
+            };
+            format!(
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{big}",
+                big.len()
+            )
+        };
+        let (origin, _) = serve(answer).await;
+        let http = reqwest::Client::new();
+        let headers = HeaderMap::new();
+        let err = send(&http, get(&format!("{origin}/ok"), None, &headers))
+            .await
+            .err()
+            .expect("over the cap");
+        assert!(
+            matches!(
+                err,
+                Failure::Fatal(ErrorKind::TooLarge {
+                    what: "manifest",
+                    limit: 1024
+                })
+            ),
+            "{err:?}"
+        );
+        let mut small = get(&format!("{origin}/ok"), None, &headers);
+        small.limit.bytes = 2000;
+        assert_eq!(send(&http, small).await.unwrap().body.len(), 2000);
+        let resp = send(&http, get(&format!("{origin}/error"), None, &headers))
+            .await
+            .unwrap();
+        assert_eq!(resp.status.as_u16(), 500, "error bodies have their own cap");
+        assert_eq!(resp.body.len(), 2000);
+    }
+
+    #[tokio::test]
     async fn authorization_is_not_carried_to_another_host() {
         let ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
         let (storage, at_storage) = serve(move |_| ok.to_string()).await;
