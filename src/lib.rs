@@ -7,7 +7,6 @@ pub mod build;
 pub mod check;
 pub mod cli;
 pub mod commands;
-pub mod coverage;
 pub mod detect;
 pub mod engine;
 pub mod exit;

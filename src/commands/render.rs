@@ -3,9 +3,9 @@
 //! first; an error anywhere writes nothing.
 
 use super::context::Context;
-use crate::coverage;
 use crate::exit;
 use crate::fsutil::atomic_write;
+use crate::manifest::coverage;
 use crate::render::{self, GENERATED_MARKER, Plan};
 use anyhow::Context as _;
 use std::path::Path;

@@ -1,51 +1,13 @@
-//! `images.toml`: the image family as data.
-//!
-//! Loading is two steps: serde parses the file with `deny_unknown_fields`
-//! (a typo is an error naming the line and key), then [`validate`] checks every
-//! cross-reference and collects *all* problems, each naming the line, the key
-//! path and what to do, so one run shows everything that is wrong.
+//! Validation of a parsed `images.toml`: every cross-reference, name and
+//! pattern checked, and every problem collected with its line, key and hint.
 
+use super::raw::RawManifest;
+use super::{FRAGMENT_DIR, Fragment, Manifest, SCHEMA, Tool, Variant, parse_size};
 use regex::Regex;
-use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 use toml::Spanned;
-
-/// The only manifest schema this build understands.
-pub const SCHEMA: u32 = 1;
-/// Fragment scripts must live below this directory of the project root.
-pub const FRAGMENT_DIR: &str = "docker";
-
-#[derive(Debug, thiserror::Error)]
-pub enum ManifestError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}: {message}")]
-    Parse { path: PathBuf, message: String },
-    #[error("{path}: {count} problem(s):\n{list}", count = problems.len(), list = ProblemList(problems))]
-    Invalid {
-        path: PathBuf,
-        problems: Vec<Problem>,
-    },
-    #[error(
-        "{path}: unknown profile `{name}` (declared profiles: {known}); add [profiles.{name}] or pick one of those"
-    )]
-    UnknownProfile {
-        path: PathBuf,
-        name: String,
-        known: String,
-    },
-    #[error("{path}: unknown variant `{name}` (declared variants: {known})")]
-    UnknownVariant {
-        path: PathBuf,
-        name: String,
-        known: String,
-    },
-}
 
 /// One thing wrong with the manifest: where, which key, what, and what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +33,7 @@ impl fmt::Display for Problem {
     }
 }
 
-struct ProblemList<'a>(&'a [Problem]);
+pub(super) struct ProblemList<'a>(pub(super) &'a [Problem]);
 
 impl fmt::Display for ProblemList<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -85,311 +47,13 @@ impl fmt::Display for ProblemList<'_> {
     }
 }
 
-// ------------------------------------------------------------ raw (serde) ---
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawManifest {
-    schema: Spanned<u32>,
-    repository: String,
-    upstream: String,
-    default: Spanned<String>,
-    source: Option<String>,
-    #[serde(default)]
-    languages: BTreeMap<String, Vec<Spanned<String>>>,
-    /// Build arguments that several fragments take: declared once here.
-    #[serde(default)]
-    args: BTreeMap<String, String>,
-    tools: BTreeMap<String, RawTool>,
-    fragments: BTreeMap<String, RawFragment>,
-    variants: BTreeMap<String, RawVariant>,
-    #[serde(default)]
-    profiles: BTreeMap<String, Profile>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTool {
-    probe: Spanned<Vec<String>>,
-    version: Option<Spanned<String>>,
-    min: Option<Spanned<String>>,
-    #[serde(default)]
-    presence_only: bool,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawFragment {
-    script: Spanned<String>,
-    provides: Vec<Spanned<String>>,
-    #[serde(default)]
-    args: BTreeMap<String, String>,
-    #[serde(default)]
-    shared_args: Vec<Spanned<String>>,
-    #[serde(default)]
-    env: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawVariant {
-    parent: Option<Spanned<String>>,
-    fragments: Vec<Spanned<String>>,
-    #[serde(default)]
-    aliases: Vec<Spanned<String>>,
-    #[serde(default)]
-    serves: Vec<Spanned<String>>,
-    size_budget: Spanned<String>,
-}
-
-// ------------------------------------------------------------- validated ---
-
-/// Environment overrides (`[profiles.NAME]`). Every key is optional.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct Profile {
-    pub repository: Option<String>,
-    pub upstream: Option<String>,
-    pub ca_bundle: Option<PathBuf>,
-    pub engine: Option<String>,
-    #[serde(default)]
-    pub insecure_registries: Vec<String>,
-}
-
-/// The settings in force once a profile (if any) is applied.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
-    pub profile: Option<String>,
-    pub repository: String,
-    pub upstream: String,
-    pub ca_bundle: Option<PathBuf>,
-    pub engine: Option<String>,
-    pub insecure_registries: Vec<String>,
-}
-
-/// A tool contract: what an image that owes the tool must answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tool {
-    pub name: String,
-    /// argv, run without a shell.
-    pub probe: Vec<String>,
-    /// POSIX ERE whose first capture group is the version; `None` for
-    /// presence-only tools.
-    pub version: Option<String>,
-    pub min: Option<String>,
-}
-
-impl Tool {
-    pub fn presence_only(&self) -> bool {
-        self.version.is_none()
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fragment {
-    pub name: String,
-    /// Project-relative path, always below `docker/`.
-    pub script: PathBuf,
-    pub provides: Vec<String>,
-    /// Build arguments and their defaults, sorted by name: the fragment's
-    /// own plus the shared ones it lists in `shared_args`.
-    pub args: BTreeMap<String, String>,
-    /// Runtime environment the fragment's tools need in the image (`ENV`).
-    pub env: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Variant {
-    pub name: String,
-    /// Parent variant; `None` means built FROM the upstream image.
-    pub parent: Option<String>,
-    pub fragments: Vec<String>,
-    pub aliases: Vec<String>,
-    pub serves: Vec<String>,
-    /// Size budget in bytes.
-    pub size_budget: u64,
-}
-
-#[derive(Debug, Clone)]
-pub struct Manifest {
-    /// The manifest file as given.
-    pub path: PathBuf,
-    /// Directory holding the manifest: the project root and build context.
-    pub root: PathBuf,
-    pub repository: String,
-    pub upstream: String,
-    pub default: String,
-    pub source: Option<String>,
-    pub languages: BTreeMap<String, Vec<String>>,
-    pub tools: BTreeMap<String, Tool>,
-    pub fragments: BTreeMap<String, Fragment>,
-    pub variants: BTreeMap<String, Variant>,
-    pub profiles: BTreeMap<String, Profile>,
-}
-
-impl Manifest {
-    /// Reads, parses and validates `path`.
-    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::from_str_at(&text, path)
-    }
-
-    /// Parses and validates manifest text as if read from `path` (the path
-    /// decides the project root that fragment scripts are checked under).
-    pub fn from_str_at(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
-        let raw: RawManifest = toml::from_str(text).map_err(|e| ManifestError::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
-        let root = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let lines = LineIndex::new(text);
-        let (manifest, problems) = validate(raw, path, &root, &lines);
-        if problems.is_empty() {
-            Ok(manifest)
-        } else {
-            Err(ManifestError::Invalid {
-                path: path.to_path_buf(),
-                problems,
-            })
-        }
-    }
-
-    pub fn variant(&self, name: &str) -> Result<&Variant, ManifestError> {
-        self.variants
-            .get(name)
-            .ok_or_else(|| ManifestError::UnknownVariant {
-                path: self.path.clone(),
-                name: name.to_string(),
-                known: self.variants.keys().cloned().collect::<Vec<_>>().join(", "),
-            })
-    }
-
-    /// The variant's ancestors, nearest first (parent, grandparent, ...).
-    pub fn ancestors(&self, variant: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut cur = self.variants.get(variant).and_then(|v| v.parent.clone());
-        while let Some(name) = cur {
-            if out.contains(&name) {
-                break; // cycles are rejected by validation; never loop
-            }
-            cur = self.variants.get(&name).and_then(|v| v.parent.clone());
-            out.push(name);
-        }
-        out
-    }
-
-    /// Every tool the variant owes: its ancestors' fragments' tools first
-    /// (root-most first), then its own, in declaration order, without repeats.
-    pub fn owed_tools(&self, variant: &str) -> Vec<String> {
-        let mut chain = self.ancestors(variant);
-        chain.reverse();
-        chain.push(variant.to_string());
-        let mut seen = BTreeSet::new();
-        let mut out = Vec::new();
-        for v in chain {
-            let Some(v) = self.variants.get(&v) else {
-                continue;
-            };
-            for f in &v.fragments {
-                let Some(f) = self.fragments.get(f) else {
-                    continue;
-                };
-                for t in &f.provides {
-                    if seen.insert(t.clone()) {
-                        out.push(t.clone());
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// All variants, parents before children; siblings in name order.
-    pub fn build_order(&self) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        let mut placed = BTreeSet::new();
-        // Depth in the parent chain gives a stable topological order.
-        let mut by_depth: Vec<(usize, &String)> = self
-            .variants
-            .keys()
-            .map(|n| (self.ancestors(n).len(), n))
-            .collect();
-        by_depth.sort();
-        for (_, name) in by_depth {
-            if placed.insert(name.clone()) {
-                out.push(name.clone());
-            }
-        }
-        out
-    }
-
-    /// Direct children of a variant, in name order.
-    pub fn children(&self, variant: &str) -> Vec<String> {
-        self.variants
-            .values()
-            .filter(|v| v.parent.as_deref() == Some(variant))
-            .map(|v| v.name.clone())
-            .collect()
-    }
-
-    /// The variant an alias points at.
-    pub fn variant_for_alias(&self, alias: &str) -> Option<&Variant> {
-        self.variants
-            .values()
-            .find(|v| v.aliases.iter().any(|a| a == alias))
-    }
-
-    /// Every alias with its variant, sorted by alias.
-    pub fn aliases(&self) -> BTreeMap<String, String> {
-        self.variants
-            .values()
-            .flat_map(|v| v.aliases.iter().map(move |a| (a.clone(), v.name.clone())))
-            .collect()
-    }
-
-    /// Applies a profile to the family's defaults.
-    pub fn resolve_profile(&self, profile: Option<&str>) -> Result<Settings, ManifestError> {
-        let p =
-            match profile {
-                None => Profile::default(),
-                Some(name) => self.profiles.get(name).cloned().ok_or_else(|| {
-                    ManifestError::UnknownProfile {
-                        path: self.path.clone(),
-                        name: name.to_string(),
-                        known: if self.profiles.is_empty() {
-                            "none".to_string()
-                        } else {
-                            self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
-                        },
-                    }
-                })?,
-            };
-        Ok(Settings {
-            profile: profile.map(str::to_string),
-            repository: p.repository.unwrap_or_else(|| self.repository.clone()),
-            upstream: p.upstream.unwrap_or_else(|| self.upstream.clone()),
-            ca_bundle: p.ca_bundle,
-            engine: p.engine,
-            insecure_registries: p.insecure_registries,
-        })
-    }
-}
-
-// ------------------------------------------------------------ validation ---
-
 /// Maps byte offsets to 1-based line numbers.
-struct LineIndex {
+pub(super) struct LineIndex {
     starts: Vec<usize>,
 }
 
 impl LineIndex {
-    fn new(text: &str) -> Self {
+    pub(super) fn new(text: &str) -> Self {
         let mut starts = vec![0];
         starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
         LineIndex { starts }
@@ -458,44 +122,6 @@ fn valid_arg_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
-/// Parses a size such as `900MiB`, `1.5GiB`, `500MB` or `1048576` into bytes.
-pub fn parse_size(text: &str) -> Option<u64> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num.parse().ok()?;
-    let factor: f64 = match unit.trim() {
-        "" | "B" => 1.0,
-        "KB" | "kB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    let bytes = value * factor;
-    (bytes.is_finite() && bytes > 0.0).then_some(bytes.round() as u64)
-}
-
-/// Formats bytes for people (`1.23 GiB`).
-pub fn format_size(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.2} {}", UNITS[unit])
-    }
-}
-
 /// Checks that a version pattern works both in Rust and in the POSIX ERE
 /// engines (grep -E, sed -E) that the generated healthcheck uses.
 fn check_version_pattern(pattern: &str) -> Result<(), String> {
@@ -551,7 +177,7 @@ fn inside_fragment_dir(path: &Path) -> bool {
     !rest.is_empty() && rest.iter().all(|c| matches!(c, Component::Normal(_)))
 }
 
-fn validate(
+pub(super) fn validate(
     raw: RawManifest,
     path: &Path,
     root: &Path,
@@ -965,67 +591,9 @@ fn lines_of<T>(s: &Spanned<T>, lines: &LineIndex) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{GOOD, project};
     use super::*;
-
-    /// A small, valid family on disk (fragment scripts must exist).
-    fn project(manifest: &str) -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("docker")).unwrap();
-        for f in ["a", "b"] {
-            std::fs::write(
-                dir.path().join(format!("docker/install-{f}.sh")),
-                "#!/bin/sh\n",
-            )
-            .unwrap();
-        }
-        let path = dir.path().join("images.toml");
-        std::fs::write(&path, manifest).unwrap();
-        (dir, path)
-    }
-
-    const GOOD: &str = r#"
-schema = 1
-repository = "example.org/fam"
-upstream = "debian:trixie-slim"
-default = "top"
-
-[languages]
-py = ["t2"]
-
-[tools.t1]
-probe = ["t1", "--version"]
-version = 't1 ([0-9.]+)'
-min = "1.2"
-
-[tools.t2]
-probe = ["t2"]
-presence_only = true
-
-[fragments.a]
-script = "docker/install-a.sh"
-provides = ["t1"]
-[fragments.a.args]
-A_VERSION = "1.0"
-
-[fragments.b]
-script = "docker/install-b.sh"
-provides = ["t2"]
-
-[variants.root]
-fragments = ["a"]
-aliases = ["neutral"]
-size_budget = "10MiB"
-
-[variants.top]
-parent = "root"
-fragments = ["b"]
-aliases = ["top"]
-serves = ["py"]
-size_budget = "1.5GiB"
-
-[profiles.local]
-repository = "127.0.0.1:5000/fam"
-"#;
+    use crate::manifest::ManifestError;
 
     fn problems(manifest: &str) -> Vec<Problem> {
         let (_dir, path) = project(manifest);
@@ -1033,36 +601,6 @@ repository = "127.0.0.1:5000/fam"
             Err(ManifestError::Invalid { problems, .. }) => problems,
             other => panic!("expected validation problems, got {other:?}"),
         }
-    }
-
-    #[test]
-    fn loads_a_valid_family() {
-        let (_dir, path) = project(GOOD);
-        let m = Manifest::load(&path).unwrap();
-        assert_eq!(m.owed_tools("top"), vec!["t1", "t2"]);
-        assert_eq!(m.owed_tools("root"), vec!["t1"]);
-        assert_eq!(m.build_order(), vec!["root", "top"]);
-        assert_eq!(m.children("root"), vec!["top"]);
-        assert_eq!(m.ancestors("top"), vec!["root"]);
-        assert_eq!(m.variants["top"].size_budget, 1610612736);
-        assert!(m.tools["t2"].presence_only());
-        assert_eq!(m.variant_for_alias("neutral").unwrap().name, "root");
-        let s = m.resolve_profile(Some("local")).unwrap();
-        assert_eq!(s.repository, "127.0.0.1:5000/fam");
-        assert_eq!(s.upstream, "debian:trixie-slim");
-        assert!(matches!(
-            m.resolve_profile(Some("nope")),
-            Err(ManifestError::UnknownProfile { .. })
-        ));
-    }
-
-    #[test]
-    fn unknown_key_names_line_and_key() {
-        let (_dir, path) =
-            project(&GOOD.replace("presence_only = true", "presence_only = true\nprobes = []"));
-        let err = Manifest::load(&path).unwrap_err().to_string();
-        assert!(err.contains("unknown field `probes`"), "{err}");
-        assert!(err.contains("line 18"), "{err}");
     }
 
     #[test]
@@ -1239,17 +777,6 @@ repository = "127.0.0.1:5000/fam"
                 && p.message == "unknown shared argument `SHARED_VERSION`"),
             "{ps:?}"
         );
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("900MiB"), Some(900 * 1024 * 1024));
-        assert_eq!(parse_size("1.5GiB"), Some(1610612736));
-        assert_eq!(parse_size("500MB"), Some(500_000_000));
-        assert_eq!(parse_size("12"), Some(12));
-        assert_eq!(parse_size("12 parsecs"), None);
-        assert_eq!(parse_size("0"), None);
-        assert_eq!(format_size(1610612736), "1.50 GiB");
     }
 
     #[test]
