@@ -6,6 +6,8 @@
 //! user's environment: nothing here overrides them.
 
 mod docker;
+#[cfg(test)]
+pub(crate) mod fake;
 mod podman;
 
 pub use docker::{Docker, DockerMode};

@@ -1,0 +1,218 @@
+//! The image family as the build sees it: one plan per variant from the
+//! manifest and its render, the selection of what to build, the tags that
+//! name a build, and recording a passing check on an image.
+
+use super::{BuildError, now_rfc3339};
+use crate::check::{self, CheckError, CheckReport, Expectation};
+use crate::engine::Engine;
+use crate::manifest::{Manifest, Settings};
+use crate::render::Rendered;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+/// What the build of one variant needs, from images.toml and the render.
+#[derive(Debug, Clone, Default)]
+pub struct VariantPlan {
+    pub name: String,
+    pub parent: Option<String>,
+    /// Repo-relative rendered Dockerfile.
+    pub dockerfile: PathBuf,
+    /// Every repo-relative file the build reads from its context.
+    pub context_files: Vec<PathBuf>,
+    /// `BASE_IMAGE` or `PARENT_IMAGE`.
+    pub from_arg: String,
+    /// Fragment build arguments with their defaults.
+    pub build_args: BTreeMap<String, String>,
+    pub owed_tools: Vec<String>,
+    pub size_budget: u64,
+}
+
+/// The image family as the build sees it.
+#[derive(Debug, Clone, Default)]
+pub struct Family {
+    /// Directory of images.toml (fragment paths are relative to it).
+    pub root: PathBuf,
+    /// Local repository of the built tags (the profile's `repository`).
+    pub repository: String,
+    /// FROM image of variants without a parent (the profile's `upstream`).
+    pub upstream: String,
+    pub source: String,
+    /// Parents first.
+    pub order: Vec<String>,
+    pub variants: BTreeMap<String, VariantPlan>,
+    /// Rendered files (repo-relative path -> content).
+    pub generated: BTreeMap<PathBuf, String>,
+}
+
+impl Family {
+    /// The family as the build sees it: the manifest, its render and the
+    /// settings of the active profile.
+    pub fn new(manifest: &Manifest, rendered: &Rendered, settings: &Settings) -> Family {
+        Family {
+            root: manifest.root.clone(),
+            repository: settings.repository.clone(),
+            upstream: settings.upstream.clone(),
+            source: manifest.source.clone().unwrap_or_default(),
+            order: manifest.build_order(),
+            variants: rendered
+                .variants
+                .iter()
+                .map(|(name, r)| {
+                    let v = &manifest.variants[name];
+                    (
+                        name.clone(),
+                        VariantPlan {
+                            name: name.clone(),
+                            parent: v.parent.clone(),
+                            dockerfile: r.dockerfile.clone(),
+                            context_files: r.context_files.clone(),
+                            from_arg: r.from_arg.to_string(),
+                            build_args: r.build_args.clone(),
+                            owed_tools: manifest.owed_tools(name),
+                            size_budget: v.size_budget,
+                        },
+                    )
+                })
+                .collect(),
+            generated: rendered.files.clone(),
+        }
+    }
+
+    /// The targets and their ancestors, parents first; all variants when
+    /// `targets` is empty.
+    pub fn select(&self, targets: &[String]) -> Result<Vec<String>, BuildError> {
+        if targets.is_empty() {
+            return Ok(self.order.clone());
+        }
+        let mut wanted = BTreeSet::new();
+        for t in targets {
+            let mut cur = Some(t.clone());
+            while let Some(v) = cur {
+                let plan = self
+                    .variants
+                    .get(&v)
+                    .ok_or_else(|| BuildError::UnknownVariant {
+                        variant: v.clone(),
+                        known: self.order.join(", "),
+                    })?;
+                wanted.insert(v.clone());
+                cur = plan.parent.clone();
+            }
+        }
+        Ok(self
+            .order
+            .iter()
+            .filter(|v| wanted.contains(*v))
+            .cloned()
+            .collect())
+    }
+
+    /// The tag that names one exact set of inputs; children are built FROM it.
+    pub fn inputs_tag(&self, variant: &str, inputs: &str) -> String {
+        let hex = inputs.strip_prefix("sha256:").unwrap_or(inputs);
+        format!(
+            "{}:{variant}-inputs-{}",
+            self.repository,
+            &hex[..12.min(hex.len())]
+        )
+    }
+
+    /// The convenience tag of the latest checked build of a variant.
+    pub fn variant_tag(&self, variant: &str) -> String {
+        format!("{}:{variant}", self.repository)
+    }
+
+    /// Records a passing check on the image (unless it already carries the
+    /// same record) and moves this variant's tags — the reference checked,
+    /// the variant tag and the inputs tag, where they point at the checked
+    /// image — to the labelled image. Tags of other repositories that share
+    /// the image stay put. Returns the labelled image's ID, or `None` when
+    /// `reference` is not a local tag of this family: BuildKit cannot build
+    /// FROM a bare image ID, so there is nothing to record on.
+    pub fn record_pass(
+        &self,
+        engine: &dyn Engine,
+        reference: &str,
+        report: &CheckReport,
+    ) -> Result<Option<String>, CheckError> {
+        let info = engine
+            .inspect(&report.image_id)?
+            .ok_or_else(|| CheckError::NoImage {
+                reference: report.image.clone(),
+                variant: report.variant.clone(),
+            })?;
+        if check::already_recorded(&info, report) {
+            return Ok(Some(info.id));
+        }
+        let mut tags = vec![reference.to_string(), self.variant_tag(&report.variant)];
+        if let Some(inputs) = &report.inputs {
+            tags.push(self.inputs_tag(&report.variant, inputs));
+        }
+        let mut seen = BTreeSet::new();
+        tags.retain(|t| seen.insert(t.clone()) && info.repo_tags.contains(t));
+        let Some(from) = tags.first() else {
+            return Ok(None);
+        };
+        check::record(engine, report, from, &tags, &now_rfc3339()).map(Some)
+    }
+
+    pub fn expectation(&self, variant: &str) -> Option<Expectation> {
+        self.variants.get(variant).map(|p| Expectation {
+            variant: variant.to_string(),
+            owed_tools: p.owed_tools.clone(),
+            size_budget: p.size_budget,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn family() -> Family {
+        let plan = |name: &str, parent: Option<&str>| VariantPlan {
+            name: name.into(),
+            parent: parent.map(String::from),
+            ..Default::default()
+        };
+        Family {
+            repository: "127.0.0.1:5000/sunaba/sandbox".into(),
+            order: ["base", "python", "go", "minimal"]
+                .map(String::from)
+                .to_vec(),
+            variants: BTreeMap::from([
+                ("base".into(), plan("base", None)),
+                ("python".into(), plan("python", Some("base"))),
+                ("go".into(), plan("go", Some("base"))),
+                ("minimal".into(), plan("minimal", None)),
+            ]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn selection_adds_ancestors_in_build_order() {
+        let f = family();
+        assert_eq!(f.select(&[]).unwrap(), f.order);
+        assert_eq!(f.select(&["go".into()]).unwrap(), ["base", "go"]);
+        assert_eq!(
+            f.select(&["minimal".into(), "python".into()]).unwrap(),
+            ["base", "python", "minimal"]
+        );
+        let err = f.select(&["rust".into()]).unwrap_err().to_string();
+        assert!(
+            err.contains("`rust`") && err.contains("base, python"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tags() {
+        let f = family();
+        assert_eq!(
+            f.inputs_tag("go", "sha256:0123456789abcdef0123"),
+            "127.0.0.1:5000/sunaba/sandbox:go-inputs-0123456789ab"
+        );
+        assert_eq!(f.variant_tag("go"), "127.0.0.1:5000/sunaba/sandbox:go");
+    }
+}

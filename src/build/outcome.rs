@@ -1,0 +1,123 @@
+//! What a build run ends with: each variant's outcome (built, skipped,
+//! failed at a stage, not attempted) and the summary of the run.
+
+use crate::check::CheckReport;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Where in one variant's pipeline a failure happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stage {
+    /// Collecting, hashing or staging the inputs; the log; the engine's view.
+    Prepare,
+    /// The engine's build.
+    Build,
+    /// Moving a tag onto an existing image.
+    Tag,
+    /// The image was built but failed (or could not run) its check.
+    Check,
+    /// A bug: the worker panicked.
+    Internal,
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stage::Prepare => "prepare",
+            Stage::Build => "build",
+            Stage::Tag => "tag",
+            Stage::Check => "check",
+            Stage::Internal => "internal",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "result", rename_all = "kebab-case")]
+pub enum Outcome {
+    Built {
+        image_id: String,
+        reference: String,
+        inputs: String,
+        build_seconds: f64,
+        check: Option<CheckReport>,
+    },
+    Skipped {
+        image_id: String,
+        reference: String,
+        inputs: String,
+        note: String,
+        check: Option<CheckReport>,
+    },
+    Failed {
+        stage: Stage,
+        reason: String,
+        log: Option<PathBuf>,
+        check: Option<CheckReport>,
+    },
+    NotAttempted {
+        reason: String,
+    },
+}
+
+impl Outcome {
+    pub(super) fn image(&self) -> Option<(&str, &str)> {
+        match self {
+            Outcome::Built {
+                image_id,
+                reference,
+                ..
+            }
+            | Outcome::Skipped {
+                image_id,
+                reference,
+                ..
+            } => Some((reference, image_id)),
+            _ => None,
+        }
+    }
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Outcome::Failed { .. } | Outcome::NotAttempted { .. })
+    }
+    pub fn check(&self) -> Option<&CheckReport> {
+        match self {
+            Outcome::Built { check, .. }
+            | Outcome::Skipped { check, .. }
+            | Outcome::Failed { check, .. } => check.as_ref(),
+            Outcome::NotAttempted { .. } => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantResult {
+    pub variant: String,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub engine: String,
+    pub platform: String,
+    pub results: Vec<VariantResult>,
+    pub wall_seconds: f64,
+    /// Image builds the engine was asked to run (0 for a no-op build).
+    pub engine_builds: usize,
+}
+
+impl Summary {
+    /// A variant failed before or outside its check (an operational failure,
+    /// not a gate finding).
+    pub fn build_failed(&self) -> bool {
+        self.results
+            .iter()
+            .any(|r| matches!(&r.outcome, Outcome::Failed { stage, .. } if *stage != Stage::Check))
+    }
+
+    /// Some variant did not end built or skipped.
+    pub fn any_failed(&self) -> bool {
+        self.results.iter().any(|r| r.outcome.is_failure())
+    }
+}

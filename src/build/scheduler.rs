@@ -1,0 +1,336 @@
+//! The parallel graph run: parents before children, independent variants in
+//! parallel up to `--jobs`, a failed parent's children not attempted, and a
+//! worker's panic reported as that variant's failure.
+
+use super::progress::{Event, Reporter};
+use super::variant::{Shared, build_one, failed};
+use super::{BuildError, Family, Options, Outcome, Stage, Summary, VariantResult, now_rfc3339};
+use crate::engine::{Engine, EngineError};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::mpsc;
+use std::time::Instant;
+
+/// Makes sure the upstream image is local (pulling it if not) and returns
+/// its ID, which goes into the inputs of every root variant.
+fn resolve_upstream(engine: &dyn Engine, reference: &str) -> Result<String, BuildError> {
+    let err = |source| BuildError::Upstream {
+        reference: reference.to_string(),
+        source,
+    };
+    if let Some(info) = engine.inspect(reference).map_err(err)? {
+        return Ok(info.id);
+    }
+    engine.pull(reference).map_err(err)?;
+    match engine.inspect(reference).map_err(err)? {
+        Some(info) => Ok(info.id),
+        None => Err(err(EngineError::Parse {
+            command: format!("pull {reference}"),
+            detail: "the image is still missing after a successful pull".into(),
+        })),
+    }
+}
+
+/// Builds (and checks) the selected variants. Failures of single variants are
+/// reported in the summary; an `Err` means nothing could be attempted.
+pub fn run(
+    family: &Family,
+    targets: &[String],
+    engine: &dyn Engine,
+    opts: &Options,
+    reporter: &dyn Reporter,
+) -> Result<Summary, BuildError> {
+    let started = Instant::now();
+    let selected = family.select(targets)?;
+    let platform = engine.platform()?;
+    if let Some(path) = &opts.ca_bundle {
+        std::fs::File::open(path).map_err(|source| BuildError::CaBundle {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    let needs_upstream = selected.iter().any(|v| family.variants[v].parent.is_none());
+    let upstream_id = if needs_upstream {
+        Some(resolve_upstream(engine, &family.upstream)?)
+    } else {
+        None
+    };
+    std::fs::create_dir_all(&opts.log_dir).map_err(|source| BuildError::Io {
+        context: format!("cannot create the log directory {}", opts.log_dir.display()),
+        source,
+    })?;
+    // --no-cache forces the named variants (all, when none are named); their
+    // unchanged ancestors are still reused.
+    let forced: BTreeSet<String> = if !opts.no_cache {
+        BTreeSet::new()
+    } else if targets.is_empty() {
+        selected.iter().cloned().collect()
+    } else {
+        targets.iter().cloned().collect()
+    };
+    let shared = Shared {
+        family,
+        engine,
+        opts,
+        reporter,
+        platform: platform.clone(),
+        upstream_id,
+        created: now_rfc3339(),
+        forced,
+        builds: Default::default(),
+    };
+    for v in &selected {
+        reporter.event(v, Event::Queued);
+    }
+
+    let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
+    let mut running: BTreeSet<String> = BTreeSet::new();
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel::<(String, Outcome)>();
+        loop {
+            for v in &selected {
+                if outcomes.contains_key(v) || running.contains(v) {
+                    continue;
+                }
+                let parent = family.variants[v].parent.as_ref();
+                let parent_outcome = parent.and_then(|p| outcomes.get(p));
+                if let (Some(p), Some(o)) = (parent, parent_outcome)
+                    && o.is_failure()
+                {
+                    let reason = format!("its parent {p} failed");
+                    reporter.event(v, Event::NotAttempted(reason.clone()));
+                    outcomes.insert(v.clone(), Outcome::NotAttempted { reason });
+                    continue;
+                }
+                let ready = parent.is_none() || parent_outcome.is_some();
+                if !ready || running.len() >= opts.jobs.max(1) {
+                    continue;
+                }
+                let from = parent_outcome
+                    .and_then(Outcome::image)
+                    .map(|(r, id)| (r.to_string(), id.to_string()));
+                running.insert(v.clone());
+                let tx = tx.clone();
+                let shared = &shared;
+                let v = v.clone();
+                scope.spawn(move || {
+                    // A panic must still report, or the scheduler would wait
+                    // for this variant forever.
+                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        build_one(shared, &v, from)
+                    }))
+                    .unwrap_or_else(|panic| {
+                        let what = panic
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                            .unwrap_or_default();
+                        failed(
+                            Stage::Internal,
+                            format!("the build of {v} panicked: {what}"),
+                            None,
+                        )
+                    });
+                    let _ = tx.send((v, outcome));
+                });
+            }
+            if running.is_empty() {
+                break;
+            }
+            let (v, outcome) = rx.recv().expect("a worker reports before it ends");
+            running.remove(&v);
+            outcomes.insert(v, outcome);
+        }
+    });
+    reporter.finish();
+
+    Ok(Summary {
+        engine: engine.describe(),
+        platform,
+        results: selected
+            .iter()
+            .map(|v| VariantResult {
+                variant: v.clone(),
+                outcome: outcomes
+                    .remove(v)
+                    .expect("every selected variant has an outcome"),
+            })
+            .collect(),
+        wall_seconds: started.elapsed().as_secs_f64(),
+        engine_builds: shared.builds.load(std::sync::atomic::Ordering::SeqCst),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::VariantPlan;
+    use crate::engine::fake::FakeEngine;
+    use crate::labels::INPUTS as LABEL_INPUTS;
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    struct Quiet;
+    impl Reporter for Quiet {
+        fn event(&self, _: &str, _: Event) {}
+    }
+
+    /// base -> (a, b, c), and solo; every variant's Dockerfile on disk.
+    fn fake_family(root: &Path) -> Family {
+        let mut variants = BTreeMap::new();
+        for (name, parent) in [
+            ("base", None),
+            ("a", Some("base")),
+            ("b", Some("base")),
+            ("c", Some("base")),
+            ("solo", None),
+        ] {
+            let dockerfile = PathBuf::from(format!("docker/Dockerfile.{name}"));
+            std::fs::create_dir_all(root.join("docker")).unwrap();
+            std::fs::write(root.join(&dockerfile), format!("FROM x\n# {name}\n")).unwrap();
+            variants.insert(
+                name.to_string(),
+                VariantPlan {
+                    name: name.into(),
+                    parent: parent.map(String::from),
+                    dockerfile,
+                    from_arg: if parent.is_some() {
+                        "PARENT_IMAGE"
+                    } else {
+                        "BASE_IMAGE"
+                    }
+                    .into(),
+                    ..Default::default()
+                },
+            );
+        }
+        Family {
+            root: root.to_path_buf(),
+            repository: "fake/sandbox".into(),
+            upstream: "up:latest".into(),
+            order: ["base", "solo", "a", "b", "c"].map(String::from).to_vec(),
+            variants,
+            ..Default::default()
+        }
+    }
+
+    fn options(root: &Path, jobs: usize) -> Options {
+        Options {
+            jobs,
+            no_cache: false,
+            check: false,
+            ca_bundle: None,
+            log_dir: root.join("logs"),
+            check_timeout: Duration::from_secs(5),
+            revision: "test".into(),
+        }
+    }
+
+    fn upstream_engine(fail: &[&str]) -> FakeEngine {
+        let engine = FakeEngine {
+            fail: fail.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        engine.images.lock().unwrap().insert(
+            "up:latest".into(),
+            crate::engine::ImageInfo {
+                id: "sha256:up".into(),
+                size: 1,
+                labels: BTreeMap::new(),
+                healthcheck: None,
+                layers: vec![],
+                repo_tags: vec!["up:latest".into()],
+                repo_digests: vec![],
+            },
+        );
+        engine
+    }
+
+    fn results(s: &Summary) -> BTreeMap<&str, &'static str> {
+        s.results
+            .iter()
+            .map(|r| {
+                let kind = match r.outcome {
+                    Outcome::Built { .. } => "built",
+                    Outcome::Skipped { .. } => "skipped",
+                    Outcome::Failed { .. } => "failed",
+                    Outcome::NotAttempted { .. } => "not-attempted",
+                };
+                (r.variant.as_str(), kind)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn jobs_bound_parents_first_then_nothing_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let family = fake_family(dir.path());
+        let engine = upstream_engine(&[]);
+        let summary = run(&family, &[], &engine, &options(dir.path(), 2), &Quiet).unwrap();
+        assert!(results(&summary).values().all(|r| *r == "built"));
+        assert_eq!(summary.engine_builds, 5);
+        let max = engine.max_running.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(max, 2, "at most --jobs builds at once, and that many");
+        let built = engine.built.lock().unwrap().clone();
+        let pos = |v: &str| built.iter().position(|b| b == v).unwrap();
+        for kid in ["a", "b", "c"] {
+            assert!(pos("base") < pos(kid), "{built:?}");
+        }
+        // Children name the parent's inputs tag as their FROM.
+        let a = engine.images.lock().unwrap()["fake/sandbox:a"].clone();
+        assert!(a.labels[LABEL_INPUTS].starts_with("sha256:"));
+
+        let again = run(&family, &[], &engine, &options(dir.path(), 2), &Quiet).unwrap();
+        assert!(results(&again).values().all(|r| *r == "skipped"));
+        assert_eq!(again.engine_builds, 0);
+
+        // --no-cache of a named child rebuilds it alone.
+        let mut forced = options(dir.path(), 2);
+        forced.no_cache = true;
+        let fourth = run(&family, &["c".into()], &engine, &forced, &Quiet).unwrap();
+        assert_eq!(
+            results(&fourth),
+            BTreeMap::from([("base", "skipped"), ("c", "built")])
+        );
+
+        // A changed child rebuilds alone; its parent stays.
+        std::fs::write(dir.path().join("docker/Dockerfile.b"), "FROM x\n# b2\n").unwrap();
+        let third = run(
+            &family,
+            &["b".into()],
+            &engine,
+            &options(dir.path(), 2),
+            &Quiet,
+        )
+        .unwrap();
+        assert_eq!(
+            results(&third),
+            BTreeMap::from([("base", "skipped"), ("b", "built")])
+        );
+    }
+
+    #[test]
+    fn a_failed_parent_stops_its_children_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let family = fake_family(dir.path());
+        let engine = upstream_engine(&["base"]);
+        let summary = run(&family, &[], &engine, &options(dir.path(), 4), &Quiet).unwrap();
+        assert_eq!(
+            results(&summary),
+            BTreeMap::from([
+                ("base", "failed"),
+                ("solo", "built"),
+                ("a", "not-attempted"),
+                ("b", "not-attempted"),
+                ("c", "not-attempted"),
+            ])
+        );
+        let Outcome::Failed { reason, log, .. } = &summary.results[0].outcome else {
+            panic!("base did not fail");
+        };
+        assert!(
+            reason.starts_with("step [2/2] RUN sh /run/sunaba/install.sh failed"),
+            "{reason}"
+        );
+        assert!(log.as_ref().unwrap().ends_with("logs/base.log"));
+    }
+}

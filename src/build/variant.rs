@@ -1,0 +1,328 @@
+//! One variant's build: hash its inputs, reuse an image with the same inputs
+//! or build it on the engine (logging every line), then check it and record
+//! the pass on the image.
+
+use super::inputs::{self, HashMeta};
+use super::progress::{Event, Reporter, StepTracker};
+use super::{CA_SECRET_ID, Family, Options, Outcome, Stage};
+use crate::check::{self, CheckReport, LABEL_INPUTS, LABEL_VARIANT};
+use crate::engine::{BuildRequest, Engine, EngineError};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Lines of a failed build's log repeated in the failure report.
+const FAILURE_TAIL_LINES: usize = 15;
+
+/// What every variant's build in one run shares (the scheduler makes it).
+pub(super) struct Shared<'a> {
+    pub(super) family: &'a Family,
+    pub(super) engine: &'a dyn Engine,
+    pub(super) opts: &'a Options,
+    pub(super) reporter: &'a dyn Reporter,
+    pub(super) platform: String,
+    pub(super) upstream_id: Option<String>,
+    pub(super) created: String,
+    pub(super) forced: BTreeSet<String>,
+    pub(super) builds: std::sync::atomic::AtomicUsize,
+}
+
+/// Builds one variant whose parent (if any) is `from` = (reference, image ID).
+pub(super) fn build_one(sh: &Shared, variant: &str, from: Option<(String, String)>) -> Outcome {
+    let reporter = sh.reporter;
+    let outcome = build_one_inner(sh, variant, from);
+    match &outcome {
+        Outcome::Built {
+            build_seconds,
+            check,
+            ..
+        } => reporter.event(
+            variant,
+            Event::Done(format!(
+                "built in {build_seconds:.1}s{}",
+                check
+                    .as_ref()
+                    .map(|c| format!(", check passed in {:.1}s", c.seconds))
+                    .unwrap_or_default()
+            )),
+        ),
+        Outcome::Skipped { note, .. } => reporter.event(variant, Event::Skipped(note.clone())),
+        Outcome::Failed { stage, reason, .. } => {
+            reporter.event(variant, Event::Failed(format!("{stage}: {reason}")))
+        }
+        Outcome::NotAttempted { reason } => {
+            reporter.event(variant, Event::NotAttempted(reason.clone()))
+        }
+    }
+    outcome
+}
+
+pub(super) fn failed(
+    stage: Stage,
+    reason: impl std::fmt::Display,
+    log: Option<PathBuf>,
+) -> Outcome {
+    Outcome::Failed {
+        stage,
+        reason: reason.to_string(),
+        log,
+        check: None,
+    }
+}
+
+fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -> Outcome {
+    let family = sh.family;
+    let plan = &family.variants[variant];
+    let files = match inputs::collect(&family.root, plan, &family.generated) {
+        Ok(f) => f,
+        Err(e) => return failed(Stage::Prepare, e, None),
+    };
+    let (from_ref, from_id) = match (&from, &sh.upstream_id) {
+        (Some((r, id)), _) => (r.clone(), id.clone()),
+        (None, Some(id)) => (family.upstream.clone(), id.clone()),
+        (None, None) => unreachable!("the upstream is resolved when a root variant is selected"),
+    };
+    let mut build_args = plan.build_args.clone();
+    build_args.insert(plan.from_arg.clone(), from_ref);
+    let static_labels = BTreeMap::from([
+        (
+            "org.opencontainers.image.title".to_string(),
+            format!("sunaba-{variant}"),
+        ),
+        (
+            "org.opencontainers.image.source".to_string(),
+            family.source.clone(),
+        ),
+        (LABEL_VARIANT.to_string(), variant.to_string()),
+    ]);
+    let inputs = inputs::inputs_hash(
+        &HashMeta {
+            platform: &sh.platform,
+            dockerfile: &plan.dockerfile,
+            build_args: &build_args,
+            from_image_id: &from_id,
+            static_labels: &static_labels,
+        },
+        &files,
+    );
+    let inputs_tag = family.inputs_tag(variant, &inputs);
+    let variant_tag = family.variant_tag(variant);
+    let tags = vec![inputs_tag.clone(), variant_tag.clone()];
+    let log_path = sh.opts.log_dir.join(format!("{variant}.log"));
+
+    let force = sh.forced.contains(variant);
+    if !force {
+        match sh.engine.inspect(&inputs_tag) {
+            Err(e) => return failed(Stage::Prepare, e, None),
+            Ok(Some(info)) if info.labels.get(LABEL_INPUTS) == Some(&inputs) => {
+                return reuse(sh, variant, info, inputs, inputs_tag, &log_path);
+            }
+            Ok(_) => {}
+        }
+    }
+
+    // Build.
+    let mut log = match std::fs::File::create(&log_path) {
+        // Line by line, so `tail -f` of a running build shows its progress.
+        Ok(f) => std::io::LineWriter::new(f),
+        Err(e) => {
+            return failed(
+                Stage::Prepare,
+                format!("cannot create the log file {}: {e}", log_path.display()),
+                None,
+            );
+        }
+    };
+    let work = match tempfile::Builder::new().prefix("sunaba-build-").tempdir() {
+        Ok(d) => d,
+        Err(e) => {
+            return failed(
+                Stage::Prepare,
+                format!("cannot create a staging directory: {e}"),
+                None,
+            );
+        }
+    };
+    let context = work.path().join("context");
+    if let Err(e) = inputs::stage(&context, &files) {
+        return failed(
+            Stage::Prepare,
+            format!("cannot stage the build context: {e}"),
+            None,
+        );
+    }
+    let mut labels = static_labels;
+    labels.insert(LABEL_INPUTS.to_string(), inputs.clone());
+    labels.insert(
+        "org.opencontainers.image.revision".to_string(),
+        sh.opts.revision.clone(),
+    );
+    labels.insert(
+        "org.opencontainers.image.created".to_string(),
+        sh.created.clone(),
+    );
+    let req = BuildRequest {
+        context: context.clone(),
+        dockerfile: context.join(&plan.dockerfile),
+        tags: tags.clone(),
+        build_args,
+        labels,
+        secrets: sh
+            .opts
+            .ca_bundle
+            .iter()
+            .map(|p| (CA_SECRET_ID.to_string(), p.clone()))
+            .collect(),
+        no_cache: force,
+        iidfile: work.path().join("iid"),
+    };
+    let _ = writeln!(log, "# {}", sh.engine.build_cmd(&req).display());
+    let _ = writeln!(log, "# inputs {inputs}");
+    sh.reporter.event(variant, Event::Building(None));
+    sh.builds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let mut tracker = StepTracker::new(sh.engine.log_format());
+    let started = Instant::now();
+    let result = sh.engine.build(&req, &mut |line| {
+        let _ = writeln!(log, "{line}");
+        if let Some(step) = tracker.line(line) {
+            sh.reporter.event(variant, Event::Building(Some(step)));
+        }
+    });
+    let build_seconds = started.elapsed().as_secs_f64();
+    let _ = log.flush();
+    drop(log);
+    let image_id = match result {
+        Ok(id) => id,
+        Err(EngineError::BuildFailed { .. }) => {
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            return failed(
+                Stage::Build,
+                format!(
+                    "{}\n--- last lines of {}:\n{}",
+                    tracker.failure(),
+                    log_path.display(),
+                    crate::process::tail_lines(&text, FAILURE_TAIL_LINES)
+                ),
+                Some(log_path),
+            );
+        }
+        Err(e) => return failed(Stage::Build, e, Some(log_path)),
+    };
+
+    if !sh.opts.check {
+        return Outcome::Built {
+            image_id,
+            reference: inputs_tag,
+            inputs,
+            build_seconds,
+            check: None,
+        };
+    }
+    match check_and_record(sh, variant, &inputs_tag, &log_path) {
+        Ok((id, report)) => Outcome::Built {
+            image_id: id,
+            reference: inputs_tag,
+            inputs,
+            build_seconds,
+            check: Some(report),
+        },
+        Err(outcome) => *outcome,
+    }
+}
+
+/// An image with these inputs exists: no engine build. It still has to have
+/// passed its check (unless checks are off).
+fn reuse(
+    sh: &Shared,
+    variant: &str,
+    info: crate::engine::ImageInfo,
+    inputs: String,
+    inputs_tag: String,
+    log_path: &Path,
+) -> Outcome {
+    // The variant tag names the latest build: it moves here first, so a
+    // check recorded below moves it along with the inputs tag.
+    let variant_tag = sh.family.variant_tag(variant);
+    if !info.repo_tags.contains(&variant_tag)
+        && let Err(e) = sh.engine.tag(&inputs_tag, &variant_tag)
+    {
+        return failed(Stage::Tag, e, None);
+    }
+    let checked = check::passing_record(&info).is_some();
+    if checked || !sh.opts.check {
+        return Outcome::Skipped {
+            image_id: info.id,
+            reference: inputs_tag,
+            inputs,
+            note: if checked {
+                "inputs unchanged, check passed before".into()
+            } else {
+                "inputs unchanged".into()
+            },
+            check: None,
+        };
+    }
+    match check_and_record(sh, variant, &inputs_tag, log_path) {
+        Ok((id, report)) => Outcome::Skipped {
+            image_id: id,
+            reference: inputs_tag,
+            inputs,
+            note: "inputs unchanged, checked now".into(),
+            check: Some(report),
+        },
+        Err(outcome) => *outcome,
+    }
+}
+
+/// Runs the check; on a pass records it on the image and returns the
+/// labelled image's ID; on a failure returns the failed outcome.
+fn check_and_record(
+    sh: &Shared,
+    variant: &str,
+    reference: &str,
+    log_path: &Path,
+) -> Result<(String, CheckReport), Box<Outcome>> {
+    sh.reporter.event(variant, Event::Checking);
+    let expect = sh.family.expectation(variant).expect("a known variant");
+    let mut report = check::check_image(sh.engine, reference, &expect, sh.opts.check_timeout)
+        .map_err(|e| Box::new(failed(Stage::Check, e, Some(log_path.to_path_buf()))))?;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path)
+    {
+        let _ = writeln!(
+            f,
+            "# check\n{}",
+            check::table(std::slice::from_ref(&report))
+        );
+    }
+    if !report.passed {
+        return Err(Box::new(Outcome::Failed {
+            stage: Stage::Check,
+            reason: report.reason(),
+            log: Some(log_path.to_path_buf()),
+            check: Some(report),
+        }));
+    }
+    let id = match sh.family.record_pass(sh.engine, reference, &report) {
+        Ok(Some(id)) => id,
+        Ok(None) => {
+            return Err(Box::new(failed(
+                Stage::Check,
+                format!("{reference} is not a local tag of this family: cannot record the pass"),
+                Some(log_path.to_path_buf()),
+            )));
+        }
+        Err(e) => {
+            return Err(Box::new(failed(
+                Stage::Check,
+                e,
+                Some(log_path.to_path_buf()),
+            )));
+        }
+    };
+    report.recorded_id = Some(id.clone());
+    Ok((id, report))
+}
