@@ -758,48 +758,6 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn gate_reads_the_record_check_writes() {
-        use crate::check::{CheckReport, ToolResult, ToolStatus, record_json};
-        let tool = |t: &str, v: &str| ToolResult {
-            tool: t.into(),
-            status: ToolStatus::Ok,
-            version: v.into(),
-            detail: String::new(),
-        };
-        let mut report = CheckReport {
-            variant: "go".into(),
-            image: "img".into(),
-            image_id: "sha256:0".into(),
-            inputs: Some("sha256:1".into()),
-            size: 1,
-            size_budget: 2,
-            passed: true,
-            tools: vec![tool("go", "1.24"), tool("gofmt", "present")],
-            problems: Vec::new(),
-            seconds: 0.0,
-            recorded_id: None,
-        };
-        let owed = vec!["go".to_string(), "gofmt".to_string()];
-        let label = |r: &CheckReport| labels(&record_json(r, "2026-11-30T07:00:00Z"));
-        assert_eq!(
-            gate(&label(&report), "go", &owed).unwrap(),
-            inv(&[("go", "1.24"), ("gofmt", "present")])
-        );
-        assert_eq!(
-            gate(&label(&report), "python", &owed).unwrap_err(),
-            Refusal::WrongVariant {
-                expected: "python".into(),
-                found: "go".into()
-            }
-        );
-        report.passed = false;
-        assert_eq!(
-            gate(&label(&report), "go", &owed).unwrap_err(),
-            Refusal::NotPassing("fail".into())
-        );
-    }
-
     fn tags(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
     }

@@ -1,0 +1,196 @@
+//! The check record on an image: the `dev.sunaba.check` label a passing
+//! check writes by a metadata-only build, and reading it back.
+
+use super::report::CheckReport;
+use super::{CheckError, LABEL_CHECK};
+use crate::engine::{BuildRequest, Engine, EngineError, ImageInfo};
+use crate::labels::{CHECK_SCHEMA, CheckRecord, CheckStatus};
+use std::collections::BTreeMap;
+
+/// The check record of a report.
+pub fn check_record(report: &CheckReport, checked_at: &str) -> CheckRecord {
+    CheckRecord {
+        schema: CHECK_SCHEMA,
+        status: if report.passed {
+            CheckStatus::Pass
+        } else {
+            CheckStatus::Fail
+        },
+        variant: Some(report.variant.clone()),
+        inputs: report.inputs.clone(),
+        checked_at: Some(checked_at.to_string()),
+        tools: report
+            .tools
+            .iter()
+            .map(|t| (t.tool.clone(), t.version.clone()))
+            .collect(),
+    }
+}
+
+/// The `dev.sunaba.check` label value for a report.
+pub fn record_json(report: &CheckReport, checked_at: &str) -> String {
+    check_record(report, checked_at).to_label()
+}
+
+/// True when `info` already carries a passing record for these inputs and
+/// this tool inventory (re-recording would only move the image ID, and with
+/// it every child's inputs).
+pub fn already_recorded(info: &ImageInfo, report: &CheckReport) -> bool {
+    let Some(Ok(recorded)) = CheckRecord::from_labels(&info.labels) else {
+        return false;
+    };
+    let wanted = check_record(report, "");
+    recorded.passed()
+        && recorded.variant == wanted.variant
+        && recorded.inputs == wanted.inputs
+        && recorded.tools == wanted.tools
+}
+
+/// A passing check record read from an image's labels, if any.
+pub fn passing_record(info: &ImageInfo) -> Option<CheckRecord> {
+    CheckRecord::passing_for(&info.labels)
+}
+
+/// Records a passing report on the image by a metadata-only build
+/// (`FROM <from_ref>` plus a label: no new layer) and points `tags` at the
+/// result. Returns the labelled image's ID.
+pub fn record(
+    engine: &dyn Engine,
+    report: &CheckReport,
+    from_ref: &str,
+    tags: &[String],
+    checked_at: &str,
+) -> Result<String, CheckError> {
+    let err = |source| CheckError::Record {
+        reference: from_ref.to_string(),
+        source,
+    };
+    let dir = tempfile::tempdir().map_err(|source| {
+        err(EngineError::Io {
+            context: "cannot create a temporary build context".into(),
+            source,
+        })
+    })?;
+    let dockerfile = dir.path().join("Dockerfile");
+    std::fs::write(&dockerfile, format!("FROM {from_ref}\n")).map_err(|source| {
+        err(EngineError::Io {
+            context: format!("cannot write {}", dockerfile.display()),
+            source,
+        })
+    })?;
+    let req = BuildRequest {
+        context: dir.path().to_path_buf(),
+        dockerfile,
+        tags: tags.to_vec(),
+        labels: BTreeMap::from([(LABEL_CHECK.to_string(), record_json(report, checked_at))]),
+        iidfile: dir.path().join("iid"),
+        ..Default::default()
+    };
+    let mut log = String::new();
+    engine
+        .build(&req, &mut |l| {
+            log.push_str(l);
+            log.push('\n');
+        })
+        .map_err(|e| match e {
+            EngineError::BuildFailed { command, status } => {
+                err(EngineError::Process(crate::process::ProcessError::Failed {
+                    command,
+                    status,
+                    stderr: log.clone(),
+                }))
+            }
+            other => err(other),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::report::tests::report;
+    use super::super::report::{ToolResult, ToolStatus};
+    use super::*;
+    use crate::check::LABEL_INPUTS;
+    use crate::policy::{Inventory, Refusal, gate};
+
+    fn labels(record: &str) -> BTreeMap<String, String> {
+        [(LABEL_CHECK.to_string(), record.to_string())].into()
+    }
+
+    fn inv(pairs: &[(&str, &str)]) -> Inventory {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn record_json_follows_the_contract_and_round_trips() {
+        let r = report(true);
+        let json = record_json(&r, "2026-11-30T07:00:00Z");
+        assert_eq!(
+            json,
+            r#"{"schema":1,"status":"pass","variant":"go","inputs":"sha256:abc","checked_at":"2026-11-30T07:00:00Z","tools":{"go":"1.24.4","gofmt":"present"}}"#
+        );
+        let mut info = ImageInfo {
+            id: "sha256:2".into(),
+            size: 5,
+            labels: BTreeMap::from([
+                (LABEL_CHECK.to_string(), json),
+                (LABEL_INPUTS.to_string(), "sha256:abc".to_string()),
+            ]),
+            healthcheck: None,
+            layers: vec![],
+            repo_tags: vec![],
+            repo_digests: vec![],
+        };
+        assert!(already_recorded(&info, &r));
+        assert!(passing_record(&info).is_some());
+        info.labels
+            .insert(LABEL_INPUTS.to_string(), "sha256:other".to_string());
+        assert!(passing_record(&info).is_none());
+        let mut newer = r.clone();
+        newer.tools[0].version = "1.25.0".into();
+        assert!(!already_recorded(&info, &newer));
+    }
+
+    #[test]
+    fn gate_reads_the_record_check_writes() {
+        let tool = |t: &str, v: &str| ToolResult {
+            tool: t.into(),
+            status: ToolStatus::Ok,
+            version: v.into(),
+            detail: String::new(),
+        };
+        let mut report = CheckReport {
+            variant: "go".into(),
+            image: "img".into(),
+            image_id: "sha256:0".into(),
+            inputs: Some("sha256:1".into()),
+            size: 1,
+            size_budget: 2,
+            passed: true,
+            tools: vec![tool("go", "1.24"), tool("gofmt", "present")],
+            problems: Vec::new(),
+            seconds: 0.0,
+            recorded_id: None,
+        };
+        let owed = vec!["go".to_string(), "gofmt".to_string()];
+        let label = |r: &CheckReport| labels(&record_json(r, "2026-11-30T07:00:00Z"));
+        assert_eq!(
+            gate(&label(&report), "go", &owed).unwrap(),
+            inv(&[("go", "1.24"), ("gofmt", "present")])
+        );
+        assert_eq!(
+            gate(&label(&report), "python", &owed).unwrap_err(),
+            Refusal::WrongVariant {
+                expected: "python".into(),
+                found: "go".into()
+            }
+        );
+        report.passed = false;
+        assert_eq!(
+            gate(&label(&report), "go", &owed).unwrap_err(),
+            Refusal::NotPassing("fail".into())
+        );
+    }
+}

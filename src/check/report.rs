@@ -1,0 +1,268 @@
+//! What a check found, for people and for CI: the per-tool results, the
+//! report of one image, the table and the JUnit XML.
+
+use serde::Serialize;
+use std::path::Path;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolStatus {
+    Ok,
+    Missing,
+    Failed,
+    Mismatch,
+    TooOld,
+    /// Owed by images.toml but not asserted by the image's healthcheck.
+    NotChecked,
+    /// Asserted by the healthcheck but no longer owed by images.toml.
+    NotOwed,
+}
+
+impl ToolStatus {
+    pub(super) fn parse(s: &str) -> Option<ToolStatus> {
+        Some(match s {
+            "ok" => ToolStatus::Ok,
+            "missing" => ToolStatus::Missing,
+            "failed" => ToolStatus::Failed,
+            "mismatch" => ToolStatus::Mismatch,
+            "too-old" => ToolStatus::TooOld,
+            _ => return None,
+        })
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolStatus::Ok => "ok",
+            ToolStatus::Missing => "missing",
+            ToolStatus::Failed => "failed",
+            ToolStatus::Mismatch => "mismatch",
+            ToolStatus::TooOld => "too-old",
+            ToolStatus::NotChecked => "not-checked",
+            ToolStatus::NotOwed => "not-owed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolResult {
+    pub tool: String,
+    pub status: ToolStatus,
+    pub version: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    pub variant: String,
+    pub image: String,
+    pub image_id: String,
+    pub inputs: Option<String>,
+    pub size: u64,
+    pub size_budget: u64,
+    pub passed: bool,
+    pub tools: Vec<ToolResult>,
+    /// Reasons the check failed that are not one tool's (size, exit status, …).
+    pub problems: Vec<String>,
+    pub seconds: f64,
+    /// The labelled image, when the result was recorded.
+    pub recorded_id: Option<String>,
+}
+
+impl CheckReport {
+    /// One line naming why the check failed (for build summaries).
+    pub fn reason(&self) -> String {
+        let mut reasons: Vec<String> = self
+            .tools
+            .iter()
+            .filter(|t| t.status != ToolStatus::Ok)
+            .map(|t| format!("{} {}", t.tool, t.status.as_str()))
+            .collect();
+        reasons.extend(self.problems.iter().cloned());
+        reasons.join("; ")
+    }
+}
+
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+/// A table for people: one block per image, one row per tool.
+pub fn table(reports: &[CheckReport]) -> String {
+    let mut out = String::new();
+    for r in reports {
+        out.push_str(&format!(
+            "{} {}  {}  size {} / budget {}  ({:.1}s)\n",
+            if r.passed { "PASS" } else { "FAIL" },
+            r.variant,
+            r.image,
+            human_bytes(r.size),
+            human_bytes(r.size_budget),
+            r.seconds
+        ));
+        let width = r.tools.iter().map(|t| t.tool.len()).max().unwrap_or(4);
+        for t in &r.tools {
+            out.push_str(&format!(
+                "  {:<11} {:<width$}  {:<12} {}\n",
+                t.status.as_str(),
+                t.tool,
+                t.version,
+                t.detail,
+            ));
+        }
+        for p in &r.problems {
+            out.push_str(&format!("  problem: {p}\n"));
+        }
+    }
+    out
+}
+
+fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            // XML 1.0 cannot carry most control characters at all.
+            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push('?'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// JUnit XML: one testsuite per image, one testcase per tool, plus one for
+/// the size budget and one for problems that are not a tool's.
+pub fn junit(reports: &[CheckReport]) -> String {
+    let mut suites = String::new();
+    let (mut total, mut failed) = (0, 0);
+    for r in reports {
+        let mut cases = String::new();
+        let (mut n, mut f) = (0, 0);
+        let mut case = |name: &str, failure: Option<String>| {
+            n += 1;
+            cases.push_str(&format!(
+                "    <testcase classname=\"sunaba.{}\" name=\"{}\"",
+                xml_escape(&r.variant),
+                xml_escape(name)
+            ));
+            match failure {
+                Some(msg) => {
+                    f += 1;
+                    cases.push_str(&format!(
+                        ">\n      <failure message=\"{0}\">{0}</failure>\n    </testcase>\n",
+                        xml_escape(&msg)
+                    ));
+                }
+                None => cases.push_str("/>\n"),
+            }
+        };
+        for t in &r.tools {
+            let failure = (t.status != ToolStatus::Ok).then(|| {
+                format!(
+                    "{}: {} (version {})",
+                    t.status.as_str(),
+                    t.detail,
+                    t.version
+                )
+            });
+            case(&t.tool, failure);
+        }
+        let (size_problems, other): (Vec<&String>, Vec<&String>) =
+            r.problems.iter().partition(|p| p.starts_with("size "));
+        case("size budget", size_problems.first().map(|p| p.to_string()));
+        if !other.is_empty() {
+            case(
+                "healthcheck",
+                Some(
+                    other
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                ),
+            );
+        }
+        total += n;
+        failed += f;
+        suites.push_str(&format!(
+            "  <testsuite name=\"{}\" tests=\"{n}\" failures=\"{f}\" time=\"{:.3}\">\n{cases}  </testsuite>\n",
+            xml_escape(&format!("{} ({})", r.variant, r.image)),
+            r.seconds
+        ));
+    }
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"sunaba-images check\" \
+         tests=\"{total}\" failures=\"{failed}\">\n{suites}</testsuites>\n"
+    )
+}
+
+/// Writes the JUnit report for CI test reporters.
+pub fn write_junit(path: &Path, reports: &[CheckReport]) -> Result<(), crate::fsutil::FsError> {
+    crate::fsutil::atomic_write(path, junit(reports).as_bytes())
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    pub(in crate::check) fn report(passed: bool) -> CheckReport {
+        CheckReport {
+            variant: "go".into(),
+            image: "r:go".into(),
+            image_id: "sha256:1".into(),
+            inputs: Some("sha256:abc".into()),
+            size: 5,
+            size_budget: 10,
+            passed,
+            tools: vec![
+                ToolResult {
+                    tool: "go".into(),
+                    status: ToolStatus::Ok,
+                    version: "1.24.4".into(),
+                    detail: String::new(),
+                },
+                ToolResult {
+                    tool: "gofmt".into(),
+                    status: if passed {
+                        ToolStatus::Ok
+                    } else {
+                        ToolStatus::Missing
+                    },
+                    version: "present".into(),
+                    detail: if passed {
+                        String::new()
+                    } else {
+                        "not on PATH <&>".into()
+                    },
+                },
+            ],
+            problems: vec![],
+            seconds: 1.5,
+            recorded_id: None,
+        }
+    }
+
+    #[test]
+    fn junit_has_a_testcase_per_tool_and_escapes() {
+        let xml = junit(&[report(false)]);
+        assert!(xml.contains(r#"tests="3" failures="1""#), "{xml}");
+        assert!(
+            xml.contains(r#"<testcase classname="sunaba.go" name="go"/>"#),
+            "{xml}"
+        );
+        assert!(xml.contains("not on PATH &lt;&amp;&gt;"), "{xml}");
+        assert!(xml.contains(r#"name="size budget"/>"#), "{xml}");
+    }
+}
