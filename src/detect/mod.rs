@@ -19,78 +19,24 @@
 //! tool state, never a project root), skips [`SKIPPED_DIRS`], does not follow
 //! symbolic links to directories (they can leave the tree or loop), and is
 //! bounded by [`Limits`]; hitting a bound is reported as a [`Warning`].
+//!
+//! By job: `classify` (what a marker or extension selects), `walk` (the
+//! bounded marker walk), `tools` (local or image tool resolution); this
+//! module holds the result types and [`detect`] itself.
 
+mod classify;
+mod tools;
+mod walk;
+
+pub use classify::{MARKERS, extension_language, marker_language};
+pub use tools::{NODE_LANGUAGES, Resolution, ResolvedTool, local_tool};
+pub use walk::{Limits, SKIPPED_DIRS, WalkStats, Warning};
+
+use classify::find_upward;
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
-use std::ffi::OsStr;
-use std::fmt;
 use std::path::{Path, PathBuf};
-
-/// Marker file names (exact) and the language each one selects.
-pub const MARKERS: &[(&str, &str)] = &[
-    ("go.mod", "go"),
-    ("pyproject.toml", "python"),
-    ("setup.py", "python"),
-    ("Pipfile", "python"),
-    ("tox.ini", "python"),
-    ("package.json", "js"),
-    ("tsconfig.json", "ts"),
-];
-
-/// Directories never descended into: installed or vendored third-party code,
-/// whose own manifests describe dependencies, not the project.
-pub const SKIPPED_DIRS: &[&str] = &[
-    "node_modules",
-    "vendor",
-    "third_party",
-    "bower_components",
-    "__pycache__",
-    "site-packages",
-];
-
-/// Languages whose tools resolve local-before-global from
-/// `<scope>/node_modules/.bin/<tool>`.
-pub const NODE_LANGUAGES: &[&str] = &["js", "ts"];
-
-/// The language a marker file name selects (`requirements*.txt` included).
-pub fn marker_language(file_name: &str) -> Option<&'static str> {
-    if let Some((_, lang)) = MARKERS.iter().find(|(name, _)| *name == file_name) {
-        return Some(lang);
-    }
-    if file_name.starts_with("requirements") && file_name.ends_with(".txt") {
-        return Some("python");
-    }
-    None
-}
-
-/// The language a single file's extension selects.
-pub fn extension_language(path: &Path) -> Option<&'static str> {
-    match path.extension().and_then(OsStr::to_str)? {
-        "py" => Some("python"),
-        "go" => Some("go"),
-        "js" | "jsx" => Some("js"),
-        "ts" | "tsx" => Some("ts"),
-        _ => None,
-    }
-}
-
-/// Bounds on the directory walk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Deepest entry examined; the target's children are depth 1.
-    pub max_depth: usize,
-    /// Entries (files and directories) examined before the walk stops.
-    pub max_entries: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_depth: 32,
-            max_entries: 250_000,
-        }
-    }
-}
+use walk::{fold_nested, walk_markers};
 
 /// What to detect and where verify would run.
 #[derive(Debug, Clone, Default)]
@@ -117,14 +63,6 @@ pub struct Detection {
     /// Present when a directory was walked.
     pub walk: Option<WalkStats>,
     pub warnings: Vec<Warning>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct WalkStats {
-    /// Entries examined.
-    pub entries: usize,
-    /// The walk stopped at a bound, so languages may be missing.
-    pub truncated: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -158,99 +96,6 @@ pub enum Evidence {
         #[serde(serialize_with = "lossy_vec")]
         markers: Vec<PathBuf>,
     },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ResolvedTool {
-    pub tool: String,
-    #[serde(flatten)]
-    pub resolution: Resolution,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "resolution", rename_all = "lowercase")]
-pub enum Resolution {
-    /// An executable `node_modules/.bin/<tool>` (workdir-relative path).
-    Local {
-        #[serde(serialize_with = "lossy")]
-        path: PathBuf,
-    },
-    /// The image's tool on PATH.
-    Global,
-}
-
-impl fmt::Display for ResolvedTool {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.resolution {
-            Resolution::Local { .. } => write!(f, "{} (local)", self.tool),
-            Resolution::Global => write!(f, "{} (global)", self.tool),
-        }
-    }
-}
-
-/// Something that did not stop detection but may make it incomplete.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Warning {
-    /// A directory or entry could not be read; what is below it is unknown.
-    Unreadable {
-        path: Option<PathBuf>,
-        error: String,
-    },
-    /// Entries deeper than the limit exist and were not examined.
-    DepthLimit {
-        limit: usize,
-        first: PathBuf,
-        skipped: usize,
-    },
-    /// The walk stopped after this many entries.
-    EntryLimit { limit: usize },
-    /// A marker that is a symbolic link to nothing; it selects no language.
-    DanglingMarker { path: PathBuf },
-}
-
-impl fmt::Display for Warning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Warning::Unreadable {
-                path: Some(path),
-                error,
-            } => write!(
-                f,
-                "could not read {}: {error}; languages below it are not reported",
-                path.display()
-            ),
-            Warning::Unreadable { path: None, error } => {
-                write!(f, "walk error: {error}")
-            }
-            Warning::DepthLimit {
-                limit,
-                first,
-                skipped,
-            } => write!(
-                f,
-                "depth limit {limit} reached: {skipped} deeper entries not examined \
-                 (first: {}); raise --max-depth or name the language",
-                first.display()
-            ),
-            Warning::EntryLimit { limit } => write!(
-                f,
-                "entry limit {limit} reached: the walk stopped early and languages in the \
-                 rest of the tree are not reported; raise --max-entries, point at a \
-                 subdirectory or name the language"
-            ),
-            Warning::DanglingMarker { path } => write!(
-                f,
-                "marker {} is a symbolic link to nothing; ignored",
-                path.display()
-            ),
-        }
-    }
-}
-
-impl Serialize for Warning {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_string())
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -398,17 +243,7 @@ pub fn detect(
         } else {
             workdir.clone()
         };
-        let local = NODE_LANGUAGES.contains(&language.as_str());
-        let tools = tools
-            .iter()
-            .map(|tool| ResolvedTool {
-                tool: tool.clone(),
-                resolution: match local.then(|| local_tool(&run_dir, tool)).flatten() {
-                    Some(path) => Resolution::Local { path: rel(&path) },
-                    None => Resolution::Global,
-                },
-            })
-            .collect();
+        let tools = tools::resolve(&language, tools, &run_dir, rel);
         detected.push(DetectedLanguage {
             language,
             scope: rel(&scope),
@@ -426,170 +261,12 @@ pub fn detect(
     })
 }
 
-/// `<dir>/node_modules/.bin/<tool>` when it is an executable file (symlinks
-/// followed, as npm makes them), the same test as the server's `test -x`.
-pub fn local_tool(dir: &Path, tool: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = dir.join("node_modules").join(".bin").join(tool);
-    let meta = std::fs::metadata(&path).ok()?;
-    (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(path)
-}
-
-/// The nearest `name` in the directories above `file`, up to the root.
-fn find_upward(file: &Path, name: &str) -> Option<PathBuf> {
-    file.ancestors()
-        .skip(1)
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
-}
-
 fn relative_to(path: &Path, base: &Path) -> PathBuf {
     match path.strip_prefix(base) {
         Ok(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
         Ok(rel) => rel.to_path_buf(),
         Err(_) => path.to_path_buf(),
     }
-}
-
-struct WalkOutcome {
-    /// language -> marker directory -> marker files in it.
-    markers: BTreeMap<&'static str, BTreeMap<PathBuf, Vec<PathBuf>>>,
-    stats: WalkStats,
-    warnings: Vec<Warning>,
-}
-
-fn walk_markers(root: &Path, limits: Limits) -> WalkOutcome {
-    let mut builder = ignore::WalkBuilder::new(root);
-    builder
-        .hidden(true)
-        .parents(true)
-        .ignore(false)
-        .git_ignore(true)
-        .git_global(false)
-        .git_exclude(true)
-        .require_git(false)
-        .follow_links(false)
-        // One level past the bound, so reaching it can be reported.
-        .max_depth(Some(limits.max_depth.saturating_add(1)))
-        // Sorted so a truncated walk is the same walk every time.
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(|entry| {
-            let skipped = entry.depth() > 0
-                && entry.file_type().is_some_and(|t| t.is_dir())
-                && entry
-                    .file_name()
-                    .to_str()
-                    .is_some_and(|name| SKIPPED_DIRS.contains(&name));
-            !skipped
-        });
-
-    let mut markers: BTreeMap<&'static str, BTreeMap<PathBuf, Vec<PathBuf>>> = BTreeMap::new();
-    let mut warnings = Vec::new();
-    let mut entries = 0usize;
-    let mut truncated = false;
-    let mut too_deep: Option<(PathBuf, usize)> = None;
-
-    for result in builder.build() {
-        let entry = match result {
-            Ok(entry) => entry,
-            Err(err) => {
-                warnings.push(walk_warning(&err));
-                continue;
-            }
-        };
-        if let Some(err) = entry.error() {
-            warnings.push(walk_warning(err));
-        }
-        if entry.depth() == 0 {
-            continue;
-        }
-        if entry.depth() > limits.max_depth {
-            let (_, skipped) = too_deep.get_or_insert_with(|| (entry.path().to_path_buf(), 0));
-            *skipped += 1;
-            continue;
-        }
-        entries += 1;
-        if entries > limits.max_entries {
-            entries -= 1;
-            truncated = true;
-            warnings.push(Warning::EntryLimit {
-                limit: limits.max_entries,
-            });
-            break;
-        }
-        if entry.file_type().is_some_and(|t| t.is_dir()) {
-            continue;
-        }
-        let Some(language) = entry.file_name().to_str().and_then(marker_language) else {
-            continue;
-        };
-        let path = entry.path();
-        if entry.path_is_symlink() && !path.exists() {
-            warnings.push(Warning::DanglingMarker {
-                path: path.to_path_buf(),
-            });
-            continue;
-        }
-        let dir = path.parent().unwrap_or(root).to_path_buf();
-        markers
-            .entry(language)
-            .or_default()
-            .entry(dir)
-            .or_default()
-            .push(path.to_path_buf());
-    }
-    if let Some((first, skipped)) = too_deep {
-        truncated = true;
-        warnings.push(Warning::DepthLimit {
-            limit: limits.max_depth,
-            first,
-            skipped,
-        });
-    }
-    WalkOutcome {
-        markers,
-        stats: WalkStats { entries, truncated },
-        warnings,
-    }
-}
-
-fn walk_warning(err: &ignore::Error) -> Warning {
-    fn path_of(err: &ignore::Error) -> Option<PathBuf> {
-        match err {
-            ignore::Error::WithPath { path, .. } => Some(path.clone()),
-            ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
-                path_of(err)
-            }
-            ignore::Error::Loop { child, .. } => Some(child.clone()),
-            _ => None,
-        }
-    }
-    fn innermost(err: &ignore::Error) -> String {
-        match err {
-            ignore::Error::WithPath { err, .. } | ignore::Error::WithDepth { err, .. } => {
-                innermost(err)
-            }
-            other => other.to_string(),
-        }
-    }
-    Warning::Unreadable {
-        path: path_of(err),
-        error: innermost(err),
-    }
-}
-
-/// Folds marker directories of one language into outermost scopes: each
-/// scope with every marker at or below it (its own first, then by path).
-fn fold_nested(dirs: BTreeMap<PathBuf, Vec<PathBuf>>) -> Vec<(PathBuf, Vec<PathBuf>)> {
-    // BTreeMap order puts a directory before everything below it.
-    let mut scopes: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
-    for (dir, files) in dirs {
-        match scopes.last_mut() {
-            Some((scope, markers)) if dir.starts_with(&*scope) => markers.extend(files),
-            _ => scopes.push((dir, files)),
-        }
-    }
-    scopes
 }
 
 fn lossy<S: Serializer>(path: &Path, s: S) -> Result<S::Ok, S::Error> {
