@@ -136,7 +136,7 @@ impl Cmd {
     pub fn display(&self) -> String {
         std::iter::once(&self.program)
             .chain(self.args.iter())
-            .map(|a| quote(&a.to_string_lossy()))
+            .map(|a| sh_quote(&a.to_string_lossy()))
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -345,22 +345,37 @@ fn describe_status(status: &ExitStatus) -> String {
     }
 }
 
-/// Quotes an argument for display the way a POSIX shell would need it.
-fn quote(arg: &str) -> String {
-    let safe = !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c));
+/// Quotes a word for POSIX sh: words of only safe characters stay as they
+/// are, anything else is single-quoted. The one quoter of the crate: command
+/// lines shown to people ([`Cmd::display`], `run --print`) and the words the
+/// rendered healthcheck passes to its `check` function.
+pub fn sh_quote(word: &str) -> String {
+    // An allowlist, not a list of specials: a character a shell might treat
+    // specially (`!`, `{`, `~`, non-ASCII) gets quoted rather than missed.
+    let safe = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
     if safe {
-        arg.to_string()
+        word.to_string()
     } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
+        format!("'{}'", word.replace('\'', r"'\''"))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sh_quote_words() {
+        assert_eq!(sh_quote("rg"), "rg");
+        assert_eq!(sh_quote("--version"), "--version");
+        assert_eq!(sh_quote(""), "''");
+        assert_eq!(sh_quote("a b"), "'a b'");
+        assert_eq!(sh_quote("it's"), r"'it'\''s'");
+        assert_eq!(sh_quote("ripgrep ([0-9]+)"), "'ripgrep ([0-9]+)'");
+    }
 
     #[test]
     fn captures_stdout_and_stderr_separately() {

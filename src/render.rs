@@ -6,6 +6,7 @@
 //! is the command layer's job; see [`Plan`].
 
 use crate::manifest::{FRAGMENT_DIR, Manifest};
+use crate::process::sh_quote;
 use handlebars::Handlebars;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -105,18 +106,6 @@ pub fn existing_generated_files(root: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
-}
-
-/// Quotes a word for POSIX sh.
-pub fn sh_quote(word: &str) -> String {
-    if !word.is_empty()
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
-    {
-        return word.to_string();
-    }
-    format!("'{}'", word.replace('\'', r"'\''"))
 }
 
 fn load_templates(root: &Path) -> Result<Handlebars<'static>, RenderError> {
@@ -377,16 +366,6 @@ pub fn unified_diff(path: &Path, committed: &str, rendered: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sh_quote_words() {
-        assert_eq!(sh_quote("rg"), "rg");
-        assert_eq!(sh_quote("--version"), "--version");
-        assert_eq!(sh_quote(""), "''");
-        assert_eq!(sh_quote("a b"), "'a b'");
-        assert_eq!(sh_quote("it's"), r"'it'\''s'");
-        assert_eq!(sh_quote("ripgrep ([0-9]+)"), "'ripgrep ([0-9]+)'");
-    }
 
     #[test]
     fn generated_paths() {

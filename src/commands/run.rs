@@ -123,7 +123,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     if args.print {
         let words: Vec<String> = std::iter::once(cmd.program())
             .chain(cmd.get_args().iter().map(|a| a.as_os_str()))
-            .map(|a| utf8(a).map(|w| crate::render::sh_quote(&w)))
+            .map(|a| utf8(a).map(|w| crate::process::sh_quote(&w)))
             .collect::<anyhow::Result<_>>()?;
         outln!("{}", words.join(" "))?;
         return Ok(());
