@@ -14,7 +14,7 @@ mod raw;
 mod validate;
 
 pub use profile::{Profile, Settings};
-pub use validate::{Problem, parse_lenient_version};
+pub use validate::Problem;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

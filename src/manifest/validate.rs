@@ -3,6 +3,7 @@
 
 use super::raw::RawManifest;
 use super::{FRAGMENT_DIR, Fragment, Manifest, SCHEMA, Tool, Variant, parse_size};
+use crate::policy::lenient_version;
 use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -148,25 +149,6 @@ fn check_version_pattern(pattern: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A lenient version (`1.24`, `6.1.0`, `v20.1.0`) padded to three parts.
-pub fn parse_lenient_version(text: &str) -> Option<semver::Version> {
-    let t = text.trim().trim_start_matches('v');
-    let core = t.split(['-', '+']).next()?;
-    let mut parts: Vec<&str> = core.split('.').collect();
-    if parts.is_empty()
-        || parts.len() > 3
-        || parts
-            .iter()
-            .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
-    {
-        return None;
-    }
-    while parts.len() < 3 {
-        parts.push("0");
-    }
-    semver::Version::parse(&parts.join(".")).ok()
-}
-
 /// Whether `path` (project-relative) stays strictly inside `docker/`.
 fn inside_fragment_dir(path: &Path) -> bool {
     let mut comps = path.components();
@@ -240,7 +222,7 @@ pub(super) fn validate(
                     "`min` needs a `version` pattern",
                     "add `version`, or drop `min`",
                 );
-            } else if parse_lenient_version(min.get_ref()).is_none() {
+            } else if lenient_version(min.get_ref()).is_none() {
                 p.at(
                     min,
                     format!("{key}.min"),
@@ -777,23 +759,5 @@ mod tests {
                 && p.message == "unknown shared argument `SHARED_VERSION`"),
             "{ps:?}"
         );
-    }
-
-    #[test]
-    fn lenient_versions() {
-        assert_eq!(
-            parse_lenient_version("1.24").unwrap(),
-            semver::Version::new(1, 24, 0)
-        );
-        assert_eq!(
-            parse_lenient_version("v20.1.3").unwrap(),
-            semver::Version::new(20, 1, 3)
-        );
-        assert_eq!(
-            parse_lenient_version("6.1.0-rc1").unwrap(),
-            semver::Version::new(6, 1, 0)
-        );
-        assert!(parse_lenient_version("present").is_none());
-        assert!(parse_lenient_version("1.2.3.4").is_none());
     }
 }
