@@ -81,18 +81,9 @@ impl CheckReport {
     }
 }
 
+/// Bytes for people with one decimal (`2.0 KiB`, `512 B`).
 pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
+    bytesize::ByteSize(n).display().iec().to_string()
 }
 
 /// A table for people: one block per image, one row per tool.

@@ -16,6 +16,7 @@ mod validate;
 pub use profile::{Profile, Settings};
 pub use validate::Problem;
 
+use bytesize::ByteSize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use validate::ProblemList;
@@ -242,43 +243,19 @@ impl Manifest {
     }
 }
 
-/// Parses a size such as `900MiB`, `1.5GiB`, `500MB` or `1048576` into bytes.
+/// Parses a size such as `900MiB`, `1.5GiB`, `500MB` or `1048576` into bytes
+/// (bytesize's reading: `KB` is 1000, `KiB` 1024, units in any case). A size
+/// of zero is no budget at all, so it is refused.
 pub fn parse_size(text: &str) -> Option<u64> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num.parse().ok()?;
-    let factor: f64 = match unit.trim() {
-        "" | "B" => 1.0,
-        "KB" | "kB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    let bytes = value * factor;
-    (bytes.is_finite() && bytes > 0.0).then_some(bytes.round() as u64)
+    let bytes = text.trim().parse::<ByteSize>().ok()?.as_u64();
+    (bytes > 0).then_some(bytes)
 }
 
-/// Formats bytes for people (`1.23 GiB`).
+/// Formats bytes for people with two decimals (`1.23 GiB`).
 pub fn format_size(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.2} {}", UNITS[unit])
-    }
+    format!("{:.2}", ByteSize(bytes).display().iec())
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
