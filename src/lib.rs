@@ -19,6 +19,7 @@ pub mod process;
 pub mod registry;
 pub mod render;
 pub mod run_contract;
+pub mod table;
 
 use std::process::ExitCode;
 

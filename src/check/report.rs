@@ -1,6 +1,7 @@
 //! What a check found, for people and for CI: the per-tool results, the
 //! report of one image, the table and the JUnit XML.
 
+use crate::table::{Column, Table};
 use serde::Serialize;
 use std::path::Path;
 
@@ -99,16 +100,16 @@ pub fn table(reports: &[CheckReport]) -> String {
             human_bytes(r.size_budget),
             r.seconds
         ));
-        let width = r.tools.iter().map(|t| t.tool.len()).max().unwrap_or(4);
+        let mut tools = Table::new([
+            Column::left().width(11).gap("  "),
+            Column::left().gap(" "),
+            Column::left().width(12),
+            Column::left().gap(" "),
+        ]);
         for t in &r.tools {
-            out.push_str(&format!(
-                "  {:<11} {:<width$}  {:<12} {}\n",
-                t.status.as_str(),
-                t.tool,
-                t.version,
-                t.detail,
-            ));
+            tools.row([t.status.as_str(), &t.tool, &t.version, &t.detail]);
         }
+        out.push_str(&tools.render());
         for p in &r.problems {
             out.push_str(&format!("  problem: {p}\n"));
         }

@@ -6,6 +6,7 @@ use super::context::Context;
 use crate::build::progress::{PlainReporter, Reporter, TtyReporter};
 use crate::build::{self, Outcome, Summary};
 use crate::exit;
+use crate::table::{Column, Table};
 use anyhow::Context as _;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -116,18 +117,16 @@ fn short_id(id: &str) -> &str {
 /// The summary for people: one row per variant, then the check tables, then
 /// every failure with its log.
 pub fn summary_text(s: &Summary) -> String {
-    let mut out = String::new();
-    let width = s
-        .results
-        .iter()
-        .map(|r| r.variant.len())
-        .max()
-        .unwrap_or(7)
-        .max(7);
-    out.push_str(&format!(
-        "\n{:<width$}  {:<13}  {:<12}  {:>7}  {:>7}  note\n",
-        "variant", "result", "image", "build", "check"
-    ));
+    let mut out = String::from("\n");
+    let mut rows = Table::new([
+        Column::left(),
+        Column::left().width(13),
+        Column::left().width(12),
+        Column::right().width(7),
+        Column::right().width(7),
+        Column::left(),
+    ]);
+    rows.row(["variant", "result", "image", "build", "check", "note"]);
     let mut build_sum = 0.0;
     for r in &s.results {
         let check = r
@@ -169,11 +168,9 @@ pub fn summary_text(s: &Summary) -> String {
                 ("not attempted", "-".into(), "-".into(), reason.clone())
             }
         };
-        out.push_str(&format!(
-            "{:<width$}  {result:<13}  {image:<12}  {secs:>7}  {check:>7}  {note}\n",
-            r.variant
-        ));
+        rows.row([r.variant.clone(), result.into(), image, secs, check, note]);
     }
+    out.push_str(&rows.render());
     let count = |f: fn(&Outcome) -> bool| s.results.iter().filter(|r| f(&r.outcome)).count();
     out.push_str(&format!(
         "\n{} built, {} skipped, {} failed, {} not attempted; wall time {:.1}s \

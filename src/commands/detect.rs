@@ -4,6 +4,7 @@
 use super::context::Context;
 use crate::detect::{self, Detection, Evidence, Limits, Options};
 use crate::exit;
+use crate::table::{Column, Table};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -65,29 +66,22 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
 
 /// One line per language: `go  backend  tools: go (global), gofmt (global)`.
 pub fn human(detection: &Detection) -> String {
-    let rows: Vec<(String, String, String)> = detection
-        .languages
-        .iter()
-        .map(|l| {
-            let tools = l
-                .tools
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ");
-            let mut rest = format!("tools: {tools}");
-            if let Evidence::TypescriptFile { tsconfig, .. } = &l.evidence {
-                let found = tsconfig
-                    .as_ref()
-                    .map_or("none".to_string(), |p| p.display().to_string());
-                rest.push_str(&format!("  tsconfig: {found}"));
-            }
-            (l.language.clone(), l.scope.display().to_string(), rest)
-        })
-        .collect();
-    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
-    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
-    rows.iter()
-        .map(|(lang, scope, rest)| format!("{lang:<w0$}  {scope:<w1$}  {rest}\n"))
-        .collect()
+    let mut table = Table::new([Column::left(), Column::left(), Column::left()]);
+    for l in &detection.languages {
+        let tools = l
+            .tools
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut rest = format!("tools: {tools}");
+        if let Evidence::TypescriptFile { tsconfig, .. } = &l.evidence {
+            let found = tsconfig
+                .as_ref()
+                .map_or("none".to_string(), |p| p.display().to_string());
+            rest.push_str(&format!("  tsconfig: {found}"));
+        }
+        table.row([l.language.clone(), l.scope.display().to_string(), rest]);
+    }
+    table.render()
 }

@@ -7,6 +7,7 @@ use crate::fsutil::FileLock;
 use crate::pins::PinsFile;
 use crate::pins::plan::{self, Action, Plan, Request};
 use crate::policy::SelectOptions;
+use crate::table::{Column, Table};
 use anyhow::Context as _;
 
 #[derive(Debug, clap::Args)]
@@ -108,14 +109,8 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
 }
 
 fn print_plan(plan: &Plan) -> exit::Result {
-    let mut rows: Vec<[String; 6]> = vec![[
-        "ALIAS".into(),
-        "VARIANT".into(),
-        "ACTION".into(),
-        "VERSION".into(),
-        "BUMP".into(),
-        "DIGEST".into(),
-    ]];
+    let mut table = Table::new([Column::left(); 6]);
+    table.row(["ALIAS", "VARIANT", "ACTION", "VERSION", "BUMP", "DIGEST"]);
     for s in &plan.steps {
         let old = s.old.as_ref().map(|p| p.version.to_string());
         let new = s.new.as_ref().map(|p| p.version.to_string());
@@ -138,7 +133,7 @@ fn print_plan(plan: &Plan) -> exit::Result {
             Action::Remove => "REMOVE",
             Action::Keep => "keep",
         };
-        rows.push([
+        table.row([
             s.alias.clone(),
             s.variant.clone().unwrap_or_else(|| "-".into()),
             action.into(),
@@ -151,16 +146,8 @@ fn print_plan(plan: &Plan) -> exit::Result {
             digest,
         ]);
     }
-    let widths: Vec<usize> = (0..6)
-        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
-        .collect();
-    for (i, row) in rows.iter().enumerate() {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:w$}"))
-            .collect();
-        outln!("{}", line.join("  ").trim_end())?;
+    for (i, line) in table.lines().iter().enumerate() {
+        outln!("{}", line.trim_end())?;
         if i == 0 {
             continue;
         }
