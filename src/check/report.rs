@@ -2,6 +2,8 @@
 //! report of one image, the table and the JUnit XML.
 
 use crate::table::{Column, Table};
+use quick_xml::Writer;
+use quick_xml::events::{BytesDecl, BytesText, Event};
 use serde::Serialize;
 use std::path::Path;
 
@@ -117,87 +119,120 @@ pub fn table(reports: &[CheckReport]) -> String {
     out
 }
 
-fn xml_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            // XML 1.0 cannot carry most control characters at all.
-            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push('?'),
-            c => out.push(c),
-        }
-    }
-    out
+/// One JUnit testcase: a tool, the size budget, or the healthcheck itself.
+struct Case {
+    name: String,
+    failure: Option<String>,
 }
 
-/// JUnit XML: one testsuite per image, one testcase per tool, plus one for
-/// the size budget and one for problems that are not a tool's.
-pub fn junit(reports: &[CheckReport]) -> String {
-    let mut suites = String::new();
-    let (mut total, mut failed) = (0, 0);
-    for r in reports {
-        let mut cases = String::new();
-        let (mut n, mut f) = (0, 0);
-        let mut case = |name: &str, failure: Option<String>| {
-            n += 1;
-            cases.push_str(&format!(
-                "    <testcase classname=\"sunaba.{}\" name=\"{}\"",
-                xml_escape(&r.variant),
-                xml_escape(name)
-            ));
-            match failure {
-                Some(msg) => {
-                    f += 1;
-                    cases.push_str(&format!(
-                        ">\n      <failure message=\"{0}\">{0}</failure>\n    </testcase>\n",
-                        xml_escape(&msg)
-                    ));
-                }
-                None => cases.push_str("/>\n"),
-            }
-        };
-        for t in &r.tools {
-            let failure = (t.status != ToolStatus::Ok).then(|| {
+/// The cases of one image: one per tool, one for the size budget, and one
+/// for the problems that are not a tool's (only when there are any).
+fn cases(r: &CheckReport) -> Vec<Case> {
+    let mut cases: Vec<Case> = r
+        .tools
+        .iter()
+        .map(|t| Case {
+            name: t.tool.clone(),
+            failure: (t.status != ToolStatus::Ok).then(|| {
                 format!(
                     "{}: {} (version {})",
                     t.status.as_str(),
                     t.detail,
                     t.version
                 )
-            });
-            case(&t.tool, failure);
-        }
-        let (size_problems, other): (Vec<&String>, Vec<&String>) =
-            r.problems.iter().partition(|p| p.starts_with("size "));
-        case("size budget", size_problems.first().map(|p| p.to_string()));
-        if !other.is_empty() {
-            case(
-                "healthcheck",
-                Some(
-                    other
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                ),
-            );
-        }
-        total += n;
-        failed += f;
-        suites.push_str(&format!(
-            "  <testsuite name=\"{}\" tests=\"{n}\" failures=\"{f}\" time=\"{:.3}\">\n{cases}  </testsuite>\n",
-            xml_escape(&format!("{} ({})", r.variant, r.image)),
-            r.seconds
-        ));
+            }),
+        })
+        .collect();
+    let (size_problems, other): (Vec<&String>, Vec<&String>) =
+        r.problems.iter().partition(|p| p.starts_with("size "));
+    cases.push(Case {
+        name: "size budget".into(),
+        failure: size_problems.first().map(|p| p.to_string()),
+    });
+    if !other.is_empty() {
+        let joined: Vec<&str> = other.iter().map(|s| s.as_str()).collect();
+        cases.push(Case {
+            name: "healthcheck".into(),
+            failure: Some(joined.join("; ")),
+        });
     }
-    format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"sunaba-images check\" \
-         tests=\"{total}\" failures=\"{failed}\">\n{suites}</testsuites>\n"
-    )
+    cases
+}
+
+/// XML 1.0 cannot carry most control characters at all, escaped or not
+/// (quick-xml escapes markup, not these).
+fn xml_text(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => '?',
+            c => c,
+        })
+        .collect()
+}
+
+/// JUnit XML: one testsuite per image, one testcase per tool, plus one for
+/// the size budget and one for problems that are not a tool's. Written with
+/// quick-xml (escaping); quick-junit is not used because its fixed attribute
+/// order (`tests skipped failures errors`) breaks the `tests=".." failures=".."`
+/// that CI readers and the tests look for.
+pub fn junit(reports: &[CheckReport]) -> String {
+    let suites: Vec<(&CheckReport, Vec<Case>)> = reports.iter().map(|r| (r, cases(r))).collect();
+    let failures = |cases: &[Case]| cases.iter().filter(|c| c.failure.is_some()).count();
+    let total: usize = suites.iter().map(|(_, c)| c.len()).sum();
+    let failed: usize = suites.iter().map(|(_, c)| failures(c)).sum();
+
+    let mut xml = Writer::new_with_indent(Vec::new(), b' ', 2);
+    let written: std::io::Result<()> = (|| {
+        xml.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
+        xml.create_element("testsuites")
+            .with_attributes([
+                ("name", "sunaba-images check"),
+                ("tests", &total.to_string()),
+                ("failures", &failed.to_string()),
+            ])
+            .write_inner_content(|xml| {
+                for (r, cases) in &suites {
+                    let classname = xml_text(&format!("sunaba.{}", r.variant));
+                    xml.create_element("testsuite")
+                        .with_attributes([
+                            (
+                                "name",
+                                xml_text(&format!("{} ({})", r.variant, r.image)).as_str(),
+                            ),
+                            ("tests", &cases.len().to_string()),
+                            ("failures", &failures(cases).to_string()),
+                            ("time", &format!("{:.3}", r.seconds)),
+                        ])
+                        .write_inner_content(|xml| {
+                            for case in cases {
+                                let testcase = xml.create_element("testcase").with_attributes([
+                                    ("classname", classname.as_str()),
+                                    ("name", &xml_text(&case.name)),
+                                ]);
+                                match &case.failure {
+                                    None => testcase.write_empty().map(drop)?,
+                                    Some(message) => {
+                                        let message = xml_text(message);
+                                        testcase.write_inner_content(|xml| {
+                                            xml.create_element("failure")
+                                                .with_attribute(("message", message.as_str()))
+                                                .write_text_content(BytesText::new(&message))
+                                                .map(drop)
+                                        })?;
+                                    }
+                                }
+                            }
+                            Ok(())
+                        })?;
+                }
+                Ok(())
+            })?;
+        Ok(())
+    })();
+    written.expect("writing XML to memory cannot fail");
+    let mut text = String::from_utf8(xml.into_inner()).expect("quick-xml writes UTF-8");
+    text.push('\n');
+    text
 }
 
 /// Writes the JUnit report for CI test reporters.
