@@ -498,14 +498,15 @@ pub fn candidates(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn v(s: &str) -> Version {
         Version::parse(s).unwrap()
     }
 
-    fn inv(pairs: &[(&str, &str)]) -> Inventory {
+    /// An inventory from (tool, version) pairs.
+    pub(crate) fn inv(pairs: &[(&str, &str)]) -> Inventory {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -739,7 +740,8 @@ mod tests {
         }
     }
 
-    fn labels(record: &str) -> BTreeMap<String, String> {
+    /// Image labels carrying `record` as the check record.
+    pub(crate) fn labels(record: &str) -> BTreeMap<String, String> {
         [(CHECK_LABEL.to_string(), record.to_string())].into()
     }
 

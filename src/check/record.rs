@@ -110,18 +110,8 @@ mod tests {
     use super::super::report::{ToolResult, ToolStatus};
     use super::*;
     use crate::check::LABEL_INPUTS;
-    use crate::policy::{Inventory, Refusal, gate};
-
-    fn labels(record: &str) -> BTreeMap<String, String> {
-        [(LABEL_CHECK.to_string(), record.to_string())].into()
-    }
-
-    fn inv(pairs: &[(&str, &str)]) -> Inventory {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::policy::tests::{inv, labels};
+    use crate::policy::{Refusal, gate};
 
     #[test]
     fn record_json_follows_the_contract_and_round_trips() {
