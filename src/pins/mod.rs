@@ -12,71 +12,16 @@ pub mod verify;
 
 pub use file::{PinsError, PinsFile, locate_alias, remove_stale_temps};
 
+/// The digests a pin names are the registry's: serialised as `sha256:<hex>`.
+pub use crate::registry::Digest;
+
 use crate::policy::Inventory;
 use semver::Version;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt;
 
 pub const FILE_NAME: &str = "image_pins.json";
 pub const SCHEMA: u64 = 1;
-
-/// A content digest `<algorithm>:<hex>` (sha256 or sha512, lowercase hex).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct Digest(String);
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad digest {0:?}: expected sha256:<64 lowercase hex> or sha512:<128 lowercase hex>")]
-pub struct BadDigest(pub String);
-
-impl Digest {
-    pub fn parse(text: &str) -> Result<Digest, BadDigest> {
-        let ok = match text.split_once(':') {
-            Some(("sha256", hex)) => is_hex(hex, 64),
-            Some(("sha512", hex)) => is_hex(hex, 128),
-            _ => false,
-        };
-        if ok {
-            Ok(Digest(text.to_string()))
-        } else {
-            Err(BadDigest(text.to_string()))
-        }
-    }
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-    /// `sha256:0123456789ab` for tables.
-    pub fn short(&self) -> &str {
-        let end = self.0.find(':').map_or(0, |i| i + 13).min(self.0.len());
-        &self.0[..end]
-    }
-}
-
-fn is_hex(s: &str, len: usize) -> bool {
-    s.len() == len
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-impl TryFrom<String> for Digest {
-    type Error = BadDigest;
-    fn try_from(s: String) -> Result<Self, BadDigest> {
-        Digest::parse(&s)
-    }
-}
-
-impl From<Digest> for String {
-    fn from(d: Digest) -> String {
-        d.0
-    }
-}
-
-impl fmt::Display for Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 /// What one alias runs. Field order here is the order in the file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,7 +50,9 @@ mod tests {
     use super::*;
 
     pub(crate) fn d(c: char) -> Digest {
-        Digest::parse(&format!("sha256:{}", c.to_string().repeat(64))).unwrap()
+        format!("sha256:{}", c.to_string().repeat(64))
+            .parse()
+            .unwrap()
     }
 
     #[test]
@@ -115,7 +62,7 @@ mod tests {
             format!("sha512:{}", "f".repeat(128)),
         ];
         for g in &good {
-            assert!(Digest::parse(g).is_ok(), "{g}");
+            assert!(g.parse::<Digest>().is_ok(), "{g}");
         }
         let bad = [
             String::new(),
@@ -128,7 +75,7 @@ mod tests {
             "0".repeat(64),
         ];
         for b in &bad {
-            assert!(Digest::parse(b).is_err(), "{b}");
+            assert!(b.parse::<Digest>().is_err(), "{b}");
         }
         assert_eq!(d('a').short(), "sha256:aaaaaaaaaaaa");
     }

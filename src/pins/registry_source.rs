@@ -20,14 +20,6 @@ fn err(reference: &str, e: registry::Error) -> SourceError {
     }
 }
 
-fn digest(reference: &str, d: &registry::Digest) -> Result<Digest, SourceError> {
-    Digest::parse(&d.to_string()).map_err(|e| SourceError {
-        reference: reference.to_string(),
-        message: e.to_string(),
-        not_found: false,
-    })
-}
-
 impl RegistrySource {
     /// Drives `client` (configured by the caller, with the registry options
     /// every command shares) from synchronous code.
@@ -92,7 +84,7 @@ impl ImageSource for RegistrySource {
                         .map_err(|e| err(&name, e))?;
                     images.push(PlatformImage {
                         platform: platform.to_string(),
-                        digest: digest(&name, d)?,
+                        digest: d.clone(),
                         labels: config.labels,
                     });
                 }
@@ -104,15 +96,16 @@ impl ImageSource for RegistrySource {
                     .map_err(|e| err(&name, e))?;
                 images.push(PlatformImage {
                     platform: config.platform.to_string(),
-                    digest: digest(&name, &resolved.digest)?,
+                    digest: resolved.digest.clone(),
                     labels: config.labels,
                 });
             }
             Ok(Inspected {
-                digest: digest(
-                    &name,
-                    resolved.index_digest.as_ref().unwrap_or(&resolved.digest),
-                )?,
+                digest: resolved
+                    .index_digest
+                    .as_ref()
+                    .unwrap_or(&resolved.digest)
+                    .clone(),
                 images,
             })
         })
@@ -127,7 +120,7 @@ impl ImageSource for RegistrySource {
         {
             Ok(resolved) => {
                 let d = resolved.index_digest.as_ref().unwrap_or(&resolved.digest);
-                Ok(Some(digest(&name, d)?))
+                Ok(Some(d.clone()))
             }
             Err(e) if matches!(e.kind(), ErrorKind::NotFound { .. }) => Ok(None),
             Err(e) => Err(err(&name, e)),
@@ -135,16 +128,16 @@ impl ImageSource for RegistrySource {
     }
 
     fn check_digest(&self, repository: &str, d: &Digest) -> Result<DigestCheck, SourceError> {
-        let r = Self::reference(repository, d.as_str())?;
+        let r = Self::reference(repository, &d.to_string())?;
         let name = r.to_string();
         match self.rt.block_on(self.client.verify_manifest(&r)) {
             Ok(ManifestCheck::Verified { .. }) => Ok(DigestCheck::Intact),
             Ok(ManifestCheck::Missing) => Ok(DigestCheck::Missing),
             Err(e) => match e.kind() {
                 ErrorKind::DigestMismatch { actual, .. } => Ok(DigestCheck::Mismatch {
-                    actual: Digest::parse(actual).map_err(|e| SourceError {
+                    actual: actual.parse().map_err(|why: String| SourceError {
                         reference: name.clone(),
-                        message: e.to_string(),
+                        message: format!("bad digest {actual:?}: {why}"),
                         not_found: false,
                     })?,
                 }),

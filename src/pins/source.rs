@@ -122,7 +122,7 @@ pub mod fake {
             let found = if reference.contains(':') {
                 self.all()
                     .into_iter()
-                    .find(|i| i.digest.as_str() == reference)
+                    .find(|i| i.digest.to_string() == reference)
             } else {
                 self.tags
                     .borrow()

@@ -166,7 +166,7 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
 
     // The inventory in the file must be the image's own, not a hand edit.
     if intact {
-        match source.inspect(&pin.repository, pin.digest.as_str()) {
+        match source.inspect(&pin.repository, &pin.digest.to_string()) {
             Ok(inspected) => {
                 let labels = inspected
                     .primary()
@@ -317,7 +317,7 @@ mod tests {
             .filter(|f| f.severity == Severity::Warning)
             .collect();
         assert_eq!(warnings.len(), 1, "{found:?}");
-        assert!(warnings[0].message.contains(moved.digest.as_str()));
-        assert!(warnings[0].message.contains(pin.digest.as_str()));
+        assert!(warnings[0].message.contains(&moved.digest.to_string()));
+        assert!(warnings[0].message.contains(&pin.digest.to_string()));
     }
 }

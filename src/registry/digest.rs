@@ -57,6 +57,11 @@ impl Digest {
     pub fn hex(&self) -> &str {
         &self.hex
     }
+    /// `sha256:0123456789ab`: the algorithm and 12 hex digits, for tables.
+    pub fn short(&self) -> String {
+        format!("{}:{}", self.algorithm.name(), &self.hex[..12])
+    }
+
     /// Whether `bytes` hash to this digest (with this digest's algorithm).
     pub fn matches(&self, bytes: &[u8]) -> bool {
         Digest::compute(self.algorithm, bytes) == *self
@@ -112,7 +117,10 @@ impl serde::Serialize for Digest {
 impl<'de> serde::Deserialize<'de> for Digest {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
+        // The value leads, so a message about a reviewed file (image_pins.json)
+        // or a manifest says which string was refused.
+        s.parse()
+            .map_err(|why| serde::de::Error::custom(format!("bad digest {s:?}: {why}")))
     }
 }
 
