@@ -100,18 +100,16 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
     let (file, text) = load(&path)?;
     let source = ctx.image_source(&args.registry)?;
     let findings = verify::verify(&file, &text, &path, &specs, &source);
-    let problems = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Problem)
-        .count();
+    let count = |severity| findings.iter().filter(|f| f.severity == severity).count();
+    let (problems, errors) = (count(Severity::Problem), count(Severity::Error));
     if args.json {
-        let out = serde_json::json!({"ok": problems == 0, "findings": findings});
+        let out = serde_json::json!({"ok": problems + errors == 0, "findings": findings});
         super::write_json(&out)?;
     } else {
         for f in &findings {
             outln!("{f}")?;
         }
-        if problems == 0 {
+        if problems + errors == 0 {
             outln!(
                 "ok: {} alias(es) pinned and verified in {}",
                 file.images.len(),
@@ -119,10 +117,19 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
             )?;
         }
     }
-    if problems == 0 {
-        Ok(())
-    } else {
-        eprintln!("pins verify: {problems} problem(s)");
-        Err(exit::Error::gate())
+    // Could not check is not the same as found wrong: CI must tell an
+    // unreachable registry from broken pins.
+    match (problems, errors) {
+        (0, 0) => Ok(()),
+        (problems, 0) => {
+            eprintln!("pins verify: {problems} problem(s)");
+            Err(exit::Error::gate())
+        }
+        (problems, errors) => {
+            eprintln!(
+                "pins verify: {problems} problem(s); {errors} check(s) could not be made (see the error lines)"
+            );
+            Err(exit::Error::reported(exit::Status::Failure))
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! `sunaba-images resolve REF…`: tags to digests.
 
 use super::context::{Context, RegistryOptions, runtime};
-use crate::exit;
+use crate::exit::{self, Status, WithStatus};
 use crate::registry::{Platform, Reference, ResolveOptions, Resolved};
 
 #[derive(Debug, clap::Args)]
@@ -25,12 +25,14 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         .references
         .iter()
         .map(|r| r.parse::<Reference>())
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, _>>()
+        .status(Status::Usage)?;
     let platform = args
         .platform
         .as_deref()
         .map(str::parse::<Platform>)
-        .transpose()?;
+        .transpose()
+        .status(Status::Usage)?;
     let client = ctx.registry(&args.registry)?;
     let options = ResolveOptions {
         platform,

@@ -1,7 +1,7 @@
 //! `sunaba-images tags REPO`: every tag of a repository.
 
 use super::context::{Context, RegistryOptions, runtime};
-use crate::exit;
+use crate::exit::{self, Status, WithStatus};
 use crate::registry::Repository;
 
 #[derive(Debug, clap::Args)]
@@ -17,7 +17,7 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Context, args: Args) -> exit::Result {
-    let repo: Repository = args.repository.parse()?;
+    let repo: Repository = args.repository.parse().status(Status::Usage)?;
     let client = ctx.registry(&args.registry)?;
     let tags = runtime()?.block_on(client.list_tags(&repo))?;
     if args.json {

@@ -13,10 +13,17 @@ pub struct RegistrySource {
 }
 
 fn err(reference: &str, e: registry::Error) -> SourceError {
+    // The registry's message opens with the reference it was about; the
+    // SourceError names it once already.
+    let text = e.to_string();
+    let message = text
+        .strip_prefix(reference)
+        .and_then(|rest| rest.strip_prefix(": "))
+        .map_or_else(|| text.clone(), str::to_string);
     SourceError {
         reference: reference.to_string(),
         not_found: matches!(e.kind(), ErrorKind::NotFound { .. }),
-        message: e.to_string(),
+        message,
     }
 }
 

@@ -14,7 +14,11 @@ use std::path::Path;
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Warning,
+    /// The pins are wrong: the gate fails (exit 2).
     Problem,
+    /// Something could not be checked (registry unreachable, refused, …):
+    /// an operational failure (exit 1), so CI tells it from broken pins.
+    Error,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -29,6 +33,7 @@ impl fmt::Display for Finding {
         let s = match self.severity {
             Severity::Warning => "warning",
             Severity::Problem => "problem",
+            Severity::Error => "error",
         };
         write!(f, "{s}: {}: {}", self.alias, self.message)
     }
@@ -137,7 +142,10 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
             }
             Err(e) => {
                 intact = false;
-                push(Severity::Problem, format!("cannot check {what}: {e}"));
+                push(
+                    Severity::Error,
+                    format!("cannot check {what}: {}", e.message),
+                );
             }
         }
     }
@@ -159,8 +167,8 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
             ),
         ),
         Err(e) => push(
-            Severity::Problem,
-            format!("cannot resolve tag {}: {e}", pin.tag),
+            Severity::Error,
+            format!("cannot resolve tag {}: {}", pin.tag, e.message),
         ),
     }
 
@@ -182,7 +190,7 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
                 }
             }
             Err(e) => push(
-                Severity::Problem,
+                Severity::Error,
                 format!("cannot read the pinned image: {e}"),
             ),
         }

@@ -126,7 +126,7 @@ fn check_exits_64_on_usage_2_for_a_failing_image_1_without_an_engine() {
 }
 
 #[test]
-fn resolve_exits_64_on_usage_and_1_for_a_missing_tag_or_a_bad_platform() {
+fn resolve_exits_64_on_usage_or_a_bad_reference_or_platform_and_1_for_a_missing_tag() {
     let dir = tempfile::tempdir().unwrap();
     Cli::new(dir.path())
         .args(["resolve"])
@@ -136,11 +136,16 @@ fn resolve_exits_64_on_usage_and_1_for_a_missing_tag_or_a_bad_platform() {
              Usage: sunaba-images resolve <REF>...\n\nFor more information, try '--help'.\n",
         )
         .run();
-    // A malformed --platform value is an operational failure today (the
-    // value is parsed by the command, not by clap).
+    // A malformed --platform value or reference is a usage error too, though
+    // the command (not clap) parses it.
+    Cli::new(dir.path())
+        .args(["resolve", "Debian:12"])
+        .status(64)
+        .stderr_like(r#"^error: invalid image reference "Debian:12": .*"#)
+        .run();
     Cli::new(dir.path())
         .args(["resolve", "--platform", "bad", "127.0.0.1:1/x:1"])
-        .status(1)
+        .status(64)
         .stderr(
             "error: invalid platform \"bad\": expected OS/ARCH or OS/ARCH/VARIANT, e.g. \
              linux/amd64 or linux/arm64/v8\n",

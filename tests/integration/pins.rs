@@ -966,17 +966,17 @@ fn pin_verify_and_version_trust_a_private_ca_given_with_ca_cert() {
         format!("{host}/{repo}")
     );
     // ... and the same for verifying the pin and versioning an image.
-    // `pins verify` reports an unreachable pin as a problem it found (the
-    // gate's status 2), naming the certificate and the flag.
+    // `pins verify` could not check the pin: an operational failure (1),
+    // not a problem found in the pins (2), naming the certificate and the flag.
     runs.push(
         cli()
             .args(["pins", "verify"])
-            .status(2)
+            .status(1)
             .stdout_like(format!(
-                r"problem: tiny: cannot check {host}/{repo}@{digest}: .*certificate.*--ca-cert"
+                r"error: tiny: cannot check {host}/{repo}@{digest}: .*certificate.*--ca-cert"
             ))
-            .stdout_may(r"problem: tiny: cannot resolve tag tiny-1\.0\.0: .*")
-            .stderr_like(r"pins verify: \d problem\(s\)")
+            .stdout_may(r"error: tiny: cannot resolve tag tiny-1\.0\.0: .*")
+            .stderr_like(r"pins verify: 0 problem\(s\); \d check\(s\) could not be made \(see the error lines\)")
             .run(),
     );
     runs.push(without_ca(&["version", "tiny", "--image", &image]));
