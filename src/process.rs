@@ -166,6 +166,13 @@ impl Cmd {
     /// Runs with the caller's stdin, stdout and stderr (an interactive
     /// program, e.g. a sandbox started by `run`); returns its exit status.
     pub fn interactive(&self) -> Result<ExitStatus, ProcessError> {
+        self.command()
+            .status()
+            .map_err(|source| self.spawn_error(source))
+    }
+
+    /// The std command: program, argv, extra environment, directory.
+    fn command(&self) -> std::process::Command {
         let mut command = std::process::Command::new(&self.program);
         command.args(&self.args);
         for (k, v) in &self.env {
@@ -174,18 +181,20 @@ impl Cmd {
         if let Some(dir) = &self.cwd {
             command.current_dir(dir);
         }
-        command.status().map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                ProcessError::NotFound {
-                    program: self.program.to_string_lossy().into_owned(),
-                }
-            } else {
-                ProcessError::Spawn {
-                    command: self.display(),
-                    source,
-                }
+        command
+    }
+
+    fn spawn_error(&self, source: std::io::Error) -> ProcessError {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            ProcessError::NotFound {
+                program: self.program.to_string_lossy().into_owned(),
             }
-        })
+        } else {
+            ProcessError::Spawn {
+                command: self.display(),
+                source,
+            }
+        }
     }
 
     /// The error for a finished command that exited non-zero.
@@ -202,9 +211,8 @@ impl Cmd {
     }
 
     fn execute(&self, mut on_line: Option<&mut dyn FnMut(&str)>) -> Result<Output, ProcessError> {
-        let mut command = std::process::Command::new(&self.program);
+        let mut command = self.command();
         command
-            .args(&self.args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .stdin(if self.stdin.is_some() {
@@ -212,24 +220,7 @@ impl Cmd {
             } else {
                 Stdio::null()
             });
-        for (k, v) in &self.env {
-            command.env(k, v);
-        }
-        if let Some(dir) = &self.cwd {
-            command.current_dir(dir);
-        }
-        let mut child = command.spawn().map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                ProcessError::NotFound {
-                    program: self.program.to_string_lossy().into_owned(),
-                }
-            } else {
-                ProcessError::Spawn {
-                    command: self.display(),
-                    source,
-                }
-            }
-        })?;
+        let mut child = command.spawn().map_err(|source| self.spawn_error(source))?;
         let io_err = |source| ProcessError::Io {
             command: self.display(),
             source,
