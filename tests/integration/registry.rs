@@ -254,9 +254,10 @@ fn cli_rejects_invalid_references_and_platforms_saying_why() {
              \"x:tag\" contains ':' (only a registry port or a tag may use ':')",
         ),
     ] {
+        // Bad syntax in an argument is a usage error, like clap's own.
         isolated_cli(dir.path())
             .args(args)
-            .status(1)
+            .status(64)
             .stderr(format!("error: {error}\n"))
             .run();
     }
