@@ -77,6 +77,12 @@ pub enum ErrorKind {
         expected_from: &'static str,
         actual: String,
     },
+    /// A write was answered with a digest that is not the one of the bytes
+    /// sent: the registry stored something else (or says it did).
+    AnsweredDigest {
+        sent: String,
+        answered: String,
+    },
     TooLarge {
         what: &'static str,
         limit: usize,
@@ -252,6 +258,11 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "digest mismatch: expected {expected} ({expected_from}), but the bytes received hash to {actual}"
+            ),
+            K::AnsweredDigest { sent, answered } => write!(
+                f,
+                "registry {registry} answered Docker-Content-Digest {answered} for bytes that hash to {sent}: \
+                 it did not store what was sent"
             ),
             K::TooLarge { what, limit } => write!(
                 f,

@@ -1,5 +1,6 @@
-//! Reading OCI registries: resolving tags to digests, listing tags, reading
-//! image configs and verifying pinned manifests.
+//! Talking to OCI registries: resolving tags to digests, listing tags,
+//! reading image configs, verifying pinned manifests, and the writes a
+//! release needs (blob uploads and mounts, manifest PUTs).
 //!
 //! # Layout
 //!
@@ -10,6 +11,8 @@
 //!   limit, state);
 //! - `manifest.rs`, `index.rs`, `config.rs`, `resolve.rs`, `tags.rs`: what
 //!   is asked of a registry, on top of the client;
+//! - `blob.rs`, `push.rs`: what is written — blobs (HEAD first, upload,
+//!   cross-repository mount) and manifests (exact bytes, digest checked);
 //! - `reference.rs`, `digest.rs`, `platform.rs`: the names involved;
 //! - `error.rs`: the one [`Error`], whose [`Error::kind`] callers match.
 //!
@@ -34,20 +37,25 @@
 //! and a per-registry concurrency limit; tokens are cached per registry and
 //! scope until shortly before they expire.
 
+mod blob;
 mod client;
 mod config;
 mod digest;
 mod error;
+#[cfg(test)]
+mod fake;
 mod index;
 mod manifest;
 mod platform;
 #[cfg(test)]
 mod proptests;
+mod push;
 mod reference;
 mod resolve;
 mod tags;
 mod transport;
 
+pub use blob::{BlobCopy, MAX_COPIED_BLOB};
 pub use client::{Client, ClientBuilder};
 pub use config::ImageConfig;
 pub use digest::{Algorithm, Digest};

@@ -2,9 +2,9 @@
 
 use super::client::Client;
 use super::reference::api_host;
-use super::transport::Request;
 use super::transport::bearer::Scope;
 use super::transport::limits::Limit;
+use super::transport::{NotHere, Request};
 use super::{Error, ErrorKind, Repository, Result};
 use reqwest::Method;
 use reqwest::header::{self, HeaderMap, HeaderValue};
@@ -114,30 +114,13 @@ impl Client {
                 .filter_map(|v| v.to_str().ok())
                 .find_map(next_link);
             let Some(link) = link else { break };
-            let next = resp
-                .url
-                .join(&link)
-                .map_err(|e| fail(format!("invalid Link target {link:?}: {e}")))?;
-            let authority = match (next.host_str(), next.port_or_known_default()) {
-                (Some(h), Some(p)) => (h.to_string(), p),
-                _ => return Err(fail(format!("Link target {next} has no host"))),
-            };
-            let ours = (
-                resp.url.host_str().unwrap_or_default().to_string(),
-                resp.url.port_or_known_default().unwrap_or_default(),
-            );
-            if authority != ours || !next.username().is_empty() {
-                return Err(fail(format!(
-                    "the next page is on another host ({}:{}, not {}); refusing to follow",
-                    authority.0,
-                    authority.1,
+            target = resp.same_origin_target(&link).map_err(|e| match e {
+                NotHere::Invalid(e) => fail(format!("invalid Link target {link:?}: {e}")),
+                NotHere::OtherHost(other) => fail(format!(
+                    "the next page is on another host ({other}, not {}); refusing to follow",
                     api_host(registry)
-                )));
-            }
-            target = match next.query() {
-                Some(q) => format!("{}?{q}", next.path()),
-                None => next.path().to_string(),
-            };
+                )),
+            })?;
         }
         Ok(tags)
     }

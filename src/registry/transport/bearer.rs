@@ -17,12 +17,15 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// What a token is asked for: `repository:<name>:<actions>`.
+/// What a token is asked for: `repository:<name>:<actions>`, and for a
+/// cross-repository mount also `repository:<from>:pull`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Scope {
     repository: String,
     /// `pull`, or `pull,push` for uploads.
     actions: &'static str,
+    /// A repository the request also reads: a mount's source.
+    from: Option<String>,
 }
 
 impl Scope {
@@ -30,17 +33,41 @@ impl Scope {
         Scope {
             repository: repository.to_string(),
             actions: "pull",
+            from: None,
+        }
+    }
+    /// Writing blobs and manifests (distribution asks for `pull,push`).
+    pub(crate) fn push(repository: &str) -> Scope {
+        Scope {
+            actions: "pull,push",
+            ..Scope::pull(repository)
+        }
+    }
+    /// Mounting a blob of `from` into `repository`.
+    pub(crate) fn mount(repository: &str, from: &str) -> Scope {
+        Scope {
+            from: Some(from.to_string()).filter(|f| f != repository),
+            ..Scope::push(repository)
         }
     }
     /// The repository path (credentials may be keyed by its namespace).
     pub(crate) fn repository(&self) -> &str {
         &self.repository
     }
+    /// Each `repository:…` scope, as the token request lists them.
+    pub(crate) fn parts(&self) -> Vec<String> {
+        let mut parts = vec![format!("repository:{}:{}", self.repository, self.actions)];
+        if let Some(from) = &self.from {
+            parts.push(format!("repository:{from}:pull"));
+        }
+        parts
+    }
 }
 
+/// The scopes space-separated, as OAuth2 writes them.
 impl fmt::Display for Scope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "repository:{}:{}", self.repository, self.actions)
+        f.write_str(&self.parts().join(" "))
     }
 }
 
@@ -213,7 +240,10 @@ fn token_exchange(realm: &Url, req: &TokenRequest<'_>) -> Exchange {
         if let Some(s) = req.service {
             q.append_pair("service", s);
         }
-        q.append_pair("scope", &scope);
+        // The docker token spec repeats `scope` once per resource.
+        for part in req.scope.parts() {
+            q.append_pair("scope", &part);
+        }
     }
     let authorization = req.credential.and_then(Credential::basic_header);
     (Method::GET, url, headers, None, authorization)
@@ -337,5 +367,34 @@ mod tests {
     fn scopes_name_repository_and_actions() {
         assert_eq!(Scope::pull("a/b").to_string(), "repository:a/b:pull");
         assert_eq!(Scope::pull("a/b").repository(), "a/b");
+        assert_eq!(Scope::push("a/b").to_string(), "repository:a/b:pull,push");
+        let mount = Scope::mount("a/b", "c/d");
+        assert_eq!(
+            mount.parts(),
+            ["repository:a/b:pull,push", "repository:c/d:pull"]
+        );
+        assert_eq!(mount.repository(), "a/b", "credentials are the target's");
+        assert_eq!(Scope::mount("a/b", "a/b"), Scope::push("a/b"));
+        assert_ne!(Scope::push("a/b"), Scope::pull("a/b"), "cached apart");
+    }
+
+    #[test]
+    fn token_requests_list_every_scope() {
+        let realm: Url = "https://auth.example/token".parse().unwrap();
+        let scope = Scope::mount("a/b", "c/d");
+        let req = TokenRequest {
+            realm: realm.as_str(),
+            service: Some("reg"),
+            scope: &scope,
+            credential: None,
+        };
+        let (method, url, ..) = token_exchange(&realm, &req);
+        assert_eq!(method, Method::GET);
+        let scopes: Vec<String> = url
+            .query_pairs()
+            .filter(|(k, _)| k == "scope")
+            .map(|(_, v)| v.into_owned())
+            .collect();
+        assert_eq!(scopes, ["repository:a/b:pull,push", "repository:c/d:pull"]);
     }
 }

@@ -61,7 +61,43 @@ pub(crate) struct Response {
     pub url: reqwest::Url,
 }
 
+/// Why a target a response named (`Link`, `Location`) is not followed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NotHere {
+    /// Not a URL, even relative to the response's.
+    Invalid(String),
+    /// Another origin (`host:port`), or credentials in the URL: the
+    /// registry's authorization must not be sent there.
+    OtherHost(String),
+}
+
 impl Response {
+    /// `location` resolved against the URL this response came from, as a
+    /// request target (path and query) on the same origin.
+    pub(crate) fn same_origin_target(&self, location: &str) -> Result<String, NotHere> {
+        let next = self
+            .url
+            .join(location)
+            .map_err(|e| NotHere::Invalid(e.to_string()))?;
+        let authority = |u: &reqwest::Url| {
+            (
+                u.host_str().unwrap_or_default().to_string(),
+                u.port_or_known_default().unwrap_or_default(),
+            )
+        };
+        let (host, port) = authority(&next);
+        if host.is_empty()
+            || (host.clone(), port) != authority(&self.url)
+            || !next.username().is_empty()
+        {
+            return Err(NotHere::OtherHost(format!("{host}:{port}")));
+        }
+        Ok(match next.query() {
+            Some(q) => format!("{}?{q}", next.path()),
+            None => next.path().to_string(),
+        })
+    }
+
     /// A header's value, trimmed; `None` when absent, empty or not text.
     pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers

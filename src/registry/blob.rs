@@ -1,0 +1,327 @@
+//! Blobs: whether a repository has one (HEAD), reading one verified (GET),
+//! and writing one — a monolithic upload (POST opens a session, one PUT
+//! sends the bytes) or a cross-repository mount, whose 202 answer (the
+//! registry would rather not mount) is an upload session the bytes go to.
+//! Chunked uploads are not needed: images of this family are pushed by the
+//! engine, and what this client writes is configs, manifests and copies.
+
+use super::client::Client;
+use super::reference::api_host;
+use super::transport::bearer::Scope;
+use super::transport::limits::Limit;
+use super::transport::{NotHere, Request, Response};
+use super::{Digest, Error, ErrorKind, Repository, Result};
+use bytes::Bytes;
+use reqwest::Method;
+use reqwest::header::{self, HeaderMap, HeaderValue};
+
+/// Largest blob [`Client::copy_blob`] carries from one registry to another
+/// (it passes through memory whole; the family's layers are far smaller).
+pub const MAX_COPIED_BLOB: usize = 2 << 30;
+
+/// How a blob came to be in the target repository.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlobCopy {
+    /// It was there already (HEAD): nothing written.
+    Present,
+    /// Mounted from the source repository: no bytes sent.
+    Mounted,
+    /// Uploaded, with this many bytes (mount refused, or another registry).
+    Uploaded(u64),
+}
+
+/// What a mount request was answered with.
+enum Mount {
+    Mounted,
+    /// 202: an upload session (request target) for the bytes.
+    Session(String),
+}
+
+fn blob_request<'a>(method: Method, target: String, scope: Scope, context: &'a str) -> Request<'a> {
+    Request {
+        method,
+        target,
+        headers: HeaderMap::new(),
+        body: None,
+        scope,
+        context,
+        limit: Limit {
+            bytes: 0,
+            what: "blob",
+        },
+    }
+}
+
+impl Client {
+    /// The size of `digest` in `repo`, `None` when the registry does not
+    /// have it there (404).
+    pub async fn blob_size(&self, repo: &Repository, digest: &Digest) -> Result<Option<u64>> {
+        let context = format!("{repo}@{digest}");
+        let target = format!("/v2/{}/blobs/{digest}", repo.path());
+        let req = blob_request(Method::HEAD, target, Scope::pull(repo.path()), &context);
+        let resp = self.execute(repo.registry(), req).await?;
+        match resp.status.as_u16() {
+            404 => Ok(None),
+            s if (200..300).contains(&s) => Ok(Some(
+                resp.header(header::CONTENT_LENGTH.as_str())
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
+            )),
+            s => Err(Error::status(&context, repo.registry(), s, &resp.body)),
+        }
+    }
+
+    /// The bytes of `digest` in `repo`, verified against it, at most `limit`.
+    pub async fn fetch_blob(
+        &self,
+        repo: &Repository,
+        digest: &Digest,
+        limit: usize,
+    ) -> Result<Vec<u8>> {
+        let context = format!("{repo}@{digest}");
+        let target = format!("/v2/{}/blobs/{digest}", repo.path());
+        let mut req = blob_request(Method::GET, target, Scope::pull(repo.path()), &context);
+        req.limit.bytes = limit;
+        let resp = self.execute(repo.registry(), req).await?;
+        if !resp.status.is_success() {
+            let status = resp.status.as_u16();
+            return Err(Error::status(&context, repo.registry(), status, &resp.body));
+        }
+        super::manifest::check_claimed(digest, &resp.body, &context, "the blob's digest")?;
+        Ok(resp.body)
+    }
+
+    /// Uploads `bytes` as a blob of `repo` (POST, then one PUT); returns its
+    /// sha256 digest. Does not ask first whether the blob is there.
+    pub async fn upload_blob(&self, repo: &Repository, bytes: Bytes) -> Result<Digest> {
+        let digest = Digest::sha256(&bytes);
+        let context = format!("{repo}@{digest}");
+        let target = format!("/v2/{}/blobs/uploads/", repo.path());
+        let resp = self
+            .start_upload(repo, target, Scope::push(repo.path()), &context)
+            .await?;
+        let session = session_of(&resp, &context, repo)?;
+        self.finish_upload(repo, &session, &digest, bytes, &context)
+            .await?;
+        Ok(digest)
+    }
+
+    /// Makes `digest` a blob of `to`, cheapest first: already there (one
+    /// HEAD); mounted from `from` on the same registry; else its bytes are
+    /// read from `from` and uploaded (also into the session a refused mount
+    /// opened).
+    pub async fn copy_blob(
+        &self,
+        from: &Repository,
+        to: &Repository,
+        digest: &Digest,
+    ) -> Result<BlobCopy> {
+        if self.blob_size(to, digest).await?.is_some() {
+            return Ok(BlobCopy::Present);
+        }
+        let context = format!("{to}@{digest}");
+        let session = if from.registry() == to.registry() {
+            match self.mount(from, to, digest, &context).await? {
+                Mount::Mounted => return Ok(BlobCopy::Mounted),
+                Mount::Session(target) => Some(target),
+            }
+        } else {
+            None
+        };
+        let bytes = Bytes::from(self.fetch_blob(from, digest, MAX_COPIED_BLOB).await?);
+        let size = bytes.len() as u64;
+        match session {
+            Some(target) => {
+                self.finish_upload(to, &target, digest, bytes, &context)
+                    .await?
+            }
+            None => {
+                self.upload_blob(to, bytes).await?;
+            }
+        }
+        Ok(BlobCopy::Uploaded(size))
+    }
+
+    /// `POST …/blobs/uploads/?mount=<digest>&from=<repo>`: 201 mounted, 202
+    /// an upload session instead.
+    async fn mount(
+        &self,
+        from: &Repository,
+        to: &Repository,
+        digest: &Digest,
+        context: &str,
+    ) -> Result<Mount> {
+        let target = format!(
+            "/v2/{}/blobs/uploads/?mount={digest}&from={}",
+            to.path(),
+            from.path()
+        );
+        let scope = Scope::mount(to.path(), from.path());
+        let resp = self.start_upload(to, target, scope, context).await?;
+        if resp.status.as_u16() == 201 {
+            return Ok(Mount::Mounted);
+        }
+        session_of(&resp, context, to).map(Mount::Session)
+    }
+
+    /// POSTs `target` (a new upload session or a mount); any 2xx is the
+    /// caller's to read.
+    async fn start_upload(
+        &self,
+        repo: &Repository,
+        target: String,
+        scope: Scope,
+        context: &str,
+    ) -> Result<Response> {
+        let mut req = blob_request(Method::POST, target, scope, context);
+        req.body = Some(Bytes::new());
+        let resp = self.execute(repo.registry(), req).await?;
+        if !resp.status.is_success() {
+            let status = resp.status.as_u16();
+            return Err(Error::status(context, repo.registry(), status, &resp.body));
+        }
+        Ok(resp)
+    }
+
+    /// PUTs the whole blob into the upload session `target`. A retried PUT
+    /// whose first attempt did land finds the session gone: the blob being
+    /// there then is success.
+    async fn finish_upload(
+        &self,
+        repo: &Repository,
+        target: &str,
+        digest: &Digest,
+        bytes: Bytes,
+        context: &str,
+    ) -> Result<()> {
+        let sep = if target.contains('?') { '&' } else { '?' };
+        let mut req = blob_request(
+            Method::PUT,
+            format!("{target}{sep}digest={digest}"),
+            Scope::push(repo.path()),
+            context,
+        );
+        req.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
+        req.body = Some(bytes);
+        let resp = self.execute(repo.registry(), req).await?;
+        if resp.status.is_success() {
+            return Ok(());
+        }
+        if resp.status.as_u16() == 404 && self.blob_size(repo, digest).await?.is_some() {
+            return Ok(());
+        }
+        let status = resp.status.as_u16();
+        Err(Error::status(context, repo.registry(), status, &resp.body))
+    }
+}
+
+/// The upload session a 202 names in `Location`, as a request target on
+/// the registry's own origin (its authorization must not go elsewhere).
+fn session_of(resp: &Response, context: &str, repo: &Repository) -> Result<String> {
+    let location = resp.header(header::LOCATION.as_str()).ok_or_else(|| {
+        Error::malformed(context, "upload answer", "202 without a Location header")
+    })?;
+    resp.same_origin_target(location).map_err(|e| {
+        let reason = match e {
+            NotHere::Invalid(e) => format!("invalid Location {location:?}: {e}"),
+            NotHere::OtherHost(other) => format!(
+                "the upload session is on another host ({other}, not {}); refusing to send there",
+                api_host(repo.registry())
+            ),
+        };
+        Error::new(
+            ErrorKind::Malformed {
+                what: "upload answer",
+                reason,
+            },
+            context,
+            repo.registry(),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fake::FakeRegistry;
+    use super::*;
+
+    fn repo(reg: &FakeRegistry, path: &str) -> Repository {
+        format!("{}/{path}", reg.authority).parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn upload_then_head_and_get_verified() {
+        let reg = FakeRegistry::start().await;
+        let client = reg.client();
+        let r = repo(&reg, "a/b");
+        let bytes = Bytes::from_static(b"layer bytes");
+        let digest = client.upload_blob(&r, bytes.clone()).await.unwrap();
+        assert_eq!(digest, Digest::sha256(&bytes));
+        assert_eq!(client.blob_size(&r, &digest).await.unwrap(), Some(11));
+        assert_eq!(client.fetch_blob(&r, &digest, 100).await.unwrap(), bytes);
+        let absent = Digest::sha256(b"other");
+        assert_eq!(client.blob_size(&r, &absent).await.unwrap(), None);
+        let s = reg.state();
+        assert_eq!(s.count("POST", "/blobs/uploads/"), 1);
+        assert_eq!(s.count("PUT", &format!("digest={digest}")), 1);
+    }
+
+    #[tokio::test]
+    async fn copies_head_first_then_mount_then_bytes() {
+        let reg = FakeRegistry::start().await;
+        let client = reg.client();
+        let (from, to) = (repo(&reg, "src/x"), repo(&reg, "dst/y"));
+        let digest = reg.put_blob("src/x", b"shared layer");
+        let how = client.copy_blob(&from, &to, &digest).await.unwrap();
+        assert_eq!(how, BlobCopy::Mounted);
+        assert_eq!(reg.state().count("GET", "/blobs/"), 0, "no bytes read");
+        let again = client.copy_blob(&from, &to, &digest).await.unwrap();
+        assert_eq!(again, BlobCopy::Present);
+        assert_eq!(reg.state().count("POST", "mount="), 1, "one HEAD, no POST");
+
+        // A registry that answers the mount with 202: the session takes the bytes.
+        let other = reg.put_blob("src/x", b"second layer");
+        reg.state().refuse_mounts = true;
+        let how = client.copy_blob(&from, &to, &other).await.unwrap();
+        assert_eq!(how, BlobCopy::Uploaded(12));
+        assert_eq!(
+            reg.state().blobs.get(&("dst/y".into(), other.to_string())),
+            Some(&b"second layer".to_vec())
+        );
+        assert_eq!(
+            reg.state().count("POST", "/blobs/uploads/"),
+            2,
+            "the refused mount's session was used, not a new one"
+        );
+    }
+
+    #[tokio::test]
+    async fn transient_failures_are_retried_and_a_lost_answer_is_success() {
+        let reg = FakeRegistry::start().await;
+        let client = reg.client();
+        let r = repo(&reg, "a/b");
+        reg.state()
+            .faults
+            .push(("POST", "/blobs/uploads/".into(), 503));
+        client
+            .upload_blob(&r, Bytes::from_static(b"x"))
+            .await
+            .unwrap();
+        assert_eq!(reg.state().count("POST", "/blobs/uploads/"), 2);
+        reg.state().lost_answers.push(("PUT", "digest=".into()));
+        let digest = client
+            .upload_blob(&r, Bytes::from_static(b"y"))
+            .await
+            .unwrap();
+        assert_eq!(reg.state().count("PUT", "digest="), 3, "one retry");
+        assert_eq!(reg.state().count("HEAD", &digest.to_string()), 1);
+        // A missing blob stays an error naming it.
+        let missing = Digest::sha256(b"missing");
+        let err = client.fetch_blob(&r, &missing, 10).await.unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::NotFound { .. }), "{err}");
+        assert!(err.to_string().contains(&missing.to_string()), "{err}");
+    }
+}
