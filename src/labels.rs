@@ -12,6 +12,10 @@ pub const INPUTS: &str = "dev.sunaba.inputs";
 /// The variant the image was built as.
 pub const VARIANT: &str = "dev.sunaba.variant";
 
+/// The release version (`X.Y.Z`), stamped on the image's config at release
+/// time: it depends on image_pins.json then, so no build can know it.
+pub const VERSION: &str = "org.opencontainers.image.version";
+
 /// The schema of the check record this build writes.
 pub const CHECK_SCHEMA: u32 = 1;
 

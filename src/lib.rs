@@ -17,6 +17,7 @@ pub mod pins;
 pub mod policy;
 pub mod process;
 pub mod registry;
+pub mod release;
 pub mod render;
 pub mod run_contract;
 pub mod table;

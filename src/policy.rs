@@ -103,7 +103,7 @@ fn compat_key(v: &Version) -> ((u64, u64), u64) {
 }
 
 /// How one tool changed between two inventories.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolChange {
     pub tool: String,
     pub old: Option<String>,

@@ -1,9 +1,9 @@
 //! The next version of a variant for a newly built image: its check record's
 //! inventory against the pinned one, and whether its inputs changed.
 
-use super::PinsFile;
 use super::plan::AliasSpec;
 use super::source::{ImageSource, SourceError};
+use super::{Pin, PinsFile};
 use crate::labels::{self, CheckRecord};
 use crate::policy::{self, NextVersion, parse_tag};
 
@@ -23,6 +23,27 @@ pub enum NextError {
         reference: String,
         source: SourceError,
     },
+}
+
+/// The variant's current release: the pin of its first pinned alias whose
+/// tag is one of the variant's `<variant>-X.Y.Z`.
+pub fn current_pin<'a>(
+    pins: &'a PinsFile,
+    specs: &[AliasSpec],
+    variant: &str,
+) -> Option<(&'a String, &'a Pin)> {
+    specs
+        .iter()
+        .filter(|s| s.variant == variant)
+        .find_map(|s| pins.images.get_key_value(&s.alias))
+        .filter(|(_, p)| parse_tag(variant, &p.tag).is_some())
+}
+
+/// Whether an image with inputs `new` differs from a pinned one with inputs
+/// `old` (the `dev.sunaba.inputs` labels). Without input hashes on both
+/// sides, a different image is a change.
+pub fn inputs_changed(old: Option<&String>, new: Option<&String>) -> bool {
+    old.is_none() || new.is_none() || old != new
 }
 
 /// What `version` reports for one image.
@@ -64,11 +85,7 @@ pub fn next_for_image(
             reason: e.to_string(),
         })?;
 
-    let current = specs
-        .iter()
-        .filter(|s| s.variant == variant)
-        .find_map(|s| pins.images.get_key_value(&s.alias))
-        .filter(|(_, p)| parse_tag(variant, &p.tag).is_some());
+    let current = current_pin(pins, specs, variant);
 
     let inputs_changed = match current {
         None => true,
@@ -80,12 +97,8 @@ pub fn next_for_image(
                     reference: pin.reference(),
                     source,
                 })?;
-            let old = pinned
-                .primary()
-                .and_then(|i| i.labels.get(labels::INPUTS).cloned());
-            let new = labels.get(labels::INPUTS).cloned();
-            // Without input hashes on both sides, a different digest is a change.
-            old.is_none() || new.is_none() || old != new
+            let old = pinned.primary().and_then(|i| i.labels.get(labels::INPUTS));
+            inputs_changed(old, labels.get(labels::INPUTS))
         }
     };
     let next = policy::next_version(

@@ -30,7 +30,7 @@ pub struct ImageConfig {
 }
 
 /// The config descriptor of an image manifest: digest and size.
-pub(crate) fn config_descriptor(context: &str, manifest: &[u8]) -> Result<(Digest, u64)> {
+pub fn config_descriptor(context: &str, manifest: &[u8]) -> Result<(Digest, u64)> {
     let parsed = oci_spec::image::ImageManifest::from_reader(manifest)
         .map_err(|e| Error::malformed(context, "manifest", e.to_string()))?;
     let desc = parsed.config();
@@ -95,7 +95,7 @@ impl Client {
 
     /// The config blob of an image manifest, verified against its
     /// descriptor's digest and size.
-    pub(crate) async fn config_of(
+    pub async fn config_of(
         &self,
         reference: &Reference,
         manifest: &Manifest,

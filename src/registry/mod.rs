@@ -57,10 +57,10 @@ mod transport;
 
 pub use blob::{BlobCopy, MAX_COPIED_BLOB};
 pub use client::{Client, ClientBuilder};
-pub use config::ImageConfig;
+pub use config::{ImageConfig, config_descriptor};
 pub use digest::{Algorithm, Digest};
 pub use error::{Error, ErrorKind, Result};
-pub use manifest::ManifestCheck;
+pub use manifest::{Manifest, ManifestCheck};
 pub use platform::Platform;
 pub use reference::{Reference, Repository, api_host, is_loopback};
 pub use resolve::{ResolveOptions, Resolved};

@@ -1,0 +1,175 @@
+//! What the plan is computed from, read from the engine and the registry:
+//! each variant's checked image (the engine's, built where missing, or a
+//! registry's), its current release, and the repository's tags.
+
+use super::plan::{Candidate, Current, Source};
+use crate::build::progress::Reporter;
+use crate::build::{self, Family, Outcome};
+use crate::engine::Engine;
+use crate::labels;
+use crate::pins::PinsFile;
+use crate::pins::next::current_pin;
+use crate::pins::plan::AliasSpec;
+use crate::registry::{Client, ErrorKind, Reference, Repository};
+use anyhow::{Context as _, bail};
+use std::collections::BTreeMap;
+
+/// The variants a release publishes: those with aliases, in build order
+/// (a variant without one is never pinned, so it has no version line).
+pub fn releasable(
+    family_order: &[String],
+    specs: &[AliasSpec],
+) -> Vec<(String, Vec<String>, Vec<String>)> {
+    family_order
+        .iter()
+        .filter_map(|v| {
+            let mine: Vec<&AliasSpec> = specs.iter().filter(|s| &s.variant == v).collect();
+            let first = mine.first()?;
+            Some((
+                v.clone(),
+                mine.iter().map(|s| s.alias.clone()).collect(),
+                first.owed.clone(),
+            ))
+        })
+        .collect()
+}
+
+/// The engine's checked images: `build` first, which skips what is built
+/// and checked already (no engine build then) and builds and checks the
+/// rest; a failed build or check stops the release naming the variant.
+pub fn from_engine(
+    family: &Family,
+    engine: &dyn Engine,
+    options: &build::Options,
+    reporter: &dyn Reporter,
+    variants: &[(String, Vec<String>, Vec<String>)],
+) -> anyhow::Result<Vec<Candidate>> {
+    let names: Vec<String> = variants.iter().map(|(v, ..)| v.clone()).collect();
+    let summary = build::run(family, &names, engine, options, reporter)
+        .context("building what is missing")?;
+    let failed: Vec<String> = summary
+        .results
+        .iter()
+        .filter(|r| r.outcome.is_failure())
+        .map(|r| match &r.outcome {
+            Outcome::Failed { stage, reason, .. } => format!(
+                "{}: {stage} failed: {}",
+                r.variant,
+                reason.lines().next().unwrap_or_default()
+            ),
+            Outcome::NotAttempted { reason } => format!("{}: not built: {reason}", r.variant),
+            _ => unreachable!("only failures are kept"),
+        })
+        .collect();
+    if !failed.is_empty() {
+        bail!("{}; nothing was released", failed.join("; "));
+    }
+    let references: BTreeMap<&str, &str> = summary
+        .results
+        .iter()
+        .filter_map(|r| match &r.outcome {
+            Outcome::Built { reference, .. } | Outcome::Skipped { reference, .. } => {
+                Some((r.variant.as_str(), reference.as_str()))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (variant, aliases, owed) in variants {
+        let reference = references[variant.as_str()];
+        let info = engine
+            .inspect(reference)?
+            .with_context(|| format!("{reference} vanished after the build"))?;
+        out.push(Candidate {
+            variant: variant.clone(),
+            aliases: aliases.clone(),
+            owed: owed.clone(),
+            labels: info.labels,
+            platform: summary.platform.clone(),
+            source: Source::Engine {
+                reference: reference.to_string(),
+                image_id: info.id,
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// Checked images already in a registry: `<from>:<variant>`, each pinned
+/// by digest for the rest of the release.
+pub async fn from_registry(
+    client: &Client,
+    from: &Repository,
+    variants: &[(String, Vec<String>, Vec<String>)],
+) -> anyhow::Result<Vec<Candidate>> {
+    let mut out = Vec::new();
+    for (variant, aliases, owed) in variants {
+        let reference = Reference::with_tag(from, variant)?;
+        let config = client
+            .image_config(&reference, None)
+            .await
+            .with_context(|| {
+                format!(
+                    "{variant}: no checked image at {reference} (build, check and push it there, \
+                 or release from the engine without --from)"
+                )
+            })?;
+        out.push(Candidate {
+            variant: variant.clone(),
+            aliases: aliases.clone(),
+            owed: owed.clone(),
+            labels: config.labels,
+            platform: config.platform.to_string(),
+            source: Source::Registry {
+                reference: reference.by_digest(config.manifest_digest).to_string(),
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// Each candidate's current release, with the pinned image's inputs (read
+/// from the registry unless the candidate is that very image).
+pub async fn currents(
+    client: &Client,
+    pins: &PinsFile,
+    specs: &[AliasSpec],
+    candidates: &[Candidate],
+) -> anyhow::Result<Vec<Option<Current>>> {
+    let mut out = Vec::new();
+    for c in candidates {
+        let Some((_, pin)) = current_pin(pins, specs, &c.variant) else {
+            out.push(None);
+            continue;
+        };
+        let same_image = matches!(&c.source, Source::Registry { reference }
+            if reference.ends_with(&format!("@{}", pin.digest)));
+        let inputs = if same_image {
+            c.labels.get(labels::INPUTS).cloned()
+        } else {
+            let pinned: Reference = pin.reference().parse()?;
+            let config = client.image_config(&pinned, None).await.with_context(|| {
+                format!(
+                    "{}: reading the pinned image {}",
+                    c.variant,
+                    pin.reference()
+                )
+            })?;
+            config.labels.get(labels::INPUTS).cloned()
+        };
+        out.push(Some(Current {
+            pin: pin.clone(),
+            inputs,
+        }));
+    }
+    Ok(out)
+}
+
+/// Every tag of the release repository (none when it does not exist yet).
+pub async fn tags(client: &Client, repo: &Repository) -> anyhow::Result<Vec<String>> {
+    match client.list_tags(repo).await {
+        Ok(tags) => Ok(tags),
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound { .. }) => Ok(Vec::new()),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,276 @@
+//! The journal of one release, `target/sunaba-release/<id>.json`: the plan,
+//! what each step has done so far and what the registry held before, written
+//! atomically after every step (every staged variant, every tag written), so
+//! `--resume` repeats no finished write and `--rollback` knows what the
+//! moving tags pointed at.
+
+use super::plan::Plan;
+use crate::fsutil::{self, FsError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The journal format this build writes and reads.
+pub const SCHEMA: u32 = 1;
+
+/// The directory of the journals, beside images.toml.
+pub fn dir(root: &Path) -> PathBuf {
+    root.join("target/sunaba-release")
+}
+
+/// The last step a release finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    /// The plan is recorded; nothing written yet.
+    Planned,
+    /// Every image is at its staging tag.
+    Staged,
+    /// The staged images were read back and gated; every tag was looked at.
+    Verified,
+    /// Every release tag points at its image.
+    Promoted,
+    /// image_pins.json is written: the release is done.
+    Pinned,
+    /// `--rollback` put the moving tags back.
+    RolledBack,
+}
+
+/// A variant's image at its staging tag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Staged {
+    /// The manifest the release tags will point at (version label stamped).
+    pub digest: String,
+    pub media_type: String,
+    /// Its config blob (the checked config plus the version label).
+    pub config: String,
+    /// What the engine pushed before the stamp, for an engine source.
+    pub pushed: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TagKind {
+    Immutable,
+    Moving,
+}
+
+/// One release tag to write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TagWrite {
+    pub tag: String,
+    pub variant: String,
+    pub kind: TagKind,
+    /// Whether the tag was looked at before any tag moved, and what it
+    /// pointed at then (`None`: absent). Recorded once, by the first run.
+    pub looked: bool,
+    pub previous: Option<String>,
+    /// Written (or found at the image already).
+    pub done: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Journal {
+    pub schema: u32,
+    pub id: String,
+    pub created: String,
+    pub step: Step,
+    pub plan: Plan,
+    /// Variant -> its staged image.
+    pub staged: BTreeMap<String, Staged>,
+    /// Immutable tags first, then moving tags: the order they are written in.
+    pub tags: Vec<TagWrite>,
+    /// Why the last run stopped, when it failed.
+    pub failure: Option<String>,
+    #[serde(skip)]
+    path: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("no release {id} (no {path}); `ls {}` lists the releases", .path.parent().map(|p| p.display().to_string()).unwrap_or_default())]
+    Missing { id: String, path: PathBuf },
+    #[error("cannot read the release journal {path}: {reason}")]
+    Unreadable { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Write(#[from] FsError),
+}
+
+impl Journal {
+    /// A new journal for `plan` (not yet saved).
+    pub fn new(dir: &Path, plan: Plan, created: String) -> Journal {
+        let mut tags = Vec::new();
+        for kind in [TagKind::Immutable, TagKind::Moving] {
+            for v in &plan.variants {
+                let names = match kind {
+                    TagKind::Immutable => vec![v.immutable.clone()],
+                    TagKind::Moving => v.moving.clone(),
+                };
+                tags.extend(names.into_iter().map(|tag| TagWrite {
+                    tag,
+                    variant: v.variant.clone(),
+                    kind,
+                    looked: false,
+                    previous: None,
+                    done: false,
+                }));
+            }
+        }
+        Journal {
+            schema: SCHEMA,
+            path: dir.join(format!("{}.json", plan.id)),
+            id: plan.id.clone(),
+            created,
+            step: Step::Planned,
+            plan,
+            staged: BTreeMap::new(),
+            tags,
+            failure: None,
+        }
+    }
+
+    pub fn load(dir: &Path, id: &str) -> Result<Journal, JournalError> {
+        let path = dir.join(format!("{id}.json"));
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(JournalError::Missing {
+                    id: id.to_string(),
+                    path,
+                });
+            }
+            Err(e) => {
+                return Err(JournalError::Unreadable {
+                    path,
+                    reason: e.to_string(),
+                });
+            }
+        };
+        let mut journal: Journal =
+            serde_json::from_str(&text).map_err(|e| JournalError::Unreadable {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+        if journal.schema != SCHEMA {
+            return Err(JournalError::Unreadable {
+                path,
+                reason: format!(
+                    "schema {}, this sunaba-images reads schema {SCHEMA}",
+                    journal.schema
+                ),
+            });
+        }
+        journal.path = path;
+        Ok(journal)
+    }
+
+    /// Replaces the file atomically: a reader (or a resumed run after a
+    /// kill) sees the journal before or after a step, never half of it.
+    pub fn save(&self) -> Result<(), JournalError> {
+        let mut text = serde_json::to_string_pretty(self).expect("a journal serialises");
+        text.push('\n');
+        fsutil::atomic_write(&self.path, text.as_bytes())?;
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Some tag write has happened (so the registry is half-released until
+    /// the release is resumed or rolled back).
+    pub fn wrote_tags(&self) -> bool {
+        self.tags.iter().any(|t| t.done)
+    }
+
+    pub fn finished(&self) -> bool {
+        matches!(self.step, Step::Pinned | Step::RolledBack)
+    }
+
+    /// The digest a tag of `variant` is to point at, once it is staged.
+    pub fn target(&self, variant: &str) -> Option<&str> {
+        self.staged.get(variant).map(|s| s.digest.as_str())
+    }
+}
+
+/// The releases in `dir` that wrote tags and are neither done nor rolled
+/// back, by id: a new release waits until they are resumed or rolled back.
+pub fn unfinished(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let id = name.strip_suffix(".json")?.to_string();
+            (!id.starts_with('.')).then_some(id)
+        })
+        .filter(|id| Journal::load(dir, id).is_ok_and(|j| !j.finished() && j.wrote_tags()))
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::super::plan::{Planned, Source};
+    use super::*;
+    use crate::policy::Bump;
+    use semver::Version;
+
+    pub(crate) fn planned(variant: &str, moving: &[&str]) -> Planned {
+        Planned {
+            variant: variant.into(),
+            aliases: vec![variant.into()],
+            version: Version::new(1, 0, 0),
+            previous: None,
+            bump: Bump::Major,
+            why: "first release".into(),
+            changes: Vec::new(),
+            tools: Default::default(),
+            platform: "linux/amd64".into(),
+            source: Source::Registry {
+                reference: format!("r/src@sha256:{}", "0".repeat(64)),
+            },
+            immutable: format!("{variant}-1.0.0"),
+            moving: moving.iter().map(|m| m.to_string()).collect(),
+            staging: format!("_staging-{variant}-1.0.0"),
+            previous_pins: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn tags_are_ordered_immutable_first_and_the_journal_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = Plan {
+            id: "r1".into(),
+            repository: "r/s".into(),
+            variants: vec![planned("a", &["a-1.0", "a"]), planned("b", &["b"])],
+            unchanged: Vec::new(),
+        };
+        let mut j = Journal::new(dir.path(), plan, "2026-12-01T00:00:00Z".into());
+        let order: Vec<(&str, TagKind)> = j.tags.iter().map(|t| (t.tag.as_str(), t.kind)).collect();
+        assert_eq!(
+            order,
+            [
+                ("a-1.0.0", TagKind::Immutable),
+                ("b-1.0.0", TagKind::Immutable),
+                ("a-1.0", TagKind::Moving),
+                ("a", TagKind::Moving),
+                ("b", TagKind::Moving),
+            ]
+        );
+        j.save().unwrap();
+        assert_eq!(Journal::load(dir.path(), "r1").unwrap(), j);
+        assert!(unfinished(dir.path()).is_empty(), "no tag written yet");
+        j.tags[0].done = true;
+        j.save().unwrap();
+        assert_eq!(unfinished(dir.path()), ["r1"]);
+        j.step = Step::Pinned;
+        j.save().unwrap();
+        assert!(unfinished(dir.path()).is_empty());
+        let err = Journal::load(dir.path(), "nope").unwrap_err().to_string();
+        assert!(err.starts_with("no release nope"), "{err}");
+    }
+}

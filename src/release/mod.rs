@@ -1,0 +1,71 @@
+//! `release`: publishing the whole family as one transaction — either every
+//! image the plan names is published, tagged and pinned, or the registry's
+//! release tags and image_pins.json are as they were (or, after a crash,
+//! `--resume ID` finishes the job without repeating a finished write).
+//!
+//! # Steps
+//!
+//! 1. **Plan** (`plan.rs`, pure): each variant's checked image against its
+//!    current pin gives the next version (the inventory rule of `version`),
+//!    the immutable tag `<variant>-X.Y.Z`, the moving tags (`tags.rs`) and a
+//!    staging tag. A check that did not pass refuses the whole release.
+//! 2. **Stage** (`stage.rs`): every image at its staging tag, its version
+//!    stamped on the config (see there for why the engine pushes and the
+//!    client stamps).
+//! 3. **Verify** (`promote.rs`): every staged manifest read back by digest
+//!    and gated; every release tag looked at before any moves — an immutable
+//!    tag at another digest stops the release with zero tag writes, and the
+//!    journal records where each moving tag pointed.
+//! 4. **Promote**: immutable tags first, then moving ones, each a manifest
+//!    PUT of the exact staged bytes (a tag already there costs its HEAD).
+//! 5. **Pin** (`pin.rs`): image_pins.json from the staged digests, under its
+//!    lock, replaced atomically, only after every tag was written.
+//! 6. **Notes** (`notes.rs`): Markdown per variant for the GitHub release.
+//!
+//! Nothing is ever DELETEd: on distribution a manifest DELETE removes every
+//! tag of the digest. `--rollback ID` re-points moving tags instead.
+//!
+//! # The journal and the release id
+//!
+//! `target/sunaba-release/<id>.json` (`journal.rs`) holds the plan and
+//! every step's result, replaced atomically after each. The id is the UTC
+//! time the plan was made and four random hex digits
+//! (`20261201T075300Z-3f9a`): sortable, and unique on one machine. A new
+//! release refuses to start while an earlier one has written tags without
+//! finishing (resume or roll it back first).
+//!
+//! # Staging tags
+//!
+//! `_staging-<variant>-X.Y.Z`: one per version, reused when a failed
+//! release is planned again. The leading `_` is a valid tag character no
+//! variant name can start with, so neither `pin` nor the moving-tag rules
+//! ever read a staging tag as a release.
+
+pub mod gather;
+pub mod journal;
+pub mod notes;
+pub mod pin;
+pub mod plan;
+pub mod promote;
+pub mod run;
+pub mod stage;
+pub mod tags;
+
+/// A new release id: the UTC time and four random hex digits.
+pub fn new_id(now: std::time::SystemTime) -> String {
+    let stamp = humantime::format_rfc3339_seconds(now).to_string();
+    let compact: String = stamp.chars().filter(|c| *c != '-' && *c != ':').collect();
+    format!("{compact}-{:04x}", rand::random::<u16>())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ids_sort_by_time() {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_000_000);
+        let id = super::new_id(t);
+        assert!(id.starts_with("20261118T"), "{id}");
+        assert_eq!(id.len(), "20261118T000000Z-abcd".len(), "{id}");
+        assert!(super::new_id(t + std::time::Duration::from_secs(60)) > id);
+    }
+}

@@ -1,0 +1,234 @@
+//! Staging: each planned image at its staging tag, stamped with its
+//! version, before any release tag moves.
+//!
+//! # The engine pushes local images; the client stamps and copies
+//!
+//! A local image is pushed by the engine's own `push` to the staging tag.
+//! The engine keeps layers uncompressed; only it knows which compressed
+//! forms it has uploaded before (its distribution metadata), so it HEADs
+//! and mounts those instead of compressing and sending them again. A
+//! `docker save` upload by this client would have to gzip every layer itself
+//! and would produce other layer digests than any earlier push of the same
+//! layer, storing it twice. The engine's answer is not trusted blindly: the
+//! manifest it reports is read back by digest and must name the checked
+//! image's config (whose digest is the local image ID).
+//!
+//! The version label (`org.opencontainers.image.version`) is then stamped by
+//! this client, as `crane mutate --label` would: the config gets the label,
+//! the manifest the new config descriptor, every layer stays as it is. The
+//! version can only be known at release time (it follows from
+//! image_pins.json then), and the check record stays valid: it is bound to
+//! `dev.sunaba.inputs`, which the stamp does not touch. The stamped bytes
+//! are a pure function of the source manifest and the version, so a resumed
+//! release stages the same digest again.
+//!
+//! An image already in a registry (`release --from`) is copied by the
+//! client alone: each layer HEAD first, then a cross-repository mount, then
+//! (mount refused, or another registry) its bytes; the planned digest is
+//! known before anything is written.
+
+use super::journal::Staged;
+use super::plan::{Planned, Source};
+use crate::engine::Engine;
+use crate::labels;
+use crate::registry::{self, Client, Digest, Manifest, Reference, Repository};
+use anyhow::{Context as _, bail};
+use bytes::Bytes;
+use semver::Version;
+use serde_json::Value;
+
+/// The config with the version label set (every other byte's meaning kept).
+pub fn stamp_config(config: &[u8], version: &Version) -> anyhow::Result<Vec<u8>> {
+    let mut doc: Value = serde_json::from_slice(config).context("the config is not JSON")?;
+    let inner = doc
+        .as_object_mut()
+        .context("the config is not a JSON object")?
+        .entry("config")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let inner = inner
+        .as_object_mut()
+        .context("the config's `config` is not an object")?;
+    let labels = inner
+        .entry("Labels")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if labels.is_null() {
+        *labels = Value::Object(Default::default());
+    }
+    labels
+        .as_object_mut()
+        .context("the config's Labels are not an object")?
+        .insert(labels::VERSION.into(), Value::String(version.to_string()));
+    Ok(serde_json::to_vec(&doc)?)
+}
+
+/// The manifest with its config descriptor pointing at another config.
+pub fn restamp_manifest(manifest: &[u8], config: &Digest, size: usize) -> anyhow::Result<Vec<u8>> {
+    let mut doc: Value = serde_json::from_slice(manifest).context("the manifest is not JSON")?;
+    let descriptor = doc
+        .get_mut("config")
+        .and_then(Value::as_object_mut)
+        .context("the manifest has no config descriptor")?;
+    descriptor.insert("digest".into(), Value::String(config.to_string()));
+    descriptor.insert("size".into(), Value::from(size));
+    Ok(serde_json::to_vec(&doc)?)
+}
+
+/// The layer digests of an image manifest.
+fn layers(manifest: &Manifest) -> anyhow::Result<Vec<Digest>> {
+    if registry::media_type::is_index(&manifest.media_type) {
+        bail!("an image index: releasing multi-platform images is not supported yet");
+    }
+    let doc: Value = serde_json::from_slice(&manifest.bytes)?;
+    doc.get("layers")
+        .and_then(Value::as_array)
+        .context("the manifest has no layers")?
+        .iter()
+        .map(|l| {
+            let d = l.get("digest").and_then(Value::as_str).unwrap_or_default();
+            d.parse::<Digest>()
+                .map_err(|e| anyhow::anyhow!("layer digest {d:?}: {e}"))
+        })
+        .collect()
+}
+
+/// What staging one variant needs.
+pub struct Stager<'a> {
+    pub client: &'a Client,
+    pub rt: &'a tokio::runtime::Runtime,
+    pub engine: Option<&'a dyn Engine>,
+    /// The release repository.
+    pub repository: &'a Repository,
+}
+
+impl Stager<'_> {
+    /// Puts `planned` at its staging tag, stamped; returns what is there.
+    pub fn stage(&self, planned: &Planned) -> anyhow::Result<Staged> {
+        let staging = Reference::with_tag(self.repository, &planned.staging)?;
+        let (from, manifest, pushed) = match &planned.source {
+            Source::Engine {
+                reference,
+                image_id,
+            } => {
+                let engine = self
+                    .engine
+                    .context("the plan stages from the engine, but none is configured")?;
+                let name = staging.to_string();
+                engine.tag(reference, &name)?;
+                let pushed = engine
+                    .push(&name)
+                    .with_context(|| format!("pushing {reference} as {name}"))?;
+                let digest: Digest = pushed
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("the engine pushed {name} as {pushed:?}: {e}"))?;
+                let manifest = self
+                    .rt
+                    .block_on(self.client.fetch_manifest(&staging.by_digest(digest)))?;
+                let config = registry::config_descriptor(&name, &manifest.bytes)?.0;
+                if config.to_string() != *image_id {
+                    bail!(
+                        "the engine pushed {name} as {pushed}, whose config is {config}, not the \
+                         checked image {image_id}"
+                    );
+                }
+                (self.repository.clone(), manifest, Some(pushed))
+            }
+            Source::Registry { reference } => {
+                let source: Reference = reference.parse()?;
+                let manifest = self.rt.block_on(self.client.fetch_manifest(&source))?;
+                (source.repo().clone(), manifest, None)
+            }
+        };
+        let mut staged = self
+            .rt
+            .block_on(self.stamp(&from, &manifest, planned, &staging))?;
+        staged.pushed = pushed;
+        Ok(staged)
+    }
+
+    /// Stamps the version on `manifest` (of repository `from`) and puts the
+    /// result at `staging`, copying the layers when `from` is elsewhere.
+    async fn stamp(
+        &self,
+        from: &Repository,
+        manifest: &Manifest,
+        planned: &Planned,
+        staging: &Reference,
+    ) -> anyhow::Result<Staged> {
+        let context = staging.to_string();
+        let client = self.client;
+        let to = self.repository;
+        let layers = layers(manifest)?;
+        if from != to {
+            for layer in &layers {
+                client.copy_blob(from, to, layer).await?;
+            }
+        }
+        let source_config = registry::config_descriptor(&context, &manifest.bytes)?.0;
+        let config = client
+            .fetch_blob(from, &source_config, 16 << 20)
+            .await
+            .context("reading the checked config")?;
+        let config = Bytes::from(stamp_config(&config, &planned.version)?);
+        let config_digest = Digest::sha256(&config);
+        if client.blob_size(to, &config_digest).await?.is_none() {
+            client.upload_blob(to, config.clone()).await?;
+        }
+        let bytes = Bytes::from(restamp_manifest(
+            &manifest.bytes,
+            &config_digest,
+            config.len(),
+        )?);
+        let digest = Digest::sha256(&bytes);
+        let at_staging = client
+            .resolve_with(staging, &registry::ResolveOptions::default())
+            .await
+            .map(|r| r.digest)
+            .ok();
+        if at_staging.as_ref() != Some(&digest) {
+            client
+                .put_manifest(staging, &manifest.media_type, bytes)
+                .await?;
+        }
+        Ok(Staged {
+            digest: digest.to_string(),
+            media_type: manifest.media_type.clone(),
+            config: config_digest.to_string(),
+            pushed: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stamp_adds_one_label_and_points_at_the_new_config() {
+        let v = Version::new(1, 2, 3);
+        let config =
+            br#"{"architecture":"amd64","config":{"Labels":{"a":"b"},"Env":["X=1"]},"os":"linux"}"#;
+        let stamped = stamp_config(config, &v).unwrap();
+        assert_eq!(
+            String::from_utf8(stamped.clone()).unwrap(),
+            r#"{"architecture":"amd64","config":{"Labels":{"a":"b","org.opencontainers.image.version":"1.2.3"},"Env":["X=1"]},"os":"linux"}"#
+        );
+        assert_eq!(stamp_config(&stamped, &v).unwrap(), stamped, "idempotent");
+        for bare in [
+            &br#"{"config":{"Labels":null}}"#[..],
+            br#"{"config":{}}"#,
+            br#"{}"#,
+        ] {
+            let s: Value = serde_json::from_slice(&stamp_config(bare, &v).unwrap()).unwrap();
+            assert_eq!(s["config"]["Labels"][labels::VERSION], "1.2.3");
+        }
+        assert!(stamp_config(b"[1]", &v).is_err());
+
+        let manifest = br#"{"schemaVersion":2,"config":{"mediaType":"m","size":1,"digest":"sha256:x"},"layers":[]}"#;
+        let d = Digest::sha256(b"c");
+        let out = restamp_manifest(manifest, &d, 42).unwrap();
+        let doc: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(doc["config"]["digest"], d.to_string());
+        assert_eq!(doc["config"]["size"], 42);
+        assert_eq!(doc["config"]["mediaType"], "m");
+    }
+}
