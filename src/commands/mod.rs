@@ -28,6 +28,7 @@ pub mod detect;
 pub mod engine;
 pub mod pin;
 pub mod pins;
+pub mod release;
 pub mod render;
 pub mod resolve;
 pub mod run;
@@ -52,6 +53,7 @@ pub fn run(cli: Cli) -> exit::Result {
         Command::Pin(args) => pin::run(&ctx, args),
         Command::Pins(args) => pins::run(&ctx, args),
         Command::Version(args) => version::run(&ctx, args),
+        Command::Release(args) => release::run(&ctx, args),
     }
 }
 

@@ -8,6 +8,7 @@ mod detect;
 mod exit_status;
 mod pins;
 mod registry;
+mod release;
 mod render;
 mod run;
 mod support;

@@ -4,50 +4,12 @@
 //! in its own repository.
 
 use crate::support::oci::{Image, Pusher};
-use crate::support::{self, Cli, sha256};
+use crate::support::{self, Cli, all_tools, check_label, sha256};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-/// Every tool the manifest knows, at a version: a superset of what any
-/// variant owes.
-fn all_tools() -> BTreeMap<String, String> {
-    let text = std::fs::read_to_string(support::repo_root().join("images.toml")).unwrap();
-    let doc: toml::Table = text.parse().unwrap();
-    doc["tools"]
-        .as_table()
-        .unwrap()
-        .iter()
-        .map(|(name, t)| {
-            let v = if t.get("presence_only").and_then(|p| p.as_bool()) == Some(true) {
-                "present"
-            } else {
-                "1.0.0"
-            };
-            (name.clone(), v.to_string())
-        })
-        .collect()
-}
-
-fn check_label(
-    status: &str,
-    variant: &str,
-    inputs: &str,
-    tools: &BTreeMap<String, String>,
-) -> BTreeMap<String, String> {
-    let record = json!({
-        "schema": 1, "status": status, "variant": variant,
-        "inputs": inputs, "checked_at": "2026-11-30T07:00:00Z", "tools": tools,
-    });
-    [
-        ("dev.sunaba.check".to_string(), record.to_string()),
-        ("dev.sunaba.inputs".to_string(), inputs.to_string()),
-        ("dev.sunaba.variant".to_string(), variant.to_string()),
-    ]
-    .into()
-}
 
 /// A project copy whose `local` profile points at a repository of its own.
 pub struct Project {

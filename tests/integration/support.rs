@@ -29,6 +29,44 @@ pub fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }
 
+/// Every tool the manifest knows, at a version: a superset of what any
+/// variant owes.
+pub fn all_tools() -> BTreeMap<String, String> {
+    let text = std::fs::read_to_string(repo_root().join("images.toml")).unwrap();
+    let doc: toml::Table = text.parse().unwrap();
+    doc["tools"]
+        .as_table()
+        .unwrap()
+        .iter()
+        .map(|(name, t)| {
+            let v = if t.get("presence_only").and_then(|p| p.as_bool()) == Some(true) {
+                "present"
+            } else {
+                "1.0.0"
+            };
+            (name.clone(), v.to_string())
+        })
+        .collect()
+}
+
+pub fn check_label(
+    status: &str,
+    variant: &str,
+    inputs: &str,
+    tools: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let record = serde_json::json!({
+        "schema": 1, "status": status, "variant": variant,
+        "inputs": inputs, "checked_at": "2026-11-30T07:00:00Z", "tools": tools,
+    });
+    [
+        ("dev.sunaba.check".to_string(), record.to_string()),
+        ("dev.sunaba.inputs".to_string(), inputs.to_string()),
+        ("dev.sunaba.variant".to_string(), variant.to_string()),
+    ]
+    .into()
+}
+
 /// A CLI run in `home` as its HOME, with no credential files of the
 /// machine in sight (docker config, podman auth files).
 pub fn isolated_cli(home: &Path) -> Cli {

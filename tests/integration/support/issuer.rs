@@ -78,7 +78,13 @@ async fn handle(state: &Mutex<IssuerState>, req: Request) -> Response {
     }
     let param = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
     let grant_type = param("grant_type");
-    let scope = param("scope");
+    // One `scope` parameter per resource (GET), or space-separated (OAuth2).
+    let scopes: Vec<String> = params
+        .iter()
+        .filter(|(n, _)| n == "scope")
+        .flat_map(|(_, v)| v.split(' ').map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    let scope = (!scopes.is_empty()).then(|| scopes.join(" "));
     // Who is asking: basic auth (GET), or a refresh token / password (POST).
     let user = match (req.method.as_str(), grant_type.as_deref()) {
         ("POST", Some("refresh_token")) => {
@@ -134,7 +140,7 @@ async fn handle(state: &Mutex<IssuerState>, req: Request) -> Response {
     };
     // Access: users get pull+push everywhere, anonymous callers pull on public/*.
     let mut access = Vec::new();
-    if let Some(scope) = &scope {
+    for scope in &scopes {
         let parts: Vec<&str> = scope.split(':').collect();
         if parts.len() == 3 && parts[0] == "repository" {
             let name = parts[1];

@@ -294,6 +294,53 @@ impl Pusher {
         }
     }
 
+    /// Every tag of `repo` (empty when it does not exist).
+    pub async fn tags(&self, repo: &str) -> Vec<String> {
+        let resp = self
+            .http
+            .get(self.url(repo, "tags/list"))
+            .send()
+            .await
+            .unwrap();
+        if resp.status().as_u16() == 404 {
+            return Vec::new();
+        }
+        let doc: Value = resp.json().await.unwrap();
+        doc["tags"]
+            .as_array()
+            .map(|t| t.iter().map(|t| t.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The digest `tag` of `repo` points at (one HEAD), `None` when absent.
+    pub async fn tag_digest(&self, repo: &str, tag: &str) -> Option<String> {
+        let mut request = self
+            .http
+            .head(self.url(repo, &format!("manifests/{tag}")))
+            .header(
+                "Accept",
+                [OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST].join(", "),
+            );
+        if let Some((user, password)) = &self.basic {
+            request = request.basic_auth(user, Some(password));
+        }
+        let resp = request.send().await.unwrap();
+        if resp.status().as_u16() == 404 {
+            return None;
+        }
+        assert!(
+            resp.status().is_success(),
+            "HEAD {repo}:{tag}: {}",
+            resp.status()
+        );
+        Some(
+            resp.headers()["docker-content-digest"]
+                .to_str()
+                .unwrap()
+                .to_string(),
+        )
+    }
+
     /// Deletes the manifest `digest` of `repo`.
     pub async fn delete_manifest(&self, repo: &str, digest: &str) {
         self.send(

@@ -1,7 +1,10 @@
 //! A loopback proxy in front of a real registry that injects faults
-//! (statuses with Retry-After, wrong digests, truncated bodies, hangs,
-//! rewritten bodies and headers, redirects) and splits tag lists into pages
-//! with `Link` headers, which distribution 2.8 itself never sends.
+//! (statuses with Retry-After, wrong digests, truncated bodies, hangs before
+//! or after forwarding, rewritten bodies, headers and queries, redirects),
+//! splits tag lists into pages with `Link` headers, which distribution 2.8
+//! itself never sends, and logs every request (with its body size) for
+//! tests that count requests. `Location` headers naming the upstream are
+//! rewritten to the proxy, so upload sessions come back through it too.
 
 use super::server::{Reply, Request, Response, Server, serve};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,12 +27,20 @@ pub enum Fault {
     Hang,
     /// 307 to the same target on another origin (`http://host:port`).
     Redirect(String),
+    /// Forward the request (the registry carries it out), then never
+    /// answer: a client killed now did the write but never learnt it.
+    HangAfterForward,
+    /// Forward the request without its query string (a mount request then
+    /// opens a plain upload session: distribution answers 202).
+    DropQuery,
 }
 
 #[derive(Debug, Clone)]
 pub struct Rule {
     pub method: Option<&'static str>,
     pub path_contains: String,
+    /// The request's path must be exactly `path_contains`.
+    pub exact: bool,
     pub fault: Fault,
     /// Applications left (`usize::MAX`: always).
     pub times: usize,
@@ -39,8 +50,17 @@ pub fn rule(method: Option<&'static str>, path_contains: &str, fault: Fault, tim
     Rule {
         method,
         path_contains: path_contains.to_string(),
+        exact: false,
         fault,
         times,
+    }
+}
+
+/// A rule for one exact request path (`/v2/<repo>/manifests/<tag>`).
+pub fn rule_exact(method: &'static str, path: &str, fault: Fault, times: usize) -> Rule {
+    Rule {
+        exact: true,
+        ..rule(Some(method), path, fault, times)
     }
 }
 
@@ -62,6 +82,8 @@ pub struct Logged {
     pub target: String,
     pub accept: Option<String>,
     pub authorization: bool,
+    /// Bytes of the request body.
+    pub body: usize,
 }
 
 pub struct ProxyState {
@@ -215,6 +237,7 @@ async fn handle(
             target: req.target.clone(),
             accept: req.header("accept").map(str::to_string),
             authorization: req.header("authorization").is_some(),
+            body: req.body.len(),
         });
         let faults: Vec<Fault> = s
             .rules
@@ -222,7 +245,11 @@ async fn handle(
             .filter(|r| {
                 r.times > 0
                     && r.method.is_none_or(|m| m == req.method)
-                    && req.target.contains(&r.path_contains)
+                    && if r.exact {
+                        req.path() == r.path_contains
+                    } else {
+                        req.target.contains(&r.path_contains)
+                    }
             })
             .map(|r| {
                 r.times = r.times.saturating_sub(1);
@@ -261,12 +288,29 @@ async fn handle(
             _ => {}
         }
     }
+    let target = if faults.iter().any(|f| matches!(f, Fault::DropQuery)) {
+        req.path().to_string()
+    } else {
+        req.target.clone()
+    };
     let mut resp = match tag_page {
         Some(page) if req.path().ends_with("/tags/list") && req.method == "GET" => {
             paginate(http, upstream, &req, page, &link_mode, me).await
         }
-        _ => forward(http, upstream, &req, &req.target, inject.as_deref()).await,
+        _ => forward(http, upstream, &req, &target, inject.as_deref()).await,
     };
+    if let Some(location) = resp
+        .headers
+        .iter_mut()
+        .find(|(n, _)| n.eq_ignore_ascii_case("location"))
+        .map(|(_, v)| v)
+        && let Some(rest) = location.strip_prefix(upstream)
+    {
+        *location = format!("http://{me}{rest}");
+    }
+    if faults.iter().any(|f| matches!(f, Fault::HangAfterForward)) {
+        return Reply::Hang;
+    }
     let mut truncate = false;
     for fault in faults {
         match fault {

@@ -195,16 +195,31 @@ where
             .find(|(n, _)| n == "content-length")
             .and_then(|(_, v)| v.trim().parse().ok())
             .unwrap_or(0);
+        let chunked = headers
+            .iter()
+            .any(|(n, v)| n == "transfer-encoding" && v.to_ascii_lowercase().contains("chunked"));
         buf.drain(..head_end);
-        while buf.len() < length {
-            let mut chunk = [0u8; 8192];
-            let n = stream.read(&mut chunk).await?;
-            if n == 0 {
-                return Ok(());
+        let body = if chunked {
+            // The engine's `push` streams layers with chunked uploads.
+            match dechunk(&mut stream, &mut buf).await? {
+                Some(body) => body,
+                None => return Ok(()),
             }
-            buf.extend_from_slice(&chunk[..n]);
-        }
-        let body: Vec<u8> = buf.drain(..length).collect();
+        } else {
+            while buf.len() < length {
+                let mut chunk = [0u8; 8192];
+                let n = stream.read(&mut chunk).await?;
+                if n == 0 {
+                    return Ok(());
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            buf.drain(..length).collect()
+        };
+        let headers: Vec<(String, String)> = headers
+            .into_iter()
+            .filter(|(n, _)| n != "transfer-encoding")
+            .collect();
         let is_head = method == "HEAD";
         let request = Request {
             method,
@@ -232,6 +247,52 @@ where
             }
         }
     }
+}
+
+/// Reads a chunked body from `buf` and then `stream`; `None` when the
+/// connection closed before its end.
+async fn dechunk(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<Option<Vec<u8>>> {
+    let mut body = Vec::new();
+    loop {
+        let line_end = loop {
+            if let Some(i) = find(buf, b"\r\n") {
+                break i;
+            }
+            if !fill(stream, buf).await? {
+                return Ok(None);
+            }
+        };
+        let size_text = String::from_utf8_lossy(&buf[..line_end]).into_owned();
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|e| std::io::Error::other(format!("bad chunk size {size_text:?}: {e}")))?;
+        buf.drain(..line_end + 2);
+        if size == 0 {
+            // Trailers (none expected), then the final CRLF.
+            while find(buf, b"\r\n").is_none() {
+                if !fill(stream, buf).await? {
+                    return Ok(None);
+                }
+            }
+            let end = find(buf, b"\r\n").unwrap();
+            buf.drain(..end + 2);
+            return Ok(Some(body));
+        }
+        while buf.len() < size + 2 {
+            if !fill(stream, buf).await? {
+                return Ok(None);
+            }
+        }
+        body.extend_from_slice(&buf[..size]);
+        buf.drain(..size + 2);
+    }
+}
+
+/// Reads more from `stream` into `buf`; false at end of stream.
+async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+    let mut chunk = [0u8; 65536];
+    let n = stream.read(&mut chunk).await?;
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(n > 0)
 }
 
 fn head_bytes(resp: &Response, is_head: bool) -> Vec<u8> {

@@ -1,0 +1,524 @@
+//! `release` on the loopback registry, every request through the counting,
+//! fault-injecting proxy. The checked images are small synthetic ones
+//! (`support::oci::Pusher`) at `<ns>/ci:<variant>`, released with `--from`
+//! (the client copies them: mounts, stamped configs, manifest PUTs); the
+//! engine path is covered by `engine_release.rs`.
+
+use crate::support::oci::{Image, Pusher};
+use crate::support::proxy::{Fault, Proxy, rule, rule_exact};
+use crate::support::{self, Cli, all_tools, check_label, sha256};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The family, in build order.
+pub const VARIANTS: [&str; 6] = ["base", "minimal", "python", "go", "js", "full"];
+
+/// A release test's world: a proxy in front of the dev registry, a project
+/// publishing to `<proxy>/<ns>/sandbox`, and checked images at `<ns>/ci`.
+pub struct Rig {
+    /// Runs the proxy.
+    _rt: tokio::runtime::Runtime,
+    pub proxy: Proxy,
+    /// Straight to the dev registry, for pushing and looking uncounted.
+    pub pusher: Pusher,
+    pub ns: String,
+    pub project: tempfile::TempDir,
+}
+
+impl Rig {
+    pub fn new(name: &str) -> Option<Rig> {
+        let host = support::dev_registry()?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let proxy = rt.block_on(Proxy::start(&format!("http://{host}"), "127.0.0.1:0", None));
+        let ns = support::unique(&format!("release-{name}"));
+        let project =
+            support::project_publishing_to(&format!("{}/{ns}/sandbox", proxy.authority()));
+        Some(Rig {
+            _rt: rt,
+            proxy,
+            pusher: Pusher::plain(&host),
+            ns,
+            project,
+        })
+    }
+
+    pub fn source(&self) -> String {
+        format!("{}/{}/ci", self.proxy.authority(), self.ns)
+    }
+
+    pub fn cli(&self) -> Cli {
+        Cli::new(self.project.path()).args(["--profile", "local"])
+    }
+
+    /// `release --from <source> ARGS`, with its progress lines allowed.
+    pub fn release(&self, args: &[&str]) -> Cli {
+        self.cli()
+            .args(["release", "--from", &self.source()])
+            .args(args)
+            .stderr_may(r"release: .*")
+    }
+
+    /// Pushes a checked image of every variant to `<ns>/ci:<variant>`; a
+    /// variant in `failing` carries a failed check. `salt` makes new inputs.
+    pub fn push_family(&self, salt: &str, failing: &[&str]) {
+        for v in VARIANTS {
+            let status = if failing.contains(&v) { "fail" } else { "pass" };
+            self.push_variant(v, salt, status);
+        }
+    }
+
+    /// Pushes one checked image to `<ns>/ci:<variant>`; returns its digest.
+    pub fn push_variant(&self, variant: &str, salt: &str, status: &str) -> String {
+        let inputs = sha256(format!("{variant} {salt}").as_bytes());
+        let image = Image::linux("amd64")
+            .labels(check_label(status, variant, &inputs, &all_tools()))
+            .layer(format!("layer of {variant} {salt}").into_bytes());
+        let repo = format!("{}/ci", self.ns);
+        let p = &self.pusher;
+        p.wait(p.image(&repo, Some(variant), &image)).digest
+    }
+
+    /// The path of a tag's manifest, as the proxy sees its requests.
+    pub fn manifest_path(&self, tag: &str) -> String {
+        format!("/v2/{}/sandbox/manifests/{tag}", self.ns)
+    }
+
+    /// Where every tag of the release repository points, looked up on the
+    /// registry itself (not counted).
+    pub fn published(&self) -> BTreeMap<String, String> {
+        let repo = format!("{}/sandbox", self.ns);
+        let p = &self.pusher;
+        p.wait(async {
+            let mut out = BTreeMap::new();
+            for tag in p.tags(&repo).await {
+                out.insert(tag.clone(), p.tag_digest(&repo, &tag).await.unwrap());
+            }
+            out
+        })
+    }
+
+    /// The release tags PUT through the proxy so far (staging tags and
+    /// PUTs by digest are not release tags).
+    pub fn tag_writes(&self) -> Vec<String> {
+        self.proxy
+            .log()
+            .iter()
+            .filter(|l| l.method == "PUT")
+            .filter_map(|l| l.target.split("/manifests/").nth(1).map(str::to_string))
+            .filter(|t| !t.starts_with("_staging-") && !t.starts_with("sha256:"))
+            .collect()
+    }
+
+    pub fn writes(&self) -> usize {
+        self.proxy
+            .log()
+            .iter()
+            .filter(|l| matches!(l.method.as_str(), "PUT" | "POST" | "PATCH" | "DELETE"))
+            .count()
+    }
+
+    pub fn pins_path(&self) -> PathBuf {
+        self.project.path().join("image_pins.json")
+    }
+
+    pub fn pins_text(&self) -> String {
+        std::fs::read_to_string(self.pins_path()).unwrap()
+    }
+
+    /// The journals, by id.
+    pub fn journals(&self) -> BTreeMap<String, Value> {
+        let dir = self.project.path().join("target/sunaba-release");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return BTreeMap::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let id = name.strip_suffix(".json")?.to_string();
+                let text = std::fs::read_to_string(e.path()).ok()?;
+                Some((id, serde_json::from_str(&text).unwrap()))
+            })
+            .collect()
+    }
+
+    /// The one journal there is.
+    pub fn journal(&self) -> (String, Value) {
+        let mut all = self.journals();
+        assert_eq!(all.len(), 1, "{:?}", all.keys());
+        all.pop_first().unwrap()
+    }
+}
+
+/// Tag -> digest every journal'd tag should have, from a journal.
+pub fn planned_tags(journal: &Value) -> BTreeMap<String, String> {
+    journal["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let variant = t["variant"].as_str().unwrap();
+            let digest = journal["staged"][variant]["digest"].as_str().unwrap();
+            (t["tag"].as_str().unwrap().to_string(), digest.to_string())
+        })
+        .collect()
+}
+
+/// The release tags of a published map (no staging tags).
+pub fn release_tags(published: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    published
+        .iter()
+        .filter(|(t, _)| !t.starts_with("_staging-"))
+        .map(|(t, d)| (t.clone(), d.clone()))
+        .collect()
+}
+
+#[test]
+fn a_release_from_nothing_publishes_every_variant_and_a_second_run_writes_nothing() {
+    let Some(rig) = Rig::new("from-nothing") else {
+        return;
+    };
+    rig.push_family("v1", &[]);
+    // The dry run changes nothing.
+    let run = rig.release(&["--json"]).stdout_json().run();
+    let plan = run.json();
+    assert_eq!(plan["variants"].as_array().unwrap().len(), 6);
+    assert_eq!(rig.writes(), 0, "a dry run writes nothing");
+    assert!(rig.journals().is_empty());
+
+    let notes = rig.project.path().join("notes.md");
+    rig.release(&["--write", "--notes", notes.to_str().unwrap()])
+        .stderr_like(r"release: \S+ done: 6 image\(s\), 24 release tag\(s\) at their images")
+        .run();
+    let (_, journal) = rig.journal();
+    assert_eq!(journal["step"], "pinned");
+    let published = rig.published();
+    assert_eq!(release_tags(&published), planned_tags(&journal));
+    for v in VARIANTS {
+        for tag in [
+            format!("{v}-1.0.0"),
+            format!("{v}-1.0"),
+            format!("{v}-1"),
+            v.into(),
+        ] {
+            assert!(published.contains_key(&tag), "{tag} missing: {published:?}");
+        }
+    }
+    // Promotion sent no layer: the only blob bytes are the stamped configs.
+    let text = std::fs::read_to_string(&notes).unwrap();
+    assert!(
+        text.contains("## python 1.0.0\n\nfirst release\n"),
+        "{text}"
+    );
+    rig.cli()
+        .args(["pins", "verify"])
+        .stdout("ok: 6 alias(es) pinned and verified in image_pins.json\n")
+        .run();
+    let pins = rig.pins_text();
+
+    rig.proxy.clear_log();
+    rig.release(&["--write"])
+        .stdout("nothing to release: every image is as pinned\n")
+        .run();
+    assert_eq!(rig.writes(), 0, "{:#?}", rig.proxy.log());
+    assert_eq!(rig.pins_text(), pins);
+    assert_eq!(rig.journals().len(), 1, "a no-op release leaves no journal");
+}
+
+/// The order a release writes its tags in: immutable tags (variants in
+/// plan order), then each variant's moving tags.
+fn write_order(plan: &Value) -> Vec<String> {
+    let variants = plan["variants"].as_array().unwrap();
+    let mut order: Vec<String> = variants
+        .iter()
+        .map(|v| v["immutable"].as_str().unwrap().to_string())
+        .collect();
+    for v in variants {
+        order.extend(
+            v["moving"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_str().unwrap().to_string()),
+        );
+    }
+    order
+}
+
+fn count<'a>(items: impl IntoIterator<Item = &'a String>) -> BTreeMap<&'a str, usize> {
+    let mut out = BTreeMap::new();
+    for i in items {
+        *out.entry(i.as_str()).or_default() += 1;
+    }
+    out
+}
+
+#[test]
+fn killed_after_k_of_n_tag_writes_a_resume_converges_without_putting_a_tag_twice() {
+    let Some(reference) = Rig::new("kill-reference") else {
+        return;
+    };
+    reference.push_family("v1", &[]);
+    reference.release(&["--write", "--notes", "notes.md"]).run();
+    let expected = release_tags(&reference.published());
+    assert_eq!(expected.len(), 24);
+    let expected_pins = reference.pins_text().replace(&reference.ns, "NS");
+
+    for k in [1, 7, 24] {
+        let rig = Rig::new(&format!("kill-{k}")).unwrap();
+        rig.push_family("v1", &[]);
+        let order = write_order(&rig.release(&["--json"]).stdout_json().run().json());
+        let kth = &order[k - 1];
+        // The k-th tag write reaches the registry; its answer never comes.
+        rig.proxy.add(rule_exact(
+            "PUT",
+            &rig.manifest_path(kth),
+            Fault::HangAfterForward,
+            1,
+        ));
+        let pins_before = rig.pins_text();
+        let mut child = rig
+            .release(&["--write", "--notes", "notes.md"])
+            .into_command("killed in the middle, so nothing to check")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let repo = format!("{}/sandbox", rig.ns);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while rig.pusher.wait(rig.pusher.tag_digest(&repo, kth)).is_none() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "k={k}: the release ended"
+            );
+            assert!(
+                std::time::Instant::now() < deadline,
+                "k={k}: {kth} never written"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        assert_eq!(
+            rig.pins_text(),
+            pins_before,
+            "k={k}: the pins are untouched"
+        );
+        let (id, journal) = rig.journal();
+        let done = journal["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["done"] == true)
+            .count();
+        assert_eq!(
+            done,
+            k - 1,
+            "k={k}: the journal knows of the answered writes only"
+        );
+        assert_eq!(rig.tag_writes().len(), k, "k={k}");
+
+        rig.cli()
+            .args(["release", "--resume", &id, "--notes", "notes.md"])
+            .stderr_may(r"release: .*")
+            .run();
+        assert_eq!(
+            release_tags(&rig.published()),
+            expected,
+            "k={k}: the same end state"
+        );
+        assert_eq!(
+            rig.pins_text()
+                .replace(&rig.ns, "NS")
+                .replace(&rig.proxy.authority(), &reference.proxy.authority()),
+            expected_pins
+        );
+        let writes = rig.tag_writes();
+        assert!(
+            count(&writes).values().all(|n| *n == 1),
+            "k={k}: a tag PUT twice: {writes:?}"
+        );
+        assert_eq!(writes.len(), 24, "k={k}");
+        rig.cli()
+            .args(["pins", "verify"])
+            .stdout("ok: 6 alias(es) pinned and verified in image_pins.json\n")
+            .run();
+    }
+}
+
+#[test]
+fn one_failing_check_publishes_nothing_and_names_the_variant() {
+    let Some(rig) = Rig::new("failing-check") else {
+        return;
+    };
+    rig.push_family("v1", &["go"]);
+    let pins = rig.pins_text();
+    rig.release(&["--write"])
+        .status(1)
+        .stderr(
+            "error: go: cannot be released: check record status is \"fail\", not \"pass\"; \
+             nothing was written\n",
+        )
+        .run();
+    assert_eq!(rig.writes(), 0, "{:#?}", rig.proxy.log());
+    assert_eq!(rig.pins_text(), pins);
+    assert!(rig.journals().is_empty());
+}
+
+#[test]
+fn an_immutable_tag_at_another_digest_stops_the_release_with_zero_tag_writes() {
+    let Some(rig) = Rig::new("immutable") else {
+        return;
+    };
+    rig.push_family("v1", &[]);
+    let repo = format!("{}/sandbox", rig.ns);
+    let squatter = Image::linux("amd64").layer(b"published by someone else".to_vec());
+    let p = &rig.pusher;
+    let other = p
+        .wait(p.image(&repo, Some("python-1.0.0"), &squatter))
+        .digest;
+    let pins = rig.pins_text();
+    let run = rig
+        .release(&["--write"])
+        .status(1)
+        .stderr_like(format!(
+            "error: release \\S+ stopped .*: immutable tag python-1.0.0 already points at {other}, \
+             not the planned sha256:[0-9a-f]{{64}}; no release tag was written .*"
+        ))
+        .run();
+    assert!(
+        !run.stderr().contains("base-1.0.0 already"),
+        "only python conflicts"
+    );
+    assert_eq!(rig.tag_writes(), Vec::<String>::new());
+    assert_eq!(rig.pins_text(), pins);
+    assert_eq!(p.wait(p.tag_digest(&repo, "python-1.0.0")), Some(other));
+    let (_, journal) = rig.journal();
+    assert_eq!(journal["step"], "staged");
+    assert!(
+        journal["failure"]
+            .as_str()
+            .unwrap()
+            .contains("python-1.0.0")
+    );
+}
+
+#[test]
+fn faults_a_5xx_is_retried_a_wrong_digest_fails_and_a_refused_mount_uploads() {
+    let Some(rig) = Rig::new("faults") else {
+        return;
+    };
+    rig.push_family("v1", &[]);
+    // Every mount is answered 202 (distribution opens an upload instead).
+    rig.proxy
+        .add(rule(Some("POST"), "mount=", Fault::DropQuery, usize::MAX));
+    rig.proxy.add(rule_exact(
+        "PUT",
+        &rig.manifest_path("python-1.0.0"),
+        Fault::Status(503, None),
+        1,
+    ));
+    let wrong = sha256(b"not what was sent");
+    rig.proxy.add(rule_exact(
+        "PUT",
+        &rig.manifest_path("go-1"),
+        Fault::SetDigest(wrong.clone()),
+        1,
+    ));
+    let pins = rig.pins_text();
+    rig.release(&["--write"])
+        .status(1)
+        .stderr_like(format!(
+            "error: release \\S+ stopped .*: moving go-1 to sha256:[0-9a-f]{{64}}: \
+             .*go-1: registry \\S+ answered Docker-Content-Digest {wrong} for bytes that hash to \
+             sha256:[0-9a-f]{{64}}: it did not store what was sent"
+        ))
+        .run();
+    assert_eq!(rig.pins_text(), pins, "a failed release pins nothing");
+    let writes = rig.tag_writes();
+    assert_eq!(count(&writes)["python-1.0.0"], 2, "the 503 was retried");
+    let log = rig.proxy.log();
+    let uploads = log
+        .iter()
+        .filter(|l| l.method == "PUT" && l.target.contains("/blobs/uploads/"))
+        .count();
+    assert_eq!(
+        uploads, 12,
+        "6 layers into the refused mounts' sessions, 6 stamped configs"
+    );
+    let mounts = log.iter().filter(|l| l.target.contains("mount=")).count();
+    assert_eq!(mounts, 6);
+
+    let (id, _) = rig.journal();
+    rig.cli()
+        .args(["release", "--resume", &id, "--notes", "notes.md"])
+        .stderr_may(r"release: .*")
+        .run();
+    assert_eq!(
+        count(&rig.tag_writes())["go-1"],
+        1,
+        "go-1 was stored: its HEAD says so"
+    );
+    rig.cli()
+        .args(["pins", "verify"])
+        .stdout("ok: 6 alias(es) pinned and verified in image_pins.json\n")
+        .run();
+}
+
+#[test]
+fn a_one_variant_change_moves_its_tags_and_a_rollback_puts_them_back() {
+    let Some(rig) = Rig::new("rollback") else {
+        return;
+    };
+    rig.push_family("v1", &[]);
+    rig.release(&["--write", "--notes", "notes.md"]).run();
+    let first = rig.published();
+    let pins = rig.pins_text();
+
+    rig.push_variant("python", "v2", "pass");
+    let run = rig.release(&[]).stdout_free("the plan table").run();
+    assert!(
+        run.stdout().contains("python   1.0.0 -> 1.0.1"),
+        "{}",
+        run.stdout()
+    );
+    rig.proxy.clear_log();
+    let run = rig
+        .release(&["--write"])
+        .stdout_free("the release notes")
+        .run();
+    assert!(
+        run.stdout().contains(
+            "## python 1.0.1\n\npatch release (was 1.0.0): inputs changed, no tool did\n"
+        ),
+        "{}",
+        run.stdout()
+    );
+    let writes = rig.tag_writes();
+    assert_eq!(writes, ["python-1.0.1", "python-1.0", "python-1", "python"]);
+    let second = rig.published();
+    assert_ne!(second["python"], first["python"]);
+    assert_eq!(second["python-1.0.1"], second["python"]);
+    assert_eq!(second["go"], first["go"], "go is untouched");
+
+    let id = rig.journals().into_keys().max().unwrap();
+    rig.cli()
+        .args(["release", "--rollback", &id])
+        .stdout_line(format!("python-1.0: back at {}", first["python-1.0"]))
+        .stdout_line(format!("python-1: back at {}", first["python-1"]))
+        .stdout_line(format!("python: back at {}", first["python"]))
+        .stdout_line("pin of python: back to what it was")
+        .run();
+    let rolled = rig.published();
+    assert_eq!(rolled["python"], first["python"]);
+    assert_eq!(
+        rolled["python-1.0.1"], second["python-1.0.1"],
+        "immutable tags stay"
+    );
+    assert_eq!(rig.pins_text(), pins);
+}
