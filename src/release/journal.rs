@@ -6,6 +6,7 @@
 
 use super::plan::Plan;
 use crate::fsutil::{self, FsError};
+use crate::registry::Digest;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -40,12 +41,12 @@ pub enum Step {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Staged {
     /// The manifest the release tags will point at (version label stamped).
-    pub digest: String,
+    pub digest: Digest,
     pub media_type: String,
     /// Its config blob (the checked config plus the version label).
-    pub config: String,
+    pub config: Digest,
     /// What the engine pushed before the stamp, for an engine source.
-    pub pushed: Option<String>,
+    pub pushed: Option<Digest>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,7 +65,7 @@ pub struct TagWrite {
     /// Whether the tag was looked at before any tag moved, and what it
     /// pointed at then (`None`: absent). Recorded once, by the first run.
     pub looked: bool,
-    pub previous: Option<String>,
+    pub previous: Option<Digest>,
     /// Written (or found at the image already).
     pub done: bool,
 }
@@ -188,8 +189,8 @@ impl Journal {
     }
 
     /// The digest a tag of `variant` is to point at, once it is staged.
-    pub fn target(&self, variant: &str) -> Option<&str> {
-        self.staged.get(variant).map(|s| s.digest.as_str())
+    pub fn target(&self, variant: &str) -> Option<&Digest> {
+        self.staged.get(variant).map(|s| &s.digest)
     }
 }
 

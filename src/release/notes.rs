@@ -86,7 +86,7 @@ pub fn of_journal(journal: &Journal) -> String {
     let staged = journal
         .staged
         .iter()
-        .map(|(v, s)| (v.clone(), s.digest.clone()))
+        .map(|(v, s)| (v.clone(), s.digest.to_string()))
         .collect();
     markdown(&journal.plan, &staged)
 }

@@ -4,7 +4,7 @@
 
 use super::journal::Journal;
 use crate::fsutil::FileLock;
-use crate::pins::{Digest, Pin, PinsFile};
+use crate::pins::{Pin, PinsFile};
 use anyhow::{Context as _, bail};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,8 +15,8 @@ pub fn pins_of(journal: &Journal) -> anyhow::Result<BTreeMap<String, Pin>> {
     for v in &journal.plan.variants {
         let digest = journal
             .target(&v.variant)
-            .with_context(|| format!("{} is not staged", v.variant))?;
-        let digest = Digest::parse(digest)?;
+            .with_context(|| format!("{} is not staged", v.variant))?
+            .clone();
         let pin = Pin {
             repository: journal.plan.repository.clone(),
             tag: v.immutable.clone(),

@@ -229,7 +229,6 @@ pub fn record_of(labels: &BTreeMap<String, String>) -> Option<CheckRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pins::Digest;
 
     fn record(status: &str, variant: &str, tools: &[(&str, &str)]) -> String {
         CheckRecord {
@@ -269,7 +268,7 @@ mod tests {
                 repository: "r/s".into(),
                 tag: format!("{variant}-{version}"),
                 version: Version::parse(version).unwrap(),
-                digest: Digest::parse(&format!("sha256:{}", "a".repeat(64))).unwrap(),
+                digest: format!("sha256:{}", "a".repeat(64)).parse().unwrap(),
                 platforms: BTreeMap::new(),
                 tools: tools
                     .iter()

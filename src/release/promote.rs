@@ -81,8 +81,7 @@ pub async fn verify(
 ) -> anyhow::Result<(BTreeMap<String, Image>, BTreeMap<String, Option<Digest>>)> {
     let mut images = BTreeMap::new();
     for planned in &journal.plan.variants {
-        let staged = &journal.staged[&planned.variant];
-        let digest: Digest = staged.digest.parse().map_err(anyhow::Error::msg)?;
+        let digest = journal.staged[&planned.variant].digest.clone();
         let reference = Reference::with_tag(repo, &planned.staging)?.by_digest(digest.clone());
         let manifest = client
             .fetch_manifest(&reference)
@@ -137,7 +136,7 @@ pub async fn verify(
         }
         if !t.looked {
             t.looked = true;
-            t.previous = found.as_ref().map(ToString::to_string);
+            t.previous = found.clone();
         }
         now.insert(t.tag.clone(), found);
     }
@@ -199,12 +198,11 @@ pub async fn rollback(
             continue;
         };
         let now = tag_digest(client, repo, &t.tag).await?;
-        let now = now.map(|d| d.to_string());
-        if now.as_deref() != Some(ours) {
+        if now.as_ref() != Some(ours) {
             done.push(format!(
                 "{}: left at {} (not this release's {ours})",
                 t.tag,
-                now.as_deref().unwrap_or("nothing")
+                now.map_or("nothing".into(), |d| d.to_string())
             ));
             continue;
         }
@@ -215,9 +213,8 @@ pub async fn rollback(
             ));
             continue;
         };
-        let digest: Digest = previous.parse().map_err(anyhow::Error::msg)?;
         let old = client
-            .fetch_manifest(&Reference::with_tag(repo, &t.tag)?.by_digest(digest))
+            .fetch_manifest(&Reference::with_tag(repo, &t.tag)?.by_digest(previous.clone()))
             .await
             .with_context(|| format!("reading the previous image of {}", t.tag))?;
         let reference = Reference::with_tag(repo, &t.tag)?;

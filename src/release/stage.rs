@@ -117,12 +117,12 @@ impl Stager<'_> {
                 let pushed = engine
                     .push(&name)
                     .with_context(|| format!("pushing {reference} as {name}"))?;
-                let digest: Digest = pushed
+                let pushed: Digest = pushed
                     .parse()
                     .map_err(|e| anyhow::anyhow!("the engine pushed {name} as {pushed:?}: {e}"))?;
                 let manifest = self
                     .rt
-                    .block_on(self.client.fetch_manifest(&staging.by_digest(digest)))?;
+                    .block_on(self.client.fetch_manifest(&staging.by_digest(pushed.clone())))?;
                 let config = registry::config_descriptor(&name, &manifest.bytes)?.0;
                 if config.to_string() != *image_id {
                     bail!(
@@ -190,9 +190,9 @@ impl Stager<'_> {
                 .await?;
         }
         Ok(Staged {
-            digest: digest.to_string(),
+            digest,
             media_type: manifest.media_type.clone(),
-            config: config_digest.to_string(),
+            config: config_digest,
             pushed: None,
         })
     }
