@@ -13,6 +13,7 @@ use crate::release::journal::{self, Journal, Step};
 use crate::release::plan::{self, Plan};
 use crate::release::run::Releaser;
 use crate::release::{gather, new_id, notes};
+use crate::table::{Column, Table};
 use anyhow::Context as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -213,13 +214,8 @@ fn write_notes(path: &std::path::Path, text: &str) -> exit::Result {
 /// The plan for people: one row per variant.
 fn print_plan(plan: &Plan) -> exit::Result {
     outln!("release plan {} for {}", plan.id, plan.repository)?;
-    let mut rows = vec![[
-        "VARIANT".to_string(),
-        "VERSION".into(),
-        "BUMP".into(),
-        "TAGS".into(),
-        "WHY".into(),
-    ]];
+    let mut table = Table::new([Column::left(); 5]);
+    table.row(["VARIANT", "VERSION", "BUMP", "TAGS", "WHY"]);
     for v in &plan.variants {
         let version = match &v.previous {
             Some(p) => format!("{p} -> {}", v.version),
@@ -227,7 +223,7 @@ fn print_plan(plan: &Plan) -> exit::Result {
         };
         let mut tags = vec![v.immutable.clone()];
         tags.extend(v.moving.iter().cloned());
-        rows.push([
+        table.row([
             v.variant.clone(),
             version,
             v.bump.to_string(),
@@ -236,7 +232,7 @@ fn print_plan(plan: &Plan) -> exit::Result {
         ]);
     }
     for u in &plan.unchanged {
-        rows.push([
+        table.row([
             u.variant.clone(),
             u.version.as_ref().map_or("-".into(), ToString::to_string),
             "-".into(),
@@ -244,16 +240,6 @@ fn print_plan(plan: &Plan) -> exit::Result {
             format!("unchanged: {}", u.reason),
         ]);
     }
-    let widths: Vec<usize> = (0..5)
-        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
-        .collect();
-    for row in &rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:w$}"))
-            .collect();
-        outln!("{}", cells.join("  ").trim_end())?;
-    }
+    out!("{}", table.render())?;
     Ok(())
 }

@@ -5,6 +5,7 @@
 mod bad_input;
 mod build;
 mod detect;
+mod engine_release;
 mod exit_status;
 mod pins;
 mod registry;

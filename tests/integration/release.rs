@@ -23,11 +23,23 @@ pub struct Rig {
     /// Straight to the dev registry, for pushing and looking uncounted.
     pub pusher: Pusher,
     pub ns: String,
+    /// The release repository's path in the registry (`<ns>/<path>`).
+    pub repo: String,
     pub project: tempfile::TempDir,
 }
 
 impl Rig {
+    /// A rig releasing the real family's manifest (with synthetic images).
     pub fn new(name: &str) -> Option<Rig> {
+        Rig::with_project(name, "sandbox", support::project_publishing_to)
+    }
+
+    /// A rig whose project is `project(<proxy>/<ns>/<path>)`.
+    pub fn with_project(
+        name: &str,
+        path: &str,
+        project: impl FnOnce(&str) -> tempfile::TempDir,
+    ) -> Option<Rig> {
         let host = support::dev_registry()?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -36,12 +48,12 @@ impl Rig {
             .unwrap();
         let proxy = rt.block_on(Proxy::start(&format!("http://{host}"), "127.0.0.1:0", None));
         let ns = support::unique(&format!("release-{name}"));
-        let project =
-            support::project_publishing_to(&format!("{}/{ns}/sandbox", proxy.authority()));
+        let project = project(&format!("{}/{ns}/{path}", proxy.authority()));
         Some(Rig {
             _rt: rt,
             proxy,
             pusher: Pusher::plain(&host),
+            repo: format!("{ns}/{path}"),
             ns,
             project,
         })
@@ -85,18 +97,18 @@ impl Rig {
 
     /// The path of a tag's manifest, as the proxy sees its requests.
     pub fn manifest_path(&self, tag: &str) -> String {
-        format!("/v2/{}/sandbox/manifests/{tag}", self.ns)
+        format!("/v2/{}/manifests/{tag}", self.repo)
     }
 
     /// Where every tag of the release repository points, looked up on the
     /// registry itself (not counted).
     pub fn published(&self) -> BTreeMap<String, String> {
-        let repo = format!("{}/sandbox", self.ns);
+        let repo = &self.repo;
         let p = &self.pusher;
         p.wait(async {
             let mut out = BTreeMap::new();
-            for tag in p.tags(&repo).await {
-                out.insert(tag.clone(), p.tag_digest(&repo, &tag).await.unwrap());
+            for tag in p.tags(repo).await {
+                out.insert(tag.clone(), p.tag_digest(repo, &tag).await.unwrap());
             }
             out
         })
@@ -289,9 +301,9 @@ fn killed_after_k_of_n_tag_writes_a_resume_converges_without_putting_a_tag_twice
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        let repo = format!("{}/sandbox", rig.ns);
+        let repo = &rig.repo;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while rig.pusher.wait(rig.pusher.tag_digest(&repo, kth)).is_none() {
+        while rig.pusher.wait(rig.pusher.tag_digest(repo, kth)).is_none() {
             assert!(
                 child.try_wait().unwrap().is_none(),
                 "k={k}: the release ended"
@@ -376,7 +388,7 @@ fn an_immutable_tag_at_another_digest_stops_the_release_with_zero_tag_writes() {
         return;
     };
     rig.push_family("v1", &[]);
-    let repo = format!("{}/sandbox", rig.ns);
+    let repo = rig.repo.clone();
     let squatter = Image::linux("amd64").layer(b"published by someone else".to_vec());
     let p = &rig.pusher;
     let other = p

@@ -294,6 +294,32 @@ impl Pusher {
         }
     }
 
+    /// The labels of the image `reference` (a tag or digest) of `repo`
+    /// names: its manifest, then its config blob.
+    pub async fn config_labels(&self, repo: &str, reference: &str) -> Value {
+        let manifest: Value = self
+            .http
+            .get(self.url(repo, &format!("manifests/{reference}")))
+            .header("Accept", [OCI_MANIFEST, DOCKER_MANIFEST].join(", "))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let config = manifest["config"]["digest"].as_str().unwrap();
+        let config: Value = self
+            .http
+            .get(self.url(repo, &format!("blobs/{config}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        config["config"]["Labels"].clone()
+    }
+
     /// Every tag of `repo` (empty when it does not exist).
     pub async fn tags(&self, repo: &str) -> Vec<String> {
         let resp = self

@@ -1,0 +1,180 @@
+//! `release` from the engine: what is missing is built and checked, the
+//! engine pushes each image to its staging tag through the counting proxy,
+//! the client stamps the version and promotes. A two-variant fixture family
+//! of fake tools (seconds to build), and the real family once.
+
+use crate::release::{Rig, VARIANTS, planned_tags, release_tags};
+use crate::support::{self, Services};
+use std::path::Path;
+
+const FIXTURE: &str = r#"schema = 1
+repository = "sunaba-release-fixture/unused"
+upstream = "@UPSTREAM@"
+default = "kid"
+source = "https://example.invalid/sunaba-release-fixture"
+
+[languages]
+fake = ["beta"]
+
+[tools.alpha]
+probe = ["alpha", "--version"]
+version = 'alpha ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[tools.beta]
+probe = ["beta", "--version"]
+version = 'beta ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[fragments.root]
+script = "docker/install-root.sh"
+provides = ["alpha"]
+
+[fragments.kid]
+script = "docker/install-kid.sh"
+provides = ["beta"]
+
+[variants.root]
+fragments = ["root"]
+aliases = ["root"]
+size_budget = "500MiB"
+
+[variants.kid]
+parent = "root"
+fragments = ["kid"]
+aliases = ["kid"]
+serves = ["fake"]
+size_budget = "500MiB"
+
+[profiles.local]
+repository = "@REPO@"
+upstream = "@UPSTREAM@"
+"#;
+
+/// A fragment installing `/usr/local/bin/<tool>` that prints `output`.
+fn write_fragment(dir: &Path, name: &str, tool: &str, output: &str) {
+    let path = dir.join(format!("docker/install-{name}.sh"));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    // The directory's name keeps its layers its own (no cache hits from
+    // other runs).
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nset -eu\n# {}\ncat > /usr/local/bin/{tool} <<'EOF'\n#!/bin/sh\necho \"{output}\"\nEOF\nchmod +x /usr/local/bin/{tool}\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+}
+
+fn fixture(repository: &str, s: &Services) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    support::copy_tree(
+        &support::repo_root().join("templates"),
+        &dir.path().join("templates"),
+    );
+    let manifest = FIXTURE
+        .replace("@REPO@", repository)
+        .replace("@UPSTREAM@", &s.base_image);
+    std::fs::write(dir.path().join("images.toml"), manifest).unwrap();
+    std::fs::write(
+        dir.path().join("image_pins.json"),
+        "{\"schema\": 1, \"images\": {}}\n",
+    )
+    .unwrap();
+    write_fragment(dir.path(), "root", "alpha", "alpha 1.2.3");
+    write_fragment(dir.path(), "kid", "beta", "beta 2.0.0");
+    support::Cli::new(dir.path())
+        .args(["render"])
+        .stdout_may("created   docker/.*")
+        .stdout_like(r"render: \d+ file\(s\) written, 0 removed, 0 unchanged")
+        .run();
+    dir
+}
+
+#[test]
+fn from_the_engine_missing_images_are_built_checked_pushed_stamped_and_a_failed_check_stops_it() {
+    let Some(s) = support::services() else {
+        return;
+    };
+    let rig = Rig::with_project("engine", "fixture", |repo| fixture(repo, &s)).unwrap();
+    rig.cli()
+        .args(["release", "--write", "--notes", "notes.md"])
+        .stderr_free("the build's progress and the release's")
+        .run();
+    let (_, journal) = rig.journal();
+    assert_eq!(journal["step"], "pinned");
+    assert_eq!(release_tags(&rig.published()), planned_tags(&journal));
+    for v in ["root", "kid"] {
+        let staged = &journal["staged"][v];
+        assert_ne!(staged["pushed"], staged["digest"], "{v}: stamped after the push");
+        let p = &rig.pusher;
+        let labels = p.wait(p.config_labels(&rig.repo, &format!("{v}-1.0.0")));
+        assert_eq!(labels["org.opencontainers.image.version"], "1.0.0", "{labels}");
+        let record: serde_json::Value =
+            serde_json::from_str(labels["dev.sunaba.check"].as_str().unwrap()).unwrap();
+        assert_eq!(record["status"], "pass");
+        assert_eq!(record["inputs"], labels["dev.sunaba.inputs"]);
+    }
+    rig.cli()
+        .args(["pins", "verify"])
+        .stdout("ok: 2 alias(es) pinned and verified in image_pins.json\n")
+        .run();
+
+    // Nothing changed: nothing is built, pushed or written.
+    rig.proxy.clear_log();
+    rig.cli()
+        .args(["release", "--write"])
+        .stdout("nothing to release: every image is as pinned\n")
+        .stderr_free("the build's progress (every variant skipped)")
+        .run();
+    assert_eq!(rig.writes(), 0, "{:#?}", rig.proxy.log());
+
+    // A tool that no longer answers as images.toml says: its check fails,
+    // and nothing at all is pushed.
+    write_fragment(rig.project.path(), "kid", "beta", "beta two");
+    let pins = rig.pins_text();
+    rig.proxy.clear_log();
+    let run = rig
+        .cli()
+        .args(["release", "--write"])
+        .status(1)
+        .stderr_free("the build's progress and its failure report")
+        .run();
+    assert!(
+        run.stderr()
+            .contains("error: kid: check failed: beta mismatch; nothing was released"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(rig.writes(), 0, "{:#?}", rig.proxy.log());
+    assert_eq!(rig.pins_text(), pins);
+}
+
+/// The shipped family from the engine through the proxy: every variant is
+/// published (built where missing), the tags point at the planned digests,
+/// `pins verify` passes, and a second run writes nothing.
+#[test]
+fn the_real_family_is_released_from_the_engine_and_a_second_run_writes_nothing() {
+    if support::services().is_none() {
+        return;
+    }
+    let rig = Rig::new("real-family").unwrap();
+    rig.cli()
+        .args(["release", "--write", "--notes", "notes.md"])
+        .stderr_free("progress of a real build (apt, PyPI, npm) and of the release")
+        .run();
+    let (_, journal) = rig.journal();
+    let planned = planned_tags(&journal);
+    assert_eq!(planned.len(), 4 * VARIANTS.len());
+    assert_eq!(release_tags(&rig.published()), planned);
+    rig.cli()
+        .args(["pins", "verify"])
+        .stdout("ok: 6 alias(es) pinned and verified in image_pins.json\n")
+        .run();
+    rig.proxy.clear_log();
+    rig.cli()
+        .args(["release", "--write"])
+        .stdout("nothing to release: every image is as pinned\n")
+        .stderr_free("the build's progress (every variant skipped)")
+        .run();
+    assert_eq!(rig.writes(), 0, "{:#?}", rig.proxy.log());
+}
