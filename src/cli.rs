@@ -49,6 +49,8 @@ pub enum Command {
     Pins(crate::commands::pins::Args),
     /// Print the next version of a variant for a built image, tool by tool.
     Version(crate::commands::version::Args),
+    /// What needs building and why, without an engine (--json: a GitHub Actions matrix).
+    Plan(crate::commands::plan::Args),
     /// Publish the family as one transaction: stage, verify, promote tags, pin last (a plan; --write carries it out).
     Release(crate::commands::release::Args),
     /// Start a sandbox of a pinned alias under the run contract (or print its command line).

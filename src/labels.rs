@@ -12,6 +12,19 @@ pub const INPUTS: &str = "dev.sunaba.inputs";
 /// The variant the image was built as.
 pub const VARIANT: &str = "dev.sunaba.variant";
 
+/// The OCI annotations docker/metadata-action sets, as image labels.
+pub const OCI_TITLE: &str = "org.opencontainers.image.title";
+pub const OCI_DESCRIPTION: &str = "org.opencontainers.image.description";
+pub const OCI_SOURCE: &str = "org.opencontainers.image.source";
+pub const OCI_URL: &str = "org.opencontainers.image.url";
+pub const OCI_LICENSES: &str = "org.opencontainers.image.licenses";
+pub const OCI_REVISION: &str = "org.opencontainers.image.revision";
+pub const OCI_CREATED: &str = "org.opencontainers.image.created";
+/// The base image's digest (written by the build, read by `plan`).
+pub const OCI_BASE_DIGEST: &str = "org.opencontainers.image.base.digest";
+/// What images.toml and the render say the image is (see `build::definition`).
+pub const DEFINITION: &str = "dev.sunaba.definition";
+
 /// The release version (`X.Y.Z`), stamped on the image's config at release
 /// time: it depends on image_pins.json then, so no build can know it.
 pub const VERSION: &str = "org.opencontainers.image.version";

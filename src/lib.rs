@@ -11,6 +11,7 @@ pub mod detect;
 pub mod engine;
 pub mod exit;
 pub mod fsutil;
+pub mod github;
 pub mod labels;
 pub mod manifest;
 pub mod pins;

@@ -5,6 +5,7 @@
 use super::{BuildError, now_rfc3339};
 use crate::check::{self, CheckError, CheckReport, Expectation};
 use crate::engine::Engine;
+use crate::labels;
 use crate::manifest::{Manifest, Settings};
 use crate::render::Rendered;
 use std::collections::{BTreeMap, BTreeSet};
@@ -25,6 +26,8 @@ pub struct VariantPlan {
     pub build_args: BTreeMap<String, String>,
     pub owed_tools: Vec<String>,
     pub size_budget: u64,
+    /// `org.opencontainers.image.description`.
+    pub description: String,
 }
 
 /// The image family as the build sees it.
@@ -37,6 +40,8 @@ pub struct Family {
     /// FROM image of variants without a parent (the profile's `upstream`).
     pub upstream: String,
     pub source: String,
+    /// SPDX expression, when images.toml gives one.
+    pub licenses: Option<String>,
     /// Parents first.
     pub order: Vec<String>,
     pub variants: BTreeMap<String, VariantPlan>,
@@ -53,6 +58,7 @@ impl Family {
             repository: settings.repository.clone(),
             upstream: settings.upstream.clone(),
             source: manifest.source.clone().unwrap_or_default(),
+            licenses: manifest.licenses.clone(),
             order: manifest.build_order(),
             variants: rendered
                 .variants
@@ -68,6 +74,7 @@ impl Family {
                             context_files: r.context_files.clone(),
                             from_arg: r.from_arg.to_string(),
                             build_args: r.build_args.clone(),
+                            description: description(name, &manifest.owed_tools(name)),
                             owed_tools: manifest.owed_tools(name),
                             size_budget: v.size_budget,
                         },
@@ -76,6 +83,29 @@ impl Family {
                 .collect(),
             generated: rendered.files.clone(),
         }
+    }
+
+    /// The labels every build of `variant` carries that do not change from
+    /// build to build (so they are part of its inputs): the OCI title,
+    /// description, source, url and licenses docker/metadata-action would
+    /// set, and `dev.sunaba.variant`. The version is stamped at release.
+    pub fn static_labels(&self, variant: &str) -> BTreeMap<String, String> {
+        let mut labels = BTreeMap::from([
+            (labels::OCI_TITLE.to_string(), format!("sunaba-{variant}")),
+            (labels::OCI_SOURCE.to_string(), self.source.clone()),
+            (labels::OCI_URL.to_string(), self.source.clone()),
+            (labels::VARIANT.to_string(), variant.to_string()),
+        ]);
+        if let Some(plan) = self.variants.get(variant) {
+            labels.insert(
+                labels::OCI_DESCRIPTION.to_string(),
+                plan.description.clone(),
+            );
+        }
+        if let Some(l) = &self.licenses {
+            labels.insert(labels::OCI_LICENSES.to_string(), l.clone());
+        }
+        labels
     }
 
     /// The targets and their ancestors, parents first; all variants when
@@ -163,6 +193,15 @@ impl Family {
             size_budget: p.size_budget,
         })
     }
+}
+
+/// One line for `org.opencontainers.image.description`.
+fn description(variant: &str, owed: &[String]) -> String {
+    format!(
+        "Sunaba sandbox image {variant}: {} tools ({})",
+        owed.len(),
+        owed.join(", ")
+    )
 }
 
 #[cfg(test)]

@@ -9,8 +9,10 @@
 //! `outcome` (what a run ends with), [`inputs`] (what a build reads and its
 //! hash) and [`progress`] (what people see meanwhile).
 
+pub mod definition;
 mod family;
 pub mod inputs;
+pub mod needs;
 mod outcome;
 pub mod progress;
 mod scheduler;

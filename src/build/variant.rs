@@ -5,9 +5,10 @@
 use super::inputs::{self, HashMeta};
 use super::progress::{Event, Reporter, StepTracker};
 use super::{CA_SECRET_ID, Family, Options, Outcome, Stage};
-use crate::check::{self, CheckReport, LABEL_INPUTS, LABEL_VARIANT};
+use crate::check::{self, CheckReport, LABEL_INPUTS};
 use crate::engine::{BuildRequest, Engine, EngineError};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::labels;
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -85,17 +86,11 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
     };
     let mut build_args = plan.build_args.clone();
     build_args.insert(plan.from_arg.clone(), from_ref);
-    let static_labels = BTreeMap::from([
-        (
-            "org.opencontainers.image.title".to_string(),
-            format!("sunaba-{variant}"),
-        ),
-        (
-            "org.opencontainers.image.source".to_string(),
-            family.source.clone(),
-        ),
-        (LABEL_VARIANT.to_string(), variant.to_string()),
-    ]);
+    let static_labels = family.static_labels(variant);
+    let definition = match super::definition::of(family, variant) {
+        Ok(d) => d,
+        Err(e) => return failed(Stage::Prepare, e, None),
+    };
     let inputs = inputs::inputs_hash(
         &HashMeta {
             platform: &sh.platform,
@@ -154,14 +149,10 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
     }
     let mut labels = static_labels;
     labels.insert(LABEL_INPUTS.to_string(), inputs.clone());
-    labels.insert(
-        "org.opencontainers.image.revision".to_string(),
-        sh.opts.revision.clone(),
-    );
-    labels.insert(
-        "org.opencontainers.image.created".to_string(),
-        sh.created.clone(),
-    );
+    // Derived from the inputs (equal inputs, equal definition): not hashed.
+    labels.insert(labels::DEFINITION.to_string(), definition);
+    labels.insert(labels::OCI_REVISION.to_string(), sh.opts.revision.clone());
+    labels.insert(labels::OCI_CREATED.to_string(), sh.created.clone());
     let req = BuildRequest {
         context: context.clone(),
         dockerfile: context.join(&plan.dockerfile),

@@ -7,6 +7,7 @@
 //!
 //! Healthcheck output and the check record are fixed in docs/contracts.md.
 
+pub mod github;
 mod healthcheck;
 mod record;
 mod report;

@@ -3,7 +3,7 @@
 //! tools the variant owes, enforces the size budget, and records a pass on the
 //! image as the `dev.sunaba.check` label.
 
-use super::context::Context;
+use super::context::{Context, OutputOptions};
 use crate::check::{self, CheckReport};
 use crate::exit;
 use crate::labels;
@@ -32,6 +32,8 @@ pub struct Args {
     /// Do not record a pass on the image.
     #[arg(long)]
     pub no_record: bool,
+    #[command(flatten)]
+    pub output: OutputOptions,
 }
 
 pub fn run(ctx: &Context, args: Args) -> exit::Result {
@@ -123,6 +125,21 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         reports.push(report);
     }
 
+    if args.output.github() {
+        let text = std::fs::read_to_string(&manifest.path).unwrap_or_default();
+        let found =
+            check::github::annotations(&reports, (&manifest.path, &text), &manifest.default);
+        // Workflow commands are read from both streams; stdout holds JSON.
+        for a in found {
+            if args.json {
+                eprintln!("{a}");
+            } else {
+                outln!("{a}")?;
+            }
+        }
+        crate::github::summary(&check::github::summary(&reports))
+            .context("writing the step summary")?;
+    }
     if args.json {
         super::write_json(&reports)?;
     } else {

@@ -34,6 +34,21 @@ pub struct RegistryOptions {
     pub timeout: u64,
 }
 
+/// How a command reports: for people, or also for a GitHub Actions runner.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OutputOptions {
+    /// `github` adds `::error` annotations, a step summary and step outputs
+    /// to the usual output; `auto` means github when GITHUB_ACTIONS=true.
+    #[arg(long, value_enum, default_value_t = crate::github::Format::Auto)]
+    pub format: crate::github::Format,
+}
+
+impl OutputOptions {
+    pub fn github(&self) -> bool {
+        self.format.github()
+    }
+}
+
 /// Where the pins file is.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PinsOptions {

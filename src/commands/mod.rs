@@ -28,6 +28,7 @@ pub mod detect;
 pub mod engine;
 pub mod pin;
 pub mod pins;
+pub mod plan;
 pub mod release;
 pub mod render;
 pub mod resolve;
@@ -54,6 +55,7 @@ pub fn run(cli: Cli) -> exit::Result {
         Command::Pins(args) => pins::run(&ctx, args),
         Command::Version(args) => version::run(&ctx, args),
         Command::Release(args) => release::run(&ctx, args),
+        Command::Plan(args) => plan::run(&ctx, args),
     }
 }
 

@@ -3,7 +3,7 @@
 //! as one transaction (stage, verify, promote, pin last), printing the
 //! release notes. See `crate::release` for the steps and the journal.
 
-use super::context::{Context, PinsOptions, RegistryOptions};
+use super::context::{Context, OutputOptions, PinsOptions, RegistryOptions};
 use crate::build::progress::PlainReporter;
 use crate::exit;
 use crate::fsutil::FileLock;
@@ -20,6 +20,8 @@ use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// Variants to release (default: every variant with an alias).
+    pub variants: Vec<String>,
     /// Carry the plan out (default: print it and change nothing).
     #[arg(long)]
     pub write: bool,
@@ -49,6 +51,8 @@ pub struct Args {
     /// Time limit of each image's check, for images built now.
     #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
     pub check_timeout: Duration,
+    #[command(flatten)]
+    pub output: OutputOptions,
     #[command(flatten)]
     pub file: PinsOptions,
     #[command(flatten)]
@@ -102,7 +106,21 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let specs = ctx.alias_specs()?;
     let (pins, _) = PinsFile::load(&pins_path)?.unwrap_or_default();
     let family = ctx.family()?;
-    let variants = gather::releasable(&family.order, &specs);
+    let mut variants = gather::releasable(&family.order, &specs);
+    if let Some(unknown) = args
+        .variants
+        .iter()
+        .find(|v| !variants.iter().any(|(r, ..)| r == *v))
+    {
+        let known: Vec<&str> = variants.iter().map(|(v, ..)| v.as_str()).collect();
+        return Err(exit::Error::usage(format!(
+            "`{unknown}` is not a variant with an alias (releasable: {})",
+            known.join(", ")
+        )));
+    }
+    if !args.variants.is_empty() {
+        variants.retain(|(v, ..)| args.variants.contains(v));
+    }
     let candidates = match &args.from {
         Some(from) => {
             let from: Repository = from.parse()?;
@@ -142,8 +160,12 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     })?;
 
     if !args.write {
+        let text = notes::markdown(&plan, &Default::default());
         if let Some(path) = &args.notes {
-            write_notes(path, &notes::markdown(&plan, &Default::default()))?;
+            write_notes(path, &text)?;
+        }
+        if args.output.github() {
+            crate::github::summary(&text).context("writing the step summary")?;
         }
         return if args.json {
             super::write_json(&plan)
@@ -154,6 +176,10 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         };
     }
     if plan.is_noop() {
+        if args.output.github() {
+            let text = notes::markdown(&plan, &Default::default());
+            crate::github::summary(&text).context("writing the step summary")?;
+        }
         outln!("nothing to release: every image is as pinned")?;
         return Ok(());
     }
@@ -194,6 +220,10 @@ fn finish(releaser: &Releaser, journal: &mut Journal, args: &Args) -> exit::Resu
     let text = notes::of_journal(journal);
     if let Some(path) = &args.notes {
         write_notes(path, &text)?;
+    }
+    if args.output.github() {
+        crate::github::summary(&text).context("writing the step summary")?;
+        crate::github::set_output("release_id", &id).context("writing the step outputs")?;
     }
     if args.json {
         super::write_json(&*journal)

@@ -2,9 +2,10 @@
 //! only compares) every generated file. Everything is rendered in memory
 //! first; an error anywhere writes nothing.
 
-use super::context::Context;
+use super::context::{Context, OutputOptions};
 use crate::exit;
 use crate::fsutil::atomic_write;
+use crate::github::{self, Annotation};
 use crate::manifest::coverage;
 use crate::render::{self, GENERATED_MARKER, Plan};
 use anyhow::Context as _;
@@ -19,6 +20,8 @@ pub struct Args {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub output: OutputOptions,
 }
 
 pub fn run(ctx: &Context, args: Args) -> exit::Result {
@@ -26,6 +29,10 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     // The default image must carry every toolchain verify can dispatch to:
     // a gap is a gate failure here, never a user's first verify.
     let gaps = coverage::coverage_problems(manifest);
+    let github = args.output.github();
+    if github && !gaps.is_empty() {
+        annotate(coverage_annotations(manifest, &gaps), args.json)?;
+    }
     if !gaps.is_empty() {
         for gap in &gaps {
             eprintln!("coverage: {gap}");
@@ -43,6 +50,10 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         render::plan(&rendered, &manifest.root).context("comparing with the committed files")?;
 
     if args.check {
+        if github {
+            annotate(drift_annotations(&plan), args.json)?;
+            github::summary(&drift_summary(&plan)).context("writing the step summary")?;
+        }
         report_check(&plan, args.json)?;
         return if plan.is_clean() {
             Ok(())
@@ -149,4 +160,111 @@ fn report_check(plan: &Plan, json: bool) -> exit::Result {
         );
     }
     Ok(())
+}
+
+/// Prints annotations where the runner reads them (stderr when stdout is JSON).
+fn annotate(annotations: Vec<Annotation>, json: bool) -> exit::Result {
+    for a in github::ordered(annotations) {
+        if json {
+            eprintln!("{a}");
+        } else {
+            outln!("{a}")?;
+        }
+    }
+    Ok(())
+}
+
+/// A coverage gap at the variant it is about: the most important finding,
+/// since a server's verify would fail on it.
+fn coverage_annotations(
+    manifest: &crate::manifest::Manifest,
+    gaps: &[coverage::CoverageProblem],
+) -> Vec<Annotation> {
+    let text = std::fs::read_to_string(&manifest.path).unwrap_or_default();
+    gaps.iter()
+        .map(|gap| {
+            let table = format!("variants.{}", gap.variant());
+            let key = match gap {
+                coverage::CoverageProblem::ServesWithoutTools { .. } => Some("serves"),
+                _ => Some("fragments"),
+            };
+            Annotation::error(0, gap.to_string())
+                .at(&manifest.path, github::toml_line(&text, &table, key))
+                .title(format!("coverage: {}", gap.language()))
+        })
+        .collect()
+}
+
+/// Drifted and missing generated files are errors at their first differing
+/// line; stray ones are warnings.
+fn drift_annotations(plan: &Plan) -> Vec<Annotation> {
+    let mut out = Vec::new();
+    for (path, committed, rendered) in &plan.drifted {
+        let line = committed
+            .lines()
+            .zip(rendered.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| committed.lines().count().min(rendered.lines().count()))
+            + 1;
+        out.push(
+            Annotation::error(
+                1,
+                format!(
+                    "{} differs from what images.toml and templates/ render (from line {line}); \
+                     run `sunaba-images render` and commit the result",
+                    path.display()
+                ),
+            )
+            .at(path, Some(line))
+            .title("render drift"),
+        );
+    }
+    for path in &plan.missing {
+        out.push(
+            Annotation::error(
+                1,
+                format!(
+                    "{} is generated but not in the tree; run `sunaba-images render`",
+                    path.display()
+                ),
+            )
+            .at(path, None)
+            .title("render: missing file"),
+        );
+    }
+    for path in &plan.stray {
+        out.push(
+            Annotation::warning(
+                2,
+                format!(
+                    "{} is not produced by any variant; delete it",
+                    path.display()
+                ),
+            )
+            .at(path, Some(1))
+            .title("render: stray file"),
+        );
+    }
+    out
+}
+
+fn drift_summary(plan: &Plan) -> String {
+    if plan.is_clean() {
+        return format!(
+            "### render --check\n\n{} generated file(s) up to date.\n\n",
+            plan.unchanged.len()
+        );
+    }
+    let mut out = String::from("### render --check\n\n");
+    for (p, _, _) in &plan.drifted {
+        out.push_str(&format!("- drifted: `{}`\n", p.display()));
+    }
+    for p in &plan.missing {
+        out.push_str(&format!("- missing: `{}`\n", p.display()));
+    }
+    for p in &plan.stray {
+        out.push_str(&format!("- stray: `{}`\n", p.display()));
+    }
+    out.push_str("\nRun `sunaba-images render` and commit the result.\n\n");
+    out
 }

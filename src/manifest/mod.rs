@@ -109,6 +109,8 @@ pub struct Manifest {
     pub upstream: String,
     pub default: String,
     pub source: Option<String>,
+    /// SPDX expression recorded as `org.opencontainers.image.licenses`.
+    pub licenses: Option<String>,
     pub languages: BTreeMap<String, Vec<String>>,
     pub tools: BTreeMap<String, Tool>,
     pub fragments: BTreeMap<String, Fragment>,

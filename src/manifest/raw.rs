@@ -14,6 +14,8 @@ pub(super) struct RawManifest {
     pub(super) upstream: String,
     pub(super) default: Spanned<String>,
     pub(super) source: Option<String>,
+    /// SPDX expression for `org.opencontainers.image.licenses`.
+    pub(super) licenses: Option<String>,
     #[serde(default)]
     pub(super) languages: BTreeMap<String, Vec<Spanned<String>>>,
     /// Build arguments that several fragments take: declared once here.

@@ -542,6 +542,7 @@ pub(super) fn validate(
         upstream: raw.upstream,
         default: raw.default.into_inner(),
         source: raw.source,
+        licenses: raw.licenses,
         languages,
         tools,
         fragments,

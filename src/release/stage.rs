@@ -120,9 +120,10 @@ impl Stager<'_> {
                 let pushed: Digest = pushed
                     .parse()
                     .map_err(|e| anyhow::anyhow!("the engine pushed {name} as {pushed:?}: {e}"))?;
-                let manifest = self
-                    .rt
-                    .block_on(self.client.fetch_manifest(&staging.by_digest(pushed.clone())))?;
+                let manifest = self.rt.block_on(
+                    self.client
+                        .fetch_manifest(&staging.by_digest(pushed.clone())),
+                )?;
                 let config = registry::config_descriptor(&name, &manifest.bytes)?.0;
                 if config.to_string() != *image_id {
                     bail!(

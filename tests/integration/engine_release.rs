@@ -105,10 +105,16 @@ fn from_the_engine_missing_images_are_built_checked_pushed_stamped_and_a_failed_
     assert_eq!(release_tags(&rig.published()), planned_tags(&journal));
     for v in ["root", "kid"] {
         let staged = &journal["staged"][v];
-        assert_ne!(staged["pushed"], staged["digest"], "{v}: stamped after the push");
+        assert_ne!(
+            staged["pushed"], staged["digest"],
+            "{v}: stamped after the push"
+        );
         let p = &rig.pusher;
         let labels = p.wait(p.config_labels(&rig.repo, &format!("{v}-1.0.0")));
-        assert_eq!(labels["org.opencontainers.image.version"], "1.0.0", "{labels}");
+        assert_eq!(
+            labels["org.opencontainers.image.version"], "1.0.0",
+            "{labels}"
+        );
         let record: serde_json::Value =
             serde_json::from_str(labels["dev.sunaba.check"].as_str().unwrap()).unwrap();
         assert_eq!(record["status"], "pass");

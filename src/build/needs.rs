@@ -1,0 +1,262 @@
+//! What needs building and why, decided without an engine (pure): each
+//! variant's definition against its published image's `dev.sunaba.definition`,
+//! the upstream's digest against the image's `org.opencontainers.image.base.digest`,
+//! a variant nobody pinned yet, and a parent that is rebuilt. `plan` prints
+//! it as a GitHub Actions matrix.
+
+use crate::labels;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Why a variant needs building.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Reason {
+    /// No alias of the variant is pinned.
+    NewVariant,
+    /// Its definition is not the one of the pinned image.
+    InputsChanged { pinned: String },
+    /// The pinned image records no definition (built before they were).
+    Unrecorded { pinned: String },
+    /// The upstream image moved since the pinned image was built on it.
+    BaseChanged {
+        pinned: String,
+        was: String,
+        now: String,
+    },
+    /// Its parent is rebuilt, so it is built again on top.
+    ParentRebuilt { parent: String },
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::NewVariant => f.write_str("new variant (no alias pinned)"),
+            Reason::InputsChanged { pinned } => write!(f, "inputs changed since {pinned}"),
+            Reason::Unrecorded { pinned } => {
+                write!(f, "{pinned} records no {} label", labels::DEFINITION)
+            }
+            Reason::BaseChanged { was, now, .. } => write!(f, "base changed ({was} -> {now})"),
+            Reason::ParentRebuilt { parent } => write!(f, "its parent {parent} is rebuilt"),
+        }
+    }
+}
+
+/// A variant's published image, as `plan` compares with it.
+#[derive(Debug, Clone)]
+pub struct Published {
+    /// The pinned tag (`<variant>-X.Y.Z`).
+    pub tag: String,
+    /// The labels of its config.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// One variant of the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Need {
+    pub variant: String,
+    pub build: bool,
+    pub reasons: Vec<Reason>,
+    pub definition: String,
+    /// The tag it is compared with, when one is pinned.
+    pub pinned: Option<String>,
+}
+
+/// A variant of the family, for [`needs`].
+pub struct Variant<'a> {
+    pub name: &'a str,
+    pub parent: Option<&'a str>,
+    pub definition: &'a str,
+    pub published: Option<&'a Published>,
+}
+
+/// The needs of every variant, parents first (`variants` is in build
+/// order). `base_now` is the upstream's digest now, when it was resolved.
+pub fn needs(variants: &[Variant], base_now: Option<&str>) -> Vec<Need> {
+    let mut out: Vec<Need> = Vec::new();
+    for v in variants {
+        let mut reasons = Vec::new();
+        match v.published {
+            None => reasons.push(Reason::NewVariant),
+            Some(p) => {
+                let pinned = p.tag.clone();
+                match p.labels.get(labels::DEFINITION) {
+                    None => reasons.push(Reason::Unrecorded { pinned }),
+                    Some(d) if d != v.definition => reasons.push(Reason::InputsChanged { pinned }),
+                    Some(_) => {}
+                }
+                let was = p.labels.get(labels::OCI_BASE_DIGEST);
+                if let (None, Some(was), Some(now)) = (v.parent, was, base_now)
+                    && was != now
+                {
+                    reasons.push(Reason::BaseChanged {
+                        pinned: p.tag.clone(),
+                        was: was.clone(),
+                        now: now.to_string(),
+                    });
+                }
+            }
+        }
+        if let Some(parent) = v.parent
+            && out.iter().any(|n| n.variant == parent && n.build)
+        {
+            reasons.push(Reason::ParentRebuilt {
+                parent: parent.to_string(),
+            });
+        }
+        out.push(Need {
+            variant: v.name.to_string(),
+            build: !reasons.is_empty(),
+            reasons,
+            definition: v.definition.to_string(),
+            pinned: v.published.map(|p| p.tag.clone()),
+        });
+    }
+    out
+}
+
+/// One job of the matrix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Job {
+    pub variant: String,
+    /// The reasons, in one line.
+    pub why: String,
+}
+
+/// A GitHub Actions matrix (`strategy.matrix: ${{ fromJSON(…).matrix }}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Matrix {
+    pub include: Vec<Job>,
+}
+
+/// What `plan --json` prints: `has_work` first, so a workflow can skip the
+/// build job instead of handing `strategy` an empty matrix (an error).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BuildPlan {
+    pub has_work: bool,
+    pub matrix: Matrix,
+    pub variants: Vec<Need>,
+}
+
+impl BuildPlan {
+    pub fn new(variants: Vec<Need>) -> BuildPlan {
+        let include: Vec<Job> = variants
+            .iter()
+            .filter(|n| n.build)
+            .map(|n| Job {
+                variant: n.variant.clone(),
+                why: n
+                    .reasons
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            })
+            .collect();
+        BuildPlan {
+            has_work: !include.is_empty(),
+            matrix: Matrix { include },
+            variants,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn published(tag: &str, definition: Option<&str>, base: Option<&str>) -> Published {
+        let mut labels = BTreeMap::new();
+        if let Some(d) = definition {
+            labels.insert(labels::DEFINITION.to_string(), d.to_string());
+        }
+        if let Some(b) = base {
+            labels.insert(labels::OCI_BASE_DIGEST.to_string(), b.to_string());
+        }
+        Published {
+            tag: tag.into(),
+            labels,
+        }
+    }
+
+    fn plan(
+        published: &[Option<Published>],
+        definitions: [&str; 4],
+        base: &str,
+    ) -> Vec<(String, String)> {
+        let shape = [
+            ("base", None),
+            ("kid", Some("base")),
+            ("solo", None),
+            ("new", None),
+        ];
+        let variants: Vec<Variant> = shape
+            .iter()
+            .zip(definitions)
+            .zip(published)
+            .map(|(((name, parent), definition), p)| Variant {
+                name,
+                parent: *parent,
+                definition,
+                published: p.as_ref(),
+            })
+            .collect();
+        BuildPlan::new(needs(&variants, Some(base)))
+            .matrix
+            .include
+            .into_iter()
+            .map(|j| (j.variant, j.why))
+            .collect()
+    }
+
+    #[test]
+    fn a_change_builds_its_variant_and_children_and_a_base_change_everything() {
+        let pins = [
+            Some(published("base-1.0.0", Some("d-base"), Some("b1"))),
+            Some(published("kid-1.0.0", Some("d-kid"), Some("b1"))),
+            Some(published("solo-1.0.0", Some("d-solo"), Some("b1"))),
+            None,
+        ];
+        let defs = ["d-base", "d-kid", "d-solo", "d-new"];
+        assert_eq!(
+            plan(&pins, defs, "b1"),
+            [("new".into(), "new variant (no alias pinned)".into())]
+        );
+        assert_eq!(
+            plan(&pins, ["d-base2", "d-kid2", "d-solo", "d-new"], "b1"),
+            [
+                ("base".into(), "inputs changed since base-1.0.0".into()),
+                (
+                    "kid".into(),
+                    "inputs changed since kid-1.0.0; its parent base is rebuilt".into()
+                ),
+                ("new".into(), "new variant (no alias pinned)".into()),
+            ]
+        );
+        let rebased = plan(&pins, defs, "b2");
+        let names: Vec<&str> = rebased.iter().map(|(v, _)| v.as_str()).collect();
+        assert_eq!(names, ["base", "kid", "solo", "new"]);
+        assert_eq!(rebased[0].1, "base changed (b1 -> b2)");
+        assert_eq!(
+            rebased[1].1, "its parent base is rebuilt",
+            "a child's base is its parent"
+        );
+    }
+
+    #[test]
+    fn unrecorded_images_are_rebuilt_and_an_empty_matrix_says_so() {
+        let pins = [Some(published("base-1.0.0", None, None)), None, None, None];
+        let jobs = plan(&pins, ["a", "b", "c", "d"], "b1");
+        assert_eq!(
+            jobs[0].1,
+            "base-1.0.0 records no dev.sunaba.definition label"
+        );
+        let empty = BuildPlan::new(Vec::new());
+        assert!(!empty.has_work);
+        assert_eq!(
+            serde_json::to_string(&empty).unwrap(),
+            r#"{"has_work":false,"matrix":{"include":[]},"variants":[]}"#
+        );
+    }
+}

@@ -1,0 +1,184 @@
+//! `check --format github`: an `::error` annotation per failing tool, at its
+//! `[tools.NAME]` in images.toml, and per broken budget, at the variant's
+//! `size_budget`; the most important first (a missing tool before a wrong
+//! version before a size; the default variant, which serves every language,
+//! before the others). And the step summary: each variant's result, size
+//! against budget, and what failed.
+
+use super::report::{CheckReport, ToolStatus, human_bytes};
+use crate::github::Annotation;
+use std::path::Path;
+
+/// How bad a tool's status is: lower is worse.
+fn severity(status: ToolStatus) -> u32 {
+    match status {
+        ToolStatus::Missing => 0,
+        ToolStatus::Failed => 1,
+        ToolStatus::Mismatch => 2,
+        ToolStatus::TooOld => 3,
+        ToolStatus::NotChecked => 4,
+        ToolStatus::NotOwed => 5,
+        ToolStatus::Ok => 6,
+    }
+}
+
+/// The annotations of `reports`; `manifest` is images.toml's path and text,
+/// `default` the variant every language depends on.
+pub fn annotations(
+    reports: &[CheckReport],
+    manifest: (&Path, &str),
+    default: &str,
+) -> Vec<Annotation> {
+    let (path, text) = manifest;
+    let mut out = Vec::new();
+    for (i, r) in reports.iter().enumerate() {
+        let others = if r.variant == default {
+            0
+        } else {
+            100 + i as u32
+        };
+        for t in r.tools.iter().filter(|t| t.status != ToolStatus::Ok) {
+            let line = crate::github::toml_line(text, &format!("tools.{}", t.tool), None);
+            let detail = if t.detail.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", t.detail)
+            };
+            out.push(
+                Annotation::error(
+                    severity(t.status) * 1000 + others,
+                    format!(
+                        "{} ({}): {} {} (version {}){detail}",
+                        r.variant,
+                        r.image,
+                        t.tool,
+                        t.status.as_str(),
+                        t.version
+                    ),
+                )
+                .at(path, line)
+                .title(format!("{}: {} {}", r.variant, t.tool, t.status.as_str())),
+            );
+        }
+        let table = format!("variants.{}", r.variant);
+        if r.size > r.size_budget {
+            out.push(
+                Annotation::error(
+                    7000 + others,
+                    format!(
+                        "{}: size {} exceeds its budget of {}",
+                        r.variant,
+                        human_bytes(r.size),
+                        human_bytes(r.size_budget)
+                    ),
+                )
+                .at(
+                    path,
+                    crate::github::toml_line(text, &table, Some("size_budget")),
+                )
+                .title(format!("{}: over its size budget", r.variant)),
+            );
+        }
+        for p in r
+            .problems
+            .iter()
+            .filter(|p| !p.contains("exceeds the budget"))
+        {
+            out.push(
+                Annotation::error(8000 + others, format!("{}: {p}", r.variant))
+                    .at(path, crate::github::toml_line(text, &table, None))
+                    .title(format!("{}: check failed", r.variant)),
+            );
+        }
+    }
+    crate::github::ordered(out)
+}
+
+/// The step summary: a row per image, then what failed.
+pub fn summary(reports: &[CheckReport]) -> String {
+    let mut out = String::from(
+        "### Image checks\n\n| variant | result | size / budget | tools | failing |\n| --- | --- | --- | --- | --- |\n",
+    );
+    for r in reports {
+        let failing: Vec<String> = r
+            .tools
+            .iter()
+            .filter(|t| t.status != ToolStatus::Ok)
+            .map(|t| format!("{} {}", t.tool, t.status.as_str()))
+            .chain(r.problems.iter().cloned())
+            .collect();
+        out.push_str(&format!(
+            "| {} | {} | {} / {} | {} | {} |\n",
+            r.variant,
+            if r.passed { "pass" } else { "**FAIL**" },
+            human_bytes(r.size),
+            human_bytes(r.size_budget),
+            r.tools.len(),
+            failing.join("; ").replace('|', "\\|")
+        ));
+    }
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::report::ToolResult;
+    use super::*;
+
+    fn report(variant: &str, tools: &[(&str, ToolStatus)], size: u64) -> CheckReport {
+        CheckReport {
+            variant: variant.into(),
+            image: format!("r/s:{variant}"),
+            image_id: String::new(),
+            inputs: None,
+            size,
+            size_budget: 1 << 20,
+            passed: false,
+            tools: tools
+                .iter()
+                .map(|(t, s)| ToolResult {
+                    tool: t.to_string(),
+                    status: *s,
+                    version: "-".into(),
+                    detail: String::new(),
+                })
+                .collect(),
+            problems: Vec::new(),
+            seconds: 0.0,
+            recorded_id: None,
+        }
+    }
+
+    #[test]
+    fn the_worst_first_the_default_first_and_each_at_its_line() {
+        let text = "[tools.ruff]\nprobe = []\n[tools.go]\nprobe = []\n[variants.go]\nsize_budget = \"1MiB\"\n";
+        let reports = [
+            report("go", &[("go", ToolStatus::Mismatch)], 2 << 20),
+            report(
+                "full",
+                &[("ruff", ToolStatus::Mismatch), ("go", ToolStatus::Ok)],
+                1,
+            ),
+            report("python", &[("ruff", ToolStatus::Missing)], 1),
+        ];
+        let got: Vec<String> = annotations(&reports, (Path::new("images.toml"), text), "full")
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "::error file=images.toml,line=1,title=python%3A ruff missing::python (r/s:python): ruff missing (version -)",
+                "::error file=images.toml,line=1,title=full%3A ruff mismatch::full (r/s:full): ruff mismatch (version -)",
+                "::error file=images.toml,line=3,title=go%3A go mismatch::go (r/s:go): go mismatch (version -)",
+                "::error file=images.toml,line=6,title=go%3A over its size budget::go: size 2.0 MiB exceeds its budget of 1.0 MiB",
+            ]
+        );
+        let s = summary(&reports);
+        assert!(
+            s.contains("| go | **FAIL** | 2.0 MiB / 1.0 MiB | 1 | go mismatch |"),
+            "{s}"
+        );
+    }
+}
