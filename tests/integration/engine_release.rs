@@ -50,7 +50,7 @@ upstream = "@UPSTREAM@"
 "#;
 
 /// A fragment installing `/usr/local/bin/<tool>` that prints `output`.
-fn write_fragment(dir: &Path, name: &str, tool: &str, output: &str) {
+pub fn write_fragment(dir: &Path, name: &str, tool: &str, output: &str) {
     let path = dir.join(format!("docker/install-{name}.sh"));
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     // The directory's name keeps its layers its own (no cache hits from
@@ -65,7 +65,7 @@ fn write_fragment(dir: &Path, name: &str, tool: &str, output: &str) {
     .unwrap();
 }
 
-fn fixture(repository: &str, s: &Services) -> tempfile::TempDir {
+pub fn fixture(repository: &str, s: &Services) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     support::copy_tree(
         &support::repo_root().join("templates"),

@@ -207,8 +207,13 @@ impl Cli {
         let mut cmd = Command::new(bin);
         cmd.current_dir(dir);
         // Tests choose their own profile and manifest explicitly.
+        // Nor does a test run inside a GitHub workflow get `--format github`
+        // chosen for it (tests that want it set these themselves).
         cmd.env_remove("SUNABA_PROFILE")
             .env_remove("SUNABA_MANIFEST")
+            .env_remove("GITHUB_ACTIONS")
+            .env_remove("GITHUB_OUTPUT")
+            .env_remove("GITHUB_STEP_SUMMARY")
             .stdin(Stdio::null());
         Cli {
             cmd,

@@ -1,0 +1,207 @@
+//! `plan --json` golden tests: the real family's manifest, its published
+//! images synthetic ones carrying the labels a build writes
+//! (`dev.sunaba.definition`, `org.opencontainers.image.base.digest`), and an
+//! upstream of the test's own in the dev registry. `SUNABA_BLESS=1` rewrites
+//! the golden files.
+
+use crate::support::oci::{Image, Pusher};
+use crate::support::{self, Cli, all_tools, check_label, sha256};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn golden(name: &str, actual: &str) {
+    let path = support::repo_root()
+        .join("tests/integration/golden")
+        .join(name);
+    if std::env::var_os("SUNABA_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (SUNABA_BLESS=1 writes it)", path.display()));
+    if expected != actual {
+        let diff = similar::TextDiff::from_lines(expected.as_str(), actual)
+            .unified_diff()
+            .header("golden", "actual")
+            .to_string();
+        panic!(
+            "{} differs (SUNABA_BLESS=1 rewrites it):\n{diff}",
+            path.display()
+        );
+    }
+}
+
+/// The plan with digests named: the upstreams by their role, the rest
+/// as `<sha256>` (definitions change with every template edit).
+fn normalized(plan: &Value, names: &BTreeMap<String, &str>) -> String {
+    let text = serde_json::to_string_pretty(plan).unwrap();
+    let re = regex::Regex::new("sha256:[0-9a-f]{64}").unwrap();
+    let text = re.replace_all(&text, |c: &regex::Captures| {
+        names
+            .get(&c[0])
+            .map_or("<sha256>".to_string(), |n| format!("<{n}>"))
+    });
+    format!("{text}\n")
+}
+
+struct Project {
+    dir: tempfile::TempDir,
+    pusher: Pusher,
+    ns: String,
+}
+
+impl Project {
+    fn plan(&self) -> Value {
+        Cli::new(self.dir.path())
+            .args(["--profile", "local", "plan", "--json", "--format", "human"])
+            .stdout_json()
+            .run()
+            .json()
+    }
+
+    fn push_upstream(&self, salt: &str) -> String {
+        let image = Image::linux("amd64").layer(format!("debian {salt}").into_bytes());
+        let repo = format!("{}/debian", self.ns);
+        let p = &self.pusher;
+        p.wait(p.image(&repo, Some("trixie-slim"), &image)).digest
+    }
+
+    /// Publishes every variant as `<variant>-1.0.0`, labelled as a build
+    /// of the current definitions on `base` would be, and pins them.
+    fn publish(&self, plan: &Value, base: &str) {
+        let repo = format!("{}/sandbox", self.ns);
+        for v in plan["variants"].as_array().unwrap() {
+            let variant = v["variant"].as_str().unwrap();
+            let inputs = sha256(variant.as_bytes());
+            let mut labels = check_label("pass", variant, &inputs, &all_tools());
+            labels.insert(
+                "dev.sunaba.definition".into(),
+                v["definition"].as_str().unwrap().into(),
+            );
+            labels.insert("org.opencontainers.image.base.digest".into(), base.into());
+            let image = Image::linux("amd64")
+                .labels(&labels)
+                .layer(variant.as_bytes().to_vec());
+            let p = &self.pusher;
+            p.wait(p.image(&repo, Some(&format!("{variant}-1.0.0")), &image));
+        }
+        Cli::new(self.dir.path())
+            .args(["--profile", "local", "pin", "--write"])
+            .stdout_free("the pin plan table")
+            .run();
+    }
+}
+
+fn project(name: &str) -> Option<Project> {
+    let host = support::dev_registry()?;
+    let ns = support::unique(&format!("plan-{name}"));
+    let dir = support::project_publishing_to(&format!("{host}/{ns}/sandbox"));
+    let manifest = dir.path().join("images.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let profile_upstream =
+        regex::Regex::new(r#"(?m)^upstream = "127\.0\.0\.1:5000/[^"]*"$"#).unwrap();
+    let text = profile_upstream.replace(
+        &text,
+        format!("upstream = \"{host}/{ns}/debian:trixie-slim\""),
+    );
+    std::fs::write(&manifest, text.as_ref()).unwrap();
+    Some(Project {
+        dir,
+        pusher: Pusher::plain(&host),
+        ns,
+    })
+}
+
+fn append(path: &Path, text: &str) {
+    let mut body = std::fs::read_to_string(path).unwrap();
+    body.push_str(text);
+    std::fs::write(path, body).unwrap();
+}
+
+#[test]
+fn plan_json_nothing_then_a_fragment_then_the_base() {
+    let Some(p) = project("golden") else {
+        return;
+    };
+    let base1 = p.push_upstream("1");
+    let names = |extra: &[(&String, &'static str)]| -> BTreeMap<String, &'static str> {
+        extra.iter().map(|(d, n)| (d.to_string(), *n)).collect()
+    };
+
+    let fresh = p.plan();
+    golden(
+        "plan-new.json",
+        &normalized(&fresh, &names(&[(&base1, "base-1")])),
+    );
+    p.publish(&fresh, &base1);
+
+    let nothing = p.plan();
+    assert_eq!(nothing["has_work"], false);
+    golden(
+        "plan-nothing.json",
+        &normalized(&nothing, &names(&[(&base1, "base-1")])),
+    );
+    Cli::new(p.dir.path())
+        .args(["--profile", "local", "plan"])
+        .stdout_like("VARIANT +BUILD +WHY")
+        .stdout_may(r"\S+ +no +as published \(\S+-1\.0\.0\)")
+        .stdout_line("0 of 6 variant(s) to build")
+        .run();
+
+    // One fragment changed: its users only (js and full carry `js`).
+    let script = p.dir.path().join("docker/install-js-tools.sh");
+    let original = std::fs::read_to_string(&script).unwrap();
+    append(&script, "# a change\n");
+    let fragment = p.plan();
+    let jobs: Vec<&str> = fragment["matrix"]["include"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(jobs, ["full", "js"], "build order");
+    golden(
+        "plan-fragment.json",
+        &normalized(&fragment, &names(&[(&base1, "base-1")])),
+    );
+    std::fs::write(&script, original).unwrap();
+
+    // The base moved: everything.
+    let base2 = p.push_upstream("2");
+    let rebased = p.plan();
+    assert_eq!(rebased["matrix"]["include"].as_array().unwrap().len(), 6);
+    golden(
+        "plan-base.json",
+        &normalized(&rebased, &names(&[(&base1, "base-1"), (&base2, "base-2")])),
+    );
+}
+
+#[test]
+fn plan_format_github_sets_the_step_outputs() {
+    let Some(p) = project("github") else {
+        return;
+    };
+    p.push_upstream("1");
+    let out = p.dir.path().join("github-output");
+    let summary = p.dir.path().join("github-summary");
+    Cli::new(p.dir.path())
+        .args(["--profile", "local", "plan"])
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_OUTPUT", &out)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .stdout_free("the plan table")
+        .run();
+    let outputs = std::fs::read_to_string(&out).unwrap();
+    let lines: Vec<&str> = outputs.lines().collect();
+    assert_eq!(lines[0], "has_work=true");
+    let matrix: Value = serde_json::from_str(lines[1].strip_prefix("matrix=").unwrap()).unwrap();
+    assert_eq!(matrix["include"].as_array().unwrap().len(), 6);
+    assert_eq!(matrix["include"][0]["why"], "new variant (no alias pinned)");
+    let summary = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        summary.starts_with("### What needs building\n"),
+        "{summary}"
+    );
+}
