@@ -61,6 +61,8 @@ pub struct Need {
     pub definition: String,
     /// The tag it is compared with, when one is pinned.
     pub pinned: Option<String>,
+    /// Its ancestors and itself, parents first: what its build builds.
+    pub chain: Vec<String>,
 }
 
 /// A variant of the family, for [`needs`].
@@ -105,12 +107,19 @@ pub fn needs(variants: &[Variant], base_now: Option<&str>) -> Vec<Need> {
                 parent: parent.to_string(),
             });
         }
+        let mut chain = v
+            .parent
+            .and_then(|p| out.iter().find(|n| n.variant == p))
+            .map(|n| n.chain.clone())
+            .unwrap_or_default();
+        chain.push(v.name.to_string());
         out.push(Need {
             variant: v.name.to_string(),
             build: !reasons.is_empty(),
             reasons,
             definition: v.definition.to_string(),
             pinned: v.published.map(|p| p.tag.clone()),
+            chain,
         });
     }
     out
@@ -122,6 +131,9 @@ pub struct Job {
     pub variant: String,
     /// The reasons, in one line.
     pub why: String,
+    /// What the job builds and checks, space-separated: its ancestors and
+    /// itself (a fresh runner has none of them).
+    pub chain: String,
 }
 
 /// A GitHub Actions matrix (`strategy.matrix: ${{ fromJSON(…).matrix }}`).
@@ -152,6 +164,7 @@ impl BuildPlan {
                     .map(ToString::to_string)
                     .collect::<Vec<_>>()
                     .join("; "),
+                chain: n.chain.join(" "),
             })
             .collect();
         BuildPlan {
