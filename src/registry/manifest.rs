@@ -37,6 +37,15 @@ pub enum ManifestCheck {
     Missing,
 }
 
+/// What a HEAD request for a manifest told.
+enum Headed {
+    Found(Head),
+    /// 404.
+    Missing,
+    /// Another status, or no digest or manifest type: a GET must tell.
+    Unclear,
+}
+
 /// What a HEAD request for a manifest told, when it told enough.
 pub(crate) struct Head {
     pub digest: Digest,
@@ -80,6 +89,28 @@ impl Client {
     /// clear error). Transport failures, exhausted retries and refused
     /// credentials would fail a GET the same way, so they are errors.
     pub(crate) async fn head_manifest(&self, reference: &Reference) -> Result<Option<Head>> {
+        Ok(match self.head(reference).await? {
+            Headed::Found(head) => Some(head),
+            Headed::Missing | Headed::Unclear => None,
+        })
+    }
+
+    /// The digest `reference` names now, `None` when the registry has no
+    /// such manifest: one HEAD (a 404 is the answer), or a GET of the bytes
+    /// when the HEAD says too little.
+    pub async fn manifest_digest(&self, reference: &Reference) -> Result<Option<Digest>> {
+        match self.head(reference).await? {
+            Headed::Found(head) => Ok(Some(head.digest)),
+            Headed::Missing => Ok(None),
+            Headed::Unclear => match self.fetch_manifest(reference).await {
+                Ok(m) => Ok(Some(m.digest)),
+                Err(e) if matches!(e.kind(), ErrorKind::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    async fn head(&self, reference: &Reference) -> Result<Headed> {
         let context = reference.to_string();
         let limit = Limit {
             bytes: 0,
@@ -91,16 +122,20 @@ impl Client {
                 manifest_request(Method::HEAD, reference, &context, limit),
             )
             .await?;
+        if resp.status.as_u16() == 404 {
+            return Ok(Headed::Missing);
+        }
         if !resp.status.is_success() {
-            return Ok(None);
+            return Ok(Headed::Unclear);
         }
         let digest = resp
             .header("docker-content-digest")
             .and_then(|d| d.parse::<Digest>().ok());
         let media_type = content_type(&resp).filter(|t| mt::is_index(t) || mt::is_manifest(t));
-        Ok(digest
-            .zip(media_type)
-            .map(|(digest, media_type)| Head { digest, media_type }))
+        Ok(match digest.zip(media_type) {
+            Some((digest, media_type)) => Headed::Found(Head { digest, media_type }),
+            None => Headed::Unclear,
+        })
     }
 
     /// GETs the manifest and checks it: the bytes must hash to the

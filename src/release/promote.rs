@@ -6,7 +6,7 @@
 
 use super::journal::{Journal, TagKind};
 use crate::labels::{self, CheckRecord};
-use crate::registry::{self, Client, Digest, ErrorKind, Reference, Repository};
+use crate::registry::{Client, Digest, Reference, Repository};
 use anyhow::Context as _;
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -58,15 +58,9 @@ pub async fn tag_digest(
     repo: &Repository,
     tag: &str,
 ) -> anyhow::Result<Option<Digest>> {
-    let reference = Reference::with_tag(repo, tag)?;
-    match client
-        .resolve_with(&reference, &registry::ResolveOptions::default())
-        .await
-    {
-        Ok(r) => Ok(Some(r.index_digest.unwrap_or(r.digest))),
-        Err(e) if matches!(e.kind(), ErrorKind::NotFound { .. }) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    Ok(client
+        .manifest_digest(&Reference::with_tag(repo, tag)?)
+        .await?)
 }
 
 /// Reads each staged image back by digest (bytes verified) and gates its

@@ -180,12 +180,7 @@ impl Stager<'_> {
             config.len(),
         )?);
         let digest = Digest::sha256(&bytes);
-        let at_staging = client
-            .resolve_with(staging, &registry::ResolveOptions::default())
-            .await
-            .map(|r| r.digest)
-            .ok();
-        if at_staging.as_ref() != Some(&digest) {
+        if client.manifest_digest(staging).await?.as_ref() != Some(&digest) {
             client
                 .put_manifest(staging, &manifest.media_type, bytes)
                 .await?;

@@ -3,7 +3,7 @@
 //! the client stamps the version and promotes. A two-variant fixture family
 //! of fake tools (seconds to build), and the real family once.
 
-use crate::release::{Rig, VARIANTS, planned_tags, release_tags};
+use crate::release::{Rig, VARIANTS, cost, planned_tags, print_costs, release_tags};
 use crate::support::{self, Services};
 use std::path::Path;
 
@@ -183,4 +183,46 @@ fn the_real_family_is_released_from_the_engine_and_a_second_run_writes_nothing()
         .stderr_free("the build's progress (every variant skipped)")
         .run();
     assert_eq!(rig.writes(), 0, "{:#?}", rig.proxy.log());
+}
+
+/// Not a test: `scripts/bench-release` runs it. The engine's push counted
+/// too (its blob HEADs and uploads are the staging column).
+#[test]
+#[ignore = "benchmark: run by scripts/bench-release"]
+fn bench_engine_release_request_economy() {
+    let Some(s) = support::services() else {
+        return;
+    };
+    let rig = Rig::with_project("bench-engine", "fixture", |repo| fixture(repo, &s)).unwrap();
+    let mut rows = Vec::new();
+    let mut measure = |name: &str, stdout: Option<&str>| {
+        rig.proxy.clear_log();
+        let started = std::time::Instant::now();
+        let cli = rig
+            .cli()
+            .args(["release", "--write"])
+            .stderr_free("the build's progress and the release's");
+        match stdout {
+            Some(s) => cli.stdout(s).run(),
+            None => cli.stdout_free("release notes").run(),
+        };
+        rows.push((
+            name.to_string(),
+            cost(&rig.proxy.log(), &rig.repo),
+            started.elapsed().as_secs_f64(),
+        ));
+    };
+    measure("first release (2 variants)", None);
+    measure(
+        "no change",
+        Some("nothing to release: every image is as pinned\n"),
+    );
+    write_fragment(rig.project.path(), "kid", "beta", "beta 2.0.1");
+    measure("one variant changed (kid)", None);
+    print_costs("engine source, 2 aliases", 2, &rows);
+    for (name, c, _) in &rows {
+        assert_eq!(c.promotion_blob_bytes, 0, "{name}: promotion sends no blob");
+    }
+    assert_eq!(rows[1].1.staging_writes + rows[1].1.tag_puts, 0);
+    assert_eq!(rows[2].1.tag_puts, 4);
 }

@@ -534,3 +534,127 @@ fn a_one_variant_change_moves_its_tags_and_a_rollback_puts_them_back() {
     );
     assert_eq!(rig.pins_text(), pins);
 }
+
+/// What one release run cost, counted at the proxy.
+pub struct Cost {
+    pub requests: usize,
+    /// GETs (plan reads, copies, read-backs) and blob HEADs.
+    pub reads: usize,
+    /// POSTs and PUTs of blobs, and PUTs of staging tags.
+    pub staging_writes: usize,
+    pub tag_heads: usize,
+    pub tag_puts: usize,
+    /// Blob bytes sent once the first release tag was touched.
+    pub promotion_blob_bytes: usize,
+}
+
+pub fn cost(log: &[crate::support::proxy::Logged], repo: &str) -> Cost {
+    let manifests = format!("/v2/{repo}/manifests/");
+    let is_tag = |l: &crate::support::proxy::Logged| {
+        l.target
+            .strip_prefix(&manifests)
+            .is_some_and(|t| !t.starts_with("_staging-") && !t.starts_with("sha256:"))
+    };
+    let first_tag = log.iter().position(&is_tag).unwrap_or(log.len());
+    let count =
+        |f: &dyn Fn(&crate::support::proxy::Logged) -> bool| log.iter().filter(|l| f(l)).count();
+    Cost {
+        requests: log.len(),
+        reads: count(&|l| !is_tag(l) && matches!(l.method.as_str(), "GET" | "HEAD")),
+        staging_writes: count(&|l| !is_tag(l) && matches!(l.method.as_str(), "POST" | "PUT")),
+        tag_heads: count(&|l| is_tag(l) && l.method == "HEAD"),
+        tag_puts: count(&|l| is_tag(l) && l.method == "PUT"),
+        promotion_blob_bytes: log[first_tag..]
+            .iter()
+            .filter(|l| l.target.contains("/blobs/"))
+            .map(|l| l.body)
+            .sum(),
+    }
+}
+
+/// Prints one row per run (to stderr: stdout belongs to the test harness).
+pub fn print_costs(title: &str, aliases: usize, rows: &[(String, Cost, f64)]) {
+    eprintln!(
+        "\n{:<36} {:>8} {:>9} {:>6} {:>8} {:>8} {:>7} {:>17} {:>7}",
+        title,
+        "requests",
+        "per alias",
+        "reads",
+        "staging",
+        "tag HEAD",
+        "tag PUT",
+        "promo blob bytes",
+        "seconds"
+    );
+    for (name, c, s) in rows {
+        eprintln!(
+            "{:<36} {:>8} {:>9.1} {:>6} {:>8} {:>8} {:>7} {:>17} {:>7.2}",
+            name,
+            c.requests,
+            c.requests as f64 / aliases as f64,
+            c.reads,
+            c.staging_writes,
+            c.tag_heads,
+            c.tag_puts,
+            c.promotion_blob_bytes,
+            s
+        );
+    }
+}
+
+/// Not a test: `scripts/bench-release` runs it and prints the figures.
+#[test]
+#[ignore = "benchmark: run by scripts/bench-release"]
+fn bench_release_request_economy() {
+    let Some(rig) = Rig::new("bench") else {
+        return;
+    };
+    let aliases = 6;
+    let mut rows = Vec::new();
+    let mut measure = |name: &str, rig: &Rig, args: &[&str], stdout: Option<&str>| {
+        rig.proxy.clear_log();
+        let started = std::time::Instant::now();
+        let cli = rig.release(args);
+        match stdout {
+            Some(s) => cli.stdout(s).run(),
+            None => cli.stdout_free("release notes").run(),
+        };
+        let seconds = started.elapsed().as_secs_f64();
+        if std::env::var_os("BENCH_LOG").is_some() {
+            for l in rig.proxy.log() {
+                eprintln!("  {} {} ({} bytes)", l.method, l.target, l.body);
+            }
+        }
+        rows.push((name.to_string(), cost(&rig.proxy.log(), &rig.repo), seconds));
+    };
+    rig.push_family("v1", &[]);
+    measure("first release (6 variants)", &rig, &["--write"], None);
+    measure(
+        "no change",
+        &rig,
+        &["--write"],
+        Some("nothing to release: every image is as pinned\n"),
+    );
+    rig.push_variant("python", "v2", "pass");
+    measure("one variant changed (python)", &rig, &["--write"], None);
+    print_costs("registry source, 6 aliases", aliases, &rows);
+    for (name, c, _) in &rows {
+        assert_eq!(c.promotion_blob_bytes, 0, "{name}: promotion sends no blob");
+        assert!(
+            c.tag_heads <= 24 && c.tag_puts <= c.tag_heads,
+            "{name}: HEAD + PUT per tag at most"
+        );
+    }
+    let one = &rows[2].1;
+    assert_eq!(
+        one.tag_puts, 4,
+        "python's immutable tag and its three moving tags"
+    );
+    assert_eq!(one.tag_heads, 4, "one HEAD per tag");
+    let none = &rows[1].1;
+    assert_eq!(
+        none.tag_puts + none.staging_writes + none.tag_heads,
+        0,
+        "a no-change release writes nothing"
+    );
+}
