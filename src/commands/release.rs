@@ -66,25 +66,20 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let client = ctx.registry(&args.registry)?;
     let rt = super::context::runtime()?;
     let progress = |line: String| eprintln!("release: {line}");
-    let engine = if args.from.is_some() {
-        None
-    } else {
-        Some(ctx.engine()?)
-    };
-    let releaser = Releaser {
-        client: &client,
-        rt: &rt,
-        engine: engine.as_deref(),
-        pins_path: &pins_path,
-        progress: &progress,
-    };
     // One release at a time on this machine.
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let _lock = FileLock::acquire(&dir.join("release")).context("locking the releases")?;
+    let releaser = |engine| Releaser {
+        client: &client,
+        rt: &rt,
+        engine,
+        pins_path: &pins_path,
+        progress: &progress,
+    };
 
     if let Some(id) = &args.rollback {
         let mut journal = Journal::load(&dir, id)?;
-        let done = releaser.roll_back(&mut journal)?;
+        let done = releaser(None::<&dyn crate::engine::Engine>).roll_back(&mut journal)?;
         if done.is_empty() {
             outln!("release {id}: nothing to roll back (it moved no tag)")?;
         }
@@ -98,9 +93,21 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         if journal.step == Step::RolledBack {
             return Err(anyhow::anyhow!("release {id} was rolled back; plan a new release").into());
         }
-        return finish(&releaser, &mut journal, &args);
+        // The engine only for images it has still to push.
+        let engine = if journal.needs_engine() {
+            Some(ctx.engine()?)
+        } else {
+            None
+        };
+        return finish(&releaser(engine.as_deref()), &mut journal, &args);
     }
 
+    let engine = if args.from.is_some() {
+        None
+    } else {
+        Some(ctx.engine()?)
+    };
+    let releaser = releaser(engine.as_deref());
     let settings = ctx.settings()?;
     let repository: Repository = settings.repository.parse()?;
     let specs = ctx.alias_specs()?;

@@ -188,6 +188,14 @@ impl Journal {
         matches!(self.step, Step::Pinned | Step::RolledBack)
     }
 
+    /// Some image is still to be pushed by the engine.
+    pub fn needs_engine(&self) -> bool {
+        self.plan.variants.iter().any(|v| {
+            matches!(v.source, super::plan::Source::Engine { .. })
+                && !self.staged.contains_key(&v.variant)
+        })
+    }
+
     /// The digest a tag of `variant` is to point at, once it is staged.
     pub fn target(&self, variant: &str) -> Option<&Digest> {
         self.staged.get(variant).map(|s| &s.digest)

@@ -859,6 +859,7 @@ fn engine_not_running_is_a_clear_error() {
 /// with nothing changed skips every build.
 #[test]
 fn real_family_builds_and_checks() {
+    let _heavy = crate::support::machine_lock();
     let Some(s) = services() else {
         return;
     };

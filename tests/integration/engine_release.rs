@@ -95,6 +95,7 @@ fn from_the_engine_missing_images_are_built_checked_pushed_stamped_and_a_failed_
     let Some(s) = support::services() else {
         return;
     };
+    let _heavy = support::machine_lock();
     let rig = Rig::with_project("engine", "fixture", |repo| fixture(repo, &s)).unwrap();
     rig.cli()
         .args(["release", "--write", "--notes", "notes.md"])
@@ -120,19 +121,10 @@ fn from_the_engine_missing_images_are_built_checked_pushed_stamped_and_a_failed_
         assert_eq!(record["status"], "pass");
         assert_eq!(record["inputs"], labels["dev.sunaba.inputs"]);
     }
-    rig.cli()
-        .args(["pins", "verify"])
-        .stdout("ok: 2 alias(es) pinned and verified in image_pins.json\n")
-        .run();
+    rig.pins_verify(2);
 
     // Nothing changed: nothing is built, pushed or written.
-    rig.proxy.clear_log();
-    rig.cli()
-        .args(["release", "--write"])
-        .stdout("nothing to release: every image is as pinned\n")
-        .stderr_free("the build's progress (every variant skipped)")
-        .run();
-    assert_eq!(rig.writes(), 0, "{:#?}", rig.proxy.log());
+    rig.engine_release_is_a_no_op();
 
     // A tool that no longer answers as images.toml says: its check fails,
     // and nothing at all is pushed.
@@ -163,6 +155,7 @@ fn the_real_family_is_released_from_the_engine_and_a_second_run_writes_nothing()
     if support::services().is_none() {
         return;
     }
+    let _heavy = support::machine_lock();
     let rig = Rig::new("real-family").unwrap();
     rig.cli()
         .args(["release", "--write", "--notes", "notes.md"])
@@ -172,17 +165,8 @@ fn the_real_family_is_released_from_the_engine_and_a_second_run_writes_nothing()
     let planned = planned_tags(&journal);
     assert_eq!(planned.len(), 4 * VARIANTS.len());
     assert_eq!(release_tags(&rig.published()), planned);
-    rig.cli()
-        .args(["pins", "verify"])
-        .stdout("ok: 6 alias(es) pinned and verified in image_pins.json\n")
-        .run();
-    rig.proxy.clear_log();
-    rig.cli()
-        .args(["release", "--write"])
-        .stdout("nothing to release: every image is as pinned\n")
-        .stderr_free("the build's progress (every variant skipped)")
-        .run();
-    assert_eq!(rig.writes(), 0, "{:#?}", rig.proxy.log());
+    rig.pins_verify(6);
+    rig.engine_release_is_a_no_op();
 }
 
 /// Not a test: `scripts/bench-release` runs it. The engine's push counted

@@ -631,6 +631,7 @@ fn version_reports_next_version_tool_by_tool() {
 /// exactly the old or the new content.
 #[test]
 fn crash_during_write_leaves_old_or_new_file() {
+    let _quiet = support::machine_lock();
     let Some(p) = Project::new("crash") else {
         return;
     };

@@ -142,6 +142,28 @@ impl Rig {
         std::fs::read_to_string(self.pins_path()).unwrap()
     }
 
+    /// `pins verify` passes with `aliases` pins.
+    pub fn pins_verify(&self, aliases: usize) {
+        self.cli()
+            .args(["pins", "verify"])
+            .stdout(format!(
+                "ok: {aliases} alias(es) pinned and verified in image_pins.json\n"
+            ))
+            .run();
+    }
+
+    /// An engine release with nothing changed: it builds nothing (every
+    /// variant skipped) and writes nothing.
+    pub fn engine_release_is_a_no_op(&self) {
+        self.proxy.clear_log();
+        self.cli()
+            .args(["release", "--write"])
+            .stdout("nothing to release: every image is as pinned\n")
+            .stderr_free("the build's progress (every variant skipped)")
+            .run();
+        assert_eq!(self.writes(), 0, "{:#?}", self.proxy.log());
+    }
+
     /// The journals, by id.
     pub fn journals(&self) -> BTreeMap<String, Value> {
         let dir = self.project.path().join("target/sunaba-release");
@@ -227,10 +249,7 @@ fn a_release_from_nothing_publishes_every_variant_and_a_second_run_writes_nothin
         text.contains("## python 1.0.0\n\nfirst release\n"),
         "{text}"
     );
-    rig.cli()
-        .args(["pins", "verify"])
-        .stdout("ok: 6 alias(es) pinned and verified in image_pins.json\n")
-        .run();
+    rig.pins_verify(6);
     let pins = rig.pins_text();
 
     rig.proxy.clear_log();
@@ -356,10 +375,7 @@ fn killed_after_k_of_n_tag_writes_a_resume_converges_without_putting_a_tag_twice
             "k={k}: a tag PUT twice: {writes:?}"
         );
         assert_eq!(writes.len(), 24, "k={k}");
-        rig.cli()
-            .args(["pins", "verify"])
-            .stdout("ok: 6 alias(es) pinned and verified in image_pins.json\n")
-            .run();
+        rig.pins_verify(6);
     }
 }
 
@@ -476,10 +492,7 @@ fn faults_a_5xx_is_retried_a_wrong_digest_fails_and_a_refused_mount_uploads() {
         1,
         "go-1 was stored: its HEAD says so"
     );
-    rig.cli()
-        .args(["pins", "verify"])
-        .stdout("ok: 6 alias(es) pinned and verified in image_pins.json\n")
-        .run();
+    rig.pins_verify(6);
 }
 
 #[test]

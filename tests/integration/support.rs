@@ -126,6 +126,15 @@ pub fn project_publishing_to(repository: &str) -> tempfile::TempDir {
     dir
 }
 
+/// Held by the tests that load the whole machine (real builds, gigabytes
+/// pushed through a proxy) and by the ones that time a run to aim a kill at
+/// it, so the two never overlap: a timing measured on an idle machine is
+/// useless on a busy one.
+pub fn machine_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// A name no other test (or earlier run) uses: `<prefix>-<pid>-<nanos>`.
 pub fn unique(prefix: &str) -> String {
     format!(

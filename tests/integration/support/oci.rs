@@ -297,26 +297,14 @@ impl Pusher {
     /// The labels of the image `reference` (a tag or digest) of `repo`
     /// names: its manifest, then its config blob.
     pub async fn config_labels(&self, repo: &str, reference: &str) -> Value {
-        let manifest: Value = self
-            .http
-            .get(self.url(repo, &format!("manifests/{reference}")))
-            .header("Accept", [OCI_MANIFEST, DOCKER_MANIFEST].join(", "))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let get = |url: String| async move {
+            let accept = [OCI_MANIFEST, DOCKER_MANIFEST].join(", ");
+            let resp = self.http.get(url).header("Accept", accept).send().await;
+            resp.unwrap().json::<Value>().await.unwrap()
+        };
+        let manifest = get(self.url(repo, &format!("manifests/{reference}"))).await;
         let config = manifest["config"]["digest"].as_str().unwrap();
-        let config: Value = self
-            .http
-            .get(self.url(repo, &format!("blobs/{config}")))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let config = get(self.url(repo, &format!("blobs/{config}"))).await;
         config["config"]["Labels"].clone()
     }
 
