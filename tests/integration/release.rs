@@ -671,3 +671,77 @@ fn bench_release_request_economy() {
         "a no-change release writes nothing"
     );
 }
+
+/// A release into a registry with token auth, from another registry: the
+/// tokens asked for are `pull,push` on the target (the source is read
+/// anonymously), and the blobs cross registries by their bytes (no mount).
+#[test]
+fn a_release_to_a_token_auth_registry_asks_for_push_scopes_and_copies_across_registries() {
+    use crate::support::distribution::{self, Auth, PASSWORD, Registry, USER};
+    use crate::support::issuer::Issuer;
+    let Some(source) = Rig::new("token-source") else {
+        return;
+    };
+    if !distribution::available() {
+        return;
+    }
+    source.push_family("v1", &[]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let issuer = rt.block_on(Issuer::start());
+    let storage = tempfile::tempdir().unwrap();
+    let registry = Registry::start(
+        storage.path(),
+        Auth::Token {
+            realm: issuer.realm(),
+        },
+    );
+    let repo = format!("{}/sandbox", source.ns);
+    let project = support::project_publishing_to(&format!("{}/{repo}", registry.authority()));
+    let home = project.path().join("home");
+    std::fs::create_dir_all(home.join(".docker")).unwrap();
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
+    std::fs::write(
+        home.join(".docker/config.json"),
+        serde_json::json!({"auths": {registry.authority(): {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    support::isolated_cli(project.path())
+        .env("HOME", &home)
+        .args([
+            "--profile",
+            "local",
+            "release",
+            "--write",
+            "--notes",
+            "notes.md",
+        ])
+        .arg("--from")
+        .arg(source.source())
+        .stderr_may("release: .*")
+        .run();
+    let scopes: std::collections::BTreeSet<String> =
+        issuer.log().into_iter().filter_map(|l| l.scope).collect();
+    assert!(
+        scopes.contains(&format!("repository:{repo}:pull,push")),
+        "{scopes:?}"
+    );
+    assert!(issuer.log().iter().all(|l| l.user.as_deref() == Some(USER)));
+    let copied = source
+        .proxy
+        .log()
+        .iter()
+        .filter(|l| l.method == "GET" && l.target.contains("/ci/blobs/"))
+        .count();
+    // The plan reads each config, the copy each layer, the stamp each config.
+    assert_eq!(copied, 18, "no blob read twice for one purpose");
+    support::isolated_cli(project.path())
+        .env("HOME", &home)
+        .args(["--profile", "local", "pins", "verify"])
+        .stdout("ok: 6 alias(es) pinned and verified in image_pins.json\n")
+        .run();
+}
