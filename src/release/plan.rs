@@ -4,7 +4,7 @@
 //! be released as it is. Nothing here reads a registry or an engine.
 
 use super::tags;
-use crate::labels::{self, CheckRecord};
+use crate::labels;
 use crate::pins::next::inputs_changed;
 use crate::pins::{Pin, PinsFile};
 use crate::policy::{self, Bump, Inventory, Refusal, ToolChange};
@@ -221,14 +221,10 @@ fn why(next: &policy::NextVersion) -> String {
     }
 }
 
-/// The check record of a candidate's labels (the plan has gated it).
-pub fn record_of(labels: &BTreeMap<String, String>) -> Option<CheckRecord> {
-    CheckRecord::from_labels(labels).and_then(Result::ok)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::labels::CheckRecord;
 
     fn record(status: &str, variant: &str, tools: &[(&str, &str)]) -> String {
         CheckRecord {
