@@ -3,11 +3,21 @@
 # (CI runs `sunaba-images render --check` and fails on any drift).
 #
 # Image `js` of the Sunaba sandbox family (pin aliases: js).
-# Owes 14 tools: git, gh, rg, ast-grep, sd, fd, ctags, jq, node, npm, ca-certificates, eslint, tsc, jest.
+# Owes 15 tools: git, gh, rg, ast-grep, sg, sd, fd, ctags, jq, node, npm, ca-certificates, eslint, tsc, jest.
 # Built FROM the `base` image just built. The build passes an immutable
 # reference to it (registry digest or inputs-hash tag): there is no default.
 ARG PARENT_IMAGE
 FROM ${PARENT_IMAGE}
+# The parent runs as the sandbox user in its workspace: fragments install as root.
+USER root
+WORKDIR /
+# The run contract's posture (src/run_contract.rs): HOME is the tmpfs it
+# mounts, so every cache a tool writes goes there or to /tmp, never into the
+# workspace. Fragment steps run as root with HOME=/root (docker/lib/common.sh).
+ENV HOME="/home/sandbox" \
+    XDG_CACHE_HOME="/home/sandbox/.cache" \
+    LANG="C.UTF-8" \
+    GIT_OPTIONAL_LOCKS="0"
 
 # Fragment `js` (docker/install-js-tools.sh): eslint, tsc, jest.
 ARG ESLINT_VERSION=9.36.0
@@ -19,8 +29,26 @@ RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \
     --mount=type=bind,source=docker/install-js-tools.sh,target=/run/sunaba/install-js-tools.sh \
     sh /run/sunaba/install-js-tools.sh
 
+# The sandbox user the run contract runs as (sandbox, 1000:1000), its HOME
+# for a run without the contract's tmpfs (empty: no fragment may write there),
+# and a git that accepts a workspace owned by another uid (a checkout
+# bind-mounted from the host). Idempotent, so a child that installs git gets it too.
+RUN set -eu; \
+    getent group 1000 >/dev/null || groupadd --gid 1000 sandbox; \
+    getent passwd 1000 >/dev/null || \
+        useradd --uid 1000 --gid 1000 --home-dir /home/sandbox --no-create-home --shell /bin/sh sandbox; \
+    install -d -m 0755 -o 1000 -g 1000 /home/sandbox /workspace; \
+    if [ -n "$(ls -A /home/sandbox)" ]; then \
+        echo "sunaba: a fragment wrote into /home/sandbox: $(ls -A /home/sandbox)" >&2; exit 1; \
+    fi; \
+    if command -v git >/dev/null 2>&1; then git config --system --replace-all safe.directory '*'; fi
 COPY docker/healthcheck/js.sh /usr/local/libexec/sunaba/healthcheck
-HEALTHCHECK --interval=5m --timeout=2m --start-period=10s --retries=1 \
+# One run costs at most ~2.2 s of CPU (full; README "Healthcheck cost"): hourly
+# keeps a long-running sandbox under 0.1 % of one core. `check` runs the
+# script itself, so nothing waits for the first interval.
+HEALTHCHECK --interval=1h --timeout=60s --start-period=30s --retries=1 \
     CMD ["/bin/sh", "/usr/local/libexec/sunaba/healthcheck"]
+USER 1000:1000
+WORKDIR /workspace
 LABEL org.opencontainers.image.title="sunaba-js" \
       dev.sunaba.variant="js"

@@ -19,7 +19,8 @@ apt_install \
 	fd-find \
 	universal-ctags \
 	jq \
-	nodejs
+	nodejs \
+	tzdata
 
 # Debian installs fd as `fdfind` (a name clash with fdclone); the sandbox
 # answers to `fd`.
@@ -106,8 +107,8 @@ audit=false
 NPMRC
 
 # ast-grep is not packaged by Debian. @ast-grep/cli would install three 45 MB
-# copies of the binary (and an `sg` that shadows login's /usr/bin/sg), so take
-# the one platform package it depends on and install just its binary.
+# copies of the binary, so take the one platform package it depends on and
+# install just its binary.
 case "$(dpkg --print-architecture)" in
 amd64) ast_grep_pkg=cli-linux-x64-gnu ;;
 arm64) ast_grep_pkg=cli-linux-arm64-gnu ;;
@@ -120,6 +121,9 @@ mkdir "$work/ast-grep"
 npm pack --silent --pack-destination "$work/ast-grep" "@ast-grep/${ast_grep_pkg}@${AST_GREP_VERSION}" >/dev/null
 tar -xzf "$work/ast-grep/"*.tgz -C "$work/ast-grep" --no-same-owner package/ast-grep
 install -m 0755 "$work/ast-grep/package/ast-grep" /usr/local/bin/ast-grep
+# The design note's name for it: /usr/local/bin comes before login's
+# /usr/bin/sg (newgrp) on PATH, so `sg` is ast-grep.
+ln -sf ast-grep /usr/local/bin/sg
 
 rm -rf "$work"
 sunaba_cleanup

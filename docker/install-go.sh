@@ -4,7 +4,10 @@
 set -eu
 # shellcheck source=docker/lib/common.sh
 . /run/sunaba/lib/common.sh
+# shellcheck source=docker/lib/go-cache-seed.sh
+. /run/sunaba/lib/go-cache-seed.sh
 
 apt_install golang-go
 
+go_seed_build_cache "$(go env GOROOT)"
 sunaba_cleanup

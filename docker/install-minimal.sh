@@ -7,7 +7,8 @@ set -eu
 
 : "${PYTEST_VERSION:?set by images.toml}"
 
-apt_install ca-certificates git python3 python3-pip
+# tzdata: tests that parse or print dates in a time zone (trixie-slim has none).
+apt_install ca-certificates git python3 python3-pip tzdata
 
 pip_install "pytest==${PYTEST_VERSION}"
 

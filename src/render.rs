@@ -241,6 +241,7 @@ pub fn render(manifest: &Manifest) -> Result<Rendered, RenderError> {
             "fragments": fragments,
             "lib_dir": if lib.is_empty() { String::new() } else { LIB_DIR.to_string() },
             "healthcheck": healthcheck.to_string_lossy(),
+            "posture": posture(),
         });
         merge(&mut docker_data, extra);
         let dockerfile_text = render_one(&hb, DOCKERFILE_TEMPLATE, &docker_data, &manifest.root)?;
@@ -280,6 +281,23 @@ pub fn render(manifest: &Manifest) -> Result<Rendered, RenderError> {
         );
     }
     Ok(out)
+}
+
+/// The run contract's user, HOME, workspace and image environment, which
+/// every rendered image is built for (one definition: `run_contract`).
+fn posture() -> serde_json::Value {
+    use crate::run_contract as rc;
+    json!({
+        "user": rc::USER,
+        "uid": rc::UID,
+        "gid": rc::GID,
+        "home": rc::HOME,
+        "workspace": rc::WORKSPACE,
+        "env": rc::image_env()
+            .into_iter()
+            .map(|(k, v)| json!({"name": k, "value": v}))
+            .collect::<Vec<_>>(),
+    })
 }
 
 fn merge(into: &mut serde_json::Value, extra: serde_json::Value) {

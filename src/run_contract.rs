@@ -21,6 +21,19 @@ pub const UID: u32 = 1000;
 pub const GID: u32 = 1000;
 /// The sandbox user's HOME: a tmpfs at run time, where every cache goes.
 pub const HOME: &str = "/home/sandbox";
+/// The environment every image sets for the posture (the Dockerfile
+/// template's posture block, before any fragment): HOME is the tmpfs the
+/// contract mounts and caches go under it, text is UTF-8, and git takes no
+/// optional locks (a read-only `git status` would otherwise rewrite
+/// `.git/index`). Fragments' `env` may refer to these as `${NAME}`.
+pub fn image_env() -> Vec<(&'static str, String)> {
+    vec![
+        ("HOME", HOME.to_string()),
+        ("XDG_CACHE_HOME", format!("{HOME}/.cache")),
+        ("LANG", "C.UTF-8".to_string()),
+        ("GIT_OPTIONAL_LOCKS", "0".to_string()),
+    ]
+}
 /// Size caps of the two tmpfs mounts.
 pub const TMP_SIZE: &str = "1g";
 pub const HOME_SIZE: &str = "1g";

@@ -3,7 +3,7 @@
 # Change the template or the manifest, then run `sunaba-images render`
 # (CI runs `sunaba-images render --check` and fails on any drift).
 #
-# Asserts every tool the `base` image owes (11). One line per tool:
+# Asserts every tool the `base` image owes (12). One line per tool:
 #   <status> TAB <tool> TAB <version> TAB <detail>
 # status is ok, missing, failed, mismatch or too-old. Exits 1 unless all are ok.
 set -u
@@ -56,6 +56,7 @@ check git 2.39.0 'git version ([0-9]+\.[0-9]+\.[0-9]+)' git --version
 check gh 2.40.0 'gh version ([0-9]+\.[0-9]+\.[0-9]+)' gh --version
 check rg 13.0.0 'ripgrep ([0-9]+\.[0-9]+\.[0-9]+)' rg --version
 check ast-grep 0.30.0 'ast-grep ([0-9]+\.[0-9]+\.[0-9]+)' ast-grep --version
+check sg 0.30.0 'ast-grep ([0-9]+\.[0-9]+\.[0-9]+)' sg --version
 check sd 1.0.0 'sd ([0-9]+\.[0-9]+\.[0-9]+)' sd --version
 check fd 9.0.0 'fd[a-z]* ([0-9]+\.[0-9]+\.[0-9]+)' fd --version
 check ctags 5.9.0 'Universal Ctags ([0-9]+\.[0-9]+(\.[0-9]+)?)' ctags --version

@@ -35,6 +35,16 @@ export NPM_CONFIG_UPDATE_NOTIFIER=false
 export NPM_CONFIG_FUND=false
 export NPM_CONFIG_AUDIT=false
 
+# The image's runtime ENV (the template's posture block, images.toml
+# [fragments.*.env]) points caches at the sandbox user's HOME. Fragments run
+# as root, a child's after its parent's ENV is in force: keep build-time
+# caches in /tmp (sunaba_cleanup empties it; the posture step fails the build
+# if anything lands in that HOME) and let pip byte-compile what it installs.
+export HOME=/root
+export XDG_CACHE_HOME=/tmp/sunaba-build-cache
+export NPM_CONFIG_CACHE=/tmp/sunaba-build-cache/npm
+unset PYTHONDONTWRITEBYTECODE PYTEST_ADDOPTS
+
 sunaba_log() {
 	printf 'sunaba: %s\n' "$*" >&2
 }

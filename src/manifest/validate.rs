@@ -67,23 +67,32 @@ impl LineIndex {
     }
 }
 
-struct Problems<'a> {
+pub(super) struct Problems<'a> {
     lines: &'a LineIndex,
     list: Vec<Problem>,
 }
 
 impl Problems<'_> {
-    fn at<T>(
+    pub(super) fn at<T>(
         &mut self,
         spanned: &Spanned<T>,
         key: impl Into<String>,
         message: impl Into<String>,
         hint: impl Into<String>,
     ) {
-        let line = Some(self.lines.line(spanned.span().start));
+        self.at_span(spanned.span(), key, message, hint);
+    }
+    pub(super) fn at_span(
+        &mut self,
+        span: std::ops::Range<usize>,
+        key: impl Into<String>,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) {
+        let line = Some(self.lines.line(span.start));
         self.push(line, key, message, hint);
     }
-    fn push(
+    pub(super) fn push(
         &mut self,
         line: Option<usize>,
         key: impl Into<String>,
@@ -99,7 +108,7 @@ impl Problems<'_> {
     }
 }
 
-fn known(names: impl IntoIterator<Item = impl AsRef<str>>) -> String {
+pub(super) fn known(names: impl IntoIterator<Item = impl AsRef<str>>) -> String {
     let v: Vec<String> = names.into_iter().map(|s| s.as_ref().to_string()).collect();
     if v.is_empty() {
         "none".into()
@@ -109,7 +118,7 @@ fn known(names: impl IntoIterator<Item = impl AsRef<str>>) -> String {
 }
 
 /// Names end up in file names, image tags and shell words: keep them plain.
-fn valid_name(name: &str) -> bool {
+pub(super) fn valid_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
         && chars.all(|c| {
@@ -145,6 +154,38 @@ fn check_version_pattern(pattern: &str) -> Result<(), String> {
     }
     if pattern.contains('\n') {
         return Err("must be a single line".into());
+    }
+    Ok(())
+}
+
+fn posture_env_names() -> Vec<&'static str> {
+    crate::run_contract::image_env()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// An ENV value may refer to the posture's variables (set before any
+/// fragment, so Docker expands them at build time) as `${NAME}`, and to
+/// nothing else: anything else would expand to an empty string.
+fn env_references(value: &str) -> Result<(), String> {
+    let names = posture_env_names();
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        let after = &rest[at + 1..];
+        let Some(inner) = after.strip_prefix('{') else {
+            return Err("a `$` not followed by `{NAME}`".into());
+        };
+        let Some(end) = inner.find('}') else {
+            return Err("an unclosed `${`".into());
+        };
+        let name = &inner[..end];
+        if !names.contains(&name) {
+            return Err(format!(
+                "`${{{name}}}` is not set when the image's ENV is evaluated"
+            ));
+        }
+        rest = &inner[end + 1..];
     }
     Ok(())
 }
@@ -361,6 +402,17 @@ pub(super) fn validate(
                     format!("{key}.env.{var}"),
                     "value holds a newline or a double quote",
                     "keep ENV values plain",
+                );
+            }
+            if let Err(why) = env_references(value) {
+                p.at(
+                    &f.script,
+                    format!("{key}.env.{var}"),
+                    why,
+                    format!(
+                        "a value may refer to the posture's {} as `${{NAME}}`",
+                        posture_env_names().join(", ")
+                    ),
                 );
             }
         }
