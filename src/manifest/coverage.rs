@@ -1,8 +1,9 @@
 //! The coverage gate: every tool verify can dispatch to (images.toml
-//! `[languages]`) must be owed by the default image, and a variant reachable
-//! by alias must owe at least one tool of each language it claims to serve.
-//! A missing tool is then a `render --check` failure, not a user's first
-//! verify.
+//! `[languages]`) must be owed by the default image, a variant reachable by
+//! alias must owe at least one tool of each language it claims to serve, and
+//! every language has a smoke suite that runs each of its tools. A missing
+//! tool (or an untested one) is then a `render --check` failure, not a
+//! user's first verify.
 
 use crate::manifest::Manifest;
 use serde::Serialize;
@@ -26,30 +27,44 @@ pub enum CoverageProblem {
         language: String,
         tools: Vec<String>,
     },
+    /// No smoke suite covers a language.
+    NoSmoke { language: String },
+    /// A language's smoke suite runs none of its commands with one of its tools.
+    ToolNotSmoked {
+        language: String,
+        suite: String,
+        tool: String,
+    },
 }
 
 impl CoverageProblem {
-    pub fn variant(&self) -> &str {
+    /// The variant the problem is about (none for a smoke gap).
+    pub fn variant(&self) -> Option<&str> {
         match self {
             CoverageProblem::DefaultLacksTool { variant, .. }
-            | CoverageProblem::ServesWithoutTools { variant, .. } => variant,
+            | CoverageProblem::ServesWithoutTools { variant, .. } => Some(variant),
+            CoverageProblem::NoSmoke { .. } | CoverageProblem::ToolNotSmoked { .. } => None,
         }
     }
 
     pub fn language(&self) -> &str {
         match self {
             CoverageProblem::DefaultLacksTool { language, .. }
-            | CoverageProblem::ServesWithoutTools { language, .. } => language,
+            | CoverageProblem::ServesWithoutTools { language, .. }
+            | CoverageProblem::NoSmoke { language }
+            | CoverageProblem::ToolNotSmoked { language, .. } => language,
         }
     }
 
-    /// The tools the problem is about (none for an unknown language).
+    /// The tools the problem is about.
     pub fn tools(&self) -> Vec<&str> {
         match self {
-            CoverageProblem::DefaultLacksTool { tool, .. } => vec![tool.as_str()],
+            CoverageProblem::DefaultLacksTool { tool, .. }
+            | CoverageProblem::ToolNotSmoked { tool, .. } => vec![tool.as_str()],
             CoverageProblem::ServesWithoutTools { tools, .. } => {
                 tools.iter().map(String::as_str).collect()
             }
+            CoverageProblem::NoSmoke { .. } => Vec::new(),
         }
     }
 }
@@ -84,6 +99,20 @@ impl fmt::Display for CoverageProblem {
                     .join(", "),
                 tools.join(", ")
             ),
+            CoverageProblem::NoSmoke { language } => write!(
+                f,
+                "language `{language}` has no smoke suite: add [smoke.{language}] with a passing \
+                 and a seeded-defect project under tests/smoke/{language}/ (README \"Smoke suite\")"
+            ),
+            CoverageProblem::ToolNotSmoked {
+                language,
+                suite,
+                tool,
+            } => write!(
+                f,
+                "tool `{tool}` of language `{language}` is run by no command of the smoke suite \
+                 `{suite}`: add a [[smoke.{suite}.commands]] entry that runs it"
+            ),
         }
     }
 }
@@ -103,6 +132,8 @@ pub struct CoverageView {
     pub languages: BTreeMap<String, Vec<String>>,
     pub default: String,
     pub variants: BTreeMap<String, VariantView>,
+    /// Language -> (its smoke suite, the tools that suite's commands run).
+    pub smoke: BTreeMap<String, (String, Vec<String>)>,
 }
 
 impl CoverageView {
@@ -120,6 +151,21 @@ impl CoverageView {
                         owed: manifest.owed_tools(name),
                     };
                     (name.clone(), view)
+                })
+                .collect(),
+            smoke: manifest
+                .smoke
+                .values()
+                .flat_map(|suite| {
+                    let tools: Vec<String> = suite
+                        .commands
+                        .iter()
+                        .flat_map(|c| c.tools.iter().cloned())
+                        .collect();
+                    suite
+                        .languages
+                        .iter()
+                        .map(move |l| (l.clone(), (suite.name.clone(), tools.clone())))
                 })
                 .collect(),
         }
@@ -168,6 +214,22 @@ pub fn view_problems(view: &CoverageView) -> Vec<CoverageProblem> {
             }
         }
     }
+    for (language, tools) in &view.languages {
+        match view.smoke.get(language) {
+            None => problems.push(CoverageProblem::NoSmoke {
+                language: language.clone(),
+            }),
+            Some((suite, smoked)) => {
+                for tool in tools.iter().filter(|t| !smoked.contains(t)) {
+                    problems.push(CoverageProblem::ToolNotSmoked {
+                        language: language.clone(),
+                        suite: suite.clone(),
+                        tool: tool.clone(),
+                    });
+                }
+            }
+        }
+    }
     problems
 }
 
@@ -200,10 +262,15 @@ mod tests {
                 owed: strings(&["git", "eslint", "jest"]),
             },
         );
+        let smoke = BTreeMap::from([
+            ("go".into(), ("go".into(), strings(&["go", "gofmt"]))),
+            ("js".into(), ("js".into(), strings(&["eslint", "jest"]))),
+        ]);
         CoverageView {
             languages,
             default: "full".into(),
             variants,
+            smoke,
         }
     }
 
@@ -242,7 +309,7 @@ mod tests {
         v.variants.get_mut("js").unwrap().owed = strings(&["git"]);
         let problems = view_problems(&v);
         assert_eq!(problems.len(), 1, "{problems:?}");
-        assert_eq!(problems[0].variant(), "js");
+        assert_eq!(problems[0].variant(), Some("js"));
         assert_eq!(problems[0].language(), "js");
         assert_eq!(problems[0].tools(), vec!["eslint", "jest"]);
         assert!(problems[0].to_string().contains("alias `js`"));
@@ -264,19 +331,36 @@ mod tests {
         assert_eq!(view_problems(&v), vec![]);
     }
 
-    /// The shipped images.toml, edited, loaded from a temp project so that
-    /// fragment scripts (placeholders here) need not exist in the checkout.
+    #[test]
+    fn every_language_needs_a_smoke_suite_running_each_of_its_tools() {
+        let mut v = view();
+        v.smoke.remove("go");
+        v.smoke.get_mut("js").unwrap().1 = strings(&["eslint"]);
+        let problems = view_problems(&v);
+        assert_eq!(
+            problems,
+            vec![
+                CoverageProblem::NoSmoke {
+                    language: "go".into()
+                },
+                CoverageProblem::ToolNotSmoked {
+                    language: "js".into(),
+                    suite: "js".into(),
+                    tool: "jest".into()
+                },
+            ]
+        );
+        assert_eq!(problems[0].variant(), None);
+        assert!(problems[0].to_string().contains("[smoke.go]"));
+        assert!(problems[1].to_string().contains("[[smoke.js.commands]]"));
+    }
+
+    /// The shipped images.toml, edited, read as if at the repository root
+    /// (where its fragment scripts and smoke projects are).
     fn shipped(edit: impl Fn(String) -> String) -> Manifest {
         let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let text = edit(std::fs::read_to_string(repo.join("images.toml")).unwrap());
-        let dir = tempfile::tempdir().unwrap();
-        let scripts = regex::Regex::new(r#"(?m)^script = "([^"]+)""#).unwrap();
-        for script in scripts.captures_iter(&text) {
-            let path = dir.path().join(&script[1]);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, "").unwrap();
-        }
-        Manifest::from_str_at(&text, &dir.path().join("images.toml")).unwrap()
+        Manifest::from_str_at(&text, &repo.join("images.toml")).unwrap()
     }
 
     #[test]

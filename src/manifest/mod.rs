@@ -11,9 +11,11 @@
 pub mod coverage;
 mod profile;
 mod raw;
+pub mod smoke;
 mod validate;
 
 pub use profile::{Profile, Settings};
+pub use smoke::{SmokeCommand, SmokeExpect, SmokeSuite};
 pub use validate::Problem;
 
 use bytesize::ByteSize;
@@ -116,6 +118,8 @@ pub struct Manifest {
     pub fragments: BTreeMap<String, Fragment>,
     pub variants: BTreeMap<String, Variant>,
     pub profiles: BTreeMap<String, Profile>,
+    /// Smoke suites by name (`[smoke.NAME]`).
+    pub smoke: BTreeMap<String, SmokeSuite>,
 }
 
 impl Manifest {

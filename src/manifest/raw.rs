@@ -26,6 +26,9 @@ pub(super) struct RawManifest {
     pub(super) variants: BTreeMap<String, RawVariant>,
     #[serde(default)]
     pub(super) profiles: BTreeMap<String, Profile>,
+    /// Smoke suites (`[smoke.NAME]`), validated in `smoke`.
+    #[serde(default)]
+    pub(super) smoke: BTreeMap<String, RawSuite>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -61,4 +64,34 @@ pub(super) struct RawVariant {
     #[serde(default)]
     pub(super) serves: Vec<Spanned<String>>,
     pub(super) size_budget: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSuite {
+    pub(super) languages: Option<Vec<Spanned<String>>>,
+    pub(super) dir: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) git: bool,
+    pub(super) commands: Spanned<Vec<RawSmokeCommand>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSmokeCommand {
+    pub(super) name: Option<Spanned<String>>,
+    pub(super) run: Spanned<Vec<String>>,
+    pub(super) tools: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub(super) writes: bool,
+    pub(super) expect: Spanned<BTreeMap<String, Spanned<RawExpect>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExpect {
+    pub(super) exit: Option<Spanned<i64>>,
+    pub(super) output: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) no_output: bool,
 }

@@ -586,6 +586,8 @@ pub(super) fn validate(
         }
         languages.insert(lang, list.into_iter().map(Spanned::into_inner).collect());
     }
+    let language_names = languages.keys().cloned().collect();
+    let smoke = super::smoke::validate(raw.smoke, root, &tools, &language_names, &mut p);
 
     let manifest = Manifest {
         path: path.to_path_buf(),
@@ -600,6 +602,7 @@ pub(super) fn validate(
         fragments,
         variants,
         profiles: raw.profiles,
+        smoke,
     };
 
     // A variant that owes nothing would pass any check: refuse it. Only

@@ -1,0 +1,3 @@
+module example.com/smoke
+
+go 1.22

@@ -1,0 +1,5 @@
+export function greet(name: string): string {
+  return `hello, ${name}`;
+}
+
+export const answer: number = greet("sandbox").length;

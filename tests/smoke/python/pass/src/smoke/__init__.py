@@ -1,0 +1,1 @@
+"""Sunaba smoke project (python, passing)."""
