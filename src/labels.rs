@@ -105,6 +105,20 @@ pub struct CheckRecord {
     pub checked_at: Option<String>,
     #[serde(default)]
     pub tools: Inventory,
+    /// The smoke the image passed; absent in records written before there
+    /// was a smoke suite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smoke: Option<SmokeRecord>,
+}
+
+/// What a check record says about the smoke suite: which one ran (its
+/// digest: every case and every byte of the projects) and how many cases
+/// of each suite passed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SmokeRecord {
+    pub digest: String,
+    #[serde(default)]
+    pub suites: BTreeMap<String, usize>,
 }
 
 fn default_schema() -> u32 {
@@ -151,6 +165,7 @@ mod tests {
             inputs: Some("sha256:abc".into()),
             checked_at: Some("2026-11-30T07:00:00Z".into()),
             tools: [("gofmt".to_string(), "present".to_string())].into(),
+            smoke: None,
         };
         let label = record.to_label();
         assert_eq!(
@@ -168,7 +183,8 @@ mod tests {
         let early: CheckRecord = serde_json::from_str(r#"{"status":"pass","tools":{}}"#).unwrap();
         assert!(early.passed() && early.variant.is_none());
         let newer: CheckRecord =
-            serde_json::from_str(r#"{"schema":2,"status":"fail","tools":{},"smoke":[1]}"#).unwrap();
+            serde_json::from_str(r#"{"schema":2,"status":"fail","tools":{},"provenance":[1]}"#)
+                .unwrap();
         assert_eq!(newer.status, CheckStatus::Fail);
         let odd: CheckRecord = serde_json::from_str(r#"{"status":"skipped"}"#).unwrap();
         assert_eq!(odd.status, CheckStatus::Other("skipped".into()));
@@ -185,6 +201,7 @@ mod tests {
             inputs: Some("sha256:abc".into()),
             checked_at: None,
             tools: Inventory::new(),
+            smoke: None,
         };
         let mut labels = BTreeMap::from([
             (CHECK.to_string(), record.to_label()),

@@ -21,6 +21,7 @@ pub mod registry;
 pub mod release;
 pub mod render;
 pub mod run_contract;
+pub mod smoke;
 pub mod table;
 
 use std::process::ExitCode;

@@ -323,7 +323,7 @@ fn spawn_reader(
     })
 }
 
-fn describe_status(status: &ExitStatus) -> String {
+pub fn describe_status(status: &ExitStatus) -> String {
     match status.code() {
         Some(code) => format!("exit status {code}"),
         None => {

@@ -28,6 +28,8 @@ pub struct VariantPlan {
     pub size_budget: u64,
     /// `org.opencontainers.image.description`.
     pub description: String,
+    /// The smoke cases its check runs.
+    pub smoke: crate::smoke::Plan,
 }
 
 /// The image family as the build sees it.
@@ -77,6 +79,7 @@ impl Family {
                             description: description(name, &manifest.owed_tools(name)),
                             owed_tools: manifest.owed_tools(name),
                             size_budget: v.size_budget,
+                            smoke: crate::smoke::plan(manifest, name),
                         },
                     )
                 })
@@ -191,6 +194,7 @@ impl Family {
             variant: variant.to_string(),
             owed_tools: p.owed_tools.clone(),
             size_budget: p.size_budget,
+            smoke: p.smoke.clone(),
         })
     }
 }

@@ -237,6 +237,7 @@ mod tests {
                 size: 1,
                 labels: BTreeMap::new(),
                 healthcheck: None,
+                user: String::new(),
                 layers: vec![],
                 repo_tags: vec!["up:latest".into()],
                 repo_digests: vec![],

@@ -240,7 +240,11 @@ fn reuse(
     {
         return failed(Stage::Tag, e, None);
     }
-    let checked = check::passing_record(&info).is_some();
+    let record = check::passing_record(&info);
+    let expect = sh.family.expectation(variant).expect("a known variant");
+    let checked = record
+        .as_ref()
+        .is_some_and(|r| check::smoke_is_current(r, &expect));
     if checked || !sh.opts.check {
         return Outcome::Skipped {
             image_id: info.id,
@@ -259,7 +263,11 @@ fn reuse(
             image_id: id,
             reference: inputs_tag,
             inputs,
-            note: "inputs unchanged, checked now".into(),
+            note: if record.is_some() {
+                "inputs unchanged, smoke changed: checked now".into()
+            } else {
+                "inputs unchanged, checked now".into()
+            },
             check: Some(report),
         },
         Err(outcome) => *outcome,

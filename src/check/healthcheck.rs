@@ -1,12 +1,10 @@
-//! Running an image's own HEALTHCHECK in a locked-down container and judging
-//! its output against what images.toml says the variant owes (and the size
-//! budget). The output format is fixed in docs/contracts.md.
+//! Judging an image's own HEALTHCHECK: its output against what images.toml
+//! says the variant owes (and the size budget). The output format is fixed
+//! in docs/contracts.md; `container` runs it.
 
-use super::report::{CheckReport, ToolResult, ToolStatus, human_bytes};
-use super::{CheckError, Expectation, LABEL_INPUTS};
-use crate::engine::{Engine, LockedRun};
+use super::report::{ToolResult, ToolStatus, human_bytes};
+use super::{CheckError, Expectation};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
 
 /// Splits healthcheck output into tool lines. Lines that do not follow the
 /// contract are returned separately.
@@ -151,60 +149,6 @@ pub fn healthcheck_argv(reference: &str, test: &[String]) -> Result<Vec<String>,
     }
 }
 
-/// Runs the healthcheck of the local image `reference` and judges it.
-pub fn check_image(
-    engine: &dyn Engine,
-    reference: &str,
-    expect: &Expectation,
-    timeout: Duration,
-) -> Result<CheckReport, CheckError> {
-    let started = Instant::now();
-    let info = engine
-        .inspect(reference)?
-        .ok_or_else(|| CheckError::NoImage {
-            reference: reference.to_string(),
-            variant: expect.variant.clone(),
-        })?;
-    let test = info.healthcheck.clone().unwrap_or_default();
-    let argv = healthcheck_argv(reference, &test)?;
-    let run = LockedRun {
-        // The ID, so a tag moved meanwhile cannot change what is checked.
-        image: info.id.clone(),
-        argv,
-        name: format!(
-            "sunaba-check-{}-{:08x}",
-            expect.variant,
-            rand::random::<u32>()
-        ),
-        timeout,
-    };
-    let out = engine.run_locked(&run).map_err(|source| CheckError::Run {
-        reference: reference.to_string(),
-        source,
-    })?;
-    let (tools, problems) = evaluate(
-        expect,
-        out.status.code(),
-        &out.stdout,
-        &out.stderr,
-        info.size,
-    );
-    let passed = problems.is_empty() && tools.iter().all(|t| t.status == ToolStatus::Ok);
-    Ok(CheckReport {
-        variant: expect.variant.clone(),
-        image: reference.to_string(),
-        image_id: info.id.clone(),
-        inputs: info.labels.get(LABEL_INPUTS).cloned(),
-        size: info.size,
-        size_budget: expect.size_budget,
-        passed,
-        tools,
-        problems,
-        seconds: started.elapsed().as_secs_f64(),
-        recorded_id: None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,6 +158,7 @@ mod tests {
             variant: "python".into(),
             owed_tools: tools.iter().map(|s| s.to_string()).collect(),
             size_budget: 1000,
+            smoke: Default::default(),
         }
     }
 

@@ -1,19 +1,25 @@
-//! `check`: run an image's own HEALTHCHECK in a locked-down container, verify
-//! that it asserts exactly the tools images.toml says the variant owes, enforce
-//! the size budget, and record the result on the image as a label. This
-//! module holds the errors and what a variant owes ([`Expectation`]); by job:
-//! `healthcheck` (run and judge), `record` (the label on the image), `report`
-//! (results, the table and JUnit).
+//! `check`: run an image's own HEALTHCHECK and the smoke suite in one
+//! sandbox started through the run contract, verify that the healthcheck
+//! asserts exactly the tools images.toml says the variant owes and every
+//! smoke case does what it must, enforce the size budget, and record a pass
+//! on the image as a label. This module holds the errors and what a variant
+//! owes ([`Expectation`]); by job: `container` (the one check sandbox),
+//! `healthcheck` (judging its output), `record` (the label on the image),
+//! `report` (results, the table and JUnit).
 //!
 //! Healthcheck output and the check record are fixed in docs/contracts.md.
 
+mod container;
 pub mod github;
 mod healthcheck;
 mod record;
 mod report;
 
-pub use healthcheck::{check_image, evaluate, healthcheck_argv, parse_output};
-pub use record::{already_recorded, check_record, passing_record, record, record_json};
+pub use container::check_image;
+pub use healthcheck::{evaluate, healthcheck_argv, parse_output};
+pub use record::{
+    already_recorded, check_record, passing_record, record, record_json, smoke_is_current,
+};
 pub use report::{CheckReport, ToolResult, ToolStatus, human_bytes, junit, table, write_junit};
 
 use crate::engine::EngineError;
@@ -37,11 +43,15 @@ pub enum CheckError {
         test: Vec<String>,
         why: String,
     },
-    #[error("running the healthcheck of {reference}: {source}")]
+    #[error("running the check of {reference}: {source}")]
     Run {
         reference: String,
         source: EngineError,
     },
+    #[error(transparent)]
+    Smoke(#[from] crate::smoke::workspace::WorkspaceError),
+    #[error("the run contract refused the check sandbox: {0}")]
+    Contract(#[from] crate::run_contract::ContractError),
     #[error("recording the check result on {reference}: {source}")]
     Record {
         reference: String,
@@ -58,4 +68,6 @@ pub struct Expectation {
     /// In manifest order (parent's tools first).
     pub owed_tools: Vec<String>,
     pub size_budget: u64,
+    /// The smoke cases it runs.
+    pub smoke: crate::smoke::Plan,
 }

@@ -4,7 +4,7 @@
 use super::report::CheckReport;
 use super::{CheckError, LABEL_CHECK};
 use crate::engine::{BuildRequest, Engine, EngineError, ImageInfo};
-use crate::labels::{CHECK_SCHEMA, CheckRecord, CheckStatus};
+use crate::labels::{CHECK_SCHEMA, CheckRecord, CheckStatus, SmokeRecord};
 use std::collections::BTreeMap;
 
 /// The check record of a report.
@@ -24,6 +24,26 @@ pub fn check_record(report: &CheckReport, checked_at: &str) -> CheckRecord {
             .iter()
             .map(|t| (t.tool.clone(), t.version.clone()))
             .collect(),
+        smoke: report.smoke_digest.as_ref().map(|digest| {
+            let mut suites: BTreeMap<String, usize> = BTreeMap::new();
+            for r in report.smoke.iter().filter(|r| r.passed()) {
+                *suites.entry(r.suite.clone()).or_default() += 1;
+            }
+            SmokeRecord {
+                digest: digest.clone(),
+                suites,
+            }
+        }),
+    }
+}
+
+/// Whether a record's smoke is the one `expect` runs today (same digest):
+/// a pass recorded before the smoke suite or its projects changed does not
+/// count, so an unchanged image is checked again.
+pub fn smoke_is_current(record: &CheckRecord, expect: &super::Expectation) -> bool {
+    match (&record.smoke, expect.smoke.digest()) {
+        (Some(smoke), Ok(digest)) => smoke.digest == digest,
+        _ => false,
     }
 }
 
@@ -44,6 +64,7 @@ pub fn already_recorded(info: &ImageInfo, report: &CheckReport) -> bool {
         && recorded.variant == wanted.variant
         && recorded.inputs == wanted.inputs
         && recorded.tools == wanted.tools
+        && recorded.smoke == wanted.smoke
 }
 
 /// A passing check record read from an image's labels, if any.
@@ -119,7 +140,7 @@ mod tests {
         let json = record_json(&r, "2026-11-30T07:00:00Z");
         assert_eq!(
             json,
-            r#"{"schema":1,"status":"pass","variant":"go","inputs":"sha256:abc","checked_at":"2026-11-30T07:00:00Z","tools":{"go":"1.24.4","gofmt":"present"}}"#
+            r#"{"schema":1,"status":"pass","variant":"go","inputs":"sha256:abc","checked_at":"2026-11-30T07:00:00Z","tools":{"go":"1.24.4","gofmt":"present"},"smoke":{"digest":"sha256:5m0ke","suites":{}}}"#
         );
         let mut info = ImageInfo {
             id: "sha256:2".into(),
@@ -129,6 +150,7 @@ mod tests {
                 (LABEL_INPUTS.to_string(), "sha256:abc".to_string()),
             ]),
             healthcheck: None,
+            user: String::new(),
             layers: vec![],
             repo_tags: vec![],
             repo_digests: vec![],
@@ -160,9 +182,7 @@ mod tests {
             size_budget: 2,
             passed: true,
             tools: vec![tool("go", "1.24"), tool("gofmt", "present")],
-            problems: Vec::new(),
-            seconds: 0.0,
-            recorded_id: None,
+            ..report(true)
         };
         let owed = vec!["go".to_string(), "gofmt".to_string()];
         let label = |r: &CheckReport| labels(&record_json(r, "2026-11-30T07:00:00Z"));

@@ -1,6 +1,7 @@
 //! What a check found, for people and for CI: the per-tool results, the
 //! report of one image, the table and the JUnit XML.
 
+use crate::smoke::{Skipped, SmokeResult};
 use crate::table::{Column, Table};
 use quick_xml::Writer;
 use quick_xml::events::{BytesDecl, BytesText, Event};
@@ -65,12 +66,41 @@ pub struct CheckReport {
     pub tools: Vec<ToolResult>,
     /// Reasons the check failed that are not one tool's (size, exit status, …).
     pub problems: Vec<String>,
+    /// One result per smoke case run.
+    pub smoke: Vec<SmokeResult>,
+    /// Smoke commands not run: the variant does not owe their tools.
+    pub smoke_skipped: Vec<Skipped>,
+    /// The smoke suite that ran (`crate::smoke::Plan::digest`).
+    pub smoke_digest: Option<String>,
+    /// Things said that do not fail the check.
+    pub notes: Vec<String>,
     pub seconds: f64,
     /// The labelled image, when the result was recorded.
     pub recorded_id: Option<String>,
 }
 
 impl CheckReport {
+    /// The report of an image that could not be checked at all.
+    pub fn unchecked(variant: &str, image: &str, size_budget: u64, problem: String) -> CheckReport {
+        CheckReport {
+            variant: variant.to_string(),
+            image: image.to_string(),
+            image_id: String::new(),
+            inputs: None,
+            size: 0,
+            size_budget,
+            passed: false,
+            tools: Vec::new(),
+            problems: vec![problem],
+            smoke: Vec::new(),
+            smoke_skipped: Vec::new(),
+            smoke_digest: None,
+            notes: Vec::new(),
+            seconds: 0.0,
+            recorded_id: None,
+        }
+    }
+
     /// One line naming why the check failed (for build summaries).
     pub fn reason(&self) -> String {
         let mut reasons: Vec<String> = self
@@ -80,8 +110,58 @@ impl CheckReport {
             .map(|t| format!("{} {}", t.tool, t.status.as_str()))
             .collect();
         reasons.extend(self.problems.iter().cloned());
+        reasons.extend(
+            self.smoke
+                .iter()
+                .filter(|r| !r.passed())
+                .map(|r| format!("smoke {}: {}", r.label(), r.problems.join("; "))),
+        );
         reasons.join("; ")
     }
+}
+
+/// Output lines a failed smoke case shows in the table.
+const TABLE_TAIL_LINES: usize = 8;
+
+/// The smoke rows of one report: a line per case, the tail of a failed
+/// case's output under it, one line for what was skipped.
+fn smoke_rows(r: &CheckReport) -> String {
+    let mut out = String::new();
+    for s in &r.smoke {
+        let detail = if s.passed() {
+            let mut d = s.seconds.map(|t| format!("{t:.2}s")).unwrap_or_default();
+            if let Some(res) = s.resolution {
+                d.push_str(&format!(" ({res})"));
+            }
+            d
+        } else {
+            s.problems.join("; ")
+        };
+        out.push_str(&format!(
+            "  smoke {} {}  {}\n",
+            if s.passed() { "pass" } else { "FAIL" },
+            s.label(),
+            detail.trim()
+        ));
+        if !s.passed() {
+            for line in crate::process::tail_lines(&s.output_tail, TABLE_TAIL_LINES).lines() {
+                out.push_str(&format!("    | {line}\n"));
+            }
+        }
+    }
+    if !r.smoke_skipped.is_empty() {
+        let names: Vec<String> = r
+            .smoke_skipped
+            .iter()
+            .map(|s| format!("{}/{} ({})", s.suite, s.command, s.missing.join(", ")))
+            .collect();
+        out.push_str(&format!(
+            "  smoke skip {} does not owe: {}\n",
+            r.variant,
+            names.join(", ")
+        ));
+    }
+    out
 }
 
 /// Bytes for people with one decimal (`2.0 KiB`, `512 B`).
@@ -112,6 +192,10 @@ pub fn table(reports: &[CheckReport]) -> String {
             tools.row([t.status.as_str(), &t.tool, &t.version, &t.detail]);
         }
         out.push_str(&tools.render());
+        out.push_str(&smoke_rows(r));
+        for n in &r.notes {
+            out.push_str(&format!("  note: {n}\n"));
+        }
         for p in &r.problems {
             out.push_str(&format!("  problem: {p}\n"));
         }
@@ -119,10 +203,15 @@ pub fn table(reports: &[CheckReport]) -> String {
     out
 }
 
-/// One JUnit testcase: a tool, the size budget, or the healthcheck itself.
+/// One JUnit testcase: a tool, the size budget, the healthcheck itself, or
+/// a smoke case (with its own class and its output).
+#[derive(Default)]
 struct Case {
+    classname: Option<String>,
     name: String,
     failure: Option<String>,
+    skipped: Option<String>,
+    output: Option<String>,
 }
 
 /// The cases of one image: one per tool, one for the size budget, and one
@@ -141,6 +230,7 @@ fn cases(r: &CheckReport) -> Vec<Case> {
                     t.version
                 )
             }),
+            ..Case::default()
         })
         .collect();
     let (size_problems, other): (Vec<&String>, Vec<&String>) =
@@ -148,12 +238,35 @@ fn cases(r: &CheckReport) -> Vec<Case> {
     cases.push(Case {
         name: "size budget".into(),
         failure: size_problems.first().map(|p| p.to_string()),
+        ..Case::default()
     });
     if !other.is_empty() {
         let joined: Vec<&str> = other.iter().map(|s| s.as_str()).collect();
         cases.push(Case {
             name: "healthcheck".into(),
             failure: Some(joined.join("; ")),
+            ..Case::default()
+        });
+    }
+    for s in &r.smoke {
+        cases.push(Case {
+            classname: Some(format!("sunaba.{}.smoke.{}", r.variant, s.suite)),
+            name: format!("{} [{}]", s.command, s.project),
+            failure: (!s.passed()).then(|| s.problems.join("; ")),
+            output: Some(s.output_tail.clone()),
+            ..Case::default()
+        });
+    }
+    for s in &r.smoke_skipped {
+        cases.push(Case {
+            classname: Some(format!("sunaba.{}.smoke.{}", r.variant, s.suite)),
+            name: s.command.clone(),
+            skipped: Some(format!(
+                "{} does not owe {}",
+                r.variant,
+                s.missing.join(", ")
+            )),
+            ..Case::default()
         });
     }
     cases
@@ -180,6 +293,8 @@ pub fn junit(reports: &[CheckReport]) -> String {
     let failures = |cases: &[Case]| cases.iter().filter(|c| c.failure.is_some()).count();
     let total: usize = suites.iter().map(|(_, c)| c.len()).sum();
     let failed: usize = suites.iter().map(|(_, c)| failures(c)).sum();
+    let skips = |cases: &[Case]| cases.iter().filter(|c| c.skipped.is_some()).count();
+    let skipped: usize = suites.iter().map(|(_, c)| skips(c)).sum();
 
     let mut xml = Writer::new_with_indent(Vec::new(), b' ', 2);
     let written: std::io::Result<()> = (|| {
@@ -189,6 +304,7 @@ pub fn junit(reports: &[CheckReport]) -> String {
                 ("name", "sunaba-images check"),
                 ("tests", &total.to_string()),
                 ("failures", &failed.to_string()),
+                ("skipped", &skipped.to_string()),
             ])
             .write_inner_content(|xml| {
                 for (r, cases) in &suites {
@@ -201,26 +317,52 @@ pub fn junit(reports: &[CheckReport]) -> String {
                             ),
                             ("tests", &cases.len().to_string()),
                             ("failures", &failures(cases).to_string()),
+                            ("skipped", &skips(cases).to_string()),
                             ("time", &format!("{:.3}", r.seconds)),
                         ])
                         .write_inner_content(|xml| {
                             for case in cases {
+                                let class = case
+                                    .classname
+                                    .as_deref()
+                                    .map(xml_text)
+                                    .unwrap_or_else(|| classname.clone());
                                 let testcase = xml.create_element("testcase").with_attributes([
-                                    ("classname", classname.as_str()),
+                                    ("classname", class.as_str()),
                                     ("name", &xml_text(&case.name)),
                                 ]);
-                                match &case.failure {
-                                    None => testcase.write_empty().map(drop)?,
-                                    Some(message) => {
-                                        let message = xml_text(message);
-                                        testcase.write_inner_content(|xml| {
-                                            xml.create_element("failure")
-                                                .with_attribute(("message", message.as_str()))
-                                                .write_text_content(BytesText::new(&message))
-                                                .map(drop)
-                                        })?;
-                                    }
+                                if case.failure.is_none()
+                                    && case.skipped.is_none()
+                                    && case.output.is_none()
+                                {
+                                    testcase.write_empty()?;
+                                    continue;
                                 }
+                                testcase.write_inner_content(|xml| {
+                                    if let Some(message) = &case.failure {
+                                        let message = xml_text(message);
+                                        let text = match &case.output {
+                                            Some(out) => format!(
+                                                "{message}\n--- last lines of its output:\n{}",
+                                                xml_text(out)
+                                            ),
+                                            None => message.clone(),
+                                        };
+                                        xml.create_element("failure")
+                                            .with_attribute(("message", message.as_str()))
+                                            .write_text_content(BytesText::new(&text))?;
+                                    }
+                                    if let Some(message) = &case.skipped {
+                                        xml.create_element("skipped")
+                                            .with_attribute(("message", xml_text(message).as_str()))
+                                            .write_empty()?;
+                                    }
+                                    if let Some(out) = &case.output {
+                                        xml.create_element("system-out")
+                                            .write_text_content(BytesText::new(&xml_text(out)))?;
+                                    }
+                                    Ok(())
+                                })?;
                             }
                             Ok(())
                         })?;
@@ -276,6 +418,10 @@ pub(super) mod tests {
                 },
             ],
             problems: vec![],
+            smoke: vec![],
+            smoke_skipped: vec![],
+            smoke_digest: Some("sha256:5m0ke".into()),
+            notes: vec![],
             seconds: 1.5,
             recorded_id: None,
         }

@@ -43,8 +43,8 @@ pub struct Args {
     /// (default: target/sunaba-build/logs next to images.toml).
     #[arg(long, value_name = "DIR")]
     pub log_dir: Option<PathBuf>,
-    /// Time limit of each image's check (e.g. `90s`, `5m`).
-    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+    /// Time limit of each image's check: healthcheck and smoke (e.g. `90s`, `5m`).
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     pub check_timeout: Duration,
     #[arg(long, value_enum, default_value_t = Progress::Auto)]
     pub progress: Progress,

@@ -1,7 +1,8 @@
 //! `sunaba-images check [VARIANT…] [--image REF]`: runs each image's own
-//! HEALTHCHECK in a locked-down container, verifies it asserts exactly the
-//! tools the variant owes, enforces the size budget, and records a pass on the
-//! image as the `dev.sunaba.check` label.
+//! HEALTHCHECK and the variant's smoke suite in one sandbox under the run
+//! contract, verifies the tools the variant owes and what each smoke case
+//! did, enforces the size budget, and records a pass on the image as the
+//! `dev.sunaba.check` label.
 
 use super::context::{Context, OutputOptions};
 use crate::check::{self, CheckReport};
@@ -16,18 +17,21 @@ pub struct Args {
     /// Variants to check (their `<repository>:<variant>` images); all when
     /// none are named.
     pub variants: Vec<String>,
-    /// Check this image instead (the variant comes from the argument or the
-    /// image's `dev.sunaba.variant` label).
+    /// Check this image instead, with the same healthcheck rules and smoke
+    /// (the variant comes from the argument or the image's
+    /// `dev.sunaba.variant` label): how a custom image proves it behaves
+    /// like the family's.
     #[arg(long, value_name = "REF")]
     pub image: Option<String>,
     /// Print the reports as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Also write a JUnit XML report (one testcase per tool per image).
+    /// Also write a JUnit XML report (a testcase per tool, per smoke case).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
-    /// Time limit of each image's healthcheck run.
-    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+    /// Time limit of each image's check (its healthcheck and smoke, in one
+    /// container; each smoke case also stops after 2 minutes).
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
     /// Do not record a pass on the image.
     #[arg(long)]
@@ -98,19 +102,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         let mut report = match check::check_image(engine.as_ref(), reference, &expect, args.timeout)
         {
             Ok(r) => r,
-            Err(e) => CheckReport {
-                variant: variant.clone(),
-                image: reference.clone(),
-                image_id: String::new(),
-                inputs: None,
-                size: 0,
-                size_budget: expect.size_budget,
-                passed: false,
-                tools: Vec::new(),
-                problems: vec![e.to_string()],
-                seconds: 0.0,
-                recorded_id: None,
-            },
+            Err(e) => CheckReport::unchecked(variant, reference, expect.size_budget, e.to_string()),
         };
         if report.passed && !args.no_record {
             report.recorded_id = family

@@ -76,6 +76,7 @@ impl Engine for FakeEngine {
             size: 1,
             labels: req.labels.clone(),
             healthcheck: None,
+            user: String::new(),
             layers: vec![],
             repo_tags: req.tags.clone(),
             repo_digests: vec![],

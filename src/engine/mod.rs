@@ -14,6 +14,7 @@ pub use docker::{Docker, DockerMode};
 pub use podman::Podman;
 
 use crate::process::{Cmd, ProcessError};
+use crate::run_contract::Sandbox;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -88,16 +89,6 @@ pub struct BuildRequest {
     pub iidfile: PathBuf,
 }
 
-/// A container run with the check posture: no network, no capabilities, no
-/// privilege escalation, read-only root with a tmpfs /tmp.
-#[derive(Debug, Clone)]
-pub struct LockedRun {
-    pub image: String,
-    pub argv: Vec<String>,
-    pub name: String,
-    pub timeout: Duration,
-}
-
 /// The parts of an image's config this tool reads.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImageInfo {
@@ -106,6 +97,8 @@ pub struct ImageInfo {
     pub labels: BTreeMap<String, String>,
     /// `Config.Healthcheck.Test`, e.g. `["CMD", "/bin/sh", "…"]`.
     pub healthcheck: Option<Vec<String>>,
+    /// `Config.User` (empty: root).
+    pub user: String,
     pub layers: Vec<String>,
     pub repo_tags: Vec<String>,
     pub repo_digests: Vec<String>,
@@ -218,26 +211,24 @@ pub trait Engine: Send + Sync {
             .run()?;
         Ok(())
     }
-    /// The argv of a locked-down run (pure; exposed for tests).
-    fn locked_run_cmd(&self, run: &LockedRun) -> Cmd {
-        let (entrypoint, rest) = run.argv.split_first().expect("a non-empty argv");
-        Cmd::new(self.program())
-            .args(["run", "--rm", "--name", &run.name])
-            .args(["--network", "none", "--cap-drop", "ALL"])
-            .args(["--security-opt", "no-new-privileges"])
-            .args(["--read-only", "--tmpfs", "/tmp"])
-            .args(["--pull", "never", "--entrypoint", entrypoint, &run.image])
-            .args(rest)
-            .timeout(run.timeout)
+    /// The engine command that starts `sandbox`: the run contract's argv
+    /// after this engine's program (pure). `run`, and `check`'s healthcheck
+    /// and smoke, all start their containers through it.
+    fn sandbox_cmd(&self, sandbox: &Sandbox) -> Cmd {
+        Cmd::new(self.program()).args(sandbox.args())
     }
-    /// Runs a locked-down container to completion and captures its output
-    /// (whatever its exit status); on timeout the container is removed.
-    fn run_locked(&self, run: &LockedRun) -> Result<crate::process::Output, EngineError> {
-        match self.locked_run_cmd(run).output() {
+    /// Runs a sandbox to completion and captures its output (whatever its
+    /// exit status); on timeout the container is removed.
+    fn run_sandbox(
+        &self,
+        sandbox: &Sandbox,
+        timeout: Duration,
+    ) -> Result<crate::process::Output, EngineError> {
+        match self.sandbox_cmd(sandbox).timeout(timeout).output() {
             Err(e @ ProcessError::TimedOut { .. }) => {
                 // Killing the client leaves the container running.
                 let _ = Cmd::new(self.program())
-                    .args(["rm", "--force", &run.name])
+                    .args(["rm", "--force", &sandbox.name])
                     .output();
                 Err(e.into())
             }
@@ -380,6 +371,8 @@ struct RawConfig {
     labels: Option<BTreeMap<String, String>>,
     #[serde(rename = "Healthcheck", default)]
     healthcheck: Option<RawHealthcheck>,
+    #[serde(rename = "User", default)]
+    user: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -402,12 +395,13 @@ pub fn parse_inspect(json: &str) -> Result<ImageInfo, String> {
     }
     let raw = images.remove(0);
     let config = raw.config;
-    let (labels, healthcheck) = match config {
+    let (labels, healthcheck, user) = match config {
         Some(c) => (
             c.labels.unwrap_or_default(),
             c.healthcheck.and_then(|h| h.test),
+            c.user.unwrap_or_default(),
         ),
-        None => (BTreeMap::new(), None),
+        None => (BTreeMap::new(), None, String::new()),
     };
     let healthcheck = healthcheck.or(raw.healthcheck.and_then(|h| h.test));
     Ok(ImageInfo {
@@ -419,6 +413,7 @@ pub fn parse_inspect(json: &str) -> Result<ImageInfo, String> {
         size: raw.size,
         labels,
         healthcheck,
+        user,
         layers: raw.rootfs.and_then(|r| r.layers).unwrap_or_default(),
         repo_tags: raw.repo_tags.unwrap_or_default(),
         repo_digests: raw.repo_digests.unwrap_or_default(),
@@ -479,39 +474,13 @@ mod tests {
     }
 
     #[test]
-    fn locked_run_has_the_check_posture() {
+    fn a_sandbox_starts_with_the_run_contracts_argv() {
         let engine = Docker::with_mode(PathBuf::from("/usr/bin/docker"), DockerMode::Buildx);
-        let cmd = engine.locked_run_cmd(&LockedRun {
-            image: "img:tag".into(),
-            argv: vec![
-                "/bin/sh".into(),
-                "/usr/local/libexec/sunaba/healthcheck".into(),
-            ],
-            name: "sunaba-check-1".into(),
-            timeout: Duration::from_secs(5),
-        });
-        let argv: Vec<String> = cmd
-            .get_args()
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
-        let joined = argv.join(" ");
-        for needle in [
-            "--network none",
-            "--cap-drop ALL",
-            "--security-opt no-new-privileges",
-            "--read-only",
-            "--tmpfs /tmp",
-            "--rm",
-            "--entrypoint /bin/sh img:tag /usr/local/libexec/sunaba/healthcheck",
-        ] {
-            assert!(joined.contains(needle), "{needle} missing from {joined}");
-        }
-        // The image's command follows the image, so nothing can override it.
-        assert_eq!(
-            argv.last().unwrap(),
-            "/usr/local/libexec/sunaba/healthcheck"
-        );
+        let mut sandbox = Sandbox::new("img:tag", Path::new("/ws"), 4 << 30).unwrap();
+        sandbox.command = vec!["true".into()];
+        let cmd = engine.sandbox_cmd(&sandbox);
+        assert_eq!(cmd.program(), "/usr/bin/docker");
+        assert_eq!(cmd.get_args(), sandbox.args().as_slice());
     }
 
     #[test]
