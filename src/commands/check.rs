@@ -41,6 +41,12 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Context, args: Args) -> exit::Result {
+    // Before anything is loaded or pulled.
+    if args.image.is_some() && args.variants.len() > 1 {
+        return Err(exit::Error::usage(
+            "--image checks one image: name at most one variant",
+        ));
+    }
     let manifest = ctx.manifest()?;
     let family = ctx.family()?;
     let engine = ctx.engine()?;
@@ -55,7 +61,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
             }
             let variant = match args.variants.as_slice() {
                 [v] => v.clone(),
-                [] => engine
+                _ => engine
                     .inspect(reference)?
                     .and_then(|i| i.labels.get(labels::VARIANT).cloned())
                     .with_context(|| {
@@ -65,11 +71,6 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
                             labels::VARIANT
                         )
                     })?,
-                _ => {
-                    return Err(exit::Error::usage(
-                        "--image checks one image: name at most one variant",
-                    ));
-                }
             };
             vec![(variant, reference.clone())]
         }
