@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 /// How many output lines a result keeps for people (the tail).
 pub const TAIL_LINES: usize = 20;
+/// How many workspace changes a problem names (`changed` has them all).
+const CHANGES_SHOWN: usize = 5;
 
 /// One command on one project, as a variant runs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +109,24 @@ pub fn plan(manifest: &Manifest, variant: &str) -> Plan {
 }
 
 impl Plan {
+    /// The same plan with only the cases (and skips) of `suites`.
+    pub fn only(&self, suites: &[String]) -> Plan {
+        Plan {
+            cases: self
+                .cases
+                .iter()
+                .filter(|c| suites.contains(&c.suite))
+                .cloned()
+                .collect(),
+            skipped: self
+                .skipped
+                .iter()
+                .filter(|s| suites.contains(&s.suite))
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// The suites with at least one case, neutral first.
     pub fn suites(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
@@ -183,6 +203,8 @@ pub struct SmokeResult {
     pub argv: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resolution: Option<&'static str>,
+    /// The command may change the workspace.
+    pub writes: bool,
     pub status: SmokeStatus,
     /// The exit status seen (`None`: it did not run to an exit).
     pub exit: Option<i32>,
@@ -248,9 +270,14 @@ pub fn judge(case: &Case, ran: Option<&driver::Ran>, changed: Vec<String>) -> Sm
         }
     }
     if !case.writes && !changed.is_empty() {
+        let shown = changed.len().min(CHANGES_SHOWN);
         problems.push(format!(
-            "changed the workspace, which this command must only read: {}",
-            changed.join(", ")
+            "changed the workspace, which this command must only read: {}{}",
+            changed[..shown].join(", "),
+            match changed.len() - shown {
+                0 => String::new(),
+                more => format!(" and {more} more"),
+            }
         ));
     }
     SmokeResult {
@@ -259,6 +286,7 @@ pub fn judge(case: &Case, ran: Option<&driver::Ran>, changed: Vec<String>) -> Sm
         project: case.project.clone(),
         argv: case.argv.clone(),
         resolution: case.resolution,
+        writes: case.writes,
         status: if problems.is_empty() {
             SmokeStatus::Pass
         } else {
