@@ -14,8 +14,9 @@ fn tree(root: &Path, files: &[&str]) {
 }
 
 /// The shipped images.toml in a temp project (readable by anyone), with
-/// placeholders for fragment scripts the checkout may not have yet: detect
-/// only needs `[languages]`, but loads the validated manifest.
+/// placeholders for fragment scripts the checkout may not have yet and the
+/// smoke projects: detect only needs `[languages]`, but loads the validated
+/// manifest.
 fn manifest_project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
@@ -27,6 +28,10 @@ fn manifest_project() -> tempfile::TempDir {
         fs::write(path, "").unwrap();
     }
     fs::write(dir.path().join("images.toml"), text).unwrap();
+    crate::support::copy_tree(
+        &repo_root().join("tests/smoke"),
+        &dir.path().join("tests/smoke"),
+    );
     dir
 }
 

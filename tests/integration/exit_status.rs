@@ -101,7 +101,13 @@ fn check_exits_64_on_usage_2_for_a_failing_image_1_without_an_engine() {
     // let alone the image pulled.
     Cli::new(dir.path())
         .env("SUNABA_ENGINE", "/nonexistent/bin/docker")
-        .args(["check", "go", "full", "--image", "127.0.0.1:1/never/pushed:x"])
+        .args([
+            "check",
+            "go",
+            "full",
+            "--image",
+            "127.0.0.1:1/never/pushed:x",
+        ])
         .status(64)
         .stderr("error: --image checks one image: name at most one variant\n")
         .run();

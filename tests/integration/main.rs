@@ -10,6 +10,7 @@ mod exit_status;
 mod github;
 mod pins;
 mod plan;
+mod posture;
 mod registry;
 mod release;
 mod render;

@@ -397,6 +397,9 @@ fn generated_healthcheck_catches_the_traps() {
         "ast-grep",
         "echo 'sg: unrecognized option'; echo 'Usage: sg group [[-c] command]'",
     );
+    // login's own sg (newgrp) under the name the design note gives ast-grep,
+    // as on Debian without the link: it takes no --version.
+    fake_tool(b, "sg", "echo 'Usage: sg group [[-c] command]' >&2; exit 1");
     fake_tool(b, "sd", "echo 'sd 1.0.0'");
     fake_tool(
         b,
@@ -434,6 +437,7 @@ fn generated_healthcheck_catches_the_traps() {
     assert_eq!(st("git"), ("ok", "2.47.3"));
     assert_eq!(st("rg"), ("ok", "14.1.1"));
     assert_eq!(st("ast-grep").0, "mismatch");
+    assert_eq!(st("sg").0, "failed");
     assert_eq!(st("ctags").0, "mismatch");
     assert_eq!(st("jq"), ("too-old", "1.6"));
     assert_eq!(st("fd").0, "missing");
@@ -442,6 +446,7 @@ fn generated_healthcheck_catches_the_traps() {
 
     // With every tool right, it passes.
     fake_tool(b, "ast-grep", "echo 'ast-grep 0.39.5'");
+    fake_tool(b, "sg", "echo 'ast-grep 0.39.5'");
     fake_tool(
         b,
         "ctags",

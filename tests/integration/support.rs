@@ -79,11 +79,18 @@ pub fn isolated_cli(home: &Path) -> Cli {
 }
 
 /// A temp copy of the project's image-family inputs (images.toml,
-/// image_pins.json, templates/, docker/), to mutate freely.
+/// image_pins.json, templates/, docker/, the smoke projects), to mutate
+/// freely.
 pub fn project_copy() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = repo_root();
-    for item in ["images.toml", "image_pins.json", "templates", "docker"] {
+    for item in [
+        "images.toml",
+        "image_pins.json",
+        "templates",
+        "docker",
+        "tests/smoke",
+    ] {
         copy_tree(&root.join(item), &dir.path().join(item));
     }
     dir
