@@ -353,16 +353,25 @@ pub enum Refusal {
     WrongVariant { expected: String, found: String },
     #[error("inventory lacks owed tool(s): {}", .0.join(", "))]
     MissingTools(Vec<String>),
+    #[error(
+        "the check record has no smoke results: the image was checked before the smoke suite \
+         existed (check it again: `sunaba-images check`)"
+    )]
+    NoSmoke,
+    #[error("the check record lacks the smoke suite(s) the variant runs: {}", .0.join(", "))]
+    MissingSmoke(Vec<String>),
     #[error("{0}")]
     MisVersioned(Box<MisVersioned>),
 }
 
 /// Rule 3a: reads the check label of an image's config and returns its
-/// inventory when the image passed and covers every owed tool.
+/// inventory when the image passed, covers every owed tool and passed every
+/// smoke suite in `smoke` (the suites the variant runs today).
 pub fn gate(
     labels: &BTreeMap<String, String>,
     variant: &str,
     owed: &[String],
+    smoke: &[String],
 ) -> Result<Inventory, Refusal> {
     let record = CheckRecord::from_labels(labels)
         .ok_or(Refusal::NoCheckRecord)?
@@ -379,6 +388,17 @@ pub fn gate(
     let missing = missing_tools(&record.tools, owed);
     if !missing.is_empty() {
         return Err(Refusal::MissingTools(missing));
+    }
+    if !smoke.is_empty() {
+        let passed = record.smoke.as_ref().ok_or(Refusal::NoSmoke)?;
+        let lacking: Vec<String> = smoke
+            .iter()
+            .filter(|s| passed.suites.get(*s).is_none_or(|n| *n == 0))
+            .cloned()
+            .collect();
+        if !lacking.is_empty() {
+            return Err(Refusal::MissingSmoke(lacking));
+        }
     }
     Ok(record.tools)
 }
@@ -750,7 +770,7 @@ pub(crate) mod tests {
         let owed: Vec<String> = vec!["rg".into(), "ruff".into()];
         let pass = r#"{"schema":1,"status":"pass","variant":"python","tools":{"rg":"14.1.1","ruff":"0.12.0","extra":"1"}}"#;
         assert_eq!(
-            gate(&labels(pass), "python", &owed).unwrap().len(),
+            gate(&labels(pass), "python", &owed, &[]).unwrap().len(),
             3,
             "extra tools are fine"
         );
@@ -773,12 +793,37 @@ pub(crate) mod tests {
             ),
         ];
         for (l, want) in cases {
-            assert_eq!(gate(&l, "python", &owed).unwrap_err(), want);
+            assert_eq!(gate(&l, "python", &owed, &[]).unwrap_err(), want);
         }
         assert!(matches!(
-            gate(&labels("{not json"), "python", &owed),
+            gate(&labels("{not json"), "python", &owed, &[]),
             Err(Refusal::BadCheckRecord(_))
         ));
+    }
+
+    #[test]
+    fn gate_needs_every_smoke_suite_the_variant_runs() {
+        let smoke = vec!["neutral".to_string(), "python".to_string()];
+        let record = |smoke: &str| {
+            labels(&format!(
+                r#"{{"status":"pass","variant":"python","tools":{{}}{smoke}}}"#
+            ))
+        };
+        let both = r#","smoke":{"digest":"sha256:1","suites":{"neutral":9,"python":7}}"#;
+        assert!(gate(&record(both), "python", &[], &smoke).is_ok());
+        assert_eq!(
+            gate(&record(""), "python", &[], &smoke).unwrap_err(),
+            Refusal::NoSmoke
+        );
+        let one = r#","smoke":{"digest":"sha256:1","suites":{"neutral":9,"python":0}}"#;
+        assert_eq!(
+            gate(&record(one), "python", &[], &smoke).unwrap_err(),
+            Refusal::MissingSmoke(vec!["python".into()])
+        );
+        assert!(
+            gate(&record(""), "python", &[], &[]).is_ok(),
+            "nothing to run"
+        );
     }
 
     fn tags(list: &[&str]) -> Vec<String> {

@@ -187,19 +187,34 @@ mod tests {
         let owed = vec!["go".to_string(), "gofmt".to_string()];
         let label = |r: &CheckReport| labels(&record_json(r, "2026-11-30T07:00:00Z"));
         assert_eq!(
-            gate(&label(&report), "go", &owed).unwrap(),
+            gate(&label(&report), "go", &owed, &[]).unwrap(),
             inv(&[("go", "1.24"), ("gofmt", "present")])
         );
         assert_eq!(
-            gate(&label(&report), "python", &owed).unwrap_err(),
+            gate(&label(&report), "python", &owed, &[]).unwrap_err(),
             Refusal::WrongVariant {
                 expected: "python".into(),
                 found: "go".into()
             }
         );
+        // The suites the variant runs must each have passed.
+        let suites = ["python".to_string()];
+        assert_eq!(
+            gate(&label(&report), "go", &owed, &suites).unwrap_err(),
+            Refusal::MissingSmoke(vec!["python".into()])
+        );
+        let case = crate::smoke::tests::case();
+        let ran = crate::smoke::driver::Ran {
+            exit: Some(0),
+            output: "All checks passed!".into(),
+            seconds: None,
+            truncated: false,
+        };
+        report.smoke = vec![crate::smoke::judge(&case, Some(&ran), vec![])];
+        assert!(gate(&label(&report), "go", &owed, &suites).is_ok());
         report.passed = false;
         assert_eq!(
-            gate(&label(&report), "go", &owed).unwrap_err(),
+            gate(&label(&report), "go", &owed, &[]).unwrap_err(),
             Refusal::NotPassing("fail".into())
         );
     }

@@ -18,6 +18,8 @@ pub struct AliasSpec {
     pub alias: String,
     pub variant: String,
     pub owed: Vec<String>,
+    /// The smoke suites the variant runs: its record must have passed each.
+    pub smoke: Vec<String>,
 }
 
 impl AliasSpec {
@@ -28,6 +30,7 @@ impl AliasSpec {
             .into_iter()
             .map(|(alias, variant)| AliasSpec {
                 owed: manifest.owed_tools(&variant),
+                smoke: crate::smoke::plan(manifest, &variant).suites(),
                 alias,
                 variant,
             })
@@ -383,13 +386,14 @@ fn plan_alias(
 fn gate_all(inspected: &Inspected, spec: &AliasSpec) -> Result<Inventory, Refusal> {
     let mut primary = None;
     for image in &inspected.images {
-        let inv = policy::gate(&image.labels, &spec.variant, &spec.owed).map_err(|r| {
-            if inspected.images.len() > 1 {
-                Refusal::BadCheckRecord(format!("{}: {r}", image.platform))
-            } else {
-                r
-            }
-        })?;
+        let inv =
+            policy::gate(&image.labels, &spec.variant, &spec.owed, &spec.smoke).map_err(|r| {
+                if inspected.images.len() > 1 {
+                    Refusal::BadCheckRecord(format!("{}: {r}", image.platform))
+                } else {
+                    r
+                }
+            })?;
         if Some(image) == inspected.primary() {
             primary = Some(inv);
         }
@@ -439,6 +443,7 @@ pub(crate) mod tests {
             alias: alias.into(),
             variant: variant.into(),
             owed: owed.iter().map(|s| s.to_string()).collect(),
+            smoke: Vec::new(),
         }
     }
 
@@ -471,7 +476,7 @@ pub(crate) mod tests {
             version: parse_tag("python", tag).unwrap(),
             digest: i.digest.clone(),
             platforms: i.platforms(),
-            tools: policy::gate(labels, "python", &[]).unwrap(),
+            tools: policy::gate(labels, "python", &[], &[]).unwrap(),
         }
     }
 

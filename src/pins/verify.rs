@@ -180,7 +180,7 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
                     .primary()
                     .map(|i| i.labels.clone())
                     .unwrap_or_default();
-                match policy::gate(&labels, &spec.variant, &[]) {
+                match policy::gate(&labels, &spec.variant, &[], &[]) {
                     Ok(inv) if inv != pin.tools => push(
                         Severity::Problem,
                         "pinned tools differ from the image's check record".to_string(),

@@ -302,4 +302,4 @@ pub fn judge(case: &Case, ran: Option<&driver::Ran>, changed: Vec<String>) -> Sm
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -273,6 +273,57 @@ fn only_passing_images_covering_owed_tools_are_pinned() {
     }
 }
 
+/// A pass recorded before the smoke suite existed, or without one of the
+/// variant's suites, does not get pinned.
+#[test]
+fn an_image_without_the_variants_smoke_is_not_pinned() {
+    let Some(p) = Project::new("pin_smoke") else {
+        return;
+    };
+    p.push("python", "1.0.0", &all_tools());
+    pin_write(&p, &["python"]);
+    let pinned = p.pins();
+    let with_smoke = |smoke: Option<Value>| {
+        let mut labels = check_label("pass", "python", "sha256:s", &all_tools());
+        let mut record: Value = serde_json::from_str(&labels["dev.sunaba.check"]).unwrap();
+        match smoke {
+            Some(s) => record["smoke"] = s,
+            None => drop(record.as_object_mut().unwrap().remove("smoke")),
+        }
+        labels.insert("dev.sunaba.check".into(), record.to_string());
+        labels.insert("dev.sunaba.inputs".into(), "sha256:s".into());
+        labels
+    };
+    p.push_labels("python-1.0.1", &with_smoke(None));
+    p.push_labels(
+        "python-1.0.2",
+        &with_smoke(Some(
+            json!({"digest": "sha256:x", "suites": {"neutral": 9}}),
+        )),
+    );
+    for (version, why) in [
+        (
+            "1.0.1",
+            "the check record has no smoke results: the image was checked before the smoke \
+             suite existed (check it again: `sunaba-images check`)",
+        ),
+        (
+            "1.0.2",
+            "the check record lacks the smoke suite(s) the variant runs: python",
+        ),
+    ] {
+        p.cli()
+            .args(["pin", "python", "--to", version, "--write"])
+            .status(1)
+            .stderr(format!(
+                "error: nothing was written: python: nothing can be pinned: \
+                 python-{version} refused: {why}\n"
+            ))
+            .run();
+        assert_eq!(p.pins(), pinned);
+    }
+}
+
 /// Pushes passing images for every variant and pins all aliases.
 fn pin_everything(p: &Project) {
     for variant in ["base", "python", "go", "js", "full", "minimal"] {

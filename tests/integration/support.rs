@@ -49,6 +49,19 @@ pub fn all_tools() -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Every smoke suite the manifest declares, each with one passed case: a
+/// record that satisfies any variant's smoke requirement.
+fn all_smoke_suites() -> BTreeMap<String, usize> {
+    let text = std::fs::read_to_string(repo_root().join("images.toml")).unwrap();
+    let doc: toml::Table = text.parse().unwrap();
+    doc["smoke"]
+        .as_table()
+        .unwrap()
+        .keys()
+        .map(|suite| (suite.clone(), 1))
+        .collect()
+}
+
 pub fn check_label(
     status: &str,
     variant: &str,
@@ -58,6 +71,7 @@ pub fn check_label(
     let record = serde_json::json!({
         "schema": 1, "status": status, "variant": variant,
         "inputs": inputs, "checked_at": "2026-11-30T07:00:00Z", "tools": tools,
+        "smoke": {"digest": "sha256:smoke", "suites": all_smoke_suites()},
     });
     [
         ("dev.sunaba.check".to_string(), record.to_string()),
