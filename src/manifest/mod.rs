@@ -9,6 +9,7 @@
 //! [`coverage`].
 
 pub mod coverage;
+mod env;
 mod profile;
 mod raw;
 pub mod smoke;

@@ -126,7 +126,7 @@ pub(super) fn valid_name(name: &str) -> bool {
         })
 }
 
-fn valid_arg_name(name: &str) -> bool {
+pub(super) fn valid_arg_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_uppercase() || c == '_')
         && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
@@ -154,38 +154,6 @@ fn check_version_pattern(pattern: &str) -> Result<(), String> {
     }
     if pattern.contains('\n') {
         return Err("must be a single line".into());
-    }
-    Ok(())
-}
-
-fn posture_env_names() -> Vec<&'static str> {
-    crate::run_contract::image_env()
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect()
-}
-
-/// An ENV value may refer to the posture's variables (set before any
-/// fragment, so Docker expands them at build time) as `${NAME}`, and to
-/// nothing else: anything else would expand to an empty string.
-fn env_references(value: &str) -> Result<(), String> {
-    let names = posture_env_names();
-    let mut rest = value;
-    while let Some(at) = rest.find('$') {
-        let after = &rest[at + 1..];
-        let Some(inner) = after.strip_prefix('{') else {
-            return Err("a `$` not followed by `{NAME}`".into());
-        };
-        let Some(end) = inner.find('}') else {
-            return Err("an unclosed `${`".into());
-        };
-        let name = &inner[..end];
-        if !names.contains(&name) {
-            return Err(format!(
-                "`${{{name}}}` is not set when the image's ENV is evaluated"
-            ));
-        }
-        rest = &inner[end + 1..];
     }
     Ok(())
 }
@@ -387,35 +355,7 @@ pub(super) fn validate(
                 ),
             }
         }
-        for (var, value) in &f.env {
-            if !valid_arg_name(var) {
-                p.at(
-                    &f.script,
-                    format!("{key}.env.{var}"),
-                    format!("invalid environment variable name `{var}`"),
-                    "use UPPER_CASE letters, digits and `_`",
-                );
-            }
-            if value.contains('\n') || value.contains('"') {
-                p.at(
-                    &f.script,
-                    format!("{key}.env.{var}"),
-                    "value holds a newline or a double quote",
-                    "keep ENV values plain",
-                );
-            }
-            if let Err(why) = env_references(value) {
-                p.at(
-                    &f.script,
-                    format!("{key}.env.{var}"),
-                    why,
-                    format!(
-                        "a value may refer to the posture's {} as `${{NAME}}`",
-                        posture_env_names().join(", ")
-                    ),
-                );
-            }
-        }
+        super::env::check(&f.env, &key, &f.script, &mut p);
         fragments.insert(
             name.clone(),
             Fragment {

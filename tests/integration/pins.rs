@@ -261,16 +261,21 @@ fn only_passing_images_covering_owed_tools_are_pinned() {
         ("1.2.0", lacks_ruff),
         ("1.1.0", mis_versioned),
     ] {
-        p.cli()
-            .args(["pin", "python", "--to", version, "--write"])
-            .status(1)
-            .stderr(format!(
-                "error: nothing was written: python: nothing can be pinned: \
-                 python-{version} refused: {why}\n"
-            ))
-            .run();
+        refuses_to_pin(&p, version, why);
         assert_eq!(p.pins(), pinned);
     }
+}
+
+/// `pin python --to VERSION --write` refuses the image for `why`.
+fn refuses_to_pin(p: &Project, version: &str, why: &str) {
+    p.cli()
+        .args(["pin", "python", "--to", version, "--write"])
+        .status(1)
+        .stderr(format!(
+            "error: nothing was written: python: nothing can be pinned: \
+             python-{version} refused: {why}\n"
+        ))
+        .run();
 }
 
 /// A pass recorded before the smoke suite existed, or without one of the
@@ -312,14 +317,7 @@ fn an_image_without_the_variants_smoke_is_not_pinned() {
             "the check record lacks the smoke suite(s) the variant runs: python",
         ),
     ] {
-        p.cli()
-            .args(["pin", "python", "--to", version, "--write"])
-            .status(1)
-            .stderr(format!(
-                "error: nothing was written: python: nothing can be pinned: \
-                 python-{version} refused: {why}\n"
-            ))
-            .run();
+        refuses_to_pin(&p, version, why);
         assert_eq!(p.pins(), pinned);
     }
 }
