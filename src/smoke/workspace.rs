@@ -88,19 +88,21 @@ impl Workspace {
             }
             me
         };
-        for case in cases {
-            let to = root.join(&case.id);
-            copy_project(&case.source, &to)?;
-            if case.git {
-                own(&to, uid)?;
-                commit(&to)?;
-                let overlay = dirty_overlay(&case.source);
-                if overlay.is_dir() {
-                    copy_project(&overlay, &to)?;
-                }
-            }
-            own(&to, uid)?;
-        }
+        // The copies are independent (and git init/add/commit is three
+        // programs each): make them side by side.
+        let lanes = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let chunk = cases.len().div_ceil(lanes).max(1);
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = cases
+                .chunks(chunk)
+                .map(|chunk| {
+                    scope.spawn(|| chunk.iter().try_for_each(|c| copy_case(c, &root, uid)))
+                })
+                .collect();
+            workers
+                .into_iter()
+                .try_for_each(|w| w.join().expect("a workspace copy panicked"))
+        })?;
         own_one(&root, uid)?;
         Ok(Workspace {
             dir,
@@ -205,6 +207,24 @@ pub fn files(dir: &Path) -> std::io::Result<Vec<(PathBuf, bool, Vec<u8>)>> {
     }
     out.sort();
     Ok(out)
+}
+
+/// One case's copy: its project, committed (then the `.dirty` overlay) when
+/// the suite is a git one, given to `uid`.
+fn copy_case(case: &Case, root: &Path, uid: u32) -> Result<(), WorkspaceError> {
+    let to = root.join(&case.id);
+    copy_project(&case.source, &to)?;
+    if case.git {
+        // Owned before the commit: the index records the owner, and a
+        // stale index would make a read-only `git diff` rewrite it.
+        own(&to, uid)?;
+        commit(&to)?;
+        let overlay = dirty_overlay(&case.source);
+        if overlay.is_dir() {
+            copy_project(&overlay, &to)?;
+        }
+    }
+    own(&to, uid)
 }
 
 /// Copies the regular files and directories below `from` into `to`, keeping
