@@ -8,6 +8,9 @@
 # status is ok, missing, failed, mismatch or too-old. Exits 1 unless all are ok.
 set -u
 failed=0
+# Probes must not read the workspace (a project's pytest.ini or an unreadable
+# /workspace would change what `pytest --version` says).
+cd / || exit 1
 
 report() {
   detail=$(printf '%s' "$4" | tr '\t\n' '  ' | cut -c1-200)

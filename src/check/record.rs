@@ -208,6 +208,7 @@ mod tests {
             exit: Some(0),
             output: "All checks passed!".into(),
             seconds: None,
+            cpu: None,
             truncated: false,
         };
         report.smoke = vec![crate::smoke::judge(&case, Some(&ran), vec![])];

@@ -32,6 +32,9 @@ pub struct Ran {
     pub exit: Option<i32>,
     pub output: String,
     pub seconds: Option<f64>,
+    /// CPU seconds (user + system) of everything it ran, from the shell's
+    /// `times` (cumulative per lane as reported; per case once parsed).
+    pub cpu: Option<f64>,
     /// More than [`OUTPUT_CAP`] bytes were printed; `output` is the tail.
     pub truncated: bool,
 }
@@ -74,7 +77,8 @@ pub fn script(healthcheck: &[String], cases: &[Case]) -> Script {
          \ts=$(now)\n\
          \t(cd \"/workspace/$c\" && exec $t \"$@\") </dev/null >\"$o/$c\" 2>&1\n\
          \tr=$?\n\
-         \techo \"$r $s $(now)\" >\"$o/$c.rc\"\n\
+         \ttimes >\"$o/$c.cpu\"\n\
+         \techo \"$r $s $(now) $(sed -n 2p \"$o/$c.cpu\" | tr -d ' ')\" >\"$o/$c.rc\"\n\
          }}\n\
          show() {{\n\
          \tprintf '%s begin %s\\n' \"$n\" \"$1\"\n\
@@ -124,13 +128,26 @@ fn seconds(start: Option<&&str>, end: Option<&&str>) -> Option<f64> {
     Some(end.checked_sub(start)? as f64 / 1e9)
 }
 
+/// The children's line of `times` without blanks (`0m1.23s0m0.04s`):
+/// user + system seconds.
+fn cpu(times: Option<&&str>) -> Option<f64> {
+    let re = regex::Regex::new(r"([0-9]+)m([0-9.]+)s").expect("a valid pattern");
+    let text = times?;
+    let parts: Vec<f64> = re
+        .captures_iter(text)
+        .filter_map(|c| Some(c[1].parse::<f64>().ok()? * 60.0 + c[2].parse::<f64>().ok()?))
+        .collect();
+    (parts.len() == 2).then(|| parts.iter().sum())
+}
+
 fn ran(out: &str, nonce: &str, name: &str) -> Option<Ran> {
     let (text, fields) = section(out, nonce, name)?;
-    // fields: size [exit start end]
+    // fields: size [exit start end [times]]
     Some(Ran {
         exit: fields.get(1).and_then(|e| e.parse().ok()),
         output: text.to_string(),
         seconds: seconds(fields.get(2), fields.get(3)),
+        cpu: cpu(fields.get(4)),
         truncated: fields
             .first()
             .and_then(|s| s.parse::<usize>().ok())
@@ -156,13 +173,25 @@ pub fn parse(out: &str, nonce: &str, cases: &[Case]) -> Report {
             .unwrap_or_default();
         (hc, stderr)
     });
+    let mut ran_cases: BTreeMap<String, Ran> = cases
+        .iter()
+        .filter_map(|c| ran(out, nonce, &c.id).map(|r| (c.id.clone(), r)))
+        .collect();
+    // A lane's `times` are cumulative: each case's CPU is its step.
+    let mut lane_total: BTreeMap<&str, f64> = BTreeMap::new();
+    for c in cases {
+        if let Some(r) = ran_cases.get_mut(&c.id) {
+            let before = lane_total.get(c.suite.as_str()).copied().unwrap_or(0.0);
+            if let Some(total) = r.cpu {
+                r.cpu = Some((total - before).max(0.0));
+                lane_total.insert(&c.suite, total);
+            }
+        }
+    }
     Report {
         user,
         healthcheck,
-        cases: cases
-            .iter()
-            .filter_map(|c| ran(out, nonce, &c.id).map(|r| (c.id.clone(), r)))
-            .collect(),
+        cases: ran_cases,
         fatal: field("fatal"),
     }
 }
@@ -227,6 +256,7 @@ mod tests {
         assert!(a1.output.starts_with("it's here\n"), "{a1:?}");
         assert!(a1.output.ends_with("/a-pass-01\n"), "{a1:?}");
         assert!(a1.seconds.is_some_and(|s| s >= 0.0), "{a1:?}");
+        assert!(a1.cpu.is_some_and(|s| s >= 0.0), "{a1:?}");
         assert_eq!(report.cases["a-pass-02"].output, "no newline");
         assert_eq!(report.cases["b-pass-01"].output, "sunaba-0 end x\nlate\n");
         assert_eq!(report.fatal, None);

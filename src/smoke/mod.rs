@@ -216,6 +216,8 @@ pub struct SmokeResult {
     /// The last lines of its output (stdout and stderr together).
     pub output_tail: String,
     pub seconds: Option<f64>,
+    /// CPU seconds (user + system) of everything the case ran.
+    pub cpu_seconds: Option<f64>,
 }
 
 impl SmokeResult {
@@ -234,11 +236,11 @@ impl SmokeResult {
 /// when the driver never reported the case.
 pub fn judge(case: &Case, ran: Option<&driver::Ran>, changed: Vec<String>) -> SmokeResult {
     let mut problems = Vec::new();
-    let (exit, output, seconds) = match ran {
-        Some(r) => (r.exit, r.output.as_str(), r.seconds),
+    let (exit, output, seconds, cpu_seconds) = match ran {
+        Some(r) => (r.exit, r.output.as_str(), r.seconds, r.cpu),
         None => {
             problems.push("the case did not run: the check container stopped first".to_string());
-            (None, "", None)
+            (None, "", None, None)
         }
     };
     let e = &case.expect;
@@ -298,6 +300,7 @@ pub fn judge(case: &Case, ran: Option<&driver::Ran>, changed: Vec<String>) -> Sm
         changed,
         output_tail: crate::process::tail_lines(output, TAIL_LINES),
         seconds,
+        cpu_seconds,
     }
 }
 

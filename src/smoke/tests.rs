@@ -31,6 +31,7 @@ fn ran(exit: i32, output: &str) -> driver::Ran {
         exit: Some(exit),
         output: output.into(),
         seconds: Some(0.1),
+        cpu: None,
         truncated: false,
     }
 }
