@@ -594,6 +594,20 @@ fn fixture_family_order_parallelism_skip_and_selective_rebuild() {
         run.stdout()
     );
     assert!(summary_row(&run, "root").contains("skipped"));
+
+    // The smoke changed (a project's bytes): kid1 is checked again, not
+    // rebuilt; root (which runs no smoke) keeps its record.
+    std::fs::write(fx.path("tests/smoke/fake/pass/b.txt"), "also fine\n").unwrap();
+    fx.clear_calls();
+    let run = summary(progress(fx.cli(["build", "kid1", "--progress", "plain"])))
+        .stdout_like(r"0 built, 2 skipped, 0 failed, 0 not attempted; .*engine builds started: 0")
+        .run();
+    assert!(
+        summary_row(&run, "kid1").contains("inputs unchanged, smoke changed: checked now"),
+        "{}",
+        run.stdout()
+    );
+    assert!(summary_row(&run, "root").contains("check passed before"));
 }
 
 #[test]
