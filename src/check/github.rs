@@ -1,7 +1,8 @@
 //! `check --format github`: an `::error` annotation per failing tool, at its
-//! `[tools.NAME]` in images.toml, and per broken budget, at the variant's
-//! `size_budget`; the most important first (a missing tool before a wrong
-//! version before a size; the default variant, which serves every language,
+//! `[tools.NAME]` in images.toml, per failing smoke case, at its
+//! `[smoke.SUITE]`, and per broken budget, at the variant's `size_budget`;
+//! the most important first (a missing tool before a wrong version before a
+//! size; the default variant, which serves every language,
 //! before the others). And the step summary: each variant's result, size
 //! against budget, and what failed.
 
@@ -60,6 +61,25 @@ pub fn annotations(
                 .title(format!("{}: {} {}", r.variant, t.tool, t.status.as_str())),
             );
         }
+        // A failing smoke case is a tool failing on code: as bad as a
+        // failed probe, at its suite's table.
+        for case in r.smoke.iter().filter(|c| !c.passed()) {
+            let line = crate::github::toml_line(text, &format!("smoke.{}", case.suite), None);
+            out.push(
+                Annotation::error(
+                    severity(ToolStatus::Failed) * 1000 + 500 + others,
+                    format!(
+                        "{} ({}): smoke {}: {}",
+                        r.variant,
+                        r.image,
+                        case.label(),
+                        case.problems.join("; ")
+                    ),
+                )
+                .at(path, line)
+                .title(format!("{}: smoke {} failed", r.variant, case.label())),
+            );
+        }
         let table = format!("variants.{}", r.variant);
         if r.size > r.size_budget {
             out.push(
@@ -105,6 +125,12 @@ pub fn summary(reports: &[CheckReport]) -> String {
             .iter()
             .filter(|t| t.status != ToolStatus::Ok)
             .map(|t| format!("{} {}", t.tool, t.status.as_str()))
+            .chain(
+                r.smoke
+                    .iter()
+                    .filter(|c| !c.passed())
+                    .map(|c| format!("smoke {}", c.label())),
+            )
             .chain(r.problems.iter().cloned())
             .collect();
         out.push_str(&format!(
@@ -145,6 +171,10 @@ mod tests {
                 })
                 .collect(),
             problems: Vec::new(),
+            smoke: Vec::new(),
+            smoke_skipped: Vec::new(),
+            smoke_digest: None,
+            notes: Vec::new(),
             seconds: 0.0,
             recorded_id: None,
         }
@@ -180,5 +210,45 @@ mod tests {
             s.contains("| go | **FAIL** | 2.0 MiB / 1.0 MiB | 1 | go mismatch |"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn a_failing_smoke_case_is_an_error_at_its_suite_after_a_missing_tool() {
+        use crate::smoke::{SmokeResult, SmokeStatus};
+        let text = "[tools.go]\nprobe = []\n[smoke.go]\ndir = \"x\"\n";
+        let case = |status| SmokeResult {
+            suite: "go".into(),
+            command: "go vet ./...".into(),
+            project: "pass".into(),
+            argv: vec!["go".into(), "vet".into(), "./...".into()],
+            resolution: None,
+            writes: false,
+            status,
+            exit: Some(1),
+            expected_exit: 0,
+            problems: vec!["exit 1, expected 0".into()],
+            changed: Vec::new(),
+            output_tail: String::new(),
+            seconds: None,
+            cpu_seconds: None,
+        };
+        let mut go = report("go", &[("go", ToolStatus::Missing)], 1);
+        go.smoke = vec![case(SmokeStatus::Fail), case(SmokeStatus::Pass)];
+        let got: Vec<String> = annotations(
+            std::slice::from_ref(&go),
+            (Path::new("images.toml"), text),
+            "full",
+        )
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            got,
+            [
+                "::error file=images.toml,line=1,title=go%3A go missing::go (r/s:go): go missing (version -)",
+                "::error file=images.toml,line=3,title=go%3A smoke go/go vet ./... [pass] failed::go (r/s:go): smoke go/go vet ./... [pass]: exit 1, expected 0",
+            ]
+        );
+        assert!(summary(&[go]).contains("go missing; smoke go/go vet ./... [pass] |"));
     }
 }

@@ -117,16 +117,16 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     if let Some(unknown) = args
         .variants
         .iter()
-        .find(|v| !variants.iter().any(|(r, ..)| r == *v))
+        .find(|v| !variants.iter().any(|r| &r.variant == *v))
     {
-        let known: Vec<&str> = variants.iter().map(|(v, ..)| v.as_str()).collect();
+        let known: Vec<&str> = variants.iter().map(|r| r.variant.as_str()).collect();
         return Err(exit::Error::usage(format!(
             "`{unknown}` is not a variant with an alias (releasable: {})",
             known.join(", ")
         )));
     }
     if !args.variants.is_empty() {
-        variants.retain(|(v, ..)| args.variants.contains(v));
+        variants.retain(|r| args.variants.contains(&r.variant));
     }
     let candidates = match &args.from {
         Some(from) => {

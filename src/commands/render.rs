@@ -183,10 +183,16 @@ fn coverage_annotations(
     let text = std::fs::read_to_string(&manifest.path).unwrap_or_default();
     gaps.iter()
         .map(|gap| {
-            let table = format!("variants.{}", gap.variant());
-            let key = match gap {
-                coverage::CoverageProblem::ServesWithoutTools { .. } => Some("serves"),
-                _ => Some("fragments"),
+            // A smoke gap is about the language's suite, not a variant.
+            let (table, key) = match gap.variant() {
+                Some(variant) => (
+                    format!("variants.{variant}"),
+                    match gap {
+                        coverage::CoverageProblem::ServesWithoutTools { .. } => Some("serves"),
+                        _ => Some("fragments"),
+                    },
+                ),
+                None => (format!("smoke.{}", gap.language()), None),
             };
             Annotation::error(0, gap.to_string())
                 .at(&manifest.path, github::toml_line(&text, &table, key))

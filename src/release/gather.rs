@@ -14,22 +14,31 @@ use crate::registry::{Client, ErrorKind, Reference, Repository};
 use anyhow::{Context as _, bail};
 use std::collections::BTreeMap;
 
+/// A variant a release publishes, with what its image must prove.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Releasable {
+    pub variant: String,
+    pub aliases: Vec<String>,
+    /// The tools it owes today.
+    pub owed: Vec<String>,
+    /// The smoke suites it runs today: its check record must have passed each.
+    pub smoke: Vec<String>,
+}
+
 /// The variants a release publishes: those with aliases, in build order
 /// (a variant without one is never pinned, so it has no version line).
-pub fn releasable(
-    family_order: &[String],
-    specs: &[AliasSpec],
-) -> Vec<(String, Vec<String>, Vec<String>)> {
+pub fn releasable(family_order: &[String], specs: &[AliasSpec]) -> Vec<Releasable> {
     family_order
         .iter()
         .filter_map(|v| {
             let mine: Vec<&AliasSpec> = specs.iter().filter(|s| &s.variant == v).collect();
             let first = mine.first()?;
-            Some((
-                v.clone(),
-                mine.iter().map(|s| s.alias.clone()).collect(),
-                first.owed.clone(),
-            ))
+            Some(Releasable {
+                variant: v.clone(),
+                aliases: mine.iter().map(|s| s.alias.clone()).collect(),
+                owed: first.owed.clone(),
+                smoke: first.smoke.clone(),
+            })
         })
         .collect()
 }
@@ -42,9 +51,9 @@ pub fn from_engine(
     engine: &dyn Engine,
     options: &build::Options,
     reporter: &dyn Reporter,
-    variants: &[(String, Vec<String>, Vec<String>)],
+    variants: &[Releasable],
 ) -> anyhow::Result<Vec<Candidate>> {
-    let names: Vec<String> = variants.iter().map(|(v, ..)| v.clone()).collect();
+    let names: Vec<String> = variants.iter().map(|r| r.variant.clone()).collect();
     let summary = build::run(family, &names, engine, options, reporter)
         .context("building what is missing")?;
     let failed: Vec<String> = summary
@@ -75,7 +84,13 @@ pub fn from_engine(
         })
         .collect();
     let mut out = Vec::new();
-    for (variant, aliases, owed) in variants {
+    for Releasable {
+        variant,
+        aliases,
+        owed,
+        smoke,
+    } in variants
+    {
         let reference = references[variant.as_str()];
         let info = engine
             .inspect(reference)?
@@ -84,6 +99,7 @@ pub fn from_engine(
             variant: variant.clone(),
             aliases: aliases.clone(),
             owed: owed.clone(),
+            smoke: smoke.clone(),
             labels: info.labels,
             platform: summary.platform.clone(),
             source: Source::Engine {
@@ -100,10 +116,16 @@ pub fn from_engine(
 pub async fn from_registry(
     client: &Client,
     from: &Repository,
-    variants: &[(String, Vec<String>, Vec<String>)],
+    variants: &[Releasable],
 ) -> anyhow::Result<Vec<Candidate>> {
     let mut out = Vec::new();
-    for (variant, aliases, owed) in variants {
+    for Releasable {
+        variant,
+        aliases,
+        owed,
+        smoke,
+    } in variants
+    {
         let reference = Reference::with_tag(from, variant)?;
         let config = client
             .image_config(&reference, None)
@@ -118,6 +140,7 @@ pub async fn from_registry(
             variant: variant.clone(),
             aliases: aliases.clone(),
             owed: owed.clone(),
+            smoke: smoke.clone(),
             labels: config.labels,
             platform: config.platform.to_string(),
             source: Source::Registry {

@@ -32,6 +32,8 @@ pub struct Candidate {
     pub aliases: Vec<String>,
     /// The tools images.toml says the variant owes today.
     pub owed: Vec<String>,
+    /// The smoke suites it runs today.
+    pub smoke: Vec<String>,
     /// The labels of its config.
     pub labels: BTreeMap<String, String>,
     /// `os/arch[/variant]`.
@@ -137,7 +139,12 @@ pub fn plan(input: Input) -> Result<Plan, PlanErrors> {
     let mut unchanged = Vec::new();
     for (candidate, current) in input.candidates {
         let variant = candidate.variant.clone();
-        let tools = match policy::gate(&candidate.labels, &variant, &candidate.owed) {
+        let tools = match policy::gate(
+            &candidate.labels,
+            &variant,
+            &candidate.owed,
+            &candidate.smoke,
+        ) {
             Ok(tools) => tools,
             Err(reason) => {
                 errors.push(PlanError::Refused { variant, reason });
@@ -237,6 +244,7 @@ mod tests {
                 .iter()
                 .map(|(t, v)| (t.to_string(), v.to_string()))
                 .collect(),
+            smoke: None,
         }
         .to_label()
     }
@@ -246,6 +254,7 @@ mod tests {
             variant: variant.into(),
             aliases: vec![format!("{variant}-alias")],
             owed: tools.iter().map(|(t, _)| t.to_string()).collect(),
+            smoke: Vec::new(),
             labels: BTreeMap::from([
                 (labels::CHECK.to_string(), record(status, variant, tools)),
                 (labels::INPUTS.to_string(), inputs.to_string()),
