@@ -9,7 +9,7 @@
 ARG PARENT_IMAGE
 FROM ${PARENT_IMAGE}
 # The parent runs as the sandbox user in its workspace: fragments install as root.
-USER root
+USER 0:0
 WORKDIR /
 # The run contract's posture (src/run_contract.rs): HOME is the tmpfs it
 # mounts, so every cache a tool writes goes there or to /tmp, never into the
