@@ -32,6 +32,13 @@ provides = ["alpha"]
 script = "docker/install-kid.sh"
 provides = ["beta"]
 
+# beta's smoke: `beta check DIR` reports a file holding DEFECT.
+[smoke.fake]
+[[smoke.fake.commands]]
+run = ["beta", "check", "."]
+expect.pass = { exit = 0, output = "^beta: clean" }
+expect.defect = { exit = 1, output = "DEFECT in ./a.txt" }
+
 [variants.root]
 fragments = ["root"]
 aliases = ["root"]
@@ -49,7 +56,8 @@ repository = "@REPO@"
 upstream = "@UPSTREAM@"
 "#;
 
-/// A fragment installing `/usr/local/bin/<tool>` that prints `output`.
+/// A fragment installing `/usr/local/bin/<tool>` that prints `output`, and
+/// whose `check DIR` reports a file holding DEFECT (the fixture's smoke).
 pub fn write_fragment(dir: &Path, name: &str, tool: &str, output: &str) {
     let path = dir.join(format!("docker/install-{name}.sh"));
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -58,7 +66,7 @@ pub fn write_fragment(dir: &Path, name: &str, tool: &str, output: &str) {
     std::fs::write(
         &path,
         format!(
-            "#!/bin/sh\nset -eu\n# {}\ncat > /usr/local/bin/{tool} <<'EOF'\n#!/bin/sh\necho \"{output}\"\nEOF\nchmod +x /usr/local/bin/{tool}\n",
+            "#!/bin/sh\nset -eu\n# {}\ncat > /usr/local/bin/{tool} <<'EOF'\n#!/bin/sh\nif [ \"$1\" = check ]; then\n  found=$(grep -rl DEFECT \"$2\") && {{ echo \"{tool}: DEFECT in $found\"; exit 1; }}\n  echo '{tool}: clean'; exit 0\nfi\necho \"{output}\"\nEOF\nchmod +x /usr/local/bin/{tool}\n",
             dir.display()
         ),
     )
@@ -82,6 +90,11 @@ pub fn fixture(repository: &str, s: &Services) -> tempfile::TempDir {
     .unwrap();
     write_fragment(dir.path(), "root", "alpha", "alpha 1.2.3");
     write_fragment(dir.path(), "kid", "beta", "beta 2.0.0");
+    for (project, text) in [("pass", "fine\n"), ("defect", "a DEFECT\n")] {
+        let project = dir.path().join("tests/smoke/fake").join(project);
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(project.join("a.txt"), text).unwrap();
+    }
     support::Cli::new(dir.path())
         .args(["render"])
         .stdout_may("created   docker/.*")

@@ -137,6 +137,8 @@ fn check_annotates_a_failing_tool_at_its_contract_in_images_toml() {
         ))
         .stdout_may("(PASS|FAIL) .*")
         .stdout_may("  (ok|mismatch) .*")
+        .stdout_like(r"  smoke pass fake/beta check \. \[defect\] .*")
+        .stdout_like(r"  smoke pass fake/beta check \. \[pass\] .*")
         .run();
     assert!(run.lines()[0].starts_with("::error "), "{}", run.stdout());
     let summary = std::fs::read_to_string(&summary).unwrap();
