@@ -20,7 +20,9 @@ pub const OCI_URL: &str = "org.opencontainers.image.url";
 pub const OCI_LICENSES: &str = "org.opencontainers.image.licenses";
 pub const OCI_REVISION: &str = "org.opencontainers.image.revision";
 pub const OCI_CREATED: &str = "org.opencontainers.image.created";
-/// The base image's digest (written by the build, read by `plan`).
+/// The upstream every variant is built on, with its tag.
+pub const OCI_BASE_NAME: &str = "org.opencontainers.image.base.name";
+/// The digest that upstream is pinned to (written by the build, read by `plan`).
 pub const OCI_BASE_DIGEST: &str = "org.opencontainers.image.base.digest";
 /// What images.toml and the render say the image is (see `build::definition`).
 pub const DEFINITION: &str = "dev.sunaba.definition";

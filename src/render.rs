@@ -162,8 +162,14 @@ fn load_templates(root: &Path) -> Result<Handlebars<'static>, RenderError> {
 
 /// Files below `docker/lib`, project-relative and sorted.
 fn lib_files(root: &Path) -> Result<Vec<PathBuf>, RenderError> {
+    files_below(root, Path::new(LIB_DIR))
+}
+
+/// Files below a project-relative directory (none when it is absent),
+/// project-relative and sorted.
+pub fn files_below(root: &Path, dir: &Path) -> Result<Vec<PathBuf>, RenderError> {
     let mut out = Vec::new();
-    let mut stack = vec![PathBuf::from(LIB_DIR)];
+    let mut stack = vec![dir.to_path_buf()];
     while let Some(rel) = stack.pop() {
         let abs = root.join(&rel);
         if !abs.is_dir() {
@@ -206,23 +212,28 @@ pub fn render(manifest: &Manifest) -> Result<Rendered, RenderError> {
         let healthcheck = healthcheck_path(name);
         let mut build_args = BTreeMap::new();
         let mut context_files = lib.clone();
-        let fragments: Vec<_> = variant
+        let fragments: Vec<serde_json::Value> = variant
             .fragments
             .iter()
             .map(|f| {
                 let frag = &manifest.fragments[f];
                 build_args.extend(frag.args.clone());
                 context_files.push(frag.script.clone());
-                json!({
+                let lock_dir = frag.lock_dir();
+                if let Some(dir) = &lock_dir {
+                    context_files.extend(files_below(&manifest.root, dir)?);
+                }
+                Ok(json!({
                     "name": frag.name,
                     "script": frag.script.to_string_lossy(),
                     "script_name": frag.script.file_name().unwrap().to_string_lossy(),
                     "provides": frag.provides.join(", "),
                     "args": frag.args.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
                     "env": frag.env.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
-                })
+                    "lock_dir": lock_dir.map(|d| d.to_string_lossy().into_owned()).unwrap_or_default(),
+                }))
             })
-            .collect();
+            .collect::<Result<_, RenderError>>()?;
         context_files.push(healthcheck.clone());
         context_files.sort();
         context_files.dedup();
@@ -253,6 +264,7 @@ pub fn render(manifest: &Manifest) -> Result<Rendered, RenderError> {
                 json!({
                     "name": sh_quote(t),
                     "min": sh_quote(tool.min.as_deref().unwrap_or("")),
+                    "series": sh_quote(tool.series.as_deref().unwrap_or("")),
                     "pattern": sh_quote(tool.version.as_deref().unwrap_or("")),
                     "probe": tool.probe.iter().map(|a| sh_quote(a)).collect::<Vec<_>>().join(" "),
                 })

@@ -5,7 +5,8 @@
 #
 # Asserts every tool the `minimal` image owes (3). One line per tool:
 #   <status> TAB <tool> TAB <version> TAB <detail>
-# status is ok, missing, failed, mismatch or too-old. Exits 1 unless all are ok.
+# status is ok, missing, failed, mismatch, too-old or off-series. Exits 1 unless
+# all are ok.
 set -u
 failed=0
 # Probes must not read the workspace (a project's pytest.ini or an unreadable
@@ -23,11 +24,12 @@ at_least() {
   [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]
 }
 
-# check TOOL MIN PATTERN PROGRAM [ARG...]; an empty PATTERN means the probe
-# only has to succeed. Group 1 of PATTERN (POSIX ERE) is the version.
+# check TOOL MIN SERIES PATTERN PROGRAM [ARG...]; an empty PATTERN means the
+# probe only has to succeed. Group 1 of PATTERN (POSIX ERE) is the version;
+# a SERIES (3.13) admits only that series (3.13, 3.13.x).
 check() {
-  tool=$1 min=$2 pattern=$3
-  shift 3
+  tool=$1 min=$2 series=$3 pattern=$4
+  shift 4
   if ! command -v "$1" >/dev/null 2>&1; then
     report missing "$tool" - "$1 not found on PATH"
     return
@@ -52,10 +54,19 @@ check() {
     report too-old "$tool" "$version" "$version is below the minimum $min"
     return
   fi
+  if [ -n "$series" ]; then
+    case "$version" in
+    "$series" | "$series".*) ;;
+    *)
+      report off-series "$tool" "$version" "$version is outside the series $series"
+      return
+      ;;
+    esac
+  fi
   report ok "$tool" "$version" ""
 }
 
-check git 2.39.0 'git version ([0-9]+\.[0-9]+\.[0-9]+)' git --version
-check python3 3.11.0 'Python ([0-9]+\.[0-9]+\.[0-9]+)' python3 --version
-check pytest 7.0.0 'pytest ([0-9]+\.[0-9]+\.[0-9]+)' pytest --version
+check git 2.39.0 '' 'git version ([0-9]+\.[0-9]+\.[0-9]+)' git --version
+check python3 3.11.0 '' 'Python ([0-9]+\.[0-9]+\.[0-9]+)' python3 --version
+check pytest 7.0.0 '' 'pytest ([0-9]+\.[0-9]+\.[0-9]+)' pytest --version
 exit "$failed"

@@ -22,7 +22,8 @@ pub fn of(family: &Family, variant: &str) -> Result<String, BuildError> {
         })?;
     let from = match &plan.parent {
         Some(parent) => of(family, parent)?,
-        None => family.upstream.clone(),
+        // The pinned reference: a new digest is a new definition.
+        None => family.upstream.pinned()?.to_string(),
     };
     let files = inputs::collect(&family.root, plan, &family.generated)?;
     let labels = family.static_labels(variant);
@@ -54,6 +55,13 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
+    fn upstream(tag: &str) -> crate::manifest::Upstream {
+        crate::manifest::Upstream::Pinned {
+            key: "upstream".into(),
+            reference: format!("{tag}@sha256:{}", "0".repeat(64)).parse().unwrap(),
+        }
+    }
+
     fn family(root: &std::path::Path) -> Family {
         let plan = |name: &str, parent: Option<&str>| {
             let script = PathBuf::from(format!("docker/install-{name}.sh"));
@@ -72,7 +80,7 @@ mod tests {
         Family {
             root: root.to_path_buf(),
             repository: "r/s".into(),
-            upstream: "debian:trixie-slim".into(),
+            upstream: upstream("debian:trixie-slim"),
             order: ["base", "kid", "solo"].map(String::from).to_vec(),
             variants: BTreeMap::from([
                 ("base".into(), plan("base", None)),
@@ -97,7 +105,7 @@ mod tests {
         assert_ne!(after["kid"], before["kid"], "children follow their parent");
         assert_eq!(after["solo"], before["solo"]);
 
-        f.upstream = "debian:forky-slim".into();
+        f.upstream = upstream("debian:forky-slim");
         let rebased = all(&f).unwrap();
         assert!(
             f.order.iter().all(|v| rebased[v] != after[v]),

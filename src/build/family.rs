@@ -6,7 +6,7 @@ use super::{BuildError, now_rfc3339};
 use crate::check::{self, CheckError, CheckReport, Expectation};
 use crate::engine::Engine;
 use crate::labels;
-use crate::manifest::{Manifest, Settings};
+use crate::manifest::{Manifest, Settings, Upstream};
 use crate::render::Rendered;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -33,14 +33,18 @@ pub struct VariantPlan {
 }
 
 /// The image family as the build sees it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
+#[cfg_attr(test, derive(Default))]
 pub struct Family {
     /// Directory of images.toml (fragment paths are relative to it).
     pub root: PathBuf,
     /// Local repository of the built tags (the profile's `repository`).
     pub repository: String,
-    /// FROM image of variants without a parent (the profile's `upstream`).
-    pub upstream: String,
+    /// FROM image of variants without a parent (the profile's `upstream`),
+    /// pinned by digest.
+    pub upstream: Upstream,
+    /// The platforms the family is built for (empty: the engine's own).
+    pub platforms: Vec<String>,
     pub source: String,
     /// SPDX expression, when images.toml gives one.
     pub licenses: Option<String>,
@@ -59,6 +63,7 @@ impl Family {
             root: manifest.root.clone(),
             repository: settings.repository.clone(),
             upstream: settings.upstream.clone(),
+            platforms: manifest.platforms.iter().map(|p| p.to_string()).collect(),
             source: manifest.source.clone().unwrap_or_default(),
             licenses: manifest.licenses.clone(),
             order: manifest.build_order(),

@@ -64,8 +64,11 @@ pub fn collect(
     Ok(files)
 }
 
-/// Writes the staged files under `dir` (a fresh directory).
-pub fn stage(dir: &Path, files: &[StagedFile]) -> Result<(), std::io::Error> {
+/// Writes the staged files under `dir` (a fresh directory), each with the
+/// modification time `epoch` (seconds): what a `COPY` puts in a layer is
+/// then the same on every build of the same inputs.
+pub fn stage(dir: &Path, files: &[StagedFile], epoch: u64) -> Result<(), std::io::Error> {
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(epoch);
     for f in files {
         let dest = dir.join(&f.path);
         if let Some(parent) = dest.parent() {
@@ -74,6 +77,10 @@ pub fn stage(dir: &Path, files: &[StagedFile]) -> Result<(), std::io::Error> {
         std::fs::write(&dest, &f.bytes)?;
         let mode = if f.executable { 0o755 } else { 0o644 };
         std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(mode))?;
+        std::fs::File::options()
+            .write(true)
+            .open(&dest)?
+            .set_modified(time)?;
     }
     Ok(())
 }
@@ -236,12 +243,17 @@ mod tests {
         assert!(files[1].executable);
 
         let out = tempfile::tempdir().unwrap();
-        stage(out.path(), &files).unwrap();
-        let mode = std::fs::metadata(out.path().join("docker/install-go.sh"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o755);
+        stage(out.path(), &files, 1_700_000_000).unwrap();
+        let meta = std::fs::metadata(out.path().join("docker/install-go.sh")).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o755);
+        let mtime = meta.modified().unwrap();
+        assert_eq!(
+            mtime
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+            1_700_000_000
+        );
         assert_eq!(
             std::fs::read_to_string(out.path().join("docker/Dockerfile.go")).unwrap(),
             "FROM old\n"

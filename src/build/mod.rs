@@ -23,6 +23,7 @@ pub use outcome::{Outcome, Stage, Summary, VariantResult};
 pub use scheduler::run;
 
 use crate::engine::EngineError;
+use crate::manifest::UpstreamError;
 use crate::process::Cmd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -51,12 +52,20 @@ pub enum BuildError {
         source: std::io::Error,
     },
     #[error(
-        "the upstream image {reference} is not available locally and cannot be pulled: {source}"
+        "the upstream image {reference} is not available locally and cannot be pulled by its \
+         digest: {source}"
     )]
     Upstream {
         reference: String,
         source: EngineError,
     },
+    #[error(transparent)]
+    UpstreamSetting(#[from] UpstreamError),
+    #[error(
+        "the engine builds for {engine}, which is not one of the family's platforms ({declared}); \
+         add it to `platforms` in images.toml or use another engine"
+    )]
+    Platform { engine: String, declared: String },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -76,6 +85,42 @@ pub struct Options {
     pub check_timeout: Duration,
     /// `org.opencontainers.image.revision`.
     pub revision: String,
+    /// Seconds since the epoch: `org.opencontainers.image.created`, the
+    /// staged files' times and the `SOURCE_DATE_EPOCH` build argument (which
+    /// fragments clamp file times to). Not part of the inputs hash.
+    pub source_date_epoch: u64,
+}
+
+/// The build argument (and environment variable) of reproducible builds.
+pub const SOURCE_DATE_EPOCH: &str = "SOURCE_DATE_EPOCH";
+
+/// `SOURCE_DATE_EPOCH`: the environment's value when set (as
+/// reproducible-builds.org defines it), else the commit time of HEAD, else 0
+/// (not a git checkout: a fixed time is still better than the clock).
+pub fn source_date_epoch(root: &Path) -> Result<u64, String> {
+    if let Some(value) = std::env::var(SOURCE_DATE_EPOCH)
+        .ok()
+        .filter(|v| !v.is_empty())
+    {
+        return value.trim().parse().map_err(|_| {
+            format!("{SOURCE_DATE_EPOCH}={value:?} is not a number of seconds since 1970")
+        });
+    }
+    let out = Cmd::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["log", "-1", "--format=%ct"])
+        .run();
+    Ok(out
+        .ok()
+        .and_then(|o| o.stdout.trim().parse().ok())
+        .unwrap_or(0))
+}
+
+/// RFC 3339 (UTC, seconds) of an epoch time.
+pub fn rfc3339(epoch: u64) -> String {
+    let t = std::time::UNIX_EPOCH + Duration::from_secs(epoch);
+    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 /// `org.opencontainers.image.revision`: HEAD, `-dirty` with local changes.

@@ -4,27 +4,34 @@
 
 use super::progress::{Event, Reporter};
 use super::variant::{Shared, build_one, failed};
-use super::{BuildError, Family, Options, Outcome, Stage, Summary, VariantResult, now_rfc3339};
+use super::{BuildError, Family, Options, Outcome, Stage, Summary, VariantResult, rfc3339};
 use crate::engine::{Engine, EngineError};
+use crate::registry::Reference;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc;
 use std::time::Instant;
 
-/// Makes sure the upstream image is local (pulling it if not) and returns
-/// its ID, which goes into the inputs of every root variant.
-fn resolve_upstream(engine: &dyn Engine, reference: &str) -> Result<String, BuildError> {
+/// Makes sure the pinned upstream is local, by its digest (a local image
+/// under the same tag is never used: it may be stale, or another build's),
+/// pulling it by digest if not, and returns its ID, which goes into the
+/// inputs of every root variant.
+fn resolve_upstream(engine: &dyn Engine, pinned: &Reference) -> Result<String, BuildError> {
+    let by_digest = match pinned.digest() {
+        Some(d) => pinned.by_digest(d.clone()).to_string(),
+        None => unreachable!("an upstream is always pinned by digest"),
+    };
     let err = |source| BuildError::Upstream {
-        reference: reference.to_string(),
+        reference: pinned.to_string(),
         source,
     };
-    if let Some(info) = engine.inspect(reference).map_err(err)? {
+    if let Some(info) = engine.inspect(&by_digest).map_err(err)? {
         return Ok(info.id);
     }
-    engine.pull(reference).map_err(err)?;
-    match engine.inspect(reference).map_err(err)? {
+    engine.pull(&by_digest).map_err(err)?;
+    match engine.inspect(&by_digest).map_err(err)? {
         Some(info) => Ok(info.id),
         None => Err(err(EngineError::Parse {
-            command: format!("pull {reference}"),
+            command: format!("pull {by_digest}"),
             detail: "the image is still missing after a successful pull".into(),
         })),
     }
@@ -42,15 +49,24 @@ pub fn run(
     let started = Instant::now();
     let selected = family.select(targets)?;
     let platform = engine.platform()?;
+    if !family.platforms.is_empty() && !family.platforms.contains(&platform) {
+        return Err(BuildError::Platform {
+            engine: platform,
+            declared: family.platforms.join(", "),
+        });
+    }
     if let Some(path) = &opts.ca_bundle {
         std::fs::File::open(path).map_err(|source| BuildError::CaBundle {
             path: path.clone(),
             source,
         })?;
     }
+    // The upstream is always the pinned digest; its name and digest label
+    // every image (children inherit them from the root).
+    let upstream = family.upstream.pinned()?;
     let needs_upstream = selected.iter().any(|v| family.variants[v].parent.is_none());
     let upstream_id = if needs_upstream {
-        Some(resolve_upstream(engine, &family.upstream)?)
+        Some(resolve_upstream(engine, &upstream)?)
     } else {
         None
     };
@@ -73,8 +89,10 @@ pub fn run(
         opts,
         reporter,
         platform: platform.clone(),
+        upstream: upstream.to_string(),
+        base_labels: super::variant::base_labels(&upstream),
         upstream_id,
-        created: now_rfc3339(),
+        created: rfc3339(opts.source_date_epoch),
         forced,
         builds: Default::default(),
     };
@@ -206,7 +224,6 @@ mod tests {
         Family {
             root: root.to_path_buf(),
             repository: "fake/sandbox".into(),
-            upstream: "up:latest".into(),
             order: ["base", "solo", "a", "b", "c"].map(String::from).to_vec(),
             variants,
             ..Default::default()
@@ -222,6 +239,7 @@ mod tests {
             log_dir: root.join("logs"),
             check_timeout: Duration::from_secs(5),
             revision: "test".into(),
+            source_date_epoch: 1_700_000_000,
         }
     }
 
@@ -230,8 +248,9 @@ mod tests {
             fail: fail.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
         };
+        let pinned = format!("docker.io/library/up@sha256:{}", "0".repeat(64));
         engine.images.lock().unwrap().insert(
-            "up:latest".into(),
+            pinned.clone(),
             crate::engine::ImageInfo {
                 id: "sha256:up".into(),
                 size: 1,
@@ -240,7 +259,7 @@ mod tests {
                 user: String::new(),
                 layers: vec![],
                 repo_tags: vec!["up:latest".into()],
-                repo_digests: vec![],
+                repo_digests: vec![pinned],
             },
         );
         engine
@@ -279,6 +298,21 @@ mod tests {
         // Children name the parent's inputs tag as their FROM.
         let a = engine.images.lock().unwrap()["fake/sandbox:a"].clone();
         assert!(a.labels[LABEL_INPUTS].starts_with("sha256:"));
+        // Every image names the pinned upstream and its digest; `created`
+        // is SOURCE_DATE_EPOCH, not the clock.
+        let zeros = "0".repeat(64);
+        assert_eq!(
+            a.labels[crate::labels::OCI_BASE_NAME],
+            "docker.io/library/up:latest"
+        );
+        assert_eq!(
+            a.labels[crate::labels::OCI_BASE_DIGEST],
+            format!("sha256:{zeros}")
+        );
+        assert_eq!(
+            a.labels["org.opencontainers.image.created"],
+            "2023-11-14T22:13:20Z"
+        );
 
         let again = run(&family, &[], &engine, &options(dir.path(), 2), &Quiet).unwrap();
         assert!(results(&again).values().all(|r| *r == "skipped"));
@@ -306,6 +340,49 @@ mod tests {
         assert_eq!(
             results(&third),
             BTreeMap::from([("base", "skipped"), ("b", "built")])
+        );
+    }
+
+    #[test]
+    fn a_stale_local_tag_of_the_upstream_is_never_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let family = fake_family(dir.path());
+        // Only the tag is local, pointing at some other image; the pinned
+        // digest is not, and cannot be pulled (the fake engine has no registry).
+        let engine = FakeEngine::default();
+        let stale = upstream_engine(&[])
+            .images
+            .lock()
+            .unwrap()
+            .values()
+            .next()
+            .cloned();
+        engine
+            .images
+            .lock()
+            .unwrap()
+            .insert("up:latest".into(), stale.unwrap());
+        let err = run(&family, &[], &engine, &options(dir.path(), 1), &Quiet).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("up:latest@sha256:0000") && msg.contains("cannot be pulled by its digest"),
+            "{msg}"
+        );
+        assert!(engine.built.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_engine_platform_outside_the_family_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut family = fake_family(dir.path());
+        family.platforms = vec!["linux/arm64".into()];
+        let engine = upstream_engine(&[]);
+        let err = run(&family, &[], &engine, &options(dir.path(), 1), &Quiet).unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "builds for linux/amd64, which is not one of the family's platforms (linux/arm64)"
+            ),
+            "{err}"
         );
     }
 

@@ -8,7 +8,7 @@ use super::{CA_SECRET_ID, Family, Options, Outcome, Stage};
 use crate::check::{self, CheckReport, LABEL_INPUTS};
 use crate::engine::{BuildRequest, Engine, EngineError};
 use crate::labels;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -23,10 +23,28 @@ pub(super) struct Shared<'a> {
     pub(super) opts: &'a Options,
     pub(super) reporter: &'a dyn Reporter,
     pub(super) platform: String,
+    /// The pinned upstream (`name:tag@sha256:…`), the FROM of root variants.
+    pub(super) upstream: String,
+    /// `org.opencontainers.image.base.name` / `base.digest`.
+    pub(super) base_labels: BTreeMap<String, String>,
     pub(super) upstream_id: Option<String>,
     pub(super) created: String,
     pub(super) forced: BTreeSet<String>,
     pub(super) builds: std::sync::atomic::AtomicUsize,
+}
+
+/// The OCI labels naming the image every variant is ultimately built on:
+/// the upstream's name (with its tag) and the digest it is pinned to.
+pub(super) fn base_labels(upstream: &crate::registry::Reference) -> BTreeMap<String, String> {
+    let name = match (upstream.tag(), upstream.digest()) {
+        (Some(tag), _) => format!("{}:{tag}", upstream.repo()),
+        (None, _) => upstream.repo().to_string(),
+    };
+    let mut labels = BTreeMap::from([(crate::labels::OCI_BASE_NAME.to_string(), name)]);
+    if let Some(d) = upstream.digest() {
+        labels.insert(crate::labels::OCI_BASE_DIGEST.to_string(), d.to_string());
+    }
+    labels
 }
 
 /// Builds one variant whose parent (if any) is `from` = (reference, image ID).
@@ -81,7 +99,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
     };
     let (from_ref, from_id) = match (&from, &sh.upstream_id) {
         (Some((r, id)), _) => (r.clone(), id.clone()),
-        (None, Some(id)) => (family.upstream.clone(), id.clone()),
+        (None, Some(id)) => (sh.upstream.clone(), id.clone()),
         (None, None) => unreachable!("the upstream is resolved when a root variant is selected"),
     };
     let mut build_args = plan.build_args.clone();
@@ -140,7 +158,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
         }
     };
     let context = work.path().join("context");
-    if let Err(e) = inputs::stage(&context, &files) {
+    if let Err(e) = inputs::stage(&context, &files, sh.opts.source_date_epoch) {
         return failed(
             Stage::Prepare,
             format!("cannot stage the build context: {e}"),
@@ -153,6 +171,13 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
     labels.insert(labels::DEFINITION.to_string(), definition);
     labels.insert(labels::OCI_REVISION.to_string(), sh.opts.revision.clone());
     labels.insert(labels::OCI_CREATED.to_string(), sh.created.clone());
+    labels.extend(sh.base_labels.clone());
+    // SOURCE_DATE_EPOCH reaches the build (fragments clamp file times to
+    // it) but not the inputs hash: a new commit alone changes no image.
+    build_args.insert(
+        super::SOURCE_DATE_EPOCH.to_string(),
+        sh.opts.source_date_epoch.to_string(),
+    );
     let req = BuildRequest {
         context: context.clone(),
         dockerfile: context.join(&plan.dockerfile),

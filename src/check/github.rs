@@ -16,7 +16,7 @@ fn severity(status: ToolStatus) -> u32 {
         ToolStatus::Missing => 0,
         ToolStatus::Failed => 1,
         ToolStatus::Mismatch => 2,
-        ToolStatus::TooOld => 3,
+        ToolStatus::TooOld | ToolStatus::OffSeries => 3,
         ToolStatus::NotChecked => 4,
         ToolStatus::NotOwed => 5,
         ToolStatus::Ok => 6,

@@ -16,6 +16,8 @@ pub enum ToolStatus {
     Failed,
     Mismatch,
     TooOld,
+    /// Outside the tool contract's `series`.
+    OffSeries,
     /// Owed by images.toml but not asserted by the image's healthcheck.
     NotChecked,
     /// Asserted by the healthcheck but no longer owed by images.toml.
@@ -30,6 +32,7 @@ impl ToolStatus {
             "failed" => ToolStatus::Failed,
             "mismatch" => ToolStatus::Mismatch,
             "too-old" => ToolStatus::TooOld,
+            "off-series" => ToolStatus::OffSeries,
             _ => return None,
         })
     }
@@ -40,6 +43,7 @@ impl ToolStatus {
             ToolStatus::Failed => "failed",
             ToolStatus::Mismatch => "mismatch",
             ToolStatus::TooOld => "too-old",
+            ToolStatus::OffSeries => "off-series",
             ToolStatus::NotChecked => "not-checked",
             ToolStatus::NotOwed => "not-owed",
         }

@@ -73,6 +73,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         .context("resolving the log directory")?,
         check_timeout: args.check_timeout,
         revision: build::git_revision(&manifest.root),
+        source_date_epoch: build::source_date_epoch(&manifest.root).map_err(anyhow::Error::msg)?,
     };
     let tty = match args.progress {
         Progress::Auto => std::io::stderr().is_terminal(),

@@ -10,7 +10,7 @@ use crate::exit;
 use crate::labels;
 use crate::pins::PinsFile;
 use crate::pins::next::current_pin;
-use crate::registry::{Reference, ResolveOptions};
+use crate::registry::Reference;
 use crate::table::{Column, Table};
 use anyhow::Context as _;
 use std::collections::BTreeMap;
@@ -62,11 +62,9 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
                 .is_some_and(|p| p.labels.contains_key(labels::OCI_BASE_DIGEST))
     });
     let base_now = if roots_know_their_base {
-        let upstream: Reference = family.upstream.parse()?;
-        let resolved = rt
-            .block_on(client.resolve_with(&upstream, &ResolveOptions::default()))
-            .with_context(|| format!("resolving the upstream {upstream}"))?;
-        Some(resolved.index_digest.unwrap_or(resolved.digest).to_string())
+        // Pinned by digest: what a build uses now, without asking the registry.
+        let upstream = family.upstream.pinned()?;
+        upstream.digest().map(|d| d.to_string())
     } else {
         None
     };

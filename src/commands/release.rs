@@ -144,6 +144,8 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
                     .context("resolving the log directory")?,
                 check_timeout: args.check_timeout,
                 revision: crate::build::git_revision(&manifest.root),
+                source_date_epoch: crate::build::source_date_epoch(&manifest.root)
+                    .map_err(anyhow::Error::msg)?,
             };
             gather::from_engine(
                 &family,

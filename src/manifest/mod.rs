@@ -10,13 +10,17 @@
 
 pub mod coverage;
 mod env;
+mod packages;
 mod profile;
 mod raw;
 pub mod smoke;
+mod upstream;
 mod validate;
 
+pub use packages::{LOCK_DIR, Package, Source, lock_dir};
 pub use profile::{Profile, Settings};
 pub use smoke::{SmokeCommand, SmokeExpect, SmokeSuite};
+pub use upstream::{Upstream, UpstreamError, parse_pinned};
 pub use validate::Problem;
 
 use bytesize::ByteSize;
@@ -69,6 +73,8 @@ pub struct Tool {
     /// presence-only tools.
     pub version: Option<String>,
     pub min: Option<String>,
+    /// The version series the tool must stay in (`3.13`: 3.13.x only).
+    pub series: Option<String>,
 }
 
 impl Tool {
@@ -88,6 +94,21 @@ pub struct Fragment {
     pub args: BTreeMap<String, String>,
     /// Runtime environment the fragment's tools need in the image (`ENV`).
     pub env: BTreeMap<String, String>,
+    /// What it installs from package registries (and so what it locks).
+    pub packages: Vec<Package>,
+    /// npm packages of its lock whose install scripts may run.
+    pub allow_scripts: Vec<String>,
+}
+
+impl Fragment {
+    /// Its lock directory (`docker/locks/<name>`), when it installs anything
+    /// that is locked.
+    pub fn lock_dir(&self) -> Option<PathBuf> {
+        self.packages
+            .iter()
+            .any(|p| p.source.lock_file().is_some())
+            .then(|| lock_dir(&self.name))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,7 +130,10 @@ pub struct Manifest {
     /// Directory holding the manifest: the project root and build context.
     pub root: PathBuf,
     pub repository: String,
+    /// The upstream as written: `name:tag@sha256:…`.
     pub upstream: String,
+    /// The platforms the family is built for; empty: the engine's own.
+    pub platforms: Vec<crate::registry::Platform>,
     pub default: String,
     pub source: Option<String>,
     /// SPDX expression recorded as `org.opencontainers.image.licenses`.
@@ -286,7 +310,7 @@ mod tests {
     pub(super) const GOOD: &str = r#"
 schema = 1
 repository = "example.org/fam"
-upstream = "debian:trixie-slim"
+upstream = "debian:trixie-slim@sha256:d4ed136e474e8fc338b3e4d2b27a1a3acdfcb8924481e511b02984a6617e084f"
 default = "top"
 
 [languages]
@@ -341,7 +365,10 @@ repository = "127.0.0.1:5000/fam"
         assert_eq!(m.variant_for_alias("neutral").unwrap().name, "root");
         let s = m.resolve_profile(Some("local")).unwrap();
         assert_eq!(s.repository, "127.0.0.1:5000/fam");
-        assert_eq!(s.upstream, "debian:trixie-slim");
+        assert_eq!(
+            s.upstream.pinned().unwrap().to_string(),
+            "docker.io/library/debian:trixie-slim@sha256:d4ed136e474e8fc338b3e4d2b27a1a3acdfcb8924481e511b02984a6617e084f"
+        );
         assert!(matches!(
             m.resolve_profile(Some("nope")),
             Err(ManifestError::UnknownProfile { .. })

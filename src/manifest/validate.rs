@@ -2,8 +2,10 @@
 //! pattern checked, and every problem collected with its line, key and hint.
 
 use super::raw::RawManifest;
-use super::{FRAGMENT_DIR, Fragment, Manifest, SCHEMA, Tool, Variant, parse_size};
+use super::{FRAGMENT_DIR, Fragment, Manifest, SCHEMA, Tool, Variant, packages, parse_size};
+use super::{profile, upstream};
 use crate::policy::lenient_version;
+use crate::registry::Platform;
 use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -67,6 +69,7 @@ impl LineIndex {
     }
 }
 
+/// The problems found so far, and where their lines are.
 pub(super) struct Problems<'a> {
     lines: &'a LineIndex,
     list: Vec<Problem>,
@@ -188,6 +191,44 @@ pub(super) fn validate(
         );
     }
 
+    if let Err(why) = upstream::parse_pinned(raw.upstream.get_ref()) {
+        p.at(
+            &raw.upstream,
+            "upstream",
+            format!("`{}` {why}", raw.upstream.get_ref()),
+            "pin it as name:tag@sha256:<index digest>: `sunaba-images update-base --write` \
+             resolves the tag and writes the line",
+        );
+    }
+    let mut platforms: Vec<Platform> = Vec::new();
+    for pl in raw.platforms.iter().flat_map(|list| list.get_ref()) {
+        match pl.get_ref().parse::<Platform>() {
+            Ok(parsed) if platforms.contains(&parsed) => p.at(
+                pl,
+                "platforms",
+                format!("`{parsed}` is listed twice"),
+                "remove the repeat",
+            ),
+            Ok(parsed) => platforms.push(parsed),
+            Err(e) => p.at(
+                pl,
+                "platforms",
+                format!("{e}"),
+                "write os/arch, e.g. linux/amd64",
+            ),
+        }
+    }
+    if let Some(list) = &raw.platforms
+        && list.get_ref().is_empty()
+    {
+        p.at(
+            list,
+            "platforms",
+            "is empty",
+            "list the platforms the family is built for, or drop the key (the engine's own)",
+        );
+    }
+
     // Tools.
     let mut tools = BTreeMap::new();
     for (name, t) in raw.tools {
@@ -240,6 +281,25 @@ pub(super) fn validate(
                 );
             }
         }
+        if let Some(series) = &t.series {
+            if t.version.is_none() {
+                p.at(
+                    series,
+                    format!("{key}.series"),
+                    "`series` needs a `version` pattern",
+                    "add `version`, or drop `series`",
+                );
+            } else if lenient_version(series.get_ref()).is_none()
+                || series.get_ref().contains(['-', '+', 'v'])
+            {
+                p.at(
+                    series,
+                    format!("{key}.series"),
+                    format!("`{}` is not a version series", series.get_ref()),
+                    "write a version prefix: \"3.13\" accepts 3.13.x only",
+                );
+            }
+        }
         tools.insert(
             name.clone(),
             Tool {
@@ -247,6 +307,7 @@ pub(super) fn validate(
                 probe: t.probe.into_inner(),
                 version: t.version.map(Spanned::into_inner),
                 min: t.min.map(Spanned::into_inner),
+                series: t.series.map(Spanned::into_inner),
             },
         );
     }
@@ -356,6 +417,18 @@ pub(super) fn validate(
             }
         }
         super::env::check(&f.env, &key, &f.script, &mut p);
+        let packages = packages::validate(&name, f.packages, &args, &platforms, &mut p);
+        let has_npm = packages.iter().any(|pk| pk.source == packages::Source::Npm);
+        for a in &f.allow_scripts {
+            if !has_npm {
+                p.at(
+                    a,
+                    format!("{key}.allow_scripts"),
+                    "the fragment installs no npm packages",
+                    "drop allow_scripts",
+                );
+            }
+        }
         fragments.insert(
             name.clone(),
             Fragment {
@@ -364,6 +437,12 @@ pub(super) fn validate(
                 provides,
                 args,
                 env: f.env,
+                packages,
+                allow_scripts: f
+                    .allow_scripts
+                    .into_iter()
+                    .map(Spanned::into_inner)
+                    .collect(),
             },
         );
     }
@@ -533,7 +612,8 @@ pub(super) fn validate(
         path: path.to_path_buf(),
         root: root.to_path_buf(),
         repository: raw.repository,
-        upstream: raw.upstream,
+        upstream: raw.upstream.into_inner(),
+        platforms,
         default: raw.default.into_inner(),
         source: raw.source,
         licenses: raw.licenses,
@@ -541,7 +621,7 @@ pub(super) fn validate(
         tools,
         fragments,
         variants,
-        profiles: raw.profiles,
+        profiles: profile::validate(raw.profiles, &mut p),
         smoke,
     };
 
@@ -754,6 +834,183 @@ mod tests {
             ps.iter().any(|p| p.key == "fragments.a.shared_args"
                 && p.message == "unknown shared argument `SHARED_VERSION`"),
             "{ps:?}"
+        );
+    }
+
+    #[test]
+    fn the_upstream_and_profile_upstreams_are_pinned_by_digest() {
+        let tag_only = GOOD.replace(
+            "@sha256:d4ed136e474e8fc338b3e4d2b27a1a3acdfcb8924481e511b02984a6617e084f",
+            "",
+        );
+        let ps = problems(&tag_only);
+        let p = ps.iter().find(|p| p.key == "upstream").expect("a problem");
+        assert!(p.message.contains("is a tag only"), "{p:?}");
+        assert!(p.hint.contains("update-base --write"), "{p:?}");
+
+        let profile =
+            |body: &str| GOOD.replace("[profiles.local]\n", &format!("[profiles.local]\n{body}\n"));
+        let ps = problems(&profile("upstream = \"127.0.0.1:5000/b:t\""));
+        assert!(
+            ps.iter().any(|p| p.key == "profiles.local.upstream"
+                && p.hint.contains("--profile local update-base")
+                && p.hint.contains("upstream_env")),
+            "{ps:?}"
+        );
+        let ps = problems(&profile(&format!(
+            "upstream = \"127.0.0.1:5000/b:t@sha256:{}\"\nupstream_env = \"X\"",
+            "1".repeat(64)
+        )));
+        assert!(
+            ps.iter()
+                .any(|p| p.message.contains("the digest comes from `upstream_env`")),
+            "{ps:?}"
+        );
+        let ps = problems(&profile("upstream_env = \"NOT A NAME\""));
+        assert!(
+            ps.iter().any(|p| p.key == "profiles.local.upstream_env"),
+            "{ps:?}"
+        );
+        // A tag to follow plus the variable is what the dev environment uses.
+        let (_dir, path) = project(&profile(
+            "upstream = \"127.0.0.1:5000/b:t\"\nupstream_env = \"SUNABA_TEST_BASE\"",
+        ));
+        let m = Manifest::load(&path).unwrap();
+        let s = m
+            .resolve_profile_with(Some("local"), |_| {
+                Some(format!("127.0.0.1:5000/b@sha256:{}", "2".repeat(64)))
+            })
+            .unwrap();
+        assert_eq!(
+            s.upstream.pinned().unwrap().to_string(),
+            format!("127.0.0.1:5000/b:t@sha256:{}", "2".repeat(64))
+        );
+    }
+
+    #[test]
+    fn platforms_and_series() {
+        let with =
+            |line: &str| GOOD.replace("default = \"top\"", &format!("default = \"top\"\n{line}"));
+        let (_dir, path) = project(&with("platforms = [\"linux/amd64\", \"linux/arm64/v8\"]"));
+        let m = Manifest::load(&path).unwrap();
+        assert_eq!(m.platforms.len(), 2);
+        let ps = problems(&with(
+            "platforms = [\"linux/amd64\", \"linux/x86_64\", \"linux\"]",
+        ));
+        assert!(
+            ps.iter().any(|p| p.message.contains("listed twice")),
+            "{ps:?}"
+        );
+        assert!(
+            ps.iter()
+                .any(|p| p.key == "platforms" && p.message.contains("\"linux\"")),
+            "{ps:?}"
+        );
+        assert!(
+            problems(&with("platforms = []"))
+                .iter()
+                .any(|p| p.message == "is empty")
+        );
+
+        let ps = problems(&GOOD.replace("min = \"1.2\"", "min = \"1.2\"\nseries = \"3.x\""));
+        assert!(ps.iter().any(|p| p.key == "tools.t1.series"), "{ps:?}");
+        let ps = problems(&GOOD.replace(
+            "presence_only = true",
+            "presence_only = true\nseries = \"1\"",
+        ));
+        assert!(
+            ps.iter().any(|p| p.message.contains("needs a `version`")),
+            "{ps:?}"
+        );
+        let (_dir, path) =
+            project(&GOOD.replace("min = \"1.2\"", "min = \"1.2\"\nseries = \"1.2\""));
+        assert_eq!(
+            Manifest::load(&path).unwrap().tools["t1"].series.as_deref(),
+            Some("1.2")
+        );
+    }
+
+    #[test]
+    fn packages_name_their_registry_and_the_argument_that_pins_them() {
+        let with = |table: &str| {
+            GOOD.replace(
+                "[fragments.b]",
+                &format!("[fragments.a.packages]\n{table}\n\n[fragments.b]"),
+            )
+        };
+        let (_dir, path) = project(&with(
+            "a-tool = { from = \"npm\", arg = \"A_VERSION\", track = \"1\" }\n\
+             bin = { from = \"npm-tarball\", arg = \"A_VERSION\", platforms = { \"linux/amd64\" = \"bin-x64\" } }\n\
+             golang = { from = \"debian\", name = \"golang-${A_VERSION}-go\", arg = \"A_VERSION\", suite = \"trixie-backports\" }",
+        ));
+        let m = Manifest::load(&path).unwrap();
+        let pk = &m.fragments["a"].packages;
+        assert_eq!(pk.len(), 3);
+        let golang = pk.iter().find(|p| p.key == "golang").unwrap();
+        assert_eq!(golang.name, "golang-1.0-go");
+        assert_eq!(golang.name_template, "golang-${A_VERSION}-go");
+        assert_eq!(
+            m.fragments["a"].lock_dir().unwrap(),
+            Path::new("docker/locks/a")
+        );
+        assert!(m.fragments["b"].lock_dir().is_none());
+
+        let cases = [
+            (
+                "x = { from = \"cargo\", arg = \"A_VERSION\" }",
+                "unknown source `cargo`",
+            ),
+            ("x = { from = \"npm\" }", "no `arg` pins its version"),
+            (
+                "x = { from = \"pypi\", arg = \"B_VERSION\" }",
+                "not a build argument of this fragment",
+            ),
+            (
+                "x = { from = \"npm\", arg = \"A_VERSION\", name = \"x-${OTHER}\" }",
+                "uses a variable other than its `arg`",
+            ),
+            (
+                "x = { from = \"npm\", arg = \"A_VERSION\", suite = \"sid\" }",
+                "only for debian",
+            ),
+            (
+                "x = { from = \"npm\", arg = \"A_VERSION\", track = \"latest\" }",
+                "not a release line",
+            ),
+            (
+                "x = { from = \"npm\", arg = \"A_VERSION\", platforms = { \"linux/amd64\" = \"y\" } }",
+                "only for npm-tarball",
+            ),
+        ];
+        for (table, want) in cases {
+            let ps = problems(&with(table));
+            assert!(
+                ps.iter().any(|p| p.message.contains(want)),
+                "{table}: {ps:?}"
+            );
+        }
+        let ranged = with("x = { from = \"npm\", arg = \"A_VERSION\" }")
+            .replace("A_VERSION = \"1.0\"", "A_VERSION = \"^1.0\"");
+        assert!(
+            problems(&ranged)
+                .iter()
+                .any(|p| p.message.contains("not an exact version"))
+        );
+        let narrow = with("x = { from = \"npm-tarball\", arg = \"A_VERSION\", platforms = { \"linux/amd64\" = \"y\" } }")
+            .replace("default = \"top\"", "default = \"top\"\nplatforms = [\"linux/amd64\", \"linux/arm64\"]");
+        assert!(
+            problems(&narrow)
+                .iter()
+                .any(|p| p.message.contains("no package for linux/arm64"))
+        );
+        let scripts = GOOD.replace(
+            "[fragments.b]\n",
+            "[fragments.b]\nallow_scripts = [\"x\"]\n",
+        );
+        assert!(
+            problems(&scripts)
+                .iter()
+                .any(|p| p.key == "fragments.b.allow_scripts")
         );
     }
 }

@@ -124,20 +124,25 @@ struct Call {
 
 impl Fixture {
     fn new(name: &str, services: Option<&Services>) -> Fixture {
+        let upstream = services
+            .map(Services::pinned_base)
+            .unwrap_or_else(|| format!("debian:trixie-slim@sha256:{}", "0".repeat(64)));
+        Fixture::with_upstream(name, services, &upstream)
+    }
+
+    /// A fixture family built FROM `upstream` (`name:tag@sha256:…`).
+    fn with_upstream(name: &str, services: Option<&Services>, upstream: &str) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         crate::support::copy_tree(
             &repo_root().join("templates"),
             &dir.path().join("templates"),
         );
         let repo = format!("sunaba-fixture/{name}-{}", std::process::id());
-        let upstream = services
-            .map(|s| s.base_image.clone())
-            .unwrap_or_else(|| "debian:trixie-slim".into());
         std::fs::write(
             dir.path().join("images.toml"),
             MANIFEST
                 .replace("@REPO@", &repo)
-                .replace("@UPSTREAM@", &upstream),
+                .replace("@UPSTREAM@", upstream),
         )
         .unwrap();
         let fx = Fixture {
@@ -608,6 +613,116 @@ fn fixture_family_order_parallelism_skip_and_selective_rebuild() {
         run.stdout()
     );
     assert!(summary_row(&run, "root").contains("check passed before"));
+}
+
+/// Acceptance: two different local images under the upstream's tag; the
+/// build uses the pinned digest (pulled by digest, since only the stale
+/// image is local), never what the tag points at here.
+#[test]
+fn a_stale_local_tag_never_replaces_the_pinned_upstream() {
+    let Some(s) = services() else {
+        return;
+    };
+    let docker = |args: &[&str]| {
+        let out = Command::new(&s.engine).args(args).output().unwrap();
+        assert!(out.status.success(), "docker {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let repo = format!(
+        "{}/sunaba-fixture/upstream-{}",
+        s.registry,
+        std::process::id()
+    );
+    let tag = format!("{repo}:trixie-slim");
+    // The pinned image: the dev base, pushed under the tag.
+    docker(&["tag", &s.base_ref, &tag]);
+    docker(&["push", &tag]);
+    let digest = docker(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{json .RepoDigests}}",
+        &tag,
+    ]);
+    let digests: Vec<String> = serde_json::from_str(&digest).unwrap();
+    let pinned_digest = digests
+        .iter()
+        .find_map(|d| d.strip_prefix(&format!("{repo}@")))
+        .unwrap()
+        .to_string();
+    let pinned_layers = docker(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{json .RootFS.Layers}}",
+        &tag,
+    ]);
+    // A stale image under the same tag, local only; the pinned one is not
+    // local any more under this repository.
+    let name = format!("sunaba-stale-{}", std::process::id());
+    docker(&[
+        "run",
+        "--name",
+        &name,
+        &s.base_ref,
+        "sh",
+        "-c",
+        "echo stale > /stale-marker",
+    ]);
+    docker(&["commit", &name, &tag]);
+    docker(&["rm", &name]);
+    docker(&["image", "rm", &format!("{repo}@{pinned_digest}")]);
+
+    let fx = Fixture::with_upstream("upstream", Some(&s), &format!("{tag}@{pinned_digest}"));
+    fx.write_fragment(
+        "solo",
+        &format!(
+            "if [ -e /stale-marker ]; then echo 'built FROM the stale image'; exit 1; fi\n{}",
+            fake_tool("delta", "delta 1.5.0")
+        ),
+    );
+    fx.clear_calls();
+    summary(progress(fx.cli([
+        "build",
+        "solo",
+        "--no-check",
+        "--progress",
+        "plain",
+    ])))
+    .env("SOURCE_DATE_EPOCH", "1700000000")
+    .stdout_like(r"solo +built +.*")
+    .run();
+    let pulls: Vec<String> = fx
+        .calls()
+        .into_iter()
+        .filter(|c| c.args.starts_with("pull "))
+        .map(|c| c.args)
+        .collect();
+    assert_eq!(pulls, [format!("pull --quiet {repo}@{pinned_digest}")]);
+    let info = fx.inspect(&fx.tag("solo"));
+    let labels = &info["Config"]["Labels"];
+    assert_eq!(labels["org.opencontainers.image.base.name"], tag);
+    assert_eq!(
+        labels["org.opencontainers.image.base.digest"],
+        pinned_digest
+    );
+    assert_eq!(
+        labels["org.opencontainers.image.created"],
+        "2023-11-14T22:13:20Z"
+    );
+    let pinned: Vec<String> = serde_json::from_str(&pinned_layers).unwrap();
+    let layers: Vec<String> = serde_json::from_value(info["RootFS"]["Layers"].clone()).unwrap();
+    assert_eq!(
+        layers[..pinned.len()],
+        pinned[..],
+        "not built on the pinned image"
+    );
+    // The tag still names the stale image: nothing moved it.
+    let stale = docker(&["run", "--rm", &tag, "cat", "/stale-marker"]);
+    assert_eq!(stale, "stale");
+    let _ = Command::new(&s.engine)
+        .args(["image", "rm", &tag, &format!("{repo}@{pinned_digest}")])
+        .output();
 }
 
 #[test]

@@ -873,7 +873,7 @@ fn tiny_project(dir: &std::path::Path, repository: &str) {
         format!(
             r#"schema = 1
 repository = "{repository}"
-upstream = "debian:trixie-slim"
+upstream = "debian:trixie-slim@sha256:d7e12182ce18b85b93007c1dedf31f2d29e01ccf3182cc4017c709b6259bc132"
 default = "tiny"
 source = "https://example.invalid/tiny"
 

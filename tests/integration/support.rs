@@ -245,6 +245,18 @@ pub struct Services {
     pub base_ref: String,
 }
 
+impl Services {
+    /// The dev base as images.toml pins an upstream: `name:tag@sha256:…`.
+    pub fn pinned_base(&self) -> String {
+        let digest = self
+            .base_ref
+            .rsplit_once('@')
+            .expect("SUNABA_BASE_REF has a digest")
+            .1;
+        format!("{}@{digest}", self.base_image)
+    }
+}
+
 /// The engine and the registry of the development services (see [`require`]).
 pub fn services() -> Option<Services> {
     require((|| {
