@@ -53,6 +53,8 @@ pub enum Command {
     Plan(crate::commands::plan::Args),
     /// Publish the family as one transaction: stage, verify, promote tags, pin last (a plan; --write carries it out).
     Release(crate::commands::release::Args),
+    /// Move the upstream's digest pin when the tag's images for the family's platforms changed.
+    UpdateBase(crate::commands::update_base::Args),
     /// Start a sandbox of a pinned alias under the run contract (or print its command line).
     Run(crate::commands::run::Args),
 }

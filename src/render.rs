@@ -43,6 +43,13 @@ pub enum RenderError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("writing the rendered files: {0}")]
+    Write(#[from] crate::fsutil::FsError),
+    #[error("removing stray {path}: {source}")]
+    Remove {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// What one variant's build needs from the rendered output.
@@ -381,6 +388,54 @@ pub fn plan(rendered: &Rendered, root: &Path) -> Result<Plan, RenderError> {
         .filter(|p| !rendered.files.contains_key(p))
         .collect();
     Ok(plan)
+}
+
+/// What [`apply`] changed in the tree.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Missing and drifted files, now written.
+    pub written: Vec<PathBuf>,
+    /// Stray generated files removed.
+    pub removed: Vec<PathBuf>,
+    /// Stray-looking files without our marker: reported, never deleted.
+    pub foreign: Vec<PathBuf>,
+}
+
+/// Writes every missing or drifted file of `plan` (atomically) and removes
+/// the stray ones that carry the generated-file marker.
+pub fn apply(plan: &Plan, rendered: &Rendered, root: &Path) -> Result<Applied, RenderError> {
+    let (removable, foreign): (Vec<_>, Vec<_>) = plan
+        .stray
+        .iter()
+        .cloned()
+        .partition(|p| is_ours(&root.join(p)));
+    let written: Vec<PathBuf> = plan
+        .missing
+        .iter()
+        .chain(plan.drifted.iter().map(|(p, _, _)| p))
+        .cloned()
+        .collect();
+    for path in &written {
+        crate::fsutil::atomic_write(&root.join(path), rendered.files[path].as_bytes())?;
+    }
+    for path in &removable {
+        std::fs::remove_file(root.join(path)).map_err(|source| RenderError::Remove {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    Ok(Applied {
+        written,
+        removed: removable,
+        foreign,
+    })
+}
+
+/// Whether a file carries the generated-file marker in its first lines.
+fn is_ours(path: &Path) -> bool {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().take(3).any(|l| l.contains(GENERATED_MARKER)))
+        .unwrap_or(false)
 }
 
 /// A unified diff of one drifted file, committed → rendered.

@@ -133,12 +133,32 @@ impl Context {
         crate::engine::select(profile_engine.as_deref()).context("choosing the container engine")
     }
 
+    /// The manifest file as given (`--manifest`), whether or not it loads.
+    pub fn manifest_path(&self) -> &Path {
+        &self.manifest_path
+    }
+
+    /// The selected profile's name.
+    pub fn profile(&self) -> Option<&str> {
+        self.profile.as_deref()
+    }
+
     /// A registry client configured from `options` and the profile.
     pub fn registry(&self, options: &RegistryOptions) -> anyhow::Result<Client> {
+        self.registry_with(options, self.profile_insecure_registries()?)
+    }
+
+    /// A registry client from `options` and the given plain-http registries
+    /// (for commands that read the profile without validating the manifest).
+    pub fn registry_with(
+        &self,
+        options: &RegistryOptions,
+        insecure: Vec<String>,
+    ) -> anyhow::Result<Client> {
         let total = Duration::from_secs(options.timeout.max(1));
         let mut builder = Client::builder()
             .insecure_registries(options.insecure.iter().cloned())
-            .insecure_registries(self.profile_insecure_registries()?)
+            .insecure_registries(insecure)
             .per_registry_limit(options.concurrency)
             .request_timeout(total.min(Duration::from_secs(60)))
             .retry(RetryPolicy {

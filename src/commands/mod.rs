@@ -34,6 +34,7 @@ pub mod render;
 pub mod resolve;
 pub mod run;
 pub mod tags;
+pub mod update_base;
 pub mod version;
 
 use crate::cli::{Cli, Command};
@@ -56,6 +57,7 @@ pub fn run(cli: Cli) -> exit::Result {
         Command::Version(args) => version::run(&ctx, args),
         Command::Release(args) => release::run(&ctx, args),
         Command::Plan(args) => plan::run(&ctx, args),
+        Command::UpdateBase(args) => update_base::run(&ctx, args),
     }
 }
 

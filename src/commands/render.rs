@@ -4,12 +4,10 @@
 
 use super::context::{Context, OutputOptions};
 use crate::exit;
-use crate::fsutil::atomic_write;
 use crate::github::{self, Annotation};
 use crate::manifest::coverage;
-use crate::render::{self, GENERATED_MARKER, Plan};
+use crate::render::{self, Plan};
 use anyhow::Context as _;
-use std::path::Path;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -64,25 +62,11 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
 
     // Only files carrying our marker are removed: a hand-made file that
     // happens to match the naming pattern is reported, never deleted.
-    let (removable, foreign): (Vec<_>, Vec<_>) = plan
-        .stray
-        .iter()
-        .partition(|p| is_ours(&manifest.root.join(p)));
-    for path in plan
-        .missing
-        .iter()
-        .chain(plan.drifted.iter().map(|(p, _, _)| p))
-    {
-        atomic_write(&manifest.root.join(path), rendered.files[path].as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    for path in &removable {
-        std::fs::remove_file(manifest.root.join(path))
-            .with_context(|| format!("removing stray {}", path.display()))?;
-    }
+    let applied = render::apply(&plan, &rendered, &manifest.root)?;
+    let (removable, foreign) = (&applied.removed, &applied.foreign);
     if args.json {
         let v = serde_json::json!({
-            "written": plan.missing.iter().chain(plan.drifted.iter().map(|(p, _, _)| p)).collect::<Vec<_>>(),
+            "written": applied.written,
             "removed": removable,
             "unchanged": plan.unchanged,
             "foreign": foreign,
@@ -95,13 +79,13 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         for (p, _, _) in &plan.drifted {
             outln!("updated   {}", p.display())?;
         }
-        for p in &removable {
+        for p in removable {
             outln!(
                 "removed   {} (no variant produces it any more)",
                 p.display()
             )?;
         }
-        for p in &foreign {
+        for p in foreign {
             outln!(
                 "kept      {} (looks generated but has no sunaba-images header; remove it by hand)",
                 p.display()
@@ -115,12 +99,6 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         )?;
     }
     Ok(())
-}
-
-fn is_ours(path: &Path) -> bool {
-    std::fs::read_to_string(path)
-        .map(|t| t.lines().take(3).any(|l| l.contains(GENERATED_MARKER)))
-        .unwrap_or(false)
 }
 
 fn report_check(plan: &Plan, json: bool) -> exit::Result {

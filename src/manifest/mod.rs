@@ -9,6 +9,7 @@
 //! [`coverage`].
 
 pub mod coverage;
+pub mod edit;
 mod env;
 mod packages;
 mod profile;

@@ -61,7 +61,7 @@ pub use config::{ImageConfig, config_descriptor};
 pub use digest::{Algorithm, Digest};
 pub use error::{Error, ErrorKind, Result};
 pub use manifest::{Manifest, ManifestCheck};
-pub use platform::Platform;
+pub use platform::{Platform, best_match};
 pub use reference::{Reference, Repository, api_host, is_loopback};
 pub use resolve::{ResolveOptions, Resolved};
 pub use transport::credentials::{self, CredentialStore};

@@ -16,3 +16,4 @@ mod release;
 mod render;
 mod run;
 mod support;
+mod update_base;
