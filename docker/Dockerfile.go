@@ -20,6 +20,7 @@ ENV HOME="/home/sandbox" \
     GIT_OPTIONAL_LOCKS="0"
 
 # Fragment `go` (docker/install-go.sh): go, gofmt.
+ARG GO_SERIES=1.27
 # The CA bundle is an optional BuildKit secret: it never enters a layer.
 RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \
     --mount=type=bind,source=docker/lib,target=/run/sunaba/lib \

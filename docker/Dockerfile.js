@@ -20,12 +20,13 @@ ENV HOME="/home/sandbox" \
     GIT_OPTIONAL_LOCKS="0"
 
 # Fragment `js` (docker/install-js-tools.sh): eslint, tsc, jest.
-ARG ESLINT_VERSION=9.36.0
+ARG ESLINT_VERSION=10.15.0
 ARG JEST_VERSION=30.5.2
-ARG TYPESCRIPT_VERSION=5.9.2
+ARG TYPESCRIPT_VERSION=5.9.3
 # The CA bundle is an optional BuildKit secret: it never enters a layer.
 RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \
     --mount=type=bind,source=docker/lib,target=/run/sunaba/lib \
+    --mount=type=bind,source=docker/locks/js,target=/run/sunaba/lock \
     --mount=type=bind,source=docker/install-js-tools.sh,target=/run/sunaba/install-js-tools.sh \
     sh /run/sunaba/install-js-tools.sh
 

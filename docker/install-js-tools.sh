@@ -1,6 +1,8 @@
 #!/bin/sh
-# Fragment `js`: global JS/TS dev tools on base's Node. A repository's own
-# node_modules/.bin wins over these at verify time; these are the fallback.
+# Fragment `js`: JS/TS dev tools on base's Node, the whole npm tree from
+# docker/locks/js (npm ci, every tarball's integrity committed). A
+# repository's own node_modules/.bin wins over these at verify time; these
+# are the fallback.
 set -eu
 # shellcheck source=docker/lib/common.sh
 . /run/sunaba/lib/common.sh
@@ -9,9 +11,10 @@ set -eu
 : "${TYPESCRIPT_VERSION:?set by images.toml}"
 : "${JEST_VERSION:?set by images.toml}"
 
-npm_install_global \
-	"eslint@${ESLINT_VERSION}" \
-	"typescript@${TYPESCRIPT_VERSION}" \
-	"jest@${JEST_VERSION}"
+prefix=/usr/local/lib/sunaba-js
+npm_ci_prefix "$prefix" "$SUNABA_LOCK_DIR" eslint tsc jest
+npm_require_version "$prefix" eslint "$ESLINT_VERSION"
+npm_require_version "$prefix" typescript "$TYPESCRIPT_VERSION"
+npm_require_version "$prefix" jest "$JEST_VERSION"
 
 sunaba_cleanup

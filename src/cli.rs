@@ -55,6 +55,10 @@ pub enum Command {
     Release(crate::commands::release::Args),
     /// Move the upstream's digest pin when the tag's images for the family's platforms changed.
     UpdateBase(crate::commands::update_base::Args),
+    /// Write the lock files of docker/locks/<fragment>/ for the versions images.toml pins.
+    Lock(crate::commands::lock::Args),
+    /// Compare every pinned version with the newest in its registry (exit 2 when behind).
+    Outdated(crate::commands::outdated::Args),
     /// Start a sandbox of a pinned alias under the run contract (or print its command line).
     Run(crate::commands::run::Args),
 }

@@ -67,6 +67,6 @@ check() {
 }
 
 check git 2.39.0 '' 'git version ([0-9]+\.[0-9]+\.[0-9]+)' git --version
-check python3 3.11.0 '' 'Python ([0-9]+\.[0-9]+\.[0-9]+)' python3 --version
+check python3 3.13.0 3.13 'Python ([0-9]+\.[0-9]+\.[0-9]+)' python3 --version
 check pytest 7.0.0 '' 'pytest ([0-9]+\.[0-9]+\.[0-9]+)' pytest --version
 exit "$failed"

@@ -45,6 +45,14 @@ export XDG_CACHE_HOME=/tmp/sunaba-build-cache
 export NPM_CONFIG_CACHE=/tmp/sunaba-build-cache/npm
 unset PYTHONDONTWRITEBYTECODE PYTEST_ADDOPTS
 
+# The fragment's lock files (docker/locks/<fragment>/), bind-mounted like
+# this directory.
+SUNABA_LOCK_DIR=/run/sunaba/lock
+
+# When this step started: sunaba_cleanup clamps the times of every file
+# written since to SOURCE_DATE_EPOCH.
+_sunaba_step_start=$(date +%s)
+
 sunaba_log() {
 	printf 'sunaba: %s\n' "$*" >&2
 }
@@ -61,6 +69,20 @@ apt_install() {
 	apt-get install -y --no-install-recommends "$@"
 }
 
+# apt_add_backports: trixie-backports as a deb822 source at the default (low)
+# backports priority: only packages named by their backports-only name (or
+# with -t) come from it.
+apt_add_backports() {
+	cat >/etc/apt/sources.list.d/debian-backports.sources <<'SOURCES'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: trixie-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
+	_sunaba_apt_updated=
+}
+
 # pip_install SPEC...: install into the system interpreter's /usr/local
 # prefix. Debian marks its Python externally managed (PEP 668); an image is
 # the one place where owning the system interpreter is intended.
@@ -68,9 +90,113 @@ pip_install() {
 	python3 -m pip install --no-cache-dir --break-system-packages "$@"
 }
 
-# npm_install_global NAME@VERSION...: global npm packages under /usr/local.
-npm_install_global() {
-	npm install --global --omit=dev --no-fund --no-audit --no-update-notifier "$@"
+# pip_install_locked FILE: every distribution FILE names, each checked
+# against the sha256 hashes it carries (pip refuses an unhashed or unlisted
+# one), wheels only, no resolution. --ignore-installed: Debian's python3-pip
+# pulls python3-packaging, which pip cannot uninstall (no RECORD); the locked
+# copy in /usr/local shadows it.
+pip_install_locked() {
+	pip_install --require-hashes --no-deps --only-binary :all: --ignore-installed -r "$1"
+}
+
+# lock_requires FILE NAME==VERSION...: the lock pins what images.toml pins
+# (render --check says so first; this names the package if a stale lock
+# slips through).
+lock_requires() {
+	_file=$1
+	shift
+	for _pin in "$@"; do
+		if ! grep -qi "^$_pin " "$_file"; then
+			sunaba_log "${_file##*/} does not pin $_pin (re-run \`sunaba-images lock\`)"
+			return 1
+		fi
+	done
+}
+
+# npm_ci_prefix DIR LOCKDIR BIN...: install the tree LOCKDIR's package.json
+# and package-lock.json describe into DIR/node_modules with `npm ci` (every
+# tarball checked against the lock's integrity, nothing resolved), then link
+# each BIN into /usr/local/bin. Install scripts run only for the packages the
+# lock approves (package.json's allowScripts, which npm 12 enforces); with
+# none approved, none run at all.
+npm_ci_prefix() {
+	_dir=$1 _lock=$2
+	shift 2
+	mkdir -p "$_dir"
+	cp "$_lock/package.json" "$_lock/package-lock.json" "$_dir/"
+	if jq -e '(.allowScripts // {}) | length == 0' "$_dir/package.json" >/dev/null; then
+		set -- --ignore-scripts "$@"
+	elif [ "$(npm --version | cut -d. -f1)" -lt 12 ]; then
+		sunaba_log "$_lock approves install scripts (allowScripts), which needs npm 12 or later"
+		return 1
+	else
+		set -- --foreground-scripts "$@"
+	fi
+	(cd "$_dir" && npm ci "$1" --no-fund --no-audit --no-update-notifier)
+	shift
+	for _bin in "$@"; do
+		if [ ! -x "$_dir/node_modules/.bin/$_bin" ]; then
+			sunaba_log "npm ci in $_dir: no bin $_bin"
+			return 1
+		fi
+		ln -sf "$_dir/node_modules/.bin/$_bin" "/usr/local/bin/$_bin"
+	done
+}
+
+# npm_require_version DIR NAME VERSION: the package npm ci put in DIR is the
+# version images.toml pins.
+npm_require_version() {
+	_got=$(jq -r .version "$1/node_modules/$2/package.json")
+	if [ "$_got" != "$3" ]; then
+		sunaba_log "$2: the lock installs $_got, images.toml pins $3 (re-run \`sunaba-images lock\`)"
+		return 1
+	fi
+}
+
+# lock_integrity PACKAGE VERSION: the integrity committed for an npm
+# registry tarball in the fragment's downloads.lock (PACKAGE VERSION
+# INTEGRITY lines); fails naming the package when there is none.
+lock_integrity() {
+	_line=$(awk -v p="$1" -v v="$2" '$1 == p && $2 == v { print $3 }' "$SUNABA_LOCK_DIR/downloads.lock")
+	if [ -z "$_line" ]; then
+		sunaba_log "$1@$2: not in downloads.lock (re-run \`sunaba-images lock\`)"
+		return 1
+	fi
+	printf '%s\n' "$_line"
+}
+
+# npm_tarball_url PACKAGE VERSION: where the registry serves it.
+npm_tarball_url() {
+	_registry=${NPM_CONFIG_REGISTRY:-https://registry.npmjs.org}
+	printf '%s/%s/-/%s-%s.tgz\n' "${_registry%/}" "$1" "${1##*/}" "$2"
+}
+
+# verify_integrity FILE INTEGRITY NAME: FILE against an SRI value
+# (sha512-<base64>, as npm's dist.integrity and package-lock.json write it).
+verify_integrity() {
+	case "$2" in
+	sha512-*) ;;
+	*)
+		sunaba_log "$3: unsupported integrity $2"
+		return 1
+		;;
+	esac
+	_want=$(printf '%s' "${2#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')
+	_got=$(sha512sum "$1" | cut -d ' ' -f 1)
+	if [ "$_want" != "$_got" ]; then
+		sunaba_log "$3: integrity mismatch: the lock says $2 (sha512 $_want), the download has sha512 $_got"
+		return 1
+	fi
+}
+
+# fetch_verified PACKAGE VERSION DEST: download an npm registry tarball and
+# check it against the integrity committed in downloads.lock (never against
+# metadata fetched now) before anything reads it.
+fetch_verified() {
+	_integrity=$(lock_integrity "$1" "$2")
+	curl --fail --silent --show-error --location --retry 4 --retry-connrefused \
+		--output "$3" "$(npm_tarball_url "$1" "$2")"
+	verify_integrity "$3" "$_integrity" "$1@$2"
 }
 
 # sunaba_cleanup: drop every cache and download the fragment produced, so the
@@ -84,4 +210,23 @@ sunaba_cleanup() {
 		/usr/local/share/.cache
 	# Node writes npm logs and node-gyp headers here; pip and npm unpack here.
 	find /tmp /var/tmp -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+	# ldconfig's cache of inode numbers and times differs on every build.
+	rm -f /var/cache/ldconfig/aux-cache
+	sunaba_clamp_times
+}
+
+# sunaba_clamp_times: every file and directory this step wrote gets the time
+# SOURCE_DATE_EPOCH (the commit time, a build argument), so a rebuild of the
+# same inputs writes the same layer. Files that kept the time their package
+# gave them (dpkg, npm tarballs) are older than the step and stay as they are.
+# The engine's own mounts (/etc/hosts and friends, the bind-mounted scripts
+# and secrets) are not part of the layer and are left alone; a time that
+# still cannot be set costs reproducibility, never the build.
+sunaba_clamp_times() {
+	[ -n "${SOURCE_DATE_EPOCH:-}" ] || return 0
+	find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/sunaba \
+		-o -path /run/secrets -o -path /etc/hosts -o -path /etc/hostname \
+		-o -path /etc/resolv.conf \) -prune -o -newermt "@$((_sunaba_step_start - 1))" -print0 |
+		xargs -0r touch --no-dereference --date="@$SOURCE_DATE_EPOCH" ||
+		sunaba_log "some file times could not be set to SOURCE_DATE_EPOCH"
 }

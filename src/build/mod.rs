@@ -9,6 +9,7 @@
 //! `outcome` (what a run ends with), [`inputs`] (what a build reads and its
 //! hash) and [`progress`] (what people see meanwhile).
 
+mod current;
 pub mod definition;
 mod family;
 pub mod inputs;
@@ -18,9 +19,10 @@ pub mod progress;
 mod scheduler;
 mod variant;
 
+pub use current::Inputs;
 pub use family::{Family, VariantPlan};
 pub use outcome::{Outcome, Stage, Summary, VariantResult};
-pub use scheduler::run;
+pub use scheduler::{resolve_upstream, run};
 
 use crate::engine::EngineError;
 use crate::manifest::UpstreamError;

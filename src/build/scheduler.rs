@@ -15,7 +15,7 @@ use std::time::Instant;
 /// under the same tag is never used: it may be stale, or another build's),
 /// pulling it by digest if not, and returns its ID, which goes into the
 /// inputs of every root variant.
-fn resolve_upstream(engine: &dyn Engine, pinned: &Reference) -> Result<String, BuildError> {
+pub fn resolve_upstream(engine: &dyn Engine, pinned: &Reference) -> Result<String, BuildError> {
     let by_digest = match pinned.digest() {
         Some(d) => pinned.by_digest(d.clone()).to_string(),
         None => unreachable!("an upstream is always pinned by digest"),

@@ -2,7 +2,8 @@
 //! or build it on the engine (logging every line), then check it and record
 //! the pass on the image.
 
-use super::inputs::{self, HashMeta};
+use super::current::Inputs;
+use super::inputs;
 use super::progress::{Event, Reporter, StepTracker};
 use super::{CA_SECRET_ID, Family, Options, Outcome, Stage};
 use crate::check::{self, CheckReport, LABEL_INPUTS};
@@ -93,32 +94,24 @@ pub(super) fn failed(
 fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -> Outcome {
     let family = sh.family;
     let plan = &family.variants[variant];
-    let files = match inputs::collect(&family.root, plan, &family.generated) {
-        Ok(f) => f,
-        Err(e) => return failed(Stage::Prepare, e, None),
-    };
     let (from_ref, from_id) = match (&from, &sh.upstream_id) {
         (Some((r, id)), _) => (r.clone(), id.clone()),
         (None, Some(id)) => (sh.upstream.clone(), id.clone()),
         (None, None) => unreachable!("the upstream is resolved when a root variant is selected"),
     };
-    let mut build_args = plan.build_args.clone();
-    build_args.insert(plan.from_arg.clone(), from_ref);
-    let static_labels = family.static_labels(variant);
+    let Inputs {
+        files,
+        mut build_args,
+        static_labels,
+        hash: inputs,
+    } = match family.inputs(variant, &sh.platform, &from_ref, &from_id) {
+        Ok(i) => i,
+        Err(e) => return failed(Stage::Prepare, e, None),
+    };
     let definition = match super::definition::of(family, variant) {
         Ok(d) => d,
         Err(e) => return failed(Stage::Prepare, e, None),
     };
-    let inputs = inputs::inputs_hash(
-        &HashMeta {
-            platform: &sh.platform,
-            dockerfile: &plan.dockerfile,
-            build_args: &build_args,
-            from_image_id: &from_id,
-            static_labels: &static_labels,
-        },
-        &files,
-    );
     let inputs_tag = family.inputs_tag(variant, &inputs);
     let variant_tag = family.variant_tag(variant);
     let tags = vec![inputs_tag.clone(), variant_tag.clone()];

@@ -57,8 +57,29 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let manifest = ctx.manifest()?;
     let settings = ctx.settings()?;
     let family = ctx.family()?;
-    let engine = ctx.engine()?;
     let selected = family.select(&args.variants)?;
+    // A lock that no longer matches images.toml would fail deep inside a
+    // fragment (or install something else than images.toml says): refuse
+    // before any engine work.
+    let stale: Vec<_> = crate::locks::check(manifest)
+        .into_iter()
+        .filter(|p| {
+            selected
+                .iter()
+                .any(|v| manifest.variants[v].fragments.contains(&p.fragment))
+        })
+        .collect();
+    if !stale.is_empty() {
+        for p in &stale {
+            eprintln!("lock: {p}");
+        }
+        return Err(anyhow::anyhow!(
+            "{} lock problem(s): the locks do not match images.toml; nothing was built",
+            stale.len()
+        )
+        .into());
+    }
+    let engine = ctx.engine()?;
     let opts = build::Options {
         jobs: args.jobs,
         no_cache: args.no_cache,

@@ -69,7 +69,8 @@ impl Context {
     pub fn new(manifest_path: PathBuf, profile: Option<String>) -> Context {
         Context {
             manifest_path,
-            profile,
+            // `SUNABA_PROFILE=` (empty) selects no profile.
+            profile: profile.filter(|p| !p.is_empty()),
             manifest: OnceCell::new(),
             settings: OnceCell::new(),
         }

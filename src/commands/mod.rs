@@ -26,6 +26,8 @@ pub mod check;
 pub mod context;
 pub mod detect;
 pub mod engine;
+pub mod lock;
+pub mod outdated;
 pub mod pin;
 pub mod pins;
 pub mod plan;
@@ -58,6 +60,8 @@ pub fn run(cli: Cli) -> exit::Result {
         Command::Release(args) => release::run(&ctx, args),
         Command::Plan(args) => plan::run(&ctx, args),
         Command::UpdateBase(args) => update_base::run(&ctx, args),
+        Command::Lock(args) => lock::run(&ctx, args),
+        Command::Outdated(args) => outdated::run(&ctx, args),
     }
 }
 

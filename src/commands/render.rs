@@ -5,6 +5,7 @@
 use super::context::{Context, OutputOptions};
 use crate::exit;
 use crate::github::{self, Annotation};
+use crate::locks::{self, LockProblem};
 use crate::manifest::coverage;
 use crate::render::{self, Plan};
 use anyhow::Context as _;
@@ -47,13 +48,19 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let plan =
         render::plan(&rendered, &manifest.root).context("comparing with the committed files")?;
 
+    // A lock that no longer matches the versions images.toml pins is drift
+    // too: the build would install something else than the manifest says.
+    let stale = locks::check(manifest);
+
     if args.check {
         if github {
-            annotate(drift_annotations(&plan), args.json)?;
+            let mut notes = drift_annotations(&plan);
+            notes.extend(lock_annotations(&stale));
+            annotate(notes, args.json)?;
             github::summary(&drift_summary(&plan)).context("writing the step summary")?;
         }
-        report_check(&plan, args.json)?;
-        return if plan.is_clean() {
+        report_check(&plan, &stale, args.json)?;
+        return if plan.is_clean() && stale.is_empty() {
             Ok(())
         } else {
             Err(exit::Error::gate())
@@ -70,9 +77,11 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
             "removed": removable,
             "unchanged": plan.unchanged,
             "foreign": foreign,
+            "locks": stale,
         });
         super::write_json(&v)?;
     } else {
+        report_locks(&stale)?;
         for p in &plan.missing {
             outln!("created   {}", p.display())?;
         }
@@ -98,13 +107,37 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
             plan.unchanged.len()
         )?;
     }
+    if stale.is_empty() {
+        Ok(())
+    } else {
+        eprintln!("{}", locks_summary(&stale));
+        Err(exit::Error::gate())
+    }
+}
+
+/// `lock: …` lines, one per problem.
+fn report_locks(stale: &[LockProblem]) -> exit::Result {
+    for p in stale {
+        outln!("lock: {p}")?;
+    }
     Ok(())
 }
 
-fn report_check(plan: &Plan, json: bool) -> exit::Result {
+fn locks_summary(stale: &[LockProblem]) -> String {
+    let mut fragments: Vec<&str> = stale.iter().map(|p| p.fragment.as_str()).collect();
+    fragments.dedup();
+    format!(
+        "render: {} lock problem(s); run `sunaba-images lock {}` and commit the result",
+        stale.len(),
+        fragments.join(" ")
+    )
+}
+
+fn report_check(plan: &Plan, stale: &[LockProblem], json: bool) -> exit::Result {
     if json {
         let v = serde_json::json!({
-            "up_to_date": plan.is_clean(),
+            "up_to_date": plan.is_clean() && stale.is_empty(),
+            "locks": stale,
             "drifted": plan.drifted.iter().map(|(p, _, _)| p).collect::<Vec<_>>(),
             "missing": plan.missing,
             "stray": plan.stray,
@@ -124,11 +157,20 @@ fn report_check(plan: &Plan, json: bool) -> exit::Result {
             p.display()
         )?;
     }
+    report_locks(stale)?;
+    if !stale.is_empty() {
+        eprintln!(
+            "{}",
+            locks_summary(stale).replacen("render:", "render --check:", 1)
+        );
+    }
     if plan.is_clean() {
-        outln!(
-            "render --check: {} generated file(s) up to date",
-            plan.unchanged.len()
-        )?;
+        if stale.is_empty() {
+            outln!(
+                "render --check: {} generated file(s) up to date",
+                plan.unchanged.len()
+            )?;
+        }
     } else {
         eprintln!(
             "render --check: {} drifted, {} missing, {} stray; run `sunaba-images render` and commit the result",
@@ -181,6 +223,18 @@ fn coverage_annotations(
 
 /// Drifted and missing generated files are errors at their first differing
 /// line; stray ones are warnings.
+/// One annotation per stale lock, at its lock file.
+fn lock_annotations(stale: &[LockProblem]) -> Vec<Annotation> {
+    stale
+        .iter()
+        .map(|p| {
+            Annotation::error(2, p.to_string())
+                .at(&p.file, None)
+                .title("stale lock")
+        })
+        .collect()
+}
+
 fn drift_annotations(plan: &Plan) -> Vec<Annotation> {
     let mut out = Vec::new();
     for (path, committed, rendered) in &plan.drifted {

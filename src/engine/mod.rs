@@ -89,6 +89,18 @@ pub struct BuildRequest {
     pub iidfile: PathBuf,
 }
 
+/// A throw-away container that runs a tool with the network (e.g. a package
+/// manager writing a lock): as root, `script` under `/bin/sh -c`, the
+/// `mounts` (host path, container path, read-only) and `env` given.
+#[derive(Debug, Clone)]
+pub struct ToolRun {
+    pub image: String,
+    pub script: String,
+    pub mounts: Vec<(PathBuf, String, bool)>,
+    pub env: Vec<(String, String)>,
+    pub timeout: Duration,
+}
+
 /// The parts of an image's config this tool reads.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImageInfo {
@@ -216,6 +228,27 @@ pub trait Engine: Send + Sync {
     /// and smoke, all start their containers through it.
     fn sandbox_cmd(&self, sandbox: &Sandbox) -> Cmd {
         Cmd::new(self.program()).args(sandbox.args())
+    }
+    /// The argv of a tool run (pure; exposed for tests).
+    fn tool_run_cmd(&self, run: &ToolRun) -> Cmd {
+        let mut cmd = Cmd::new(self.program()).args(["run", "--rm", "--user", "0:0"]);
+        for (host, target, read_only) in &run.mounts {
+            let ro = if *read_only { ":ro" } else { "" };
+            // The engine reads a relative path as a volume name.
+            let host = std::path::absolute(host).unwrap_or_else(|_| host.clone());
+            cmd = cmd
+                .arg("--volume")
+                .arg(format!("{}:{target}{ro}", host.display()));
+        }
+        for (key, value) in &run.env {
+            cmd = cmd.arg("--env").arg(format!("{key}={value}"));
+        }
+        cmd.args(["--entrypoint", "/bin/sh", &run.image, "-c", &run.script])
+            .timeout(run.timeout)
+    }
+    /// Runs a tool container to completion; its output whatever its status.
+    fn run_tool(&self, run: &ToolRun) -> Result<crate::process::Output, EngineError> {
+        Ok(self.tool_run_cmd(run).output()?)
     }
     /// Runs a sandbox to completion and captures its output (whatever its
     /// exit status); on timeout the container is removed.

@@ -59,6 +59,7 @@ pub use blob::{BlobCopy, MAX_COPIED_BLOB};
 pub use client::{Client, ClientBuilder};
 pub use config::{ImageConfig, config_descriptor};
 pub use digest::{Algorithm, Digest};
+pub(crate) use error::error_chain;
 pub use error::{Error, ErrorKind, Result};
 pub use manifest::{Manifest, ManifestCheck};
 pub use platform::{Platform, best_match};

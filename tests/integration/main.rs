@@ -8,6 +8,7 @@ mod detect;
 mod engine_release;
 mod exit_status;
 mod github;
+mod locks;
 mod pins;
 mod plan;
 mod posture;

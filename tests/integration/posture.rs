@@ -292,6 +292,45 @@ fn what_a_new_user_saw_fail_now_works() {
     );
 }
 
+/// The supported toolchains (issue 11), in the sandbox `run` starts: Node
+/// from the Active LTS line, Go 1.27 or later, and a module that says
+/// `go 1.27` builds with `GOTOOLCHAIN=local`.
+#[test]
+fn the_full_image_carries_the_supported_toolchains() {
+    let Some(f) = family() else {
+        return;
+    };
+    let module = tempfile::tempdir().unwrap();
+    std::fs::write(module.path().join("go.mod"), "module example.com/m\n\ngo 1.27\n").unwrap();
+    std::fs::write(
+        module.path().join("main.go"),
+        "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"built with\", \"go 1.27\") }\n",
+    )
+    .unwrap();
+    // Readable by the sandbox user (the temp dir is root's, mode 0700).
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(module.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let run = Cli::new(&f.project)
+        .env("SUNABA_ENGINE", &f.services.engine)
+        .args(["--profile", "local", "run", "--image", &f.images["full"], "--workspace"])
+        .args([module.path()])
+        .args(["--", "sh", "-c"])
+        .args(["node --version; go version; go build -o /tmp/m . && /tmp/m"])
+        .stdout_may(".*")
+        .run();
+    let out = run.stdout();
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("v26."), "{out}");
+    let minor: u32 = lines[1]
+        .strip_prefix("go version go1.")
+        .and_then(|v| v.split(['.', ' ']).next())
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(minor >= 27, "{out}");
+    assert_eq!(lines[2], "built with go 1.27", "{out}");
+}
+
 /// An image `FROM` the built `full` with one posture setting undone.
 struct Derived {
     engine: String,

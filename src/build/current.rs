@@ -1,0 +1,84 @@
+//! What a variant's current inputs are, and the local image that has them:
+//! the hash a build computes before it decides to build, and, without
+//! building anything, the exact image of the current manifest (which `lock`
+//! runs its package managers in; a variant's plain tag may be another
+//! checkout's build).
+
+use super::inputs::{self, HashMeta, StagedFile};
+use super::{BuildError, Family};
+use crate::engine::Engine;
+use crate::labels::INPUTS as LABEL_INPUTS;
+use std::collections::BTreeMap;
+
+/// A variant's inputs, hashed.
+pub struct Inputs {
+    pub files: Vec<StagedFile>,
+    /// Every build argument, the FROM argument included.
+    pub build_args: BTreeMap<String, String>,
+    pub static_labels: BTreeMap<String, String>,
+    /// `sha256:<hex>`.
+    pub hash: String,
+}
+
+impl Family {
+    /// Hashes `variant`'s inputs when built FROM `from_ref` (image ID `from_id`).
+    pub fn inputs(
+        &self,
+        variant: &str,
+        platform: &str,
+        from_ref: &str,
+        from_id: &str,
+    ) -> Result<Inputs, BuildError> {
+        let plan = &self.variants[variant];
+        let files = inputs::collect(&self.root, plan, &self.generated)?;
+        let mut build_args = plan.build_args.clone();
+        build_args.insert(plan.from_arg.clone(), from_ref.to_string());
+        let static_labels = self.static_labels(variant);
+        let hash = inputs::inputs_hash(
+            &HashMeta {
+                platform,
+                dockerfile: &plan.dockerfile,
+                build_args: &build_args,
+                from_image_id: from_id,
+                static_labels: &static_labels,
+            },
+            &files,
+        );
+        Ok(Inputs {
+            files,
+            build_args,
+            static_labels,
+            hash,
+        })
+    }
+
+    /// The local image (inputs tag, image ID) built from exactly the current
+    /// inputs of `variant` and its ancestors; `None` when it is not built.
+    pub fn current_image(
+        &self,
+        engine: &dyn Engine,
+        variant: &str,
+    ) -> Result<Option<(String, String)>, BuildError> {
+        let platform = engine.platform()?;
+        let (from_ref, from_id) = match &self.variants[variant].parent {
+            Some(parent) => match self.current_image(engine, parent)? {
+                Some(found) => found,
+                None => return Ok(None),
+            },
+            None => {
+                let pinned = self.upstream.pinned()?;
+                let digest = pinned.digest().cloned().expect("pinned by digest");
+                match engine.inspect(&pinned.by_digest(digest).to_string())? {
+                    Some(info) => (pinned.to_string(), info.id),
+                    None => return Ok(None),
+                }
+            }
+        };
+        let inputs = self.inputs(variant, &platform, &from_ref, &from_id)?;
+        let tag = self.inputs_tag(variant, &inputs.hash);
+        Ok(engine
+            .inspect(&tag)?
+            .filter(|info| info.labels.get(LABEL_INPUTS) == Some(&inputs.hash))
+            .map(|info| (tag, info.id)))
+    }
+}
