@@ -18,6 +18,9 @@ ENV HOME="/home/sandbox" \
     XDG_CACHE_HOME="/home/sandbox/.cache" \
     LANG="C.UTF-8" \
     GIT_OPTIONAL_LOCKS="0"
+# Fragments clamp the times of the files they write to this (the commit
+# time), so a rebuild of the same inputs writes the same layers.
+ARG SOURCE_DATE_EPOCH
 
 # Fragment `go` (docker/install-go.sh): go, gofmt.
 ARG GO_SERIES=1.27

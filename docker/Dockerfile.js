@@ -18,6 +18,9 @@ ENV HOME="/home/sandbox" \
     XDG_CACHE_HOME="/home/sandbox/.cache" \
     LANG="C.UTF-8" \
     GIT_OPTIONAL_LOCKS="0"
+# Fragments clamp the times of the files they write to this (the commit
+# time), so a rebuild of the same inputs writes the same layers.
+ARG SOURCE_DATE_EPOCH
 
 # Fragment `js` (docker/install-js-tools.sh): eslint, tsc, jest.
 ARG ESLINT_VERSION=10.15.0

@@ -5,7 +5,8 @@
 #
 # Asserts every tool the `python` image owes (18). One line per tool:
 #   <status> TAB <tool> TAB <version> TAB <detail>
-# status is ok, missing, failed, mismatch or too-old. Exits 1 unless all are ok.
+# status is ok, missing, failed, mismatch, too-old or off-series. Exits 1 unless
+# all are ok.
 set -u
 failed=0
 # Probes must not read the workspace (a project's pytest.ini or an unreadable
@@ -23,11 +24,12 @@ at_least() {
   [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]
 }
 
-# check TOOL MIN PATTERN PROGRAM [ARG...]; an empty PATTERN means the probe
-# only has to succeed. Group 1 of PATTERN (POSIX ERE) is the version.
+# check TOOL MIN SERIES PATTERN PROGRAM [ARG...]; an empty PATTERN means the
+# probe only has to succeed. Group 1 of PATTERN (POSIX ERE) is the version;
+# a SERIES (3.13) admits only that series (3.13, 3.13.x).
 check() {
-  tool=$1 min=$2 pattern=$3
-  shift 3
+  tool=$1 min=$2 series=$3 pattern=$4
+  shift 4
   if ! command -v "$1" >/dev/null 2>&1; then
     report missing "$tool" - "$1 not found on PATH"
     return
@@ -52,25 +54,34 @@ check() {
     report too-old "$tool" "$version" "$version is below the minimum $min"
     return
   fi
+  if [ -n "$series" ]; then
+    case "$version" in
+    "$series" | "$series".*) ;;
+    *)
+      report off-series "$tool" "$version" "$version is outside the series $series"
+      return
+      ;;
+    esac
+  fi
   report ok "$tool" "$version" ""
 }
 
-check git 2.39.0 'git version ([0-9]+\.[0-9]+\.[0-9]+)' git --version
-check gh 2.40.0 'gh version ([0-9]+\.[0-9]+\.[0-9]+)' gh --version
-check rg 13.0.0 'ripgrep ([0-9]+\.[0-9]+\.[0-9]+)' rg --version
-check ast-grep 0.30.0 'ast-grep ([0-9]+\.[0-9]+\.[0-9]+)' ast-grep --version
-check sg 0.30.0 'ast-grep ([0-9]+\.[0-9]+\.[0-9]+)' sg --version
-check sd 1.0.0 'sd ([0-9]+\.[0-9]+\.[0-9]+)' sd --version
-check fd 9.0.0 'fd[a-z]* ([0-9]+\.[0-9]+\.[0-9]+)' fd --version
-check ctags 5.9.0 'Universal Ctags ([0-9]+\.[0-9]+(\.[0-9]+)?)' ctags --version
-check jq 1.7 'jq-([0-9]+\.[0-9]+(\.[0-9]+)?)' jq --version
-check node 20.0.0 'v([0-9]+\.[0-9]+\.[0-9]+)' node --version
-check npm 9.0.0 '([0-9]+\.[0-9]+\.[0-9]+)' npm --version
-check ca-certificates '' '' test -s /etc/ssl/certs/ca-certificates.crt
-check python3 3.11.0 'Python ([0-9]+\.[0-9]+\.[0-9]+)' python3 --version
-check pip 23.0.0 'pip ([0-9]+\.[0-9]+(\.[0-9]+)?)' pip --version
-check uv '' 'uv ([0-9]+\.[0-9]+\.[0-9]+)' uv --version
-check ruff '' 'ruff ([0-9]+\.[0-9]+\.[0-9]+)' ruff --version
-check pyright '' 'pyright ([0-9]+\.[0-9]+\.[0-9]+)' pyright --version
-check pytest 7.0.0 'pytest ([0-9]+\.[0-9]+\.[0-9]+)' pytest --version
+check git 2.39.0 '' 'git version ([0-9]+\.[0-9]+\.[0-9]+)' git --version
+check gh 2.40.0 '' 'gh version ([0-9]+\.[0-9]+\.[0-9]+)' gh --version
+check rg 13.0.0 '' 'ripgrep ([0-9]+\.[0-9]+\.[0-9]+)' rg --version
+check ast-grep 0.30.0 '' 'ast-grep ([0-9]+\.[0-9]+\.[0-9]+)' ast-grep --version
+check sg 0.30.0 '' 'ast-grep ([0-9]+\.[0-9]+\.[0-9]+)' sg --version
+check sd 1.0.0 '' 'sd ([0-9]+\.[0-9]+\.[0-9]+)' sd --version
+check fd 9.0.0 '' 'fd[a-z]* ([0-9]+\.[0-9]+\.[0-9]+)' fd --version
+check ctags 5.9.0 '' 'Universal Ctags ([0-9]+\.[0-9]+(\.[0-9]+)?)' ctags --version
+check jq 1.7 '' 'jq-([0-9]+\.[0-9]+(\.[0-9]+)?)' jq --version
+check node 26.0.0 26 'v([0-9]+\.[0-9]+\.[0-9]+)' node --version
+check npm 12.0.0 '' '([0-9]+\.[0-9]+\.[0-9]+)' npm --version
+check ca-certificates '' '' '' test -s /etc/ssl/certs/ca-certificates.crt
+check python3 3.13.0 3.13 'Python ([0-9]+\.[0-9]+\.[0-9]+)' python3 --version
+check pip 23.0.0 '' 'pip ([0-9]+\.[0-9]+(\.[0-9]+)?)' pip --version
+check uv '' '' 'uv ([0-9]+\.[0-9]+\.[0-9]+)' uv --version
+check ruff '' '' 'ruff ([0-9]+\.[0-9]+\.[0-9]+)' ruff --version
+check pyright '' '' 'pyright ([0-9]+\.[0-9]+\.[0-9]+)' pyright --version
+check pytest 7.0.0 '' 'pytest ([0-9]+\.[0-9]+\.[0-9]+)' pytest --version
 exit "$failed"
