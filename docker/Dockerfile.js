@@ -37,15 +37,24 @@ RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \
 # for a run without the contract's tmpfs (empty: no fragment may write there),
 # and a git that accepts a workspace owned by another uid (a checkout
 # bind-mounted from the host). Idempotent, so a child that installs git gets it too.
+# What it writes gets SOURCE_DATE_EPOCH as its time, like a fragment's files, so
+# a rebuild writes the same layer (no lastlog/faillog entries for the same reason).
 RUN set -eu; \
+    stamp=/dev/shm/sunaba-posture-step; touch "$stamp"; \
     getent group 1000 >/dev/null || groupadd --gid 1000 sandbox; \
     getent passwd 1000 >/dev/null || \
-        useradd --uid 1000 --gid 1000 --home-dir /home/sandbox --no-create-home --shell /bin/sh sandbox; \
+        useradd --uid 1000 --gid 1000 --home-dir /home/sandbox --no-create-home --no-log-init --shell /bin/sh sandbox; \
     install -d -m 0755 -o 1000 -g 1000 /home/sandbox /workspace; \
     if [ -n "$(ls -A /home/sandbox)" ]; then \
         echo "sunaba: a fragment wrote into /home/sandbox: $(ls -A /home/sandbox)" >&2; exit 1; \
     fi; \
-    if command -v git >/dev/null 2>&1; then git config --system --replace-all safe.directory '*'; fi
+    if command -v git >/dev/null 2>&1; then git config --system --replace-all safe.directory '*'; fi; \
+    if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then \
+        find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets \
+            -o -path /etc/hosts -o -path /etc/hostname -o -path /etc/resolv.conf \) -prune \
+            -o -newer "$stamp" -print0 | xargs -0r touch --no-dereference --date="@$SOURCE_DATE_EPOCH"; \
+    fi; \
+    rm -f "$stamp"
 COPY docker/healthcheck/js.sh /usr/local/libexec/sunaba/healthcheck
 # One run costs at most ~2.2 s of CPU (full; README "Healthcheck cost"): hourly
 # keeps a long-running sandbox under 0.1 % of one core. `check` runs the
