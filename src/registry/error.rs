@@ -108,6 +108,16 @@ pub enum ErrorKind {
     Pagination {
         reason: String,
     },
+    /// A platform image an index was to be assembled from is not in the
+    /// repository (the context).
+    MissingChild {
+        digest: String,
+    },
+    /// The platform images given cannot make one index (an index among
+    /// them, an attestation, two images of one platform, none at all).
+    Assembly {
+        reason: String,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -286,6 +296,12 @@ impl fmt::Display for Error {
                 "gave up after {attempts} attempt(s) in {elapsed_ms} ms: {registry}: {last}"
             ),
             K::Pagination { reason } => write!(f, "tag listing: {reason}"),
+            K::MissingChild { digest } => write!(
+                f,
+                "cannot assemble an index: the platform image {digest} is not in the repository \
+                 (push each platform's image by digest first)"
+            ),
+            K::Assembly { reason } => write!(f, "cannot assemble an index: {reason}"),
         }
     }
 }

@@ -13,6 +13,8 @@
 //!   is asked of a registry, on top of the client;
 //! - `blob.rs`, `push.rs`: what is written — blobs (HEAD first, upload,
 //!   cross-repository mount) and manifests (exact bytes, digest checked);
+//! - `assemble.rs`: an index from platform images already in a repository,
+//!   byte-identical on re-assembly;
 //! - `reference.rs`, `digest.rs`, `platform.rs`: the names involved;
 //! - `error.rs`: the one [`Error`], whose [`Error::kind`] callers match.
 //!
@@ -37,13 +39,14 @@
 //! and a per-registry concurrency limit; tokens are cached per registry and
 //! scope until shortly before they expire.
 
+mod assemble;
 mod blob;
 mod client;
 mod config;
 mod digest;
 mod error;
 #[cfg(test)]
-mod fake;
+pub(crate) mod fake;
 mod index;
 mod manifest;
 mod platform;
@@ -55,6 +58,7 @@ mod resolve;
 mod tags;
 mod transport;
 
+pub use assemble::{AssembledIndex, Child, assemble};
 pub use blob::{BlobCopy, MAX_COPIED_BLOB};
 pub use client::{Client, ClientBuilder};
 pub use config::{ImageConfig, config_descriptor};

@@ -53,6 +53,19 @@ impl Platform {
     fn effective_variant(&self) -> Option<&str> {
         self.variant.as_deref().or(self.default_variant())
     }
+
+    /// The platform as pins and `resolve` name it: an `arm64` variant `v8`
+    /// (the only arm64 there is in practice, and what the architecture
+    /// implies) is dropped, so `linux/arm64/v8` and `linux/arm64` are one
+    /// key. Other variants are kept as written (`linux/arm/v6` stays, and
+    /// `linux/arm` is not given its default `v7`).
+    pub fn normalized(&self) -> Platform {
+        let mut p = self.clone();
+        if p.architecture == "arm64" && p.variant.as_deref() == Some("v8") {
+            p.variant = None;
+        }
+        p
+    }
 }
 
 fn normalize_arch(arch: &str) -> String {
@@ -149,6 +162,14 @@ mod tests {
     fn parses_and_normalises() {
         assert_eq!(p("linux/x86_64").to_string(), "linux/amd64");
         assert_eq!(p("Linux/AArch64/V8").to_string(), "linux/arm64/v8");
+        assert_eq!(p("linux/arm64/v8").normalized(), p("linux/arm64"));
+        assert_eq!(p("linux/aarch64").normalized().to_string(), "linux/arm64");
+        assert_eq!(
+            p("linux/arm64/v9").normalized().to_string(),
+            "linux/arm64/v9"
+        );
+        assert_eq!(p("linux/arm/v7").normalized().to_string(), "linux/arm/v7");
+        assert_eq!(p("linux/arm").normalized().to_string(), "linux/arm");
         for bad in ["linux", "linux/", "linux/amd64/v8/x", "linux/am d64", ""] {
             let err = bad.parse::<Platform>().unwrap_err().to_string();
             assert!(err.contains(&format!("{bad:?}")), "{err}");

@@ -121,6 +121,14 @@ impl Reference {
             digest: Some(digest),
         }
     }
+    /// `digest` in `repo`, without a tag.
+    pub fn in_repo(repo: &Repository, digest: Digest) -> Reference {
+        Reference {
+            repo: repo.clone(),
+            tag: None,
+            digest: Some(digest),
+        }
+    }
     /// The same repository with another tag (and no digest).
     pub fn with_tag(repo: &Repository, tag: &str) -> Result<Reference, super::Error> {
         if !TAG_RE.is_match(tag) {
