@@ -2,6 +2,7 @@
 //! `sunaba-images` binary (see `support::Cli`) against real files and, where
 //! needed, the real engine and registry that `scripts/dev-env up` provides.
 
+mod assemble;
 mod bad_input;
 mod build;
 mod detect;
