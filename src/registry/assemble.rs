@@ -412,25 +412,9 @@ mod tests {
         }
     }
 
-    /// A tiny image in the fake: a layer, a config for `arch`, a manifest
-    /// of `media_type` stored by digest.
     fn push_image(reg: &FakeRegistry, repo: &str, arch: &str, media_type: &str) -> Digest {
-        let layer = reg.put_blob(repo, format!("layer {arch}").as_bytes());
-        let config = format!(
-            r#"{{"architecture":"{arch}","os":"linux","rootfs":{{"type":"layers","diff_ids":["{layer}"]}}}}"#
-        );
-        let config_digest = reg.put_blob(repo, config.as_bytes());
-        let manifest = format!(
-            r#"{{"schemaVersion":2,"mediaType":"{media_type}","config":{{"mediaType":"{}","digest":"{config_digest}","size":{}}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"{layer}","size":9}}]}}"#,
-            mt::OCI_CONFIG,
-            config.len()
-        );
-        let digest = Digest::sha256(manifest.as_bytes());
-        reg.state().manifests.insert(
-            (repo.into(), digest.to_string()),
-            (media_type.into(), manifest.into_bytes()),
-        );
-        digest
+        let config = serde_json::json!({"architecture": arch, "os": "linux"});
+        reg.put_image(repo, &config, media_type)
     }
 
     #[tokio::test]

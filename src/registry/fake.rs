@@ -99,6 +99,59 @@ impl FakeRegistry {
             .insert((repo.into(), digest.to_string()), bytes.to_vec());
         digest
     }
+
+    /// Stores a manifest in `repo` directly (and tags it, when `tag` is
+    /// given); returns its digest.
+    pub fn put_manifest(
+        &self,
+        repo: &str,
+        tag: Option<&str>,
+        media_type: &str,
+        bytes: &[u8],
+    ) -> Digest {
+        let digest = Digest::sha256(bytes);
+        let mut s = self.state();
+        s.manifests.insert(
+            (repo.into(), digest.to_string()),
+            (media_type.into(), bytes.to_vec()),
+        );
+        if let Some(tag) = tag {
+            s.tags.insert((repo.into(), tag.into()), digest.to_string());
+        }
+        digest
+    }
+
+    /// Stores a tiny image in `repo` directly: one layer of its own, the
+    /// `config` document (with a `rootfs` of that layer) as its config
+    /// blob, a manifest of `media_type`. Returns the manifest's digest.
+    pub fn put_image(&self, repo: &str, config: &serde_json::Value, media_type: &str) -> Digest {
+        let layer_bytes = format!("layer of {config}");
+        let layer = self.put_blob(repo, layer_bytes.as_bytes());
+        let mut config = config.clone();
+        config["rootfs"] = serde_json::json!({"type": "layers", "diff_ids": [layer]});
+        let config = serde_json::to_vec(&config).unwrap();
+        let config_digest = self.put_blob(repo, &config);
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": media_type,
+            "config": {
+                "mediaType": super::media_type::OCI_CONFIG,
+                "digest": config_digest,
+                "size": config.len(),
+            },
+            "layers": [{
+                "mediaType": "application/vnd.oci.image.layer.v1.tar",
+                "digest": layer,
+                "size": layer_bytes.len(),
+            }],
+        });
+        self.put_manifest(
+            repo,
+            None,
+            media_type,
+            &serde_json::to_vec(&manifest).unwrap(),
+        )
+    }
 }
 
 struct Answer {

@@ -65,6 +65,7 @@ pub use config::{ImageConfig, config_descriptor};
 pub use digest::{Algorithm, Digest};
 pub(crate) use error::error_chain;
 pub use error::{Error, ErrorKind, Result};
+pub(crate) use index::Index;
 pub use manifest::{Manifest, ManifestCheck};
 pub use platform::{Platform, best_match};
 pub use reference::{Reference, Repository, api_host, is_loopback};

@@ -43,10 +43,15 @@ pub struct Staged {
     /// The manifest the release tags will point at (version label stamped).
     pub digest: Digest,
     pub media_type: String,
-    /// Its config blob (the checked config plus the version label).
-    pub config: Digest,
+    /// Its config blob (the checked config plus the version label); `None`
+    /// for an index, whose platform images each have their own.
+    pub config: Option<Digest>,
     /// What the engine pushed before the stamp, for an engine source.
     pub pushed: Option<Digest>,
+    /// For an index: each platform (normalised, `linux/arm64`) and its
+    /// stamped image. Empty for a single-platform image.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub platforms: BTreeMap<String, Digest>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

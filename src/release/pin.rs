@@ -5,6 +5,7 @@
 use super::journal::Journal;
 use crate::fsutil::FileLock;
 use crate::pins::{Pin, PinsFile};
+use crate::registry::Platform;
 use anyhow::{Context as _, bail};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,16 +14,27 @@ use std::path::Path;
 pub fn pins_of(journal: &Journal) -> anyhow::Result<BTreeMap<String, Pin>> {
     let mut pins = BTreeMap::new();
     for v in &journal.plan.variants {
-        let digest = journal
-            .target(&v.variant)
-            .with_context(|| format!("{} is not staged", v.variant))?
-            .clone();
+        let staged = journal
+            .staged
+            .get(&v.variant)
+            .with_context(|| format!("{} is not staged", v.variant))?;
+        let digest = staged.digest.clone();
+        // An index: its platform images; a single image: itself.
+        let platforms = if staged.platforms.is_empty() {
+            let platform = v
+                .platform
+                .parse::<Platform>()
+                .map_or_else(|_| v.platform.clone(), |p| p.normalized().to_string());
+            BTreeMap::from([(platform, digest.clone())])
+        } else {
+            staged.platforms.clone()
+        };
         let pin = Pin {
             repository: journal.plan.repository.clone(),
             tag: v.immutable.clone(),
             version: v.version.clone(),
-            digest: digest.clone(),
-            platforms: BTreeMap::from([(v.platform.clone(), digest)]),
+            digest,
+            platforms,
             tools: v.tools.clone(),
         };
         for alias in &v.aliases {

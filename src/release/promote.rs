@@ -5,8 +5,9 @@
 //! already there costs its HEAD only), and `--rollback`.
 
 use super::journal::{Journal, TagKind};
+use super::plan::Planned;
 use crate::labels::{self, CheckRecord};
-use crate::registry::{Client, Digest, Reference, Repository};
+use crate::registry::{Client, Digest, Index, Reference, Repository, media_type};
 use anyhow::Context as _;
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -65,9 +66,10 @@ pub async fn tag_digest(
 
 /// Reads each staged image back by digest (bytes verified) and gates its
 /// config: the version stamped, a passing check record of the inputs and
-/// the tools planned. Then looks at every tag not yet written: the first
-/// run records where each pointed. Returns the images by variant and where
-/// each unwritten tag points now.
+/// the tools planned. A staged index is read back whole: it must list the
+/// staged platform images, each gated the same way. Then looks at every
+/// tag not yet written: the first run records where each pointed. Returns
+/// the images by variant and where each unwritten tag points now.
 pub async fn verify(
     client: &Client,
     repo: &Repository,
@@ -75,35 +77,44 @@ pub async fn verify(
 ) -> anyhow::Result<(BTreeMap<String, Image>, BTreeMap<String, Option<Digest>>)> {
     let mut images = BTreeMap::new();
     for planned in &journal.plan.variants {
-        let digest = journal.staged[&planned.variant].digest.clone();
+        let staged = &journal.staged[&planned.variant];
+        let digest = staged.digest.clone();
         let reference = Reference::with_tag(repo, &planned.staging)?.by_digest(digest.clone());
         let manifest = client
             .fetch_manifest(&reference)
             .await
             .with_context(|| format!("{}: the staged image is not there", planned.variant))?;
-        let config = client.config_of(&reference, &manifest).await?;
         let fail =
             |why: String| anyhow::anyhow!("{}: staged image {reference}: {why}", planned.variant);
-        if config.labels.get(labels::VERSION) != Some(&planned.version.to_string()) {
-            return Err(fail(format!(
-                "its {} label is {:?}, not {}",
-                labels::VERSION,
-                config.labels.get(labels::VERSION),
-                planned.version
-            )));
-        }
-        match CheckRecord::passing_for(&config.labels) {
-            Some(r) if r.tools == planned.tools => {}
-            Some(_) => {
-                return Err(fail(
-                    "its check record lists other tools than planned".into(),
-                ));
+        if media_type::is_index(&manifest.media_type) {
+            let listed: BTreeMap<String, Digest> =
+                Index::parse(&reference.to_string(), &manifest.bytes)?
+                    .platforms()
+                    .into_iter()
+                    .map(|(p, d)| (p.normalized().to_string(), d))
+                    .collect();
+            if listed != staged.platforms {
+                return Err(fail(format!(
+                    "the index lists {}, but {} were staged",
+                    describe(&listed),
+                    describe(&staged.platforms)
+                )));
             }
-            None => {
-                return Err(fail(
-                    "it carries no passing check record of its inputs".into(),
-                ));
+            for (platform, child) in &listed {
+                let child_ref = reference.by_digest(child.clone());
+                let child_manifest =
+                    client.fetch_manifest(&child_ref).await.with_context(|| {
+                        format!(
+                            "{}: the staged {platform} image is not there",
+                            planned.variant
+                        )
+                    })?;
+                let config = client.config_of(&child_ref, &child_manifest).await?;
+                gate(&config.labels, planned).map_err(|why| fail(format!("{platform}: {why}")))?;
             }
+        } else {
+            let config = client.config_of(&reference, &manifest).await?;
+            gate(&config.labels, planned).map_err(fail)?;
         }
         images.insert(
             planned.variant.clone(),
@@ -139,6 +150,36 @@ pub async fn verify(
         return Err(Conflicts(conflicts).into());
     }
     Ok((images, now))
+}
+
+/// A staged config's gate: the version stamped, a passing check record of
+/// its inputs listing the tools planned.
+fn gate(labels: &BTreeMap<String, String>, planned: &Planned) -> Result<(), String> {
+    if labels.get(labels::VERSION) != Some(&planned.version.to_string()) {
+        return Err(format!(
+            "its {} label is {:?}, not {}",
+            labels::VERSION,
+            labels.get(labels::VERSION),
+            planned.version
+        ));
+    }
+    match CheckRecord::passing_for(labels) {
+        Some(r) if r.tools == planned.tools => Ok(()),
+        Some(_) => Err("its check record lists other tools than planned".into()),
+        None => Err("it carries no passing check record of its inputs".into()),
+    }
+}
+
+/// `linux/amd64 (sha256:…), …` for messages.
+fn describe(platforms: &BTreeMap<String, Digest>) -> String {
+    if platforms.is_empty() {
+        return "no platform images".into();
+    }
+    platforms
+        .iter()
+        .map(|(p, d)| format!("{p} ({})", d.short()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Writes every tag not yet written, in the journal's order, saving the

@@ -107,3 +107,196 @@ impl Releaser<'_> {
         Ok(done)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::journal::tests::planned;
+    use super::super::plan::{Plan, Source};
+    use super::*;
+    use crate::labels;
+    use crate::pins::PinsFile;
+    use crate::registry::fake::FakeRegistry;
+    use crate::registry::{Digest, Index, Reference, media_type as mt};
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    /// The config of a checked image for `arch` (`variant`): a check record
+    /// that passes (or fails) for its inputs, listing no tools.
+    fn config(arch: &str, variant: Option<&str>, status: &str) -> serde_json::Value {
+        let inputs = format!("sha256:{}", "1".repeat(64));
+        let record = json!({"schema": 1, "status": status, "inputs": inputs, "tools": {}});
+        let mut c = json!({
+            "architecture": arch,
+            "os": "linux",
+            "config": {"Labels": {
+                labels::CHECK: record.to_string(),
+                labels::INPUTS: inputs,
+            }},
+        });
+        if let Some(v) = variant {
+            c["variant"] = json!(v);
+        }
+        c
+    }
+
+    /// A source index in `src/x` under `tag`: an amd64 Docker image, an
+    /// arm64/v8 OCI image (its check `arm_status`) and an attestation.
+    fn source_index(reg: &FakeRegistry, tag: &str, arm_status: &str) -> Digest {
+        let amd = reg.put_image("src/x", &config("amd64", None, "pass"), mt::DOCKER_MANIFEST);
+        let arm = reg.put_image(
+            "src/x",
+            &config("arm64", Some("v8"), arm_status),
+            mt::OCI_MANIFEST,
+        );
+        let att = reg.put_image("src/x", &config("unknown", None, "pass"), mt::OCI_MANIFEST);
+        let size = |d: &Digest| {
+            reg.state().manifests[&("src/x".into(), d.to_string())]
+                .1
+                .len()
+        };
+        let entry = |d: &Digest, t: &str, p: serde_json::Value| json!({"mediaType": t, "digest": d, "size": size(d), "platform": p});
+        let index = json!({
+            "schemaVersion": 2,
+            "mediaType": mt::OCI_INDEX,
+            "manifests": [
+                entry(&arm, mt::OCI_MANIFEST, json!({"os": "linux", "architecture": "arm64", "variant": "v8"})),
+                entry(&att, mt::OCI_MANIFEST, json!({"os": "unknown", "architecture": "unknown"})),
+                entry(&amd, mt::DOCKER_MANIFEST, json!({"os": "linux", "architecture": "amd64"})),
+            ],
+            "annotations": {"created": "now"},
+        });
+        let bytes = serde_json::to_vec_pretty(&index).unwrap();
+        reg.put_manifest("src/x", Some(tag), mt::OCI_INDEX, &bytes)
+    }
+
+    fn journal_for(dir: &Path, reg: &FakeRegistry, index: &Digest) -> Journal {
+        let mut p = planned("a", &["a"]);
+        p.source = Source::Registry {
+            reference: format!("{}/src/x@{index}", reg.authority),
+        };
+        let plan = Plan {
+            id: "r1".into(),
+            repository: format!("{}/rel/y", reg.authority),
+            variants: vec![p],
+            unchanged: Vec::new(),
+        };
+        Journal::new(dir, plan, "2026-12-01T00:00:00Z".into())
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn an_index_is_staged_stamped_per_platform_promoted_as_staged_and_pinned_with_its_platforms() {
+        let rt = runtime();
+        let reg = rt.block_on(FakeRegistry::start());
+        let client = reg.client();
+        let source = source_index(&reg, "a", "pass");
+        let dir = tempfile::tempdir().unwrap();
+        let pins_path = dir.path().join("image_pins.json");
+        let mut journal = journal_for(dir.path(), &reg, &source);
+        let releaser = Releaser {
+            client: &client,
+            rt: &rt,
+            engine: None,
+            pins_path: &pins_path,
+            progress: &|_| {},
+        };
+        releaser.carry_out(&mut journal).unwrap();
+        assert_eq!(journal.step, Step::Pinned);
+
+        let staged = journal.staged["a"].clone();
+        assert_eq!(staged.media_type, mt::OCI_INDEX, "an OCI child among them");
+        assert_eq!(staged.config, None);
+        let platforms: Vec<&str> = staged.platforms.keys().map(String::as_str).collect();
+        assert_eq!(platforms, ["linux/amd64", "linux/arm64"], "no attestation");
+
+        // What the tags name is the staged index, byte for byte, listing
+        // the stamped images; every stamped config carries the version.
+        let s = reg.state();
+        let staged_bytes = s.manifests[&("rel/y".into(), staged.digest.to_string())]
+            .1
+            .clone();
+        for tag in ["_staging-a-1.0.0", "a-1.0.0", "a"] {
+            assert_eq!(
+                s.tags[&("rel/y".into(), tag.into())],
+                staged.digest.to_string(),
+                "{tag}"
+            );
+        }
+        drop(s);
+        let index = Index::parse("i", &staged_bytes).unwrap();
+        assert_eq!(index.entries.len(), 2);
+        let listed: BTreeMap<String, Digest> = index
+            .platforms()
+            .into_iter()
+            .map(|(p, d)| (p.normalized().to_string(), d))
+            .collect();
+        assert_eq!(listed, staged.platforms);
+        let repo: crate::registry::Repository = format!("{}/rel/y", reg.authority).parse().unwrap();
+        for child in staged.platforms.values() {
+            let r = Reference::in_repo(&repo, child.clone());
+            let config = rt.block_on(client.image_config(&r, None)).unwrap();
+            assert_eq!(config.labels[labels::VERSION], "1.0.0");
+        }
+
+        // The pin: the index, and each platform's stamped image.
+        let (pins, _) = PinsFile::load(&pins_path).unwrap().unwrap();
+        let pin = &pins.images["a"];
+        assert_eq!(pin.digest, staged.digest);
+        assert_eq!(pin.platforms, staged.platforms);
+
+        // Staging again (a resumed release) gives the same digest and puts
+        // no manifest again.
+        let puts = reg.state().count("PUT", "/manifests/");
+        let mut again = journal_for(dir.path(), &reg, &source);
+        again.plan.id = "r2".into();
+        let stager = super::super::stage::Stager {
+            client: &client,
+            rt: &rt,
+            engine: None,
+            repository: &repo,
+        };
+        let restaged = stager.stage(&again.plan.variants[0]).unwrap();
+        assert_eq!(restaged, staged);
+        assert_eq!(reg.state().count("PUT", "/manifests/"), puts);
+    }
+
+    #[test]
+    fn a_failing_arm64_check_stops_the_release_before_any_release_tag() {
+        let rt = runtime();
+        let reg = rt.block_on(FakeRegistry::start());
+        let client = reg.client();
+        let source = source_index(&reg, "a", "fail");
+        let dir = tempfile::tempdir().unwrap();
+        let pins_path = dir.path().join("image_pins.json");
+        let mut journal = journal_for(dir.path(), &reg, &source);
+        let releaser = Releaser {
+            client: &client,
+            rt: &rt,
+            engine: None,
+            pins_path: &pins_path,
+            progress: &|_| {},
+        };
+        let err = format!("{:#}", releaser.carry_out(&mut journal).unwrap_err());
+        assert!(
+            err.contains("linux/arm64: it carries no passing check record"),
+            "{err}"
+        );
+        assert!(!journal.wrote_tags());
+        let s = reg.state();
+        let tags: Vec<&str> = s
+            .tags
+            .keys()
+            .filter(|(r, _)| r == "rel/y")
+            .map(|(_, t)| t.as_str())
+            .collect();
+        assert_eq!(tags, ["_staging-a-1.0.0"], "only the staging tag");
+        assert!(!pins_path.exists());
+    }
+}

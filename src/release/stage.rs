@@ -26,16 +26,31 @@
 //! client alone: each layer HEAD first, then a cross-repository mount, then
 //! (mount refused, or another registry) its bytes; the planned digest is
 //! known before anything is written.
+//!
+//! # An index
+//!
+//! A multi-platform source (an index in a registry) is staged platform by
+//! platform: each platform image is copied and stamped as above and put by
+//! its (new) digest, then the index of the stamped images is assembled
+//! ([`registry::assemble`]) and put at the staging tag. The source index's
+//! own bytes cannot be kept: the stamp changes every child's digest. The
+//! staged index is as deterministic as the stamp (children sorted by
+//! platform, fixed serialisation), so a resumed release stages the same
+//! digest, and promotion then PUTs those exact bytes. Entries of the source
+//! that are not platform images — no platform, or `unknown/unknown`
+//! (attestations) — are left out: they describe the unstamped images. The
+//! stamped images must be of the platforms the source index names.
 
 use super::journal::Staged;
 use super::plan::{Planned, Source};
 use crate::engine::Engine;
 use crate::labels;
-use crate::registry::{self, Client, Digest, Manifest, Reference, Repository};
+use crate::registry::{self, Client, Digest, Index, Manifest, Reference, Repository};
 use anyhow::{Context as _, bail};
 use bytes::Bytes;
 use semver::Version;
 use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The config with the version label set (every other byte's meaning kept).
 pub fn stamp_config(config: &[u8], version: &Version) -> anyhow::Result<Vec<u8>> {
@@ -75,8 +90,12 @@ pub fn restamp_manifest(manifest: &[u8], config: &Digest, size: usize) -> anyhow
 
 /// The layer digests of an image manifest.
 fn layers(manifest: &Manifest) -> anyhow::Result<Vec<Digest>> {
-    if registry::media_type::is_index(&manifest.media_type) {
-        bail!("an image index: releasing multi-platform images is not supported yet");
+    if !registry::media_type::is_manifest(&manifest.media_type) {
+        bail!(
+            "{} is not an image manifest ({})",
+            manifest.digest,
+            manifest.media_type
+        );
     }
     let doc: Value = serde_json::from_slice(&manifest.bytes)?;
     doc.get("layers")
@@ -124,6 +143,12 @@ impl Stager<'_> {
                     self.client
                         .fetch_manifest(&staging.by_digest(pushed.clone())),
                 )?;
+                if registry::media_type::is_index(&manifest.media_type) {
+                    bail!(
+                        "the engine pushed {name} as an index ({pushed}); a multi-platform image \
+                         is released from a registry (`release --from`)"
+                    );
+                }
                 let config = registry::config_descriptor(&name, &manifest.bytes)?.0;
                 if config.to_string() != *image_id {
                     bail!(
@@ -136,6 +161,14 @@ impl Stager<'_> {
             Source::Registry { reference } => {
                 let source: Reference = reference.parse()?;
                 let manifest = self.rt.block_on(self.client.fetch_manifest(&source))?;
+                if registry::media_type::is_index(&manifest.media_type) {
+                    return self.rt.block_on(self.stamp_index(
+                        source.repo(),
+                        &manifest,
+                        planned,
+                        &staging,
+                    ));
+                }
                 (source.repo().clone(), manifest, None)
             }
         };
@@ -155,7 +188,95 @@ impl Stager<'_> {
         planned: &Planned,
         staging: &Reference,
     ) -> anyhow::Result<Staged> {
-        let context = staging.to_string();
+        let stamped = self.stamp_image(from, manifest, &planned.version).await?;
+        if self.client.manifest_digest(staging).await?.as_ref() != Some(&stamped.digest) {
+            self.client
+                .put_manifest(staging, &manifest.media_type, stamped.bytes)
+                .await?;
+        }
+        Ok(Staged {
+            digest: stamped.digest,
+            media_type: manifest.media_type.clone(),
+            config: Some(stamped.config),
+            pushed: None,
+            platforms: BTreeMap::new(),
+        })
+    }
+
+    /// Stamps each platform image of the index `index` (of repository
+    /// `from`), puts each by digest, and puts the index of the stamped
+    /// images at `staging` (see the module docs).
+    async fn stamp_index(
+        &self,
+        from: &Repository,
+        index: &Manifest,
+        planned: &Planned,
+        staging: &Reference,
+    ) -> anyhow::Result<Staged> {
+        let context = format!("{from}@{}", index.digest);
+        let client = self.client;
+        let to = self.repository;
+        let children = Index::parse(&context, &index.bytes)?.platforms();
+        if children.is_empty() {
+            bail!("the index {context} lists no platform images");
+        }
+        let mut stamped = Vec::new();
+        for (platform, digest) in &children {
+            let child = client
+                .fetch_manifest(&Reference::in_repo(from, digest.clone()))
+                .await
+                .with_context(|| format!("reading the {platform} image of {context}"))?;
+            let image = self
+                .stamp_image(from, &child, &planned.version)
+                .await
+                .with_context(|| format!("stamping the {platform} image {digest}"))?;
+            let at = Reference::in_repo(to, image.digest.clone());
+            if client.manifest_digest(&at).await?.is_none() {
+                client
+                    .put_manifest(&at, &child.media_type, image.bytes)
+                    .await?;
+            }
+            stamped.push(image.digest);
+        }
+        let assembled = client.assemble_index(to, &stamped).await?;
+        let named: BTreeSet<String> = children
+            .iter()
+            .map(|(p, _)| p.normalized().to_string())
+            .collect();
+        let platforms: BTreeMap<String, Digest> = assembled
+            .platforms
+            .iter()
+            .map(|(p, d)| (p.to_string(), d.clone()))
+            .collect();
+        if platforms.keys().cloned().collect::<BTreeSet<_>>() != named {
+            bail!(
+                "the index {context} names the platforms {}, but its images' configs say {}",
+                named.into_iter().collect::<Vec<_>>().join(", "),
+                platforms.keys().cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+        if client.manifest_digest(staging).await?.as_ref() != Some(&assembled.digest) {
+            client.put_index(staging, &assembled).await?;
+        }
+        Ok(Staged {
+            digest: assembled.digest,
+            media_type: assembled.media_type.to_string(),
+            config: None,
+            pushed: None,
+            platforms,
+        })
+    }
+
+    /// The image `manifest` (of repository `from`) with the version stamped:
+    /// its layers made blobs of the release repository, the stamped config
+    /// uploaded; the manifest is not put anywhere yet.
+    async fn stamp_image(
+        &self,
+        from: &Repository,
+        manifest: &Manifest,
+        version: &Version,
+    ) -> anyhow::Result<Stamped> {
+        let context = format!("{from}@{}", manifest.digest);
         let client = self.client;
         let to = self.repository;
         let layers = layers(manifest)?;
@@ -169,7 +290,7 @@ impl Stager<'_> {
             .fetch_blob(from, &source_config, 16 << 20)
             .await
             .context("reading the checked config")?;
-        let config = Bytes::from(stamp_config(&config, &planned.version)?);
+        let config = Bytes::from(stamp_config(&config, version)?);
         let config_digest = Digest::sha256(&config);
         if client.blob_size(to, &config_digest).await?.is_none() {
             client.upload_blob(to, config.clone()).await?;
@@ -179,19 +300,19 @@ impl Stager<'_> {
             &config_digest,
             config.len(),
         )?);
-        let digest = Digest::sha256(&bytes);
-        if client.manifest_digest(staging).await?.as_ref() != Some(&digest) {
-            client
-                .put_manifest(staging, &manifest.media_type, bytes)
-                .await?;
-        }
-        Ok(Staged {
-            digest,
-            media_type: manifest.media_type.clone(),
+        Ok(Stamped {
+            digest: Digest::sha256(&bytes),
+            bytes,
             config: config_digest,
-            pushed: None,
         })
     }
+}
+
+/// A stamped image manifest, not yet at any tag.
+struct Stamped {
+    bytes: Bytes,
+    digest: Digest,
+    config: Digest,
 }
 
 #[cfg(test)]
