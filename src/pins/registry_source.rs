@@ -90,7 +90,7 @@ impl ImageSource for RegistrySource {
                         .await
                         .map_err(|e| err(&name, e))?;
                     images.push(PlatformImage {
-                        platform: platform.to_string(),
+                        platform: platform.normalized().to_string(),
                         digest: d.clone(),
                         labels: config.labels,
                     });
@@ -102,7 +102,7 @@ impl ImageSource for RegistrySource {
                     .await
                     .map_err(|e| err(&name, e))?;
                 images.push(PlatformImage {
-                    platform: config.platform.to_string(),
+                    platform: config.platform.normalized().to_string(),
                     digest: resolved.digest.clone(),
                     labels: config.labels,
                 });

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 /// One platform image of a tag or digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlatformImage {
-    /// `os/arch[/variant]`.
+    /// `os/arch[/variant]`, normalised (`linux/arm64`, never
+    /// `linux/arm64/v8`: see `registry::Platform::normalized`).
     pub platform: String,
     pub digest: Digest,
     /// Config labels (read from a config blob whose digest was verified).

@@ -6,7 +6,7 @@ use super::source::{DigestCheck, ImageSource};
 use super::{Digest, Pin, PinsFile, locate_alias};
 use crate::policy::{self, parse_tag};
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
 
@@ -172,21 +172,38 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
         ),
     }
 
-    // The inventory in the file must be the image's own, not a hand edit.
+    // Both levels agree: what `digest` names (an index, or one image) is
+    // exactly the pinned platform images. And the inventory in the file is
+    // each platform image's own, not a hand edit.
     if intact {
         match source.inspect(&pin.repository, &pin.digest.to_string()) {
             Ok(inspected) => {
-                let labels = inspected
-                    .primary()
-                    .map(|i| i.labels.clone())
-                    .unwrap_or_default();
-                match policy::gate(&labels, &spec.variant, &[], &[]) {
-                    Ok(inv) if inv != pin.tools => push(
+                for message in
+                    platform_differences(&pin.digest, &inspected.platforms(), &pin.platforms)
+                {
+                    push(Severity::Problem, message);
+                }
+                let several = inspected.images.len() > 1;
+                for image in &inspected.images {
+                    let of = if several {
+                        format!(" ({})", image.platform)
+                    } else {
+                        String::new()
+                    };
+                    match policy::gate(&image.labels, &spec.variant, &[], &[]) {
+                        Ok(inv) if inv != pin.tools => push(
+                            Severity::Problem,
+                            format!("pinned tools differ from the image's check record{of}"),
+                        ),
+                        Ok(_) => {}
+                        Err(r) => push(Severity::Problem, format!("pinned image{of}: {r}")),
+                    }
+                }
+                if inspected.images.is_empty() {
+                    push(
                         Severity::Problem,
-                        "pinned tools differ from the image's check record".to_string(),
-                    ),
-                    Ok(_) => {}
-                    Err(r) => push(Severity::Problem, format!("pinned image: {r}")),
+                        format!("{} lists no platform images", pin.digest),
+                    );
                 }
             }
             Err(e) => push(
@@ -195,6 +212,35 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
             ),
         }
     }
+}
+
+/// Where the platform images `digest` names (`listed`) and the pin's
+/// `platforms` differ, one message each.
+fn platform_differences(
+    digest: &Digest,
+    listed: &BTreeMap<String, Digest>,
+    pinned: &BTreeMap<String, Digest>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (platform, want) in pinned {
+        match listed.get(platform) {
+            None => out.push(format!(
+                "platforms: {platform} is pinned as {want}, but {digest} has no {platform} image"
+            )),
+            Some(got) if got != want => out.push(format!(
+                "platforms: {platform} is pinned as {want}, but {digest} names {got} for it"
+            )),
+            Some(_) => {}
+        }
+    }
+    for (platform, got) in listed {
+        if !pinned.contains_key(platform) {
+            out.push(format!(
+                "platforms: {digest} has a {platform} image ({got}) the pin does not list"
+            ));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -327,5 +373,119 @@ mod tests {
         assert_eq!(warnings.len(), 1, "{found:?}");
         assert!(warnings[0].message.contains(&moved.digest.to_string()));
         assert!(warnings[0].message.contains(&pin.digest.to_string()));
+    }
+
+    /// A two-platform python image (an index of amd64 and arm64 images,
+    /// each with its check record) at `python-3.0.0`, and its pin.
+    fn two_platform(arm_tools: &[(&str, &str)]) -> (super::super::source::fake::FakeRegistry, Pin) {
+        use super::super::plan::tests::{digest_of, record};
+        use super::super::source::{Inspected, PlatformImage};
+        let reg = acceptance_registry();
+        let tools = [("ruff", "0.13.0"), ("pytest", "8.4.1")];
+        let labels = |tools: &[(&str, &str)]| {
+            [(
+                crate::labels::CHECK.to_string(),
+                record("pass", "python", tools),
+            )]
+            .into()
+        };
+        let image = Inspected {
+            digest: digest_of("index 3.0.0"),
+            images: vec![
+                PlatformImage {
+                    platform: "linux/amd64".into(),
+                    digest: digest_of("amd64 3.0.0"),
+                    labels: labels(&tools),
+                },
+                PlatformImage {
+                    platform: "linux/arm64".into(),
+                    digest: digest_of("arm64 3.0.0"),
+                    labels: labels(arm_tools),
+                },
+            ],
+        };
+        reg.push(REPO, "python-3.0.0", image);
+        let pin = pin_of(&reg, "python-3.0.0");
+        assert_eq!(pin.platforms.len(), 2);
+        (reg, pin)
+    }
+
+    #[test]
+    fn verify_checks_both_levels_of_a_two_platform_pin() {
+        let specs = vec![spec("python", "python", &[])];
+        let file = |pin: &Pin| PinsFile {
+            images: [("python".to_string(), pin.clone())].into(),
+            extra: Default::default(),
+        };
+        let (reg, pin) = two_platform(&[("ruff", "0.13.0"), ("pytest", "8.4.1")]);
+        assert_eq!(check(&file(&pin), &specs, &reg), Vec::<String>::new());
+        let (amd, arm) = (
+            pin.platforms["linux/amd64"].clone(),
+            pin.platforms["linux/arm64"].clone(),
+        );
+
+        // The children swapped in the file: both exist, neither is where
+        // the index has it.
+        let mut swapped = pin.clone();
+        swapped.platforms.insert("linux/amd64".into(), arm.clone());
+        swapped.platforms.insert("linux/arm64".into(), amd.clone());
+        let found = check(&file(&swapped), &specs, &reg);
+        assert_eq!(
+            found,
+            [
+                format!(
+                    "problem: python: platforms: linux/amd64 is pinned as {arm}, but {} names {amd} for it",
+                    pin.digest
+                ),
+                format!(
+                    "problem: python: platforms: linux/arm64 is pinned as {amd}, but {} names {arm} for it",
+                    pin.digest
+                ),
+            ]
+        );
+
+        // A platform left out, and one the index does not have (its digest
+        // exists: another image's).
+        let mut partial = pin.clone();
+        partial.platforms.remove("linux/arm64");
+        let other = reg.inspect(REPO, "python-2.0.0").unwrap().images[0]
+            .digest
+            .clone();
+        partial
+            .platforms
+            .insert("linux/riscv64".into(), other.clone());
+        let found = check(&file(&partial), &specs, &reg);
+        assert_eq!(
+            found,
+            [
+                format!(
+                    "problem: python: platforms: linux/riscv64 is pinned as {other}, but {} has no linux/riscv64 image",
+                    pin.digest
+                ),
+                format!(
+                    "problem: python: platforms: {} has a linux/arm64 image ({arm}) the pin does not list",
+                    pin.digest
+                ),
+            ]
+        );
+
+        // Each platform's check record is held to the pinned tools.
+        let (reg, pin) = two_platform(&[("ruff", "0.12.0"), ("pytest", "8.4.1")]);
+        let found = check(&file(&pin), &specs, &reg);
+        assert_eq!(
+            found,
+            ["problem: python: pinned tools differ from the image's check record (linux/arm64)"]
+        );
+
+        // A deleted arm64 image is named with its platform.
+        let (reg, pin) = two_platform(&[("ruff", "0.13.0"), ("pytest", "8.4.1")]);
+        reg.deleted.borrow_mut().push(arm.clone());
+        let found = check(&file(&pin), &specs, &reg);
+        assert_eq!(
+            found,
+            [format!(
+                "problem: python: {REPO}@{arm} (linux/arm64) no longer exists in the registry"
+            )]
+        );
     }
 }
