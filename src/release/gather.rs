@@ -10,7 +10,7 @@ use crate::labels;
 use crate::pins::PinsFile;
 use crate::pins::next::current_pin;
 use crate::pins::plan::AliasSpec;
-use crate::registry::{Client, ErrorKind, Reference, Repository};
+use crate::registry::{Client, ErrorKind, Index, Platform, Reference, Repository, media_type};
 use anyhow::{Context as _, bail};
 use std::collections::BTreeMap;
 
@@ -112,7 +112,11 @@ pub fn from_engine(
 }
 
 /// Checked images already in a registry: `<from>:<variant>`, each pinned
-/// by digest for the rest of the release.
+/// by digest for the rest of the release. A tag naming an index is
+/// released as an index (every platform image staged, see `stage`); its
+/// labels, which the plan gates, are those of the image for this machine's
+/// platform, and staging's verify gates every platform image before any
+/// release tag moves.
 pub async fn from_registry(
     client: &Client,
     from: &Repository,
@@ -127,24 +131,53 @@ pub async fn from_registry(
     } in variants
     {
         let reference = Reference::with_tag(from, variant)?;
-        let config = client
-            .image_config(&reference, None)
-            .await
-            .with_context(|| {
-                format!(
-                    "{variant}: no checked image at {reference} (build, check and push it there, \
+        let not_there = || {
+            format!(
+                "{variant}: no checked image at {reference} (build, check and push it there, \
                  or release from the engine without --from)"
-                )
-            })?;
+            )
+        };
+        let top = client
+            .fetch_manifest(&reference)
+            .await
+            .with_context(not_there)?;
+        let (manifest, platform) = if media_type::is_index(&top.media_type) {
+            let index = Index::parse(&reference.to_string(), &top.bytes)?;
+            let child = index
+                .choose(&reference.to_string(), &Platform::host())
+                .with_context(not_there)?
+                .digest
+                .clone();
+            let platforms: Vec<String> = index
+                .platforms()
+                .iter()
+                .map(|(p, _)| p.normalized().to_string())
+                .collect();
+            let child = client
+                .fetch_manifest(&reference.by_digest(child))
+                .await
+                .with_context(not_there)?;
+            (child, platforms.join(","))
+        } else {
+            (top.clone(), String::new())
+        };
+        let config = client
+            .config_of(&reference, &manifest)
+            .await
+            .with_context(not_there)?;
         out.push(Candidate {
             variant: variant.clone(),
             aliases: aliases.clone(),
             owed: owed.clone(),
             smoke: smoke.clone(),
             labels: config.labels,
-            platform: config.platform.to_string(),
+            platform: if platform.is_empty() {
+                config.platform.to_string()
+            } else {
+                platform
+            },
             source: Source::Registry {
-                reference: reference.by_digest(config.manifest_digest).to_string(),
+                reference: reference.by_digest(top.digest).to_string(),
             },
         });
     }

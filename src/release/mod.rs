@@ -11,7 +11,8 @@
 //!    staging tag. A check that did not pass refuses the whole release.
 //! 2. **Stage** (`stage.rs`): every image at its staging tag, its version
 //!    stamped on the config (see there for why the engine pushes and the
-//!    client stamps).
+//!    client stamps); a multi-platform source (an index) is stamped per
+//!    platform and its index assembled anew from the stamped images.
 //! 3. **Verify** (`promote.rs`): every staged manifest read back by digest
 //!    and gated; every release tag looked at before any moves — an immutable
 //!    tag at another digest stops the release with zero tag writes, and the

@@ -34,9 +34,11 @@ pub struct Candidate {
     pub owed: Vec<String>,
     /// The smoke suites it runs today.
     pub smoke: Vec<String>,
-    /// The labels of its config.
+    /// The labels of its config (for an index: of the image for this
+    /// machine's platform).
     pub labels: BTreeMap<String, String>,
-    /// `os/arch[/variant]`.
+    /// `os/arch[/variant]`; for an index, its platforms (normalised),
+    /// comma-separated.
     pub platform: String,
     pub source: Source,
 }

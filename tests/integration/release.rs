@@ -745,3 +745,79 @@ fn a_release_to_a_token_auth_registry_asks_for_push_scopes_and_copies_across_reg
         .stdout("ok: 6 alias(es) pinned and verified in image_pins.json\n")
         .run();
 }
+
+#[test]
+fn a_two_platform_source_is_released_as_an_index_pinned_per_platform_and_verified() {
+    let Some(rig) = Rig::new("two-platform") else {
+        return;
+    };
+    rig.push_family("v1", &[]);
+    // python as an index of an amd64 and an arm64/v8 image (arm64 listed
+    // first, with an annotation: the staged index is assembled anew).
+    let inputs = sha256(b"python two-platform");
+    let labels = check_label("pass", "python", &inputs, &all_tools());
+    let repo = format!("{}/ci", rig.ns);
+    let p = &rig.pusher;
+    let (amd, arm) = p.wait(async {
+        let amd = Image::linux("amd64")
+            .labels(&labels)
+            .layer(b"python amd64".to_vec());
+        let arm = Image::linux("arm64")
+            .variant("v8")
+            .labels(&labels)
+            .layer(b"python arm64".to_vec());
+        let amd = p.image(&repo, None, &amd).await;
+        let arm = p.image(&repo, None, &arm).await;
+        let manifests = vec![
+            arm.descriptor(
+                serde_json::json!({"os": "linux", "architecture": "arm64", "variant": "v8"}),
+            ),
+            amd.descriptor(serde_json::json!({"os": "linux", "architecture": "amd64"})),
+        ];
+        p.index(&repo, "python", manifests).await;
+        (amd, arm)
+    });
+    rig.release(&["--write", "--notes", "notes.md"]).run();
+    let (_, journal) = rig.journal();
+    assert_eq!(journal["step"], "pinned");
+    let staged = &journal["staged"]["python"];
+    assert_eq!(
+        staged["media_type"],
+        "application/vnd.oci.image.index.v1+json"
+    );
+    assert_eq!(staged["config"], Value::Null);
+    let platforms = staged["platforms"].as_object().unwrap();
+    assert_eq!(
+        platforms.keys().collect::<Vec<_>>(),
+        ["linux/amd64", "linux/arm64"]
+    );
+    for d in platforms.values() {
+        assert_ne!(d, amd.digest.as_str(), "stamped, so new digests");
+        assert_ne!(d, arm.digest.as_str());
+    }
+    let published = rig.published();
+    assert_eq!(
+        published["python-1.0.0"],
+        staged["digest"].as_str().unwrap()
+    );
+    let pins: Value = serde_json::from_str(&rig.pins_text()).unwrap();
+    let pin = &pins["images"]["python"];
+    assert_eq!(pin["digest"], staged["digest"]);
+    assert_eq!(pin["platforms"], staged["platforms"]);
+    // `resolve --platform` picks the pinned arm64 image out of the index.
+    let image = format!("{}/{}:python-1.0.0", rig.proxy.authority(), rig.repo);
+    rig.cli()
+        .args(["resolve", "--platform", "linux/arm64", &image])
+        .stdout(format!(
+            "{}\t{image}\n",
+            platforms["linux/arm64"].as_str().unwrap()
+        ))
+        .run();
+    rig.pins_verify(6);
+    // Nothing changed: nothing to release, nothing written.
+    rig.proxy.clear_log();
+    rig.release(&["--write"])
+        .stdout("nothing to release: every image is as pinned\n")
+        .run();
+    assert_eq!(rig.writes(), 0, "{:#?}", rig.proxy.log());
+}
