@@ -301,7 +301,11 @@ fn the_full_image_carries_the_supported_toolchains() {
         return;
     };
     let module = tempfile::tempdir().unwrap();
-    std::fs::write(module.path().join("go.mod"), "module example.com/m\n\ngo 1.27\n").unwrap();
+    std::fs::write(
+        module.path().join("go.mod"),
+        "module example.com/m\n\ngo 1.27\n",
+    )
+    .unwrap();
     std::fs::write(
         module.path().join("main.go"),
         "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"built with\", \"go 1.27\") }\n",
@@ -313,7 +317,14 @@ fn the_full_image_carries_the_supported_toolchains() {
 
     let run = Cli::new(&f.project)
         .env("SUNABA_ENGINE", &f.services.engine)
-        .args(["--profile", "local", "run", "--image", &f.images["full"], "--workspace"])
+        .args([
+            "--profile",
+            "local",
+            "run",
+            "--image",
+            &f.images["full"],
+            "--workspace",
+        ])
         .args([module.path()])
         .args(["--", "sh", "-c"])
         .args(["node --version; go version; go build -o /tmp/m . && /tmp/m"])
