@@ -52,7 +52,7 @@ RUN set -eu; \
     if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then \
         find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run/secrets \
             -o -path /etc/hosts -o -path /etc/hostname -o -path /etc/resolv.conf \) -prune \
-            -o -newer "$stamp" -print0 | xargs -0r touch --no-dereference --date="@$SOURCE_DATE_EPOCH"; \
+            -o -newer "$stamp" -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +; \
     fi; \
     rm -f "$stamp"
 COPY docker/healthcheck/js.sh /usr/local/libexec/sunaba/healthcheck
