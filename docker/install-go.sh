@@ -24,10 +24,11 @@ DPKG
 apt_install "golang-$GO_SERIES-go"
 
 # The package ships no /usr/bin/go (that is golang-go's, which would pull in
-# 1.24). Go finds its GOROOT from its own path through the links.
+# 1.24). Go finds its GOROOT from its own path through the links; `go` on
+# PATH is the seeding wrapper go_seed_build_cache writes (a file of its own:
+# a link here would have the wrapper overwrite the real binary through it).
 ln -sfn "go-$GO_SERIES" /usr/lib/go
-ln -sf "/usr/lib/go-$GO_SERIES/bin/go" /usr/local/bin/go
 ln -sf "/usr/lib/go-$GO_SERIES/bin/gofmt" /usr/local/bin/gofmt
 
-go_seed_build_cache "$(go env GOROOT)"
+go_seed_build_cache "/usr/lib/go-$GO_SERIES"
 sunaba_cleanup

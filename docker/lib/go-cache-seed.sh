@@ -38,6 +38,8 @@ go_seed_build_cache() {
 	rm -rf "$_warm" /tmp/sunaba-gopath
 	chmod -R a+rX "$_seed"
 
+	# Never write through a link: that would replace the real binary.
+	rm -f /usr/local/bin/go
 	cat >/usr/local/bin/go <<WRAPPER
 #!/bin/sh
 # go: the image's Go ($_goroot). On the first call in a container, seed the
@@ -53,4 +55,9 @@ fi
 exec $_goroot/bin/go "\$@"
 WRAPPER
 	chmod 0755 /usr/local/bin/go
+	# The wrapper must reach the real Go, not itself.
+	[ "$(/usr/local/bin/go env GOROOT)" = "$_goroot" ] || {
+		sunaba_log "go wrapper: \`go env GOROOT\` is not $_goroot"
+		exit 1
+	}
 }

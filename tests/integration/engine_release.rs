@@ -81,7 +81,7 @@ pub fn fixture(repository: &str, s: &Services) -> tempfile::TempDir {
     );
     let manifest = FIXTURE
         .replace("@REPO@", repository)
-        .replace("@UPSTREAM@", &s.base_image);
+        .replace("@UPSTREAM@", &s.pinned_base());
     std::fs::write(dir.path().join("images.toml"), manifest).unwrap();
     std::fs::write(
         dir.path().join("image_pins.json"),

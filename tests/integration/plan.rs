@@ -50,11 +50,18 @@ struct Project {
     dir: tempfile::TempDir,
     pusher: Pusher,
     ns: String,
+    /// The upstream as `SUNABA_BASE_REF` pins it (the local profile's
+    /// `upstream_env`): the last one pushed.
+    base_ref: std::cell::RefCell<String>,
 }
 
 impl Project {
+    fn cli(&self) -> Cli {
+        Cli::new(self.dir.path()).env("SUNABA_BASE_REF", self.base_ref.borrow().as_str())
+    }
+
     fn plan(&self) -> Value {
-        Cli::new(self.dir.path())
+        self.cli()
             .args(["--profile", "local", "plan", "--json", "--format", "human"])
             .stdout_json()
             .run()
@@ -65,7 +72,10 @@ impl Project {
         let image = Image::linux("amd64").layer(format!("debian {salt}").into_bytes());
         let repo = format!("{}/debian", self.ns);
         let p = &self.pusher;
-        p.wait(p.image(&repo, Some("trixie-slim"), &image)).digest
+        let digest = p.wait(p.image(&repo, Some("trixie-slim"), &image)).digest;
+        *self.base_ref.borrow_mut() =
+            format!("{}/{repo}@{digest}", support::dev_registry().unwrap());
+        digest
     }
 
     /// Publishes every variant as `<variant>-1.0.0`, labelled as a build
@@ -87,7 +97,7 @@ impl Project {
             let p = &self.pusher;
             p.wait(p.image(&repo, Some(&format!("{variant}-1.0.0")), &image));
         }
-        Cli::new(self.dir.path())
+        self.cli()
             .args(["--profile", "local", "pin", "--write"])
             .stdout_free("the pin plan table")
             .run();
@@ -111,6 +121,7 @@ fn project(name: &str) -> Option<Project> {
         dir,
         pusher: Pusher::plain(&host),
         ns,
+        base_ref: Default::default(),
     })
 }
 
@@ -143,7 +154,7 @@ fn plan_json_nothing_then_a_fragment_then_the_base() {
         "plan-nothing.json",
         &normalized(&nothing, &names(&[(&base1, "base-1")])),
     );
-    Cli::new(p.dir.path())
+    p.cli()
         .args(["--profile", "local", "plan"])
         .stdout_like("VARIANT +BUILD +WHY")
         .stdout_may(r"\S+ +no +as published \(\S+-1\.0\.0\)")
@@ -186,7 +197,7 @@ fn plan_format_github_sets_the_step_outputs() {
     p.push_upstream("1");
     let out = p.dir.path().join("github-output");
     let summary = p.dir.path().join("github-summary");
-    Cli::new(p.dir.path())
+    p.cli()
         .args(["--profile", "local", "plan"])
         .env("GITHUB_ACTIONS", "true")
         .env("GITHUB_OUTPUT", &out)
