@@ -442,6 +442,8 @@ fn generated_healthcheck_catches_the_traps() {
     assert_eq!(st("jq"), ("too-old", "1.6"));
     assert_eq!(st("fd").0, "missing");
     assert_eq!(st("npm").0, "failed");
+    // Node below the Active LTS line the contract asks for.
+    assert_eq!(st("node"), ("too-old", "20.19.2"));
     assert_eq!(st("ca-certificates"), ("ok", "present"));
 
     // With every tool right, it passes.
@@ -453,7 +455,8 @@ fn generated_healthcheck_catches_the_traps() {
         "echo 'Universal Ctags 6.1.0(v6.1.0), Copyright (C) 2015-2023 Universal Ctags Team'",
     );
     fake_tool(b, "jq", "echo 'jq-1.7.1'");
-    fake_tool(b, "npm", "echo 10.9.2");
+    fake_tool(b, "node", "echo v26.12.1");
+    fake_tool(b, "npm", "echo 12.2.2");
     fake_tool(b, "fd", "echo 'fd 10.2.0'");
     let out = std::process::Command::new("/bin/sh")
         .arg(&script)
