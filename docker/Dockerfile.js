@@ -56,7 +56,7 @@ RUN set -eu; \
     fi; \
     rm -f "$stamp"
 COPY docker/healthcheck/js.sh /usr/local/libexec/sunaba/healthcheck
-# One run costs at most ~2.2 s of CPU (full; README "Healthcheck cost"): hourly
+# One run costs at most ~2.4 s of CPU (full; README "Image posture"): hourly
 # keeps a long-running sandbox under 0.1 % of one core. `check` runs the
 # script itself, so nothing waits for the first interval.
 HEALTHCHECK --interval=1h --timeout=60s --start-period=30s --retries=1 \
