@@ -204,7 +204,7 @@ fetch_verified() {
 sunaba_cleanup() {
 	apt-get clean
 	rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
-		/var/log/apt/* /var/log/dpkg.log \
+		/var/log/apt/* /var/log/dpkg.log /var/log/alternatives.log \
 		/var/cache/debconf/*-old /var/lib/dpkg/*-old
 	rm -rf /root/.cache /root/.npm /root/.config/pip /root/.local/share/uv \
 		/usr/local/share/.cache
