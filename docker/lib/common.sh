@@ -132,7 +132,21 @@ npm_ci_prefix() {
 	else
 		set -- --foreground-scripts "$@"
 	fi
-	(cd "$_dir" && npm ci "$1" --no-fund --no-audit --no-update-notifier)
+	# npm's EINTEGRITY names only the hash: name the package the lock gives it.
+	_err=$(mktemp)
+	if ! (cd "$_dir" && npm ci "$1" --no-fund --no-audit --no-update-notifier) 2>"$_err"; then
+		cat "$_err" >&2
+		_wanted=$(sed -n 's/.*integrity checksum failed when using [a-z0-9]*: wanted \([^ ]*\) but got.*/\1/p' "$_err" | head -n 1)
+		if [ -n "$_wanted" ]; then
+			_pkg=$(jq -r --arg i "$_wanted" '.packages | to_entries[]
+				| select(.value.integrity == $i)
+				| "\(.key | sub("^.*node_modules/"; ""))@\(.value.version)"' "$_dir/package-lock.json" | head -n 1)
+			sunaba_log "npm ci: ${_pkg:-a package} does not match its integrity in $_lock/package-lock.json (EINTEGRITY)"
+		fi
+		rm -f "$_err"
+		return 1
+	fi
+	rm -f "$_err"
 	shift
 	for _bin in "$@"; do
 		if [ ! -x "$_dir/node_modules/.bin/$_bin" ]; then
