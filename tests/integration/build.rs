@@ -1,7 +1,7 @@
 //! `build` and `check` on the real engine, with a fixture family of tiny
 //! fragments that write fake tools (fast), plus the error paths.
 
-use crate::support::{Cli, Run, Services, repo_root, services, sha256};
+use crate::support::{self, Cli, Run, Services, repo_root, services, sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -63,12 +63,7 @@ provides = ["delta"]
 script = "docker/install-bad.sh"
 provides = ["beta", "gamma", "delta"]
 
-# beta's smoke: `beta check DIR` reports a file holding DEFECT.
-[smoke.fake]
-[[smoke.fake.commands]]
-run = ["beta", "check", "."]
-expect.pass = { exit = 0, output = "^beta: clean" }
-expect.defect = { exit = 1, output = "DEFECT in ./a.txt" }
+@SMOKE@
 
 [variants.root]
 fragments = ["root"]
@@ -142,7 +137,8 @@ impl Fixture {
             dir.path().join("images.toml"),
             MANIFEST
                 .replace("@REPO@", &repo)
-                .replace("@UPSTREAM@", upstream),
+                .replace("@UPSTREAM@", upstream)
+                .replace("@SMOKE@", support::FAKE_SMOKE),
         )
         .unwrap();
         let fx = Fixture {
@@ -164,18 +160,12 @@ impl Fixture {
         );
         fx.write_fragment(
             "one",
-            "sleep \"$PAUSE\"\n\
-             cat > /usr/local/bin/beta <<'EOF'\n#!/bin/sh\n\
-             if [ \"$1\" = check ]; then\n  \
-             found=$(grep -rl DEFECT \"$2\") && { echo \"beta: DEFECT in $found\"; exit 1; }\n  \
-             echo 'beta: clean'; exit 0\nfi\necho 'beta 2.0.0'\nEOF\n\
-             chmod +x /usr/local/bin/beta\n",
+            &format!(
+                "sleep \"$PAUSE\"\n{}",
+                support::checker_tool("beta", "beta 2.0.0")
+            ),
         );
-        for (project, text) in [("pass", "fine\n"), ("defect", "a DEFECT\n")] {
-            let dir = fx.path(&format!("tests/smoke/fake/{project}"));
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("a.txt"), text).unwrap();
-        }
+        support::write_fake_smoke_projects(fx.dir.path());
         fx.write_fragment(
             "two",
             &format!(

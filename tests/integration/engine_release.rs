@@ -32,12 +32,7 @@ provides = ["alpha"]
 script = "docker/install-kid.sh"
 provides = ["beta"]
 
-# beta's smoke: `beta check DIR` reports a file holding DEFECT.
-[smoke.fake]
-[[smoke.fake.commands]]
-run = ["beta", "check", "."]
-expect.pass = { exit = 0, output = "^beta: clean" }
-expect.defect = { exit = 1, output = "DEFECT in ./a.txt" }
+@SMOKE@
 
 [variants.root]
 fragments = ["root"]
@@ -66,8 +61,9 @@ pub fn write_fragment(dir: &Path, name: &str, tool: &str, output: &str) {
     std::fs::write(
         &path,
         format!(
-            "#!/bin/sh\nset -eu\n# {}\ncat > /usr/local/bin/{tool} <<'EOF'\n#!/bin/sh\nif [ \"$1\" = check ]; then\n  found=$(grep -rl DEFECT \"$2\") && {{ echo \"{tool}: DEFECT in $found\"; exit 1; }}\n  echo '{tool}: clean'; exit 0\nfi\necho \"{output}\"\nEOF\nchmod +x /usr/local/bin/{tool}\n",
-            dir.display()
+            "#!/bin/sh\nset -eu\n# {}\n{}",
+            dir.display(),
+            support::checker_tool(tool, output)
         ),
     )
     .unwrap();
@@ -81,7 +77,8 @@ pub fn fixture(repository: &str, s: &Services) -> tempfile::TempDir {
     );
     let manifest = FIXTURE
         .replace("@REPO@", repository)
-        .replace("@UPSTREAM@", &s.pinned_base());
+        .replace("@UPSTREAM@", &s.pinned_base())
+        .replace("@SMOKE@", support::FAKE_SMOKE);
     std::fs::write(dir.path().join("images.toml"), manifest).unwrap();
     std::fs::write(
         dir.path().join("image_pins.json"),
@@ -90,11 +87,7 @@ pub fn fixture(repository: &str, s: &Services) -> tempfile::TempDir {
     .unwrap();
     write_fragment(dir.path(), "root", "alpha", "alpha 1.2.3");
     write_fragment(dir.path(), "kid", "beta", "beta 2.0.0");
-    for (project, text) in [("pass", "fine\n"), ("defect", "a DEFECT\n")] {
-        let project = dir.path().join("tests/smoke/fake").join(project);
-        std::fs::create_dir_all(&project).unwrap();
-        std::fs::write(project.join("a.txt"), text).unwrap();
-    }
+    support::write_fake_smoke_projects(dir.path());
     support::Cli::new(dir.path())
         .args(["render"])
         .stdout_may("created   docker/.*")

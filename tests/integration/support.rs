@@ -81,6 +81,37 @@ pub fn check_label(
     .into()
 }
 
+/// The fixture families' smoke suite, `[smoke.fake]`: `beta check DIR`
+/// reports a file holding DEFECT (see [`checker_tool`]); its projects are
+/// written by [`write_fake_smoke_projects`].
+pub const FAKE_SMOKE: &str = r#"# beta's smoke: `beta check DIR` reports a file holding DEFECT.
+[smoke.fake]
+[[smoke.fake.commands]]
+run = ["beta", "check", "."]
+expect.pass = { exit = 0, output = "^beta: clean" }
+expect.defect = { exit = 1, output = "DEFECT in ./a.txt" }
+"#;
+
+/// A shell snippet installing `/usr/local/bin/<name>`: `<name> check DIR`
+/// reports a file holding DEFECT (exit 1) or says it is clean; anything
+/// else prints `output`.
+pub fn checker_tool(name: &str, output: &str) -> String {
+    format!(
+        "cat > /usr/local/bin/{name} <<'EOF'\n#!/bin/sh\nif [ \"$1\" = check ]; then\n  \
+         found=$(grep -rl DEFECT \"$2\") && {{ echo \"{name}: DEFECT in $found\"; exit 1; }}\n  \
+         echo '{name}: clean'; exit 0\nfi\necho \"{output}\"\nEOF\nchmod +x /usr/local/bin/{name}\n"
+    )
+}
+
+/// The `[smoke.fake]` projects under `root`: `pass` (clean) and `defect`.
+pub fn write_fake_smoke_projects(root: &Path) {
+    for (project, text) in [("pass", "fine\n"), ("defect", "a DEFECT\n")] {
+        let dir = root.join("tests/smoke/fake").join(project);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.txt"), text).unwrap();
+    }
+}
+
 /// A CLI run in `home` as its HOME, with no credential files of the
 /// machine in sight (docker config, podman auth files).
 pub fn isolated_cli(home: &Path) -> Cli {
