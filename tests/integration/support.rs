@@ -29,12 +29,21 @@ pub fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }
 
+/// The repository's images.toml as plain TOML, read and parsed once.
+fn shipped_manifest() -> &'static toml::Table {
+    static DOC: std::sync::OnceLock<toml::Table> = std::sync::OnceLock::new();
+    DOC.get_or_init(|| {
+        std::fs::read_to_string(repo_root().join("images.toml"))
+            .unwrap()
+            .parse()
+            .unwrap()
+    })
+}
+
 /// Every tool the manifest knows, at a version: a superset of what any
 /// variant owes.
 pub fn all_tools() -> BTreeMap<String, String> {
-    let text = std::fs::read_to_string(repo_root().join("images.toml")).unwrap();
-    let doc: toml::Table = text.parse().unwrap();
-    doc["tools"]
+    shipped_manifest()["tools"]
         .as_table()
         .unwrap()
         .iter()
@@ -52,9 +61,7 @@ pub fn all_tools() -> BTreeMap<String, String> {
 /// Every smoke suite the manifest declares, each with one passed case: a
 /// record that satisfies any variant's smoke requirement.
 fn all_smoke_suites() -> BTreeMap<String, usize> {
-    let text = std::fs::read_to_string(repo_root().join("images.toml")).unwrap();
-    let doc: toml::Table = text.parse().unwrap();
-    doc["smoke"]
+    shipped_manifest()["smoke"]
         .as_table()
         .unwrap()
         .keys()
