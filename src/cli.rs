@@ -37,6 +37,8 @@ pub enum Command {
     Engine(crate::commands::engine::Args),
     /// Resolve image references to digests (HEAD first, verified bytes).
     Resolve(crate::commands::resolve::Args),
+    /// Assemble the index of platform images already in a repository and put it at a tag.
+    Assemble(crate::commands::assemble::Args),
     /// List every tag of a repository (follows Link pagination).
     Tags(crate::commands::tags::Args),
     /// Build the image graph (parents first, in parallel, skipping unchanged inputs) and check it.

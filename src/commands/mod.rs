@@ -21,6 +21,7 @@ macro_rules! out {
     };
 }
 
+pub mod assemble;
 pub mod build;
 pub mod check;
 pub mod context;
@@ -50,6 +51,7 @@ pub fn run(cli: Cli) -> exit::Result {
         Command::Detect(args) => detect::run(&ctx, args),
         Command::Engine(args) => engine::run(&ctx, args),
         Command::Resolve(args) => resolve::run(&ctx, args),
+        Command::Assemble(args) => assemble::run(&ctx, args),
         Command::Run(args) => run::run(&ctx, args),
         Command::Tags(args) => tags::run(&ctx, args),
         Command::Build(args) => build::run(&ctx, args),

@@ -162,6 +162,23 @@ fn an_assembled_index_is_byte_identical_on_re_assembly_and_skopeo_and_resolve_ag
                 "{case} {platform}: skopeo --override-arch and resolve --platform choose one child"
             );
         }
+        // The command: the same bytes from the children named by digest and
+        // by tag, put once, then found there.
+        let by_cli = format!("{repo}:v2");
+        for note in ["", ", already there"] {
+            isolated_cli(home.path())
+                .args(["assemble", &by_cli, &amd.digest, &format!("{repo}@{}", arm.digest)])
+                .stdout(format!("{}\n", first.digest))
+                .stderr(format!(
+                    "assemble: {by_cli}: {want_type} of 2 platform image(s) (linux/amd64, linux/arm64){note}\n"
+                ))
+                .run();
+        }
+        assert_eq!(
+            skopeo(&[], &["--raw"], &by_cli),
+            first.bytes.to_vec(),
+            "{case}: the command puts the same bytes"
+        );
         let v8 = resolve_for(home.path(), "linux/arm64/v8", &image);
         assert_eq!(&v8, &arm.digest, "{case}: linux/arm64/v8 is linux/arm64");
     }

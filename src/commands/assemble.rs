@@ -1,0 +1,131 @@
+//! `sunaba-images assemble TARGET CHILD…`: the index of platform images
+//! already in TARGET's repository, assembled by this client (see
+//! `crate::registry::assemble`: entries from each child's config, fixed
+//! order and serialisation, OCI when any child is) and put at TARGET.
+//! Re-assembling the same children gives the same bytes, so an index that
+//! is already there is not put again.
+
+use super::context::{Context, RegistryOptions, runtime};
+use crate::exit::{self, Status, WithStatus};
+use crate::registry::{Digest, Reference};
+use anyhow::{Context as _, anyhow};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Where the index goes: `REGISTRY/REPO:TAG`, or `REGISTRY/REPO` to put it
+    /// by its digest only.
+    #[arg(value_name = "TARGET")]
+    pub target: String,
+    /// The platform images, in TARGET's repository: `sha256:…`, or a
+    /// reference there (`REPO@sha256:…`, `REPO:TAG`).
+    #[arg(value_name = "CHILD", required = true)]
+    pub children: Vec<String>,
+    /// Assemble and print, put nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print JSON (digest, media type, platforms).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub registry: RegistryOptions,
+}
+
+pub fn run(ctx: &Context, args: Args) -> exit::Result {
+    let target: Reference = args.target.parse().status(Status::Usage)?;
+    if target.digest().is_some() {
+        return Err(anyhow!(
+            "{target}: name a tag (or just the repository), not a digest: the index's digest is known once it is assembled"
+        ))
+        .status(Status::Usage);
+    }
+    let repo = target.repo().clone();
+    // A child is a digest or a reference in the target's own repository
+    // (an index lists manifests of the repository it lives in).
+    let children: Vec<Child> = args
+        .children
+        .iter()
+        .map(|c| {
+            if let Ok(d) = c.parse::<Digest>() {
+                return Ok(Child::Digest(d));
+            }
+            let r: Reference = c.parse()?;
+            if r.repo() != &repo {
+                return Err(anyhow!(
+                    "{c}: not in {repo}; push it there first (an index names images of its own repository)"
+                ));
+            }
+            Ok(match r.digest() {
+                Some(d) => Child::Digest(d.clone()),
+                None => Child::Tag(r),
+            })
+        })
+        .collect::<anyhow::Result<_>>()
+        .status(Status::Usage)?;
+    let client = ctx.registry(&args.registry)?;
+    let rt = runtime()?;
+    let (index, put) = rt.block_on(async {
+        let mut digests = Vec::with_capacity(children.len());
+        for child in children {
+            digests.push(match child {
+                Child::Digest(d) => d,
+                Child::Tag(r) => client
+                    .manifest_digest(&r)
+                    .await?
+                    .with_context(|| format!("{r} is not in the registry"))?,
+            });
+        }
+        let index = client.assemble_index(&repo, &digests).await?;
+        let at = if target.tag().is_some() {
+            target.clone()
+        } else {
+            target.by_digest(index.digest.clone())
+        };
+        let there = client.manifest_digest(&at).await?;
+        let put = !args.dry_run && there.as_ref() != Some(&index.digest);
+        if put {
+            let stored = client.put_index(&at, &index).await?;
+            if stored != index.digest {
+                anyhow::bail!(
+                    "{at}: the registry stored the index as {stored}, not {}",
+                    index.digest
+                );
+            }
+        }
+        anyhow::Ok((index, put))
+    })?;
+    if args.json {
+        super::write_json(&serde_json::json!({
+            "reference": format!("{repo}@{}", index.digest),
+            "tag": target.tag(),
+            "digest": index.digest.to_string(),
+            "media_type": index.media_type,
+            "written": put,
+            "platforms": index.platforms.iter().map(|(p, d)| serde_json::json!({
+                "platform": p.to_string(),
+                "digest": d.to_string(),
+            })).collect::<Vec<_>>(),
+        }))?;
+    } else {
+        outln!("{}", index.digest)?;
+        let platforms: Vec<String> = index.platforms.iter().map(|(p, _)| p.to_string()).collect();
+        eprintln!(
+            "assemble: {target}: {} of {} platform image(s) ({}){}",
+            index.media_type,
+            platforms.len(),
+            platforms.join(", "),
+            if put {
+                ""
+            } else if args.dry_run {
+                ", dry run: nothing put"
+            } else {
+                ", already there"
+            }
+        );
+    }
+    Ok(())
+}
+
+enum Child {
+    Digest(Digest),
+    Tag(Reference),
+}
