@@ -15,6 +15,7 @@ pub mod feeds;
 pub mod fsutil;
 pub mod github;
 pub mod labels;
+pub mod legs;
 pub mod locks;
 pub mod manifest;
 pub mod outdated;

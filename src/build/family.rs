@@ -160,6 +160,20 @@ impl Family {
         format!("{}:{variant}", self.repository)
     }
 
+    /// The variant tag of a build for `foreign`, a platform other than the
+    /// engine's own: `repo:python-arm64` (the engine keeps one image per
+    /// tag, so each platform needs its own); [`Self::variant_tag`] for the
+    /// engine's own (`None`).
+    pub fn platform_tag(&self, variant: &str, foreign: Option<&str>) -> String {
+        match foreign {
+            None => self.variant_tag(variant),
+            Some(p) => {
+                let slug = crate::registry::platform_slug(p);
+                format!("{}:{variant}-{slug}", self.repository)
+            }
+        }
+    }
+
     /// Records a passing check on the image (unless it already carries the
     /// same record) and moves this variant's tags — the reference checked,
     /// the variant tag and the inputs tag, where they point at the checked
@@ -182,7 +196,11 @@ impl Family {
         if check::already_recorded(&info, report) {
             return Ok(Some(info.id));
         }
-        let mut tags = vec![reference.to_string(), self.variant_tag(&report.variant)];
+        let foreign = report.emulated.then_some(report.platform.as_str());
+        let mut tags = vec![
+            reference.to_string(),
+            self.platform_tag(&report.variant, foreign),
+        ];
         if let Some(inputs) = &report.inputs {
             tags.push(self.inputs_tag(&report.variant, inputs));
         }
@@ -262,5 +280,16 @@ mod tests {
             "127.0.0.1:5000/sunaba/sandbox:go-inputs-0123456789ab"
         );
         assert_eq!(f.variant_tag("go"), "127.0.0.1:5000/sunaba/sandbox:go");
+        assert_eq!(f.platform_tag("go", None), f.variant_tag("go"));
+        for p in ["linux/arm64", "linux/arm64/v8"] {
+            assert_eq!(
+                f.platform_tag("go", Some(p)),
+                "127.0.0.1:5000/sunaba/sandbox:go-arm64"
+            );
+        }
+        assert_eq!(
+            f.platform_tag("go", Some("linux/arm/v7")),
+            "127.0.0.1:5000/sunaba/sandbox:go-armv7"
+        );
     }
 }

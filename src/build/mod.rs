@@ -27,6 +27,7 @@ pub use scheduler::{resolve_upstream, run};
 use crate::engine::EngineError;
 use crate::manifest::UpstreamError;
 use crate::process::Cmd;
+use crate::registry::Reference;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -68,6 +69,26 @@ pub enum BuildError {
          add it to `platforms` in images.toml or use another engine"
     )]
     Platform { engine: String, declared: String },
+    #[error(
+        "--platform {platform} is not one of the family's platforms ({declared}); add it to \
+         `platforms` in images.toml"
+    )]
+    UnknownPlatform { platform: String, declared: String },
+    #[error(
+        "the engine ({native}) cannot run {platform} images: {detail}; register an emulator \
+         (`scripts/dev-env up` sets up qemu-user-static with binfmt_misc's F flag) or build \
+         {platform} on a machine of that platform"
+    )]
+    Emulation {
+        platform: String,
+        native: String,
+        detail: String,
+    },
+    #[error(
+        "a build for {platform} needs the upstream's image for that platform by its digest \
+         (resolved from the pinned index in the registry)"
+    )]
+    NoPlatformUpstream { platform: String },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -91,6 +112,15 @@ pub struct Options {
     /// staged files' times and the `SOURCE_DATE_EPOCH` build argument (which
     /// fragments clamp file times to). Not part of the inputs hash.
     pub source_date_epoch: u64,
+    /// The platform to build for (`linux/arm64`); `None`: the engine's own.
+    /// Another platform is built and checked under emulation.
+    pub platform: Option<String>,
+    /// For another platform than the engine's own: the pinned upstream's
+    /// image for it, by its own digest (the index's child, which the
+    /// command resolves in the registry). The build pulls it and builds
+    /// FROM it: the engine keeps one image per reference, so the index's
+    /// digest names the image of whichever platform it pulled first.
+    pub upstream_for_platform: Option<Reference>,
 }
 
 /// The build argument (and environment variable) of reproducible builds.

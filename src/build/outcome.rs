@@ -62,7 +62,8 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub(super) fn image(&self) -> Option<(&str, &str)> {
+    /// The (reference, image ID) a built or skipped variant ended with.
+    pub fn image(&self) -> Option<(&str, &str)> {
         match self {
             Outcome::Built {
                 image_id,

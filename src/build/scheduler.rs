@@ -6,7 +6,7 @@ use super::progress::{Event, Reporter};
 use super::variant::{Shared, build_one, failed};
 use super::{BuildError, Family, Options, Outcome, Stage, Summary, VariantResult, rfc3339};
 use crate::engine::{Engine, EngineError};
-use crate::registry::Reference;
+use crate::registry::{Reference, same_platform};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc;
 use std::time::Instant;
@@ -14,8 +14,14 @@ use std::time::Instant;
 /// Makes sure the pinned upstream is local, by its digest (a local image
 /// under the same tag is never used: it may be stale, or another build's),
 /// pulling it by digest if not, and returns its ID, which goes into the
-/// inputs of every root variant.
-pub fn resolve_upstream(engine: &dyn Engine, pinned: &Reference) -> Result<String, BuildError> {
+/// inputs of every root variant. From an index, the image for `platform`
+/// (the engine's own when `None`): the engine keeps one image per
+/// reference, so one that is there for another platform is pulled again.
+pub fn resolve_upstream(
+    engine: &dyn Engine,
+    pinned: &Reference,
+    platform: Option<&str>,
+) -> Result<String, BuildError> {
     let by_digest = match pinned.digest() {
         Some(d) => pinned.by_digest(d.clone()).to_string(),
         None => unreachable!("an upstream is always pinned by digest"),
@@ -24,12 +30,43 @@ pub fn resolve_upstream(engine: &dyn Engine, pinned: &Reference) -> Result<Strin
         reference: pinned.to_string(),
         source,
     };
-    if let Some(info) = engine.inspect(&by_digest).map_err(err)? {
-        return Ok(info.id);
+    let want = match platform {
+        Some(p) => p.to_string(),
+        None => engine.platform().map_err(err)?,
+    };
+    let fits = |info: &crate::engine::ImageInfo| {
+        info.platform.is_empty() || same_platform(&info.platform, &want)
+    };
+    let there = engine.inspect(&by_digest).map_err(err)?;
+    if let Some(info) = &there
+        && fits(info)
+    {
+        return Ok(info.id.clone());
     }
-    engine.pull(&by_digest).map_err(err)?;
+    engine
+        .pull(&by_digest, platform)
+        .map_err(|e| match (&there, e) {
+            // Docker keeps one image per digest reference and will not move it.
+            (Some(info), EngineError::Process(p))
+                if p.to_string().contains("Cannot overwrite digest") =>
+            {
+                err(EngineError::Parse {
+                    command: format!("pull {by_digest}"),
+                    detail: format!(
+                        "the engine holds {by_digest} as its {} image and keeps one image per \
+                     reference; `docker rmi {by_digest}` drops that reference",
+                        info.platform
+                    ),
+                })
+            }
+            (_, e) => err(e),
+        })?;
     match engine.inspect(&by_digest).map_err(err)? {
-        Some(info) => Ok(info.id),
+        Some(info) if fits(&info) => Ok(info.id),
+        Some(info) => Err(err(EngineError::Parse {
+            command: format!("pull {by_digest}"),
+            detail: format!("the engine pulled it for {}, not {want}", info.platform),
+        })),
         None => Err(err(EngineError::Parse {
             command: format!("pull {by_digest}"),
             detail: "the image is still missing after a successful pull".into(),
@@ -48,13 +85,22 @@ pub fn run(
 ) -> Result<Summary, BuildError> {
     let started = Instant::now();
     let selected = family.select(targets)?;
-    let platform = engine.platform()?;
-    if !family.platforms.is_empty() && !family.platforms.contains(&platform) {
-        return Err(BuildError::Platform {
-            engine: platform,
-            declared: family.platforms.join(", "),
+    let native = engine.platform()?;
+    let platform = opts.platform.clone().unwrap_or_else(|| native.clone());
+    if !family.platforms.is_empty() && !family.platforms.iter().any(|p| same_platform(p, &platform))
+    {
+        let declared = family.platforms.join(", ");
+        return Err(match &opts.platform {
+            Some(_) => BuildError::UnknownPlatform { platform, declared },
+            None => BuildError::Platform {
+                engine: platform,
+                declared,
+            },
         });
     }
+    // Another platform than the engine's own: built and checked under
+    // emulation, which must work before anything starts.
+    let foreign = (!same_platform(&platform, &native)).then(|| platform.clone());
     if let Some(path) = &opts.ca_bundle {
         std::fs::File::open(path).map_err(|source| BuildError::CaBundle {
             path: path.clone(),
@@ -63,13 +109,36 @@ pub fn run(
     }
     // The upstream is always the pinned digest; its name and digest label
     // every image (children inherit them from the root).
-    let upstream = family.upstream.pinned()?;
+    let pinned = family.upstream.pinned()?;
+    // What root variants are built FROM: the pinned reference, or for
+    // another platform its image there (see `Options::upstream_for_platform`).
+    let upstream = match (&foreign, &opts.upstream_for_platform) {
+        (None, _) => pinned.clone(),
+        (Some(_), Some(child)) => child.clone(),
+        (Some(p), None) => {
+            return Err(BuildError::NoPlatformUpstream {
+                platform: p.clone(),
+            });
+        }
+    };
     let needs_upstream = selected.iter().any(|v| family.variants[v].parent.is_none());
-    let upstream_id = if needs_upstream {
-        Some(resolve_upstream(engine, &upstream)?)
+    let upstream_id = if needs_upstream || foreign.is_some() {
+        Some(resolve_upstream(engine, &upstream, foreign.as_deref())?)
     } else {
         None
     };
+    if let Some(p) = &foreign {
+        let image = upstream
+            .by_digest(upstream.digest().cloned().expect("pinned"))
+            .to_string();
+        engine
+            .runs_on(&image, p)
+            .map_err(|detail| BuildError::Emulation {
+                platform: p.clone(),
+                native: native.clone(),
+                detail,
+            })?;
+    }
     std::fs::create_dir_all(&opts.log_dir).map_err(|source| BuildError::Io {
         context: format!("cannot create the log directory {}", opts.log_dir.display()),
         source,
@@ -89,8 +158,9 @@ pub fn run(
         opts,
         reporter,
         platform: platform.clone(),
+        foreign,
         upstream: upstream.to_string(),
-        base_labels: super::variant::base_labels(&upstream),
+        base_labels: super::variant::base_labels(&pinned),
         upstream_id,
         created: rfc3339(opts.source_date_epoch),
         forced,
@@ -240,6 +310,8 @@ mod tests {
             check_timeout: Duration::from_secs(5),
             revision: "test".into(),
             source_date_epoch: 1_700_000_000,
+            platform: None,
+            upstream_for_platform: None,
         }
     }
 
@@ -260,6 +332,7 @@ mod tests {
                 layers: vec![],
                 repo_tags: vec!["up:latest".into()],
                 repo_digests: vec![pinned],
+                platform: "linux/amd64".into(),
             },
         );
         engine
@@ -369,6 +442,58 @@ mod tests {
             "{msg}"
         );
         assert!(engine.built.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn another_platform_builds_under_its_own_tags_and_inputs_and_an_undeclared_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut family = fake_family(dir.path());
+        family.platforms = vec!["linux/amd64".into(), "linux/arm64".into()];
+        let engine = upstream_engine(&[]);
+        // An upstream the engine does not say the platform of fits any.
+        for info in engine.images.lock().unwrap().values_mut() {
+            info.platform.clear();
+        }
+        let mut arm = options(dir.path(), 2);
+        arm.platform = Some("linux/arm64/v8".into());
+        let err = run(&family, &[], &engine, &arm, &Quiet).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("a build for linux/arm64/v8 needs the upstream's image"),
+            "{err}"
+        );
+        arm.upstream_for_platform = Some(family.upstream.pinned().unwrap());
+        let summary = run(&family, &[], &engine, &arm, &Quiet).unwrap();
+        assert_eq!(summary.platform, "linux/arm64/v8");
+        assert!(results(&summary).values().all(|r| *r == "built"));
+        {
+            let images = engine.images.lock().unwrap();
+            assert_eq!(images["fake/sandbox:a-arm64"].platform, "linux/arm64/v8");
+            assert!(
+                !images.contains_key("fake/sandbox:a"),
+                "the host's tag is not taken"
+            );
+        }
+        // The host's build: other inputs (the platform is hashed), so built
+        // again, under the plain tags; the arm64 images stay.
+        let host = run(&family, &[], &engine, &options(dir.path(), 2), &Quiet).unwrap();
+        assert!(results(&host).values().all(|r| *r == "built"));
+        let images = engine.images.lock().unwrap();
+        assert_eq!(images["fake/sandbox:a"].platform, "linux/amd64");
+        assert_ne!(
+            images["fake/sandbox:a"].labels[LABEL_INPUTS],
+            images["fake/sandbox:a-arm64"].labels[LABEL_INPUTS]
+        );
+        drop(images);
+
+        let mut other = options(dir.path(), 2);
+        other.platform = Some("linux/s390x".into());
+        let err = run(&family, &[], &engine, &other, &Quiet).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--platform linux/s390x is not one of the family's platforms (linux/amd64, \
+             linux/arm64); add it to `platforms` in images.toml"
+        );
     }
 
     #[test]

@@ -24,6 +24,8 @@ pub(super) struct Shared<'a> {
     pub(super) opts: &'a Options,
     pub(super) reporter: &'a dyn Reporter,
     pub(super) platform: String,
+    /// `platform`, when it is not the engine's own (emulated).
+    pub(super) foreign: Option<String>,
     /// The pinned upstream (`name:tag@sha256:…`), the FROM of root variants.
     pub(super) upstream: String,
     /// `org.opencontainers.image.base.name` / `base.digest`.
@@ -113,7 +115,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
         Err(e) => return failed(Stage::Prepare, e, None),
     };
     let inputs_tag = family.inputs_tag(variant, &inputs);
-    let variant_tag = family.variant_tag(variant);
+    let variant_tag = family.platform_tag(variant, sh.foreign.as_deref());
     let tags = vec![inputs_tag.clone(), variant_tag.clone()];
     let log_path = sh.opts.log_dir.join(format!("{variant}.log"));
 
@@ -185,6 +187,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
             .collect(),
         no_cache: force,
         iidfile: work.path().join("iid"),
+        platform: sh.foreign.clone(),
     };
     let _ = writeln!(log, "# {}", sh.engine.build_cmd(&req).display());
     let _ = writeln!(log, "# inputs {inputs}");
@@ -252,7 +255,7 @@ fn reuse(
 ) -> Outcome {
     // The variant tag names the latest build: it moves here first, so a
     // check recorded below moves it along with the inputs tag.
-    let variant_tag = sh.family.variant_tag(variant);
+    let variant_tag = sh.family.platform_tag(variant, sh.foreign.as_deref());
     if !info.repo_tags.contains(&variant_tag)
         && let Err(e) = sh.engine.tag(&inputs_tag, &variant_tag)
     {

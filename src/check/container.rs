@@ -5,9 +5,10 @@
 //! another uid, with a tree snapshot of each case's copy before and after.
 
 use super::healthcheck::{evaluate, healthcheck_argv};
-use super::report::{CheckReport, ToolStatus};
+use super::report::{CheckReport, EMULATION_TIMEOUT_FACTOR, ToolStatus};
 use super::{CheckError, Expectation, LABEL_INPUTS};
 use crate::engine::Engine;
+use crate::registry::same_platform;
 use crate::run_contract::{self as rc, Sandbox};
 use crate::smoke::{self, driver, workspace::Workspace};
 use std::time::{Duration, Instant};
@@ -44,6 +45,13 @@ pub fn check_image(
         .collect::<Result<Vec<_>, _>>()?;
 
     let resources = engine.resources()?;
+    let native = engine.platform()?;
+    let emulated = !info.platform.is_empty() && !same_platform(&info.platform, &native);
+    let timeout = if emulated {
+        timeout * EMULATION_TIMEOUT_FACTOR
+    } else {
+        timeout
+    };
     // The ID, so a tag moved meanwhile cannot change what is checked.
     let mut sandbox = Sandbox::new(
         info.id.clone(),
@@ -55,6 +63,9 @@ pub fn check_image(
         expect.variant,
         rand::random::<u32>()
     );
+    if emulated {
+        sandbox.platform = Some(info.platform.clone());
+    }
     let script = driver::script(&healthcheck, cases);
     sandbox.entrypoint = Some("/bin/sh".into());
     sandbox.command = vec!["-c".into(), script.text, "sunaba-check".into()];
@@ -121,5 +132,7 @@ pub fn check_image(
         notes: workspace.notes.clone(),
         seconds: started.elapsed().as_secs_f64(),
         recorded_id: None,
+        platform: info.platform.clone(),
+        emulated,
     })
 }

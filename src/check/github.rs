@@ -177,6 +177,8 @@ mod tests {
             notes: Vec::new(),
             seconds: 0.0,
             recorded_id: None,
+            platform: "linux/amd64".into(),
+            emulated: false,
         }
     }
 

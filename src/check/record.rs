@@ -105,6 +105,9 @@ pub fn record(
         tags: tags.to_vec(),
         labels: BTreeMap::from([(LABEL_CHECK.to_string(), record_json(report, checked_at))]),
         iidfile: dir.path().join("iid"),
+        // An emulated image is labelled for its own platform (else BuildKit
+        // would look for the engine's platform of `from_ref`).
+        platform: report.emulated.then(|| report.platform.clone()),
         ..Default::default()
     };
     let mut log = String::new();
@@ -154,6 +157,7 @@ mod tests {
             layers: vec![],
             repo_tags: vec![],
             repo_digests: vec![],
+            platform: "linux/amd64".into(),
         };
         assert!(already_recorded(&info, &r));
         assert!(passing_record(&info).is_some());

@@ -81,7 +81,18 @@ pub struct CheckReport {
     pub seconds: f64,
     /// The labelled image, when the result was recorded.
     pub recorded_id: Option<String>,
+    /// The image's platform (`linux/arm64`), from its config.
+    pub platform: String,
+    /// It ran under emulation (not the engine's own platform), with the
+    /// time limit multiplied by [`EMULATION_TIMEOUT_FACTOR`].
+    pub emulated: bool,
 }
+
+/// How much longer a check may take under emulation: qemu-user ran the
+/// family's arm64 builds ~13x slower than amd64 on the 2-core development
+/// machine (base: 676 s against 50 s), CPU-bound tools in the smoke (pyright,
+/// tsc) about as much.
+pub const EMULATION_TIMEOUT_FACTOR: u32 = 15;
 
 impl CheckReport {
     /// The report of an image that could not be checked at all.
@@ -102,6 +113,8 @@ impl CheckReport {
             notes: Vec::new(),
             seconds: 0.0,
             recorded_id: None,
+            platform: "linux/amd64".into(),
+            emulated: false,
         }
     }
 
@@ -428,6 +441,8 @@ pub(super) mod tests {
             notes: vec![],
             seconds: 1.5,
             recorded_id: None,
+            platform: "linux/amd64".into(),
+            emulated: false,
         }
     }
 

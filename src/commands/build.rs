@@ -2,10 +2,12 @@
 //! parents first, independent variants in parallel, skipping unchanged
 //! inputs, and checks every image it builds (unless `--no-check`).
 
-use super::context::Context;
+use super::context::{Context, RegistryOptions};
 use crate::build::progress::{PlainReporter, Reporter, TtyReporter};
 use crate::build::{self, Outcome, Summary};
-use crate::exit;
+use crate::exit::{self, WithStatus};
+use crate::legs;
+use crate::registry::Repository;
 use crate::table::{Column, Table};
 use anyhow::Context as _;
 use std::io::IsTerminal;
@@ -48,9 +50,24 @@ pub struct Args {
     pub check_timeout: Duration,
     #[arg(long, value_enum, default_value_t = Progress::Auto)]
     pub progress: Progress,
+    /// Build for these platforms (`linux/arm64`, comma-separated, or `all`
+    /// for the family's `platforms`), one after the other; a platform other
+    /// than the engine's own is built and checked under emulation. Default:
+    /// the engine's own.
+    #[arg(long, value_name = "PLATFORM", value_delimiter = ',')]
+    pub platform: Vec<String>,
+    /// Push each checked image to REPO by digest (a leg of a multi-platform
+    /// release: `release --from REPO --legs FILE` assembles the indexes).
+    #[arg(long, value_name = "REPO")]
+    pub push_by_digest: Option<String>,
+    /// Write the pushed legs (variant, platform, digest) to FILE as JSON.
+    #[arg(long, value_name = "FILE", requires = "push_by_digest")]
+    pub metadata_file: Option<PathBuf>,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub registry: RegistryOptions,
 }
 
 pub fn run(ctx: &Context, args: Args) -> exit::Result {
@@ -80,55 +97,200 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         .into());
     }
     let engine = ctx.engine()?;
-    let opts = build::Options {
-        jobs: args.jobs,
-        no_cache: args.no_cache,
-        check: !args.no_check,
-        ca_bundle: args.ca_bundle.clone().or(settings.ca_bundle.clone()),
-        // Absolute, so the failure report names a path that works from anywhere.
-        log_dir: std::path::absolute(
-            args.log_dir
-                .clone()
-                .unwrap_or_else(|| manifest.root.join("target/sunaba-build/logs")),
-        )
-        .context("resolving the log directory")?,
-        check_timeout: args.check_timeout,
-        revision: build::git_revision(&manifest.root),
-        source_date_epoch: build::source_date_epoch(&manifest.root).map_err(anyhow::Error::msg)?,
+    let push_to: Option<Repository> = args
+        .push_by_digest
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .map_err(anyhow::Error::from)
+        .status(exit::Status::Usage)?;
+    let platforms: Vec<Option<String>> = match args.platform.as_slice() {
+        [] => vec![None],
+        [all] if all == "all" => {
+            if family.platforms.is_empty() {
+                vec![None]
+            } else {
+                family.platforms.iter().cloned().map(Some).collect()
+            }
+        }
+        given => {
+            for p in given {
+                p.parse::<crate::registry::Platform>()
+                    .map_err(|e| anyhow::anyhow!("--platform {p}: {e}"))
+                    .status(exit::Status::Usage)?;
+            }
+            given.iter().cloned().map(Some).collect()
+        }
     };
+    let base_log_dir = std::path::absolute(
+        args.log_dir
+            .clone()
+            .unwrap_or_else(|| manifest.root.join("target/sunaba-build/logs")),
+    )
+    .context("resolving the log directory")?;
+    let native = engine.platform().context("reaching the container engine")?;
+    let source_date_epoch = build::source_date_epoch(&manifest.root).map_err(anyhow::Error::msg)?;
     let tty = match args.progress {
         Progress::Auto => std::io::stderr().is_terminal(),
         Progress::Tty => true,
         Progress::Plain => false,
     };
-    let reporter: Box<dyn Reporter> = if tty {
-        Box::new(TtyReporter::new(&selected))
-    } else {
-        Box::new(PlainReporter::stderr())
-    };
     eprintln!("engine: {}", engine.describe());
-    let summary = build::run(
-        &family,
-        &args.variants,
-        engine.as_ref(),
-        &opts,
-        reporter.as_ref(),
-    )
-    .context("building the image family")?;
+    let mut summaries = Vec::new();
+    for platform in &platforms {
+        let foreign = platform
+            .as_deref()
+            .filter(|p| !crate::registry::same_platform(p, &native));
+        // Another platform builds FROM the pinned index's image for it.
+        let upstream_for_platform = match foreign {
+            None => None,
+            Some(p) => Some(upstream_for(ctx, &args.registry, &family, p)?),
+        };
+        let opts = build::Options {
+            jobs: args.jobs,
+            no_cache: args.no_cache,
+            check: !args.no_check,
+            ca_bundle: args.ca_bundle.clone().or(settings.ca_bundle.clone()),
+            // Absolute, so the failure report names a path that works from
+            // anywhere; another platform's logs beside, not over, these.
+            log_dir: match foreign {
+                Some(p) => base_log_dir.join(crate::registry::platform_slug(p)),
+                None => base_log_dir.clone(),
+            },
+            check_timeout: args.check_timeout,
+            revision: build::git_revision(&manifest.root),
+            source_date_epoch,
+            platform: platform.clone(),
+            upstream_for_platform,
+        };
+        if platforms.len() > 1 || foreign.is_some() {
+            eprintln!(
+                "platform: {}{}",
+                platform.as_deref().unwrap_or(&native),
+                if foreign.is_some() { " (emulated)" } else { "" }
+            );
+        }
+        let reporter: Box<dyn Reporter> = if tty {
+            Box::new(TtyReporter::new(&selected))
+        } else {
+            Box::new(PlainReporter::stderr())
+        };
+        let summary = build::run(
+            &family,
+            &args.variants,
+            engine.as_ref(),
+            &opts,
+            reporter.as_ref(),
+        )
+        .context("building the image family")?;
+        summaries.push(summary);
+    }
 
+    // The same variant must say the same tool versions on every platform.
+    let mut mismatches: Vec<(String, Vec<String>)> = Vec::new();
+    if summaries.len() > 1 {
+        for (variant, by_platform) in legs::records(engine.as_ref(), &summaries)? {
+            let tools = by_platform.into_iter().map(|(p, r)| (p, r.tools)).collect();
+            let found = legs::tool_mismatches(&tools);
+            if !found.is_empty() {
+                mismatches.push((variant, found));
+            }
+        }
+    }
+    let failed = summaries.iter().any(Summary::any_failed) || !mismatches.is_empty();
+    let mut pushed = Vec::new();
+    if let Some(repo) = &push_to
+        && !failed
+    {
+        let client = ctx.registry(&args.registry)?;
+        let rt = super::context::runtime()?;
+        pushed = legs::push(engine.as_ref(), &client, &rt, repo, &summaries, &|line| {
+            eprintln!("pushed: {line}")
+        })?;
+        if let Some(path) = &args.metadata_file {
+            legs::LegsFile {
+                schema: legs::SCHEMA,
+                repository: repo.to_string(),
+                legs: pushed.clone(),
+            }
+            .save(path)?;
+        }
+    }
+
+    let multi = !args.platform.is_empty() || push_to.is_some();
     if args.json {
-        super::write_json(&summary)?;
+        if multi {
+            super::write_json(&serde_json::json!({
+                "platforms": summaries,
+                "mismatches": mismatches.iter().map(|(v, m)| serde_json::json!({
+                    "variant": v,
+                    "tools": m,
+                })).collect::<Vec<_>>(),
+                "legs": pushed,
+            }))?;
+        } else {
+            super::write_json(&summaries[0])?;
+        }
     } else {
-        out!("{}", summary_text(&summary))?;
+        for s in &summaries {
+            if summaries.len() > 1 || !crate::registry::same_platform(&s.platform, &native) {
+                out!("\n== {} ==", s.platform)?;
+            }
+            out!("{}", summary_text(s))?;
+        }
+        for (variant, found) in &mismatches {
+            outln!(
+                "\n{variant} failed: its tool versions differ between platforms: {}",
+                found.join("; ")
+            )?;
+        }
+        if push_to.is_some() && failed {
+            outln!("\nnothing pushed: not every image built and checked on every platform")?;
+        }
+        for leg in &pushed {
+            outln!(
+                "pushed {} {} {}@{}",
+                leg.variant,
+                leg.platform,
+                push_to.as_ref().expect("pushed to it"),
+                leg.digest
+            )?;
+        }
     }
     // The summary names every failure: nothing is left to print.
-    if summary.build_failed() {
+    if summaries.iter().any(Summary::build_failed) {
         Err(exit::Error::reported(exit::Status::Failure))
-    } else if summary.any_failed() {
+    } else if failed {
         Err(exit::Error::gate())
     } else {
         Ok(())
     }
+}
+
+/// The pinned upstream's image for `platform`, by its digest, read from
+/// the registry (an upstream that is one image must be of that platform).
+fn upstream_for(
+    ctx: &Context,
+    registry: &RegistryOptions,
+    family: &build::Family,
+    platform: &str,
+) -> anyhow::Result<crate::registry::Reference> {
+    let pinned = family.upstream.pinned()?;
+    let want: crate::registry::Platform = platform.parse()?;
+    let client = ctx.registry(registry)?;
+    let resolved = super::context::runtime()?
+        .block_on(client.resolve(&pinned, Some(&want)))
+        .with_context(|| format!("finding the {platform} image of the upstream {pinned}"))?;
+    if resolved.index_digest.is_none()
+        && !resolved
+            .platforms
+            .iter()
+            .any(|(p, _)| crate::registry::same_platform(&p.to_string(), platform))
+        && !resolved.platforms.is_empty()
+    {
+        anyhow::bail!("the upstream {pinned} is one image, not one for {platform}");
+    }
+    Ok(pinned.by_digest(resolved.digest))
 }
 
 fn short_id(id: &str) -> &str {

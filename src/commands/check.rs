@@ -75,7 +75,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         Some(reference) => {
             if engine.inspect(reference)?.is_none() {
                 engine
-                    .pull(reference)
+                    .pull(reference, None)
                     .with_context(|| format!("pulling {reference}"))?;
             }
             let variant = match args.variants.as_slice() {

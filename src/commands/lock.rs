@@ -88,7 +88,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
                 },
                 Some(Base::Upstream) | None => {
                     let pinned = family.upstream.pinned()?;
-                    resolve_upstream(engine.as_ref(), &pinned)?;
+                    resolve_upstream(engine.as_ref(), &pinned, None)?;
                     pinned.to_string()
                 }
             })

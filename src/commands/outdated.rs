@@ -102,7 +102,7 @@ fn debian_rows(ctx: &Context) -> anyhow::Result<Vec<Row>> {
         Ok(e) => e,
         Err(e) => return failed(format!("{e:#}")),
     };
-    if let Err(e) = resolve_upstream(engine.as_ref(), &pinned) {
+    if let Err(e) = resolve_upstream(engine.as_ref(), &pinned, None) {
         return failed(e.to_string());
     }
     let lib = manifest.root.join(LIB_DIR);

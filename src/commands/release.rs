@@ -29,6 +29,11 @@ pub struct Args {
     /// (e.g. pushed there by a build job) instead of the engine.
     #[arg(long, value_name = "REPO", conflicts_with_all = ["resume", "rollback"])]
     pub from: Option<String>,
+    /// With --from: the legs files of `build --push-by-digest --metadata-file`
+    /// (one per platform, or one for all): each variant's index is
+    /// assembled in REPO from its legs' images, one per family platform.
+    #[arg(long, value_name = "FILE", requires = "from")]
+    pub legs: Vec<PathBuf>,
     /// Continue release ID from where it stopped (no finished write is repeated).
     #[arg(long, value_name = "ID", conflicts_with = "rollback")]
     pub resume: Option<String>,
@@ -131,7 +136,29 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let candidates = match &args.from {
         Some(from) => {
             let from: Repository = from.parse()?;
-            rt.block_on(gather::from_registry(&client, &from, &variants))?
+            if args.legs.is_empty() {
+                rt.block_on(gather::from_registry(&client, &from, &variants))?
+            } else {
+                let files = args
+                    .legs
+                    .iter()
+                    .map(|p| Ok((p.display().to_string(), crate::legs::LegsFile::load(p)?)))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                let (repo, legs) = crate::legs::merge(&files)?;
+                if repo != from.to_string() {
+                    return Err(
+                        anyhow::anyhow!("the legs are in {repo}, not in --from {from}").into(),
+                    );
+                }
+                let platforms = if family.platforms.is_empty() {
+                    vec![ctx.engine()?.platform()?]
+                } else {
+                    family.platforms.clone()
+                };
+                rt.block_on(gather::from_legs(
+                    &client, &from, &legs, &platforms, &variants, args.write,
+                ))?
+            }
         }
         None => {
             let engine = engine.as_deref().expect("an engine without --from");
@@ -146,6 +173,10 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
                 revision: crate::build::git_revision(&manifest.root),
                 source_date_epoch: crate::build::source_date_epoch(&manifest.root)
                     .map_err(anyhow::Error::msg)?,
+                // The engine's own: a multi-platform release is assembled
+                // from legs (`--from REPO --legs FILE`).
+                platform: None,
+                upstream_for_platform: None,
             };
             gather::from_engine(
                 &family,

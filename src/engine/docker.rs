@@ -161,6 +161,9 @@ pub(super) fn common_build_args(mut cmd: Cmd, req: &BuildRequest) -> Cmd {
     if req.no_cache {
         cmd = cmd.arg("--no-cache");
     }
+    if let Some(p) = &req.platform {
+        cmd = cmd.args(["--platform", p]);
+    }
     cmd.arg(&req.context)
 }
 
@@ -179,6 +182,7 @@ mod tests {
             secrets: BTreeMap::from([("ca_bundle".into(), "/etc/ca.crt".into())]),
             no_cache: true,
             iidfile: "/tmp/iid".into(),
+            platform: None,
         }
     }
 

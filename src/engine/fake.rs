@@ -80,12 +80,16 @@ impl Engine for FakeEngine {
             layers: vec![],
             repo_tags: req.tags.clone(),
             repo_digests: vec![],
+            platform: req.platform.clone().unwrap_or_else(|| "linux/amd64".into()),
         };
         let mut images = self.images.lock().unwrap();
         for t in &req.tags {
             images.insert(t.clone(), info.clone());
         }
         Ok(id)
+    }
+    fn runs_on(&self, _image: &str, _platform: &str) -> Result<(), String> {
+        Ok(())
     }
     fn inspect(&self, reference: &str) -> Result<Option<ImageInfo>, EngineError> {
         Ok(self.images.lock().unwrap().get(reference).cloned())

@@ -87,6 +87,9 @@ pub struct BuildRequest {
     pub no_cache: bool,
     /// Where the engine writes the built image ID.
     pub iidfile: PathBuf,
+    /// `--platform`: set only for a platform other than the engine's own
+    /// (a build for its own platform stays the command it always was).
+    pub platform: Option<String>,
 }
 
 /// A throw-away container that runs a tool with the network (e.g. a package
@@ -114,6 +117,9 @@ pub struct ImageInfo {
     pub layers: Vec<String>,
     pub repo_tags: Vec<String>,
     pub repo_digests: Vec<String>,
+    /// `os/architecture[/variant]` from the image's config (`linux/arm64`);
+    /// empty when the engine does not say.
+    pub platform: String,
 }
 
 /// What the engine's host has to give, for the run contract's caps.
@@ -217,11 +223,49 @@ pub trait Engine: Send + Sync {
             detail: "no `digest: sha256:…` line in its output".into(),
         })
     }
-    fn pull(&self, reference: &str) -> Result<(), EngineError> {
-        Cmd::new(self.program())
-            .args(["pull", "--quiet", reference])
-            .run()?;
+    /// Pulls `reference`; from an index, the image for `platform` (the
+    /// engine's own when `None`).
+    fn pull(&self, reference: &str, platform: Option<&str>) -> Result<(), EngineError> {
+        let mut cmd = Cmd::new(self.program()).args(["pull", "--quiet"]);
+        if let Some(p) = platform {
+            cmd = cmd.args(["--platform", p]);
+        }
+        cmd.arg(reference).run()?;
         Ok(())
+    }
+    /// Whether the engine can start a container of `image` for `platform`
+    /// (a platform other than its own needs an emulator: binfmt_misc with
+    /// qemu-user-static). `Err` says why not, in words.
+    fn runs_on(&self, image: &str, platform: &str) -> Result<(), String> {
+        let cmd = Cmd::new(self.program()).args([
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--platform",
+            platform,
+            "--entrypoint",
+            "/bin/true",
+            image,
+        ]);
+        let out = cmd.output().map_err(|e| e.to_string())?;
+        if out.success() {
+            return Ok(());
+        }
+        let stderr = out.stderr.to_lowercase();
+        Err(if stderr.contains("exec format error") {
+            format!("no binfmt_misc handler runs {platform} programs (exec format error)")
+        } else if stderr.contains("no such file or directory") {
+            format!(
+                "the binfmt_misc handler for {platform} lacks the F flag, so its interpreter \
+                 cannot be found inside containers"
+            )
+        } else {
+            format!(
+                "a test container failed: {}",
+                crate::process::tail_lines(out.stderr.trim(), 3)
+            )
+        })
     }
     /// The engine command that starts `sandbox`: the run contract's argv
     /// after this engine's program (pure). `run`, and `check`'s healthcheck
@@ -396,6 +440,12 @@ struct RawImage {
     /// Podman also reports the healthcheck at the top level.
     #[serde(rename = "Healthcheck", default)]
     healthcheck: Option<RawHealthcheck>,
+    #[serde(rename = "Os", default)]
+    os: String,
+    #[serde(rename = "Architecture", default)]
+    architecture: String,
+    #[serde(rename = "Variant", default)]
+    variant: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -450,6 +500,15 @@ pub fn parse_inspect(json: &str) -> Result<ImageInfo, String> {
         layers: raw.rootfs.and_then(|r| r.layers).unwrap_or_default(),
         repo_tags: raw.repo_tags.unwrap_or_default(),
         repo_digests: raw.repo_digests.unwrap_or_default(),
+        platform: match (
+            raw.os.as_str(),
+            raw.architecture.as_str(),
+            raw.variant.as_deref(),
+        ) {
+            ("", _, _) | (_, "", _) => String::new(),
+            (os, arch, None | Some("")) => format!("{os}/{arch}"),
+            (os, arch, Some(v)) => format!("{os}/{arch}/{v}"),
+        },
     })
 }
 

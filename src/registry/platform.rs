@@ -150,6 +150,27 @@ pub fn best_match(wanted: &Platform, candidates: &[Option<Platform>]) -> Option<
     best.map(|(_, i)| i)
 }
 
+/// Two `os/arch[/variant]` strings name one platform (`linux/arm64/v8` is
+/// `linux/arm64`); unparsable ones only equal themselves.
+pub fn same_platform(a: &str, b: &str) -> bool {
+    match (a.parse::<Platform>(), b.parse::<Platform>()) {
+        (Ok(a), Ok(b)) => a.normalized() == b.normalized(),
+        _ => a == b,
+    }
+}
+
+/// A platform as a tag fragment: its architecture and variant, normalised
+/// (`linux/arm64/v8` → `arm64`, `linux/arm/v7` → `armv7`).
+pub fn platform_slug(platform: &str) -> String {
+    match platform.parse::<Platform>() {
+        Ok(p) => {
+            let p = p.normalized();
+            format!("{}{}", p.architecture, p.variant.as_deref().unwrap_or(""))
+        }
+        Err(_) => platform.replace(['/', ':'], "-"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

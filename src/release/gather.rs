@@ -10,7 +10,9 @@ use crate::labels;
 use crate::pins::PinsFile;
 use crate::pins::next::current_pin;
 use crate::pins::plan::AliasSpec;
-use crate::registry::{Client, ErrorKind, Index, Platform, Reference, Repository, media_type};
+use crate::registry::{
+    Client, Digest, ErrorKind, Index, Platform, Reference, Repository, media_type,
+};
 use anyhow::{Context as _, bail};
 use std::collections::BTreeMap;
 
@@ -182,6 +184,118 @@ pub async fn from_registry(
         });
     }
     Ok(out)
+}
+
+/// Checked images pushed by digest in legs (`build --push-by-digest`, one
+/// leg per platform, see `crate::legs`): each variant's index assembled in
+/// `from` from its legs' images, one per platform of `platforms` (every
+/// one must have a leg; extra legs are refused), and put there by digest
+/// when `write` (a dry run puts nothing; the plan names the index it
+/// would). Every child must carry a passing check record, and the records
+/// must agree on every tool's version. The labels the plan gates are the
+/// image's for this machine's platform (else the first), as for an index
+/// in a registry; staging's verify gates every child.
+pub async fn from_legs(
+    client: &Client,
+    from: &Repository,
+    legs: &crate::legs::LegsByVariant,
+    platforms: &[String],
+    variants: &[Releasable],
+    write: bool,
+) -> anyhow::Result<Vec<Candidate>> {
+    let want: Vec<String> = platforms
+        .iter()
+        .map(|p| crate::legs::normalized(p))
+        .collect();
+    let mut out = Vec::new();
+    for Releasable {
+        variant,
+        aliases,
+        owed,
+        smoke,
+    } in variants
+    {
+        let mine = legs.get(variant).with_context(|| {
+            format!("{variant}: no leg in the legs files (each leg builds every variant)")
+        })?;
+        let have: Vec<&String> = mine.keys().collect();
+        let missing: Vec<&String> = want.iter().filter(|p| !mine.contains_key(*p)).collect();
+        if !missing.is_empty() {
+            bail!(
+                "{variant}: no leg for {} (the legs give {}); the family is released for {}",
+                join(&missing),
+                join(&have),
+                want.join(", ")
+            );
+        }
+        if let Some(extra) = have.iter().find(|p| !want.contains(p)) {
+            bail!(
+                "{variant}: a leg for {extra}, which is not one of the family's platforms ({})",
+                want.join(", ")
+            );
+        }
+        let mut labels_by_platform = BTreeMap::new();
+        let mut tools = BTreeMap::new();
+        for (platform, leg) in mine {
+            let at = Reference::in_repo(from, leg.digest.clone());
+            let manifest = client
+                .fetch_manifest(&at)
+                .await
+                .with_context(|| format!("{variant} {platform}: reading the leg's image {at}"))?;
+            let config = client.config_of(&at, &manifest).await?;
+            if config.platform.normalized().to_string() != *platform {
+                bail!(
+                    "{variant}: the {platform} leg {at} is an image for {}",
+                    config.platform
+                );
+            }
+            let record =
+                crate::labels::CheckRecord::passing_for(&config.labels).with_context(|| {
+                    format!("{variant} {platform}: {at} has no passing check record for its inputs")
+                })?;
+            tools.insert(platform.clone(), record.tools);
+            labels_by_platform.insert(platform.clone(), config.labels);
+        }
+        let differ = crate::legs::tool_mismatches(&tools);
+        if !differ.is_empty() {
+            bail!(
+                "{variant}: its tool versions differ between platforms: {}; nothing was released",
+                differ.join("; ")
+            );
+        }
+        let digests: Vec<Digest> = mine.values().map(|l| l.digest.clone()).collect();
+        let index = client.assemble_index(from, &digests).await?;
+        let at = Reference::in_repo(from, index.digest.clone());
+        if write && client.manifest_digest(&at).await?.as_ref() != Some(&index.digest) {
+            client.put_index(&at, &index).await?;
+        }
+        let host = Platform::host().normalized().to_string();
+        let labels = labels_by_platform
+            .get(&host)
+            .or_else(|| labels_by_platform.values().next())
+            .cloned()
+            .unwrap_or_default();
+        out.push(Candidate {
+            variant: variant.clone(),
+            aliases: aliases.clone(),
+            owed: owed.clone(),
+            smoke: smoke.clone(),
+            labels,
+            platform: want.join(","),
+            source: Source::Registry {
+                reference: at.to_string(),
+            },
+        });
+    }
+    Ok(out)
+}
+
+fn join(items: &[&String]) -> String {
+    items
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Each candidate's current release, with the pinned image's inputs (read

@@ -10,6 +10,7 @@ mod engine_release;
 mod exit_status;
 mod github;
 mod locks;
+mod multiarch;
 mod pins;
 mod plan;
 mod posture;

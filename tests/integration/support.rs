@@ -308,6 +308,23 @@ pub fn services() -> Option<Services> {
     })())
 }
 
+/// The development services with a base for linux/amd64 and linux/arm64
+/// (an index) and an engine that runs arm64 under emulation, as `scripts/dev-env
+/// up` provisions by default (`SUNABA_PLATFORMS`; see [`require`]).
+pub fn two_platform_services() -> Option<Services> {
+    let services = services()?;
+    require((|| {
+        let platforms = env_var("SUNABA_PLATFORMS")?;
+        if !platforms.split(',').any(|p| p == "linux/arm64") {
+            return Err(format!(
+                "SUNABA_PLATFORMS={platforms}: the development services have no linux/arm64 \
+                 (run `scripts/dev-env up` without SUNABA_DEV_PLATFORMS=host)"
+            ));
+        }
+        Ok(services)
+    })())
+}
+
 /// Only the development registry, `host:port` (for tests that need no engine).
 pub fn dev_registry() -> Option<String> {
     require(env_var("SUNABA_REGISTRY"))

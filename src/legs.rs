@@ -1,0 +1,348 @@
+//! A family built for several platforms, one leg per platform: each leg's
+//! checked images pushed by digest to a repository ([`push`]), written down
+//! in a legs file ([`LegsFile`]) that `release --legs` assembles the
+//! indexes from. The legs may run on one machine (`build --platform all`)
+//! or one per machine (a CI matrix leg per platform); the indexes are the
+//! same either way, because an index is assembled from its children's
+//! digests alone (`registry::assemble`).
+//!
+//! The same variant must report the same tool versions on every platform:
+//! a fragment that installed another version on arm64 is a defect of the
+//! image, not of the platform ([`tool_mismatches`]).
+
+use crate::build::{Outcome, Summary};
+use crate::engine::Engine;
+use crate::labels::{CheckRecord, Inventory};
+use crate::registry::{self, Client, Digest, Reference, Repository, platform_slug};
+use anyhow::{Context as _, bail};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub const SCHEMA: u32 = 1;
+
+/// One platform image of one variant, pushed by digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Leg {
+    pub variant: String,
+    /// Normalised (`linux/arm64`).
+    pub platform: String,
+    pub digest: Digest,
+    /// `dev.sunaba.inputs` of the image.
+    pub inputs: String,
+    /// The local image ID the leg checked (its config's digest).
+    pub image_id: String,
+}
+
+/// What `build --push-by-digest --metadata-file` writes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LegsFile {
+    pub schema: u32,
+    /// Where the legs' images are (`REGISTRY/REPO`).
+    pub repository: String,
+    pub legs: Vec<Leg>,
+}
+
+impl LegsFile {
+    pub fn load(path: &Path) -> anyhow::Result<LegsFile> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let file: LegsFile = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{}: not a legs file (written by `build --push-by-digest --metadata-file`)",
+                path.display()
+            )
+        })?;
+        if file.schema != SCHEMA {
+            bail!(
+                "{}: legs file schema {} (this version reads {SCHEMA})",
+                path.display(),
+                file.schema
+            );
+        }
+        Ok(file)
+    }
+
+    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+        let mut bytes = serde_json::to_vec_pretty(self)?;
+        bytes.push(b'\n');
+        crate::fsutil::atomic_write(path, &bytes)
+            .with_context(|| format!("writing {}", path.display()))
+    }
+}
+
+/// Legs by variant, then by (normalised) platform.
+pub type LegsByVariant = BTreeMap<String, BTreeMap<String, Leg>>;
+
+/// The legs of several files, by variant then platform. Every file must
+/// name the same repository; a variant and platform given twice must be
+/// the same image.
+pub fn merge(files: &[(String, LegsFile)]) -> anyhow::Result<(String, LegsByVariant)> {
+    let Some((_, first)) = files.first() else {
+        bail!("no legs file given");
+    };
+    let mut out: BTreeMap<String, BTreeMap<String, Leg>> = BTreeMap::new();
+    for (name, file) in files {
+        if file.repository != first.repository {
+            bail!(
+                "{name}: its legs are in {}, the first file's in {}; give legs of one repository",
+                file.repository,
+                first.repository
+            );
+        }
+        for leg in &file.legs {
+            let slot = out.entry(leg.variant.clone()).or_default();
+            if let Some(seen) = slot.get(&leg.platform)
+                && seen.digest != leg.digest
+            {
+                bail!(
+                    "{name}: {} {} is {}, another legs file says {}",
+                    leg.variant,
+                    leg.platform,
+                    leg.digest,
+                    seen.digest
+                );
+            }
+            slot.insert(leg.platform.clone(), leg.clone());
+        }
+    }
+    Ok((first.repository.clone(), out))
+}
+
+/// Where a tool's version differs between platforms (or a platform lacks
+/// it): one line per tool, `ruff 0.17.6 on linux/amd64, 0.17.5 on
+/// linux/arm64`. Empty when every platform agrees.
+pub fn tool_mismatches(by_platform: &BTreeMap<String, Inventory>) -> Vec<String> {
+    let tools: std::collections::BTreeSet<&String> =
+        by_platform.values().flat_map(|inv| inv.keys()).collect();
+    let mut out = Vec::new();
+    for tool in tools {
+        let seen: Vec<(&String, Option<&String>)> = by_platform
+            .iter()
+            .map(|(p, inv)| (p, inv.get(tool)))
+            .collect();
+        let first = seen[0].1;
+        if seen.iter().all(|(_, v)| *v == first) {
+            continue;
+        }
+        let parts: Vec<String> = seen
+            .iter()
+            .map(|(p, v)| match v {
+                Some(v) => format!("{v} on {p}"),
+                None => format!("missing on {p}"),
+            })
+            .collect();
+        out.push(format!("{tool} {}", parts.join(", ")));
+    }
+    out
+}
+
+/// Each variant's passing check record per platform, read from the images
+/// the builds of `summaries` ended with (one summary per platform).
+pub fn records(
+    engine: &dyn Engine,
+    summaries: &[Summary],
+) -> anyhow::Result<BTreeMap<String, BTreeMap<String, CheckRecord>>> {
+    let mut out: BTreeMap<String, BTreeMap<String, CheckRecord>> = BTreeMap::new();
+    for summary in summaries {
+        for r in &summary.results {
+            let Some((reference, _)) = r.outcome.image() else {
+                continue;
+            };
+            let info = engine
+                .inspect(reference)?
+                .with_context(|| format!("{reference} vanished after the build"))?;
+            if let Some(record) = crate::check::passing_record(&info) {
+                out.entry(r.variant.clone())
+                    .or_default()
+                    .insert(normalized(&summary.platform), record);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `linux/arm64/v8` → `linux/arm64` (unparsable: as it is).
+pub fn normalized(platform: &str) -> String {
+    platform
+        .parse::<registry::Platform>()
+        .map(|p| p.normalized().to_string())
+        .unwrap_or_else(|_| platform.to_string())
+}
+
+/// Pushes every image `summaries` ended with to `repo` (a tag per
+/// variant, platform and inputs, `python-arm64-0123456789ab`: the engine
+/// can only push a tag, and this one names exactly one image) and reads
+/// each back by the digest the engine reports: it must be an image
+/// manifest whose config is the checked image.
+pub fn push(
+    engine: &dyn Engine,
+    client: &Client,
+    rt: &tokio::runtime::Runtime,
+    repo: &Repository,
+    summaries: &[Summary],
+    progress: &dyn Fn(String),
+) -> anyhow::Result<Vec<Leg>> {
+    let mut legs = Vec::new();
+    for summary in summaries {
+        let platform = normalized(&summary.platform);
+        for r in &summary.results {
+            let (reference, image_id, inputs) = match &r.outcome {
+                Outcome::Built {
+                    reference,
+                    image_id,
+                    inputs,
+                    ..
+                }
+                | Outcome::Skipped {
+                    reference,
+                    image_id,
+                    inputs,
+                    ..
+                } => (reference, image_id, inputs),
+                _ => bail!("{} {platform}: not built, nothing pushed", r.variant),
+            };
+            let hex = inputs.strip_prefix("sha256:").unwrap_or(inputs);
+            let tag = format!(
+                "{}-{}-{}",
+                r.variant,
+                platform_slug(&platform),
+                &hex[..12.min(hex.len())]
+            );
+            let target = Reference::with_tag(repo, &tag)?;
+            let name = target.to_string();
+            engine.tag(reference, &name)?;
+            let pushed = engine
+                .push(&name)
+                .with_context(|| format!("pushing {reference} as {name}"))?;
+            let digest: Digest = pushed
+                .parse()
+                .map_err(|e| anyhow::anyhow!("the engine pushed {name} as {pushed:?}: {e}"))?;
+            let manifest = rt.block_on(client.fetch_manifest(&target.by_digest(digest.clone())))?;
+            if registry::media_type::is_index(&manifest.media_type) {
+                bail!("the engine pushed {name} as an index ({digest}), not one platform's image");
+            }
+            let config = registry::config_descriptor(&name, &manifest.bytes)?.0;
+            if config.to_string() != *image_id {
+                bail!(
+                    "the engine pushed {name} as {digest}, whose config is {config}, not the \
+                     checked image {image_id}"
+                );
+            }
+            progress(format!("{} {platform}: {repo}@{digest}", r.variant));
+            legs.push(Leg {
+                variant: r.variant.clone(),
+                platform: platform.clone(),
+                digest,
+                inputs: inputs.clone(),
+                image_id: image_id.clone(),
+            });
+        }
+    }
+    Ok(legs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv(pairs: &[(&str, &str)]) -> Inventory {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn tool_versions_that_differ_between_platforms_are_named_with_both() {
+        let same = BTreeMap::from([
+            (
+                "linux/amd64".to_string(),
+                inv(&[("ruff", "0.17.6"), ("uv", "0.13.9")]),
+            ),
+            (
+                "linux/arm64".to_string(),
+                inv(&[("ruff", "0.17.6"), ("uv", "0.13.9")]),
+            ),
+        ]);
+        assert!(tool_mismatches(&same).is_empty());
+        let differ = BTreeMap::from([
+            (
+                "linux/amd64".to_string(),
+                inv(&[("ruff", "0.17.6"), ("uv", "0.13.9"), ("go", "1.27.4")]),
+            ),
+            (
+                "linux/arm64".to_string(),
+                inv(&[("ruff", "0.17.5"), ("uv", "0.13.9")]),
+            ),
+        ]);
+        assert_eq!(
+            tool_mismatches(&differ),
+            [
+                "go 1.27.4 on linux/amd64, missing on linux/arm64",
+                "ruff 0.17.6 on linux/amd64, 0.17.5 on linux/arm64",
+            ]
+        );
+        let one = BTreeMap::from([("linux/amd64".to_string(), inv(&[("ruff", "1")]))]);
+        assert!(tool_mismatches(&one).is_empty());
+    }
+
+    fn leg(variant: &str, platform: &str, n: u8) -> Leg {
+        Leg {
+            variant: variant.into(),
+            platform: platform.into(),
+            digest: Digest::sha256(&[n]),
+            inputs: "sha256:i".into(),
+            image_id: "sha256:c".into(),
+        }
+    }
+
+    #[test]
+    fn legs_files_merge_by_variant_and_platform_and_disagreements_are_refused() {
+        let file = |repo: &str, legs: Vec<Leg>| LegsFile {
+            schema: SCHEMA,
+            repository: repo.into(),
+            legs,
+        };
+        let a = file("r/x", vec![leg("base", "linux/amd64", 1)]);
+        let b = file(
+            "r/x",
+            vec![leg("base", "linux/arm64", 2), leg("base", "linux/amd64", 1)],
+        );
+        let (repo, merged) = merge(&[("a".into(), a.clone()), ("b".into(), b)]).unwrap();
+        assert_eq!(repo, "r/x");
+        let platforms: Vec<&String> = merged["base"].keys().collect();
+        assert_eq!(platforms, ["linux/amd64", "linux/arm64"]);
+
+        let other = file("r/y", vec![]);
+        let err = merge(&[("a".into(), a.clone()), ("c".into(), other)]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "c: its legs are in r/y, the first file's in r/x; give legs of one repository"
+        );
+        let clash = file("r/x", vec![leg("base", "linux/amd64", 9)]);
+        let err = merge(&[("a".into(), a), ("d".into(), clash)]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("d: base linux/amd64 is sha256:"),
+            "{err}"
+        );
+        assert!(merge(&[]).is_err());
+    }
+
+    #[test]
+    fn a_legs_file_round_trips_and_a_foreign_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("legs.json");
+        let file = LegsFile {
+            schema: SCHEMA,
+            repository: "r/x".into(),
+            legs: vec![leg("base", "linux/arm64", 3)],
+        };
+        file.save(&path).unwrap();
+        assert_eq!(LegsFile::load(&path).unwrap(), file);
+        std::fs::write(&path, "{}").unwrap();
+        let err = format!("{:#}", LegsFile::load(&path).unwrap_err());
+        assert!(err.contains("not a legs file"), "{err}");
+    }
+}
