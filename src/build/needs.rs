@@ -142,17 +142,58 @@ pub struct Matrix {
     pub include: Vec<Job>,
 }
 
+/// One leg of a multi-platform build (`build --platform P
+/// --push-by-digest`): the platform, a tag-safe name of it, and the runner
+/// that builds it natively (GitHub's arm64 runners for linux/arm64; any
+/// other platform runs emulated on an amd64 one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Leg {
+    pub platform: String,
+    pub slug: String,
+    pub runner: String,
+}
+
+/// A GitHub Actions matrix of legs, one per platform of the family.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Legs {
+    pub include: Vec<Leg>,
+}
+
+impl Legs {
+    pub fn new(platforms: &[String]) -> Legs {
+        Legs {
+            include: platforms
+                .iter()
+                .map(|p| {
+                    let slug = crate::registry::platform_slug(p);
+                    Leg {
+                        platform: p.clone(),
+                        runner: match slug.as_str() {
+                            "arm64" => "ubuntu-24.04-arm",
+                            _ => "ubuntu-24.04",
+                        }
+                        .into(),
+                        slug,
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
 /// What `plan --json` prints: `has_work` first, so a workflow can skip the
 /// build job instead of handing `strategy` an empty matrix (an error).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BuildPlan {
     pub has_work: bool,
     pub matrix: Matrix,
+    /// The platforms' legs (`strategy.matrix: ${{ fromJSON(…).legs }}`).
+    pub legs: Legs,
     pub variants: Vec<Need>,
 }
 
 impl BuildPlan {
-    pub fn new(variants: Vec<Need>) -> BuildPlan {
+    pub fn new(variants: Vec<Need>, platforms: &[String]) -> BuildPlan {
         let include: Vec<Job> = variants
             .iter()
             .filter(|n| n.build)
@@ -170,6 +211,7 @@ impl BuildPlan {
         BuildPlan {
             has_work: !include.is_empty(),
             matrix: Matrix { include },
+            legs: Legs::new(platforms),
             variants,
         }
     }
@@ -215,7 +257,7 @@ mod tests {
                 published: p.as_ref(),
             })
             .collect();
-        BuildPlan::new(needs(&variants, Some(base)))
+        BuildPlan::new(needs(&variants, Some(base)), &[])
             .matrix
             .include
             .into_iter()
@@ -265,11 +307,21 @@ mod tests {
             jobs[0].1,
             "base-1.0.0 records no dev.sunaba.definition label"
         );
-        let empty = BuildPlan::new(Vec::new());
+        let empty = BuildPlan::new(Vec::new(), &["linux/amd64".into()]);
         assert!(!empty.has_work);
         assert_eq!(
             serde_json::to_string(&empty).unwrap(),
-            r#"{"has_work":false,"matrix":{"include":[]},"variants":[]}"#
+            r#"{"has_work":false,"matrix":{"include":[]},"legs":{"include":[{"platform":"linux/amd64","slug":"amd64","runner":"ubuntu-24.04"}]},"variants":[]}"#
+        );
+        let two = Legs::new(&["linux/amd64".into(), "linux/arm64".into()]);
+        let runners: Vec<(&str, &str)> = two
+            .include
+            .iter()
+            .map(|l| (l.slug.as_str(), l.runner.as_str()))
+            .collect();
+        assert_eq!(
+            runners,
+            [("amd64", "ubuntu-24.04"), ("arm64", "ubuntu-24.04-arm")]
         );
     }
 }

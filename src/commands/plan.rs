@@ -17,7 +17,8 @@ use std::collections::BTreeMap;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Print `{"has_work", "matrix": {"include": […]}, "variants"}`.
+    /// Print `{"has_work", "matrix": {"include": […]}, "legs": {"include":
+    /// [one per platform]}, "variants"}`.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -78,12 +79,19 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
             published: published.get(v),
         })
         .collect();
-    let plan = BuildPlan::new(needs::needs(&variants, base_now.as_deref()));
+    // One leg per platform; without `platforms`, the one a runner has.
+    let platforms = if family.platforms.is_empty() {
+        vec![crate::registry::Platform::host().normalized().to_string()]
+    } else {
+        family.platforms.clone()
+    };
+    let plan = BuildPlan::new(needs::needs(&variants, base_now.as_deref()), &platforms);
 
     let github = args.output.github();
     if github {
         crate::github::set_output("has_work", &plan.has_work.to_string())?;
         crate::github::set_output("matrix", &serde_json::to_string(&plan.matrix)?)?;
+        crate::github::set_output("legs", &serde_json::to_string(&plan.legs)?)?;
         crate::github::summary(&summary(&plan))?;
     }
     if args.json {

@@ -210,6 +210,15 @@ fn plan_format_github_sets_the_step_outputs() {
     let matrix: Value = serde_json::from_str(lines[1].strip_prefix("matrix=").unwrap()).unwrap();
     assert_eq!(matrix["include"].as_array().unwrap().len(), 6);
     assert_eq!(matrix["include"][0]["why"], "new variant (no alias pinned)");
+    // One leg per platform of images.toml, each on a runner of its own.
+    let legs: Value = serde_json::from_str(lines[2].strip_prefix("legs=").unwrap()).unwrap();
+    assert_eq!(
+        legs,
+        serde_json::json!({"include": [
+            {"platform": "linux/amd64", "slug": "amd64", "runner": "ubuntu-24.04"},
+            {"platform": "linux/arm64", "slug": "arm64", "runner": "ubuntu-24.04-arm"},
+        ]})
+    );
     let summary = std::fs::read_to_string(&summary).unwrap();
     assert!(
         summary.starts_with("### What needs building\n"),
