@@ -23,6 +23,11 @@ pub struct Args {
     /// like the family's.
     #[arg(long, value_name = "REF")]
     pub image: Option<String>,
+    /// Check the variants' images of this platform (`linux/arm64`: the
+    /// `<repository>:<variant>-arm64` images `build --platform` tags), under
+    /// emulation when it is not the engine's own.
+    #[arg(long, value_name = "PLATFORM", conflicts_with = "image")]
+    pub platform: Option<String>,
     /// Print the reports as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -50,6 +55,11 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         return Err(exit::Error::usage(
             "--image checks one image: name at most one variant",
         ));
+    }
+    if let Some(p) = &args.platform
+        && let Err(e) = p.parse::<crate::registry::Platform>()
+    {
+        return Err(exit::Error::usage(format!("--platform {p}: {e}")));
     }
     let manifest = ctx.manifest()?;
     if let Some(unknown) = args
@@ -99,10 +109,15 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
             } else {
                 args.variants.clone()
             };
+            let native = engine.platform()?;
+            let foreign = args
+                .platform
+                .as_deref()
+                .filter(|p| !crate::registry::same_platform(p, &native));
             names
                 .into_iter()
                 .map(|v| {
-                    let r = family.variant_tag(&v);
+                    let r = family.platform_tag(&v, foreign);
                     (v, r)
                 })
                 .collect()

@@ -54,9 +54,9 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Context, args: Args) -> exit::Result {
-    let image = match (&args.image, &args.alias) {
-        (Some(image), _) => image.clone(),
-        (None, Some(alias)) => pinned(ctx, &args.file, alias)?,
+    let pin = match (&args.image, &args.alias) {
+        (Some(_), _) => None,
+        (None, Some(alias)) => Some(pinned(ctx, &args.file, alias)?),
         (None, None) => unreachable!("clap requires an alias or --image"),
     };
     let workspace = args
@@ -88,6 +88,14 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         .status(Status::Usage)?;
 
     let engine = ctx.engine()?;
+    let image = match (&pin, &args.image) {
+        (Some(pin), _) => {
+            let platform = engine.platform().context("reaching the container engine")?;
+            pin.reference_for(&platform).map_err(anyhow::Error::msg)?
+        }
+        (None, Some(image)) => image.clone(),
+        (None, None) => unreachable!("clap requires an alias or --image"),
+    };
     let resources = engine
         .resources()
         .context("asking the engine for its memory and CPUs")?;
@@ -145,7 +153,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
 }
 
 /// `repository@digest` of a pinned alias.
-fn pinned(ctx: &Context, file: &PinsOptions, alias: &str) -> exit::Result<String> {
+fn pinned(ctx: &Context, file: &PinsOptions, alias: &str) -> exit::Result<crate::pins::Pin> {
     let path = ctx.pins_path(file);
     let (pins, _) = PinsFile::load(&path)?.with_context(|| {
         format!(
@@ -154,7 +162,7 @@ fn pinned(ctx: &Context, file: &PinsOptions, alias: &str) -> exit::Result<String
         )
     })?;
     match pins.images.get(alias) {
-        Some(pin) => Ok(pin.reference()),
+        Some(pin) => Ok(pin.clone()),
         None => Err(exit::Error::usage(format!(
             "alias {alias:?} is not pinned in {} (pinned: {}); name an image with --image to run an unpinned one",
             path.display(),

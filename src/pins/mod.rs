@@ -43,6 +43,31 @@ impl Pin {
     pub fn reference(&self) -> String {
         format!("{}@{}", self.repository, self.digest)
     }
+
+    /// The reference to run on an engine of `platform`: for a
+    /// multi-platform image its platform's own image, by digest (an engine
+    /// that keeps one image per reference would otherwise run whichever
+    /// platform it pulled the index for first); a single image as it is.
+    pub fn reference_for(&self, platform: &str) -> Result<String, String> {
+        if self.platforms.len() <= 1 {
+            return Ok(self.reference());
+        }
+        self.platforms
+            .iter()
+            .find(|(p, _)| crate::registry::same_platform(p, platform))
+            .map(|(_, d)| format!("{}@{d}", self.repository))
+            .ok_or_else(|| {
+                format!(
+                    "{} has no image for {platform} (it has {})",
+                    self.reference(),
+                    self.platforms
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+    }
 }
 
 #[cfg(test)]
@@ -53,6 +78,39 @@ mod tests {
         format!("sha256:{}", c.to_string().repeat(64))
             .parse()
             .unwrap()
+    }
+
+    #[test]
+    fn an_engine_runs_its_platform_s_own_image_of_an_index() {
+        let pin = |platforms: &[(&str, char)]| Pin {
+            repository: "r/x".into(),
+            tag: "x-1.0.0".into(),
+            version: Version::new(1, 0, 0),
+            digest: d('f'),
+            platforms: platforms
+                .iter()
+                .map(|(p, c)| (p.to_string(), d(*c)))
+                .collect(),
+            tools: Default::default(),
+        };
+        let two = pin(&[("linux/amd64", 'a'), ("linux/arm64", 'b')]);
+        assert_eq!(
+            two.reference_for("linux/arm64/v8").unwrap(),
+            format!("r/x@{}", d('b'))
+        );
+        assert_eq!(
+            two.reference_for("linux/amd64").unwrap(),
+            format!("r/x@{}", d('a'))
+        );
+        assert_eq!(
+            two.reference_for("linux/s390x").unwrap_err(),
+            format!(
+                "r/x@{} has no image for linux/s390x (it has linux/amd64, linux/arm64)",
+                d('f')
+            )
+        );
+        let one = pin(&[("linux/amd64", 'a')]);
+        assert_eq!(one.reference_for("linux/arm64").unwrap(), one.reference());
     }
 
     #[test]

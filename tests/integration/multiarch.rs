@@ -175,6 +175,17 @@ fn two_platforms_are_built_checked_and_released_as_indexes_and_two_legs_give_the
         .args(["pins", "verify"])
         .stdout("ok: 2 alias(es) pinned and verified in image_pins.json\n")
         .run();
+    // `run` starts the engine's platform's own image of the index.
+    let (_, _, _, kid_platforms) = one.iter().find(|p| p.0 == "kid").unwrap();
+    let run = cli(root)
+        .args(["run", "kid", "--print"])
+        .stdout_free("the sandbox's command line")
+        .run();
+    let amd64 = format!(
+        "{release_one}@{}",
+        kid_platforms["linux/amd64"].as_str().unwrap()
+    );
+    assert!(run.stdout().contains(&amd64), "{amd64}\n{}", run.stdout());
 
     // The two-leg release, from the same start, into another release
     // repository (a release from legs builds nothing: the family's local
