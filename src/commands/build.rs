@@ -128,14 +128,14 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
             .unwrap_or_else(|| manifest.root.join("target/sunaba-build/logs")),
     )
     .context("resolving the log directory")?;
-    let native = engine.platform().context("reaching the container engine")?;
+    eprintln!("engine: {}", engine.describe());
+    let native = engine.platform().context("building the image family")?;
     let source_date_epoch = build::source_date_epoch(&manifest.root).map_err(anyhow::Error::msg)?;
     let tty = match args.progress {
         Progress::Auto => std::io::stderr().is_terminal(),
         Progress::Tty => true,
         Progress::Plain => false,
     };
-    eprintln!("engine: {}", engine.describe());
     let mut summaries = Vec::new();
     for platform in &platforms {
         let foreign = platform
