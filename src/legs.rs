@@ -210,25 +210,9 @@ pub fn push(
                 &hex[..12.min(hex.len())]
             );
             let target = Reference::with_tag(repo, &tag)?;
-            let name = target.to_string();
-            engine.tag(reference, &name)?;
-            let pushed = engine
-                .push(&name)
-                .with_context(|| format!("pushing {reference} as {name}"))?;
-            let digest: Digest = pushed
-                .parse()
-                .map_err(|e| anyhow::anyhow!("the engine pushed {name} as {pushed:?}: {e}"))?;
-            let manifest = rt.block_on(client.fetch_manifest(&target.by_digest(digest.clone())))?;
-            if registry::media_type::is_index(&manifest.media_type) {
-                bail!("the engine pushed {name} as an index ({digest}), not one platform's image");
-            }
-            let config = registry::config_descriptor(&name, &manifest.bytes)?.0;
-            if config.to_string() != *image_id {
-                bail!(
-                    "the engine pushed {name} as {digest}, whose config is {config}, not the \
-                     checked image {image_id}"
-                );
-            }
+            let digest =
+                crate::publish::push_checked(engine, client, rt, reference, &target, image_id)?
+                    .digest;
             progress(format!("{} {platform}: {repo}@{digest}", r.variant));
             legs.push(Leg {
                 variant: r.variant.clone(),

@@ -22,6 +22,7 @@ pub mod outdated;
 pub mod pins;
 pub mod policy;
 pub mod process;
+pub mod publish;
 pub mod registry;
 pub mod release;
 pub mod render;

@@ -27,6 +27,27 @@ pub struct Releasable {
     pub smoke: Vec<String>,
 }
 
+impl Releasable {
+    /// The plan's candidate of this variant: its image's labels, platform(s)
+    /// and where it comes from.
+    fn candidate(
+        &self,
+        labels: BTreeMap<String, String>,
+        platform: String,
+        source: Source,
+    ) -> Candidate {
+        Candidate {
+            variant: self.variant.clone(),
+            aliases: self.aliases.clone(),
+            owed: self.owed.clone(),
+            smoke: self.smoke.clone(),
+            labels,
+            platform,
+            source,
+        }
+    }
+}
+
 /// The variants a release publishes: those with aliases, in build order
 /// (a variant without one is never pinned, so it has no version line).
 pub fn releasable(family_order: &[String], specs: &[AliasSpec]) -> Vec<Releasable> {
@@ -86,29 +107,20 @@ pub fn from_engine(
         })
         .collect();
     let mut out = Vec::new();
-    for Releasable {
-        variant,
-        aliases,
-        owed,
-        smoke,
-    } in variants
-    {
+    for r in variants {
+        let variant = &r.variant;
         let reference = references[variant.as_str()];
         let info = engine
             .inspect(reference)?
             .with_context(|| format!("{reference} vanished after the build"))?;
-        out.push(Candidate {
-            variant: variant.clone(),
-            aliases: aliases.clone(),
-            owed: owed.clone(),
-            smoke: smoke.clone(),
-            labels: info.labels,
-            platform: summary.platform.clone(),
-            source: Source::Engine {
+        out.push(r.candidate(
+            info.labels,
+            summary.platform.clone(),
+            Source::Engine {
                 reference: reference.to_string(),
                 image_id: info.id,
             },
-        });
+        ));
     }
     Ok(out)
 }
@@ -125,13 +137,8 @@ pub async fn from_registry(
     variants: &[Releasable],
 ) -> anyhow::Result<Vec<Candidate>> {
     let mut out = Vec::new();
-    for Releasable {
-        variant,
-        aliases,
-        owed,
-        smoke,
-    } in variants
-    {
+    for r in variants {
+        let variant = &r.variant;
         let reference = Reference::with_tag(from, variant)?;
         let not_there = || {
             format!(
@@ -167,21 +174,17 @@ pub async fn from_registry(
             .config_of(&reference, &manifest)
             .await
             .with_context(not_there)?;
-        out.push(Candidate {
-            variant: variant.clone(),
-            aliases: aliases.clone(),
-            owed: owed.clone(),
-            smoke: smoke.clone(),
-            labels: config.labels,
-            platform: if platform.is_empty() {
+        out.push(r.candidate(
+            config.labels,
+            if platform.is_empty() {
                 config.platform.to_string()
             } else {
                 platform
             },
-            source: Source::Registry {
+            Source::Registry {
                 reference: reference.by_digest(top.digest).to_string(),
             },
-        });
+        ));
     }
     Ok(out)
 }
@@ -208,13 +211,8 @@ pub async fn from_legs(
         .map(|p| crate::legs::normalized(p))
         .collect();
     let mut out = Vec::new();
-    for Releasable {
-        variant,
-        aliases,
-        owed,
-        smoke,
-    } in variants
-    {
+    for r in variants {
+        let variant = &r.variant;
         let mine = legs.get(variant).with_context(|| {
             format!("{variant}: no leg in the legs files (each leg builds every variant)")
         })?;
@@ -275,17 +273,13 @@ pub async fn from_legs(
             .or_else(|| labels_by_platform.values().next())
             .cloned()
             .unwrap_or_default();
-        out.push(Candidate {
-            variant: variant.clone(),
-            aliases: aliases.clone(),
-            owed: owed.clone(),
-            smoke: smoke.clone(),
+        out.push(r.candidate(
             labels,
-            platform: want.join(","),
-            source: Source::Registry {
+            want.join(","),
+            Source::Registry {
                 reference: at.to_string(),
             },
-        });
+        ));
     }
     Ok(out)
 }

@@ -131,31 +131,15 @@ impl Stager<'_> {
                 let engine = self
                     .engine
                     .context("the plan stages from the engine, but none is configured")?;
-                let name = staging.to_string();
-                engine.tag(reference, &name)?;
-                let pushed = engine
-                    .push(&name)
-                    .with_context(|| format!("pushing {reference} as {name}"))?;
-                let pushed: Digest = pushed
-                    .parse()
-                    .map_err(|e| anyhow::anyhow!("the engine pushed {name} as {pushed:?}: {e}"))?;
-                let manifest = self.rt.block_on(
-                    self.client
-                        .fetch_manifest(&staging.by_digest(pushed.clone())),
+                let manifest = crate::publish::push_checked(
+                    engine,
+                    self.client,
+                    self.rt,
+                    reference,
+                    &staging,
+                    image_id,
                 )?;
-                if registry::media_type::is_index(&manifest.media_type) {
-                    bail!(
-                        "the engine pushed {name} as an index ({pushed}); a multi-platform image \
-                         is released from a registry (`release --from`)"
-                    );
-                }
-                let config = registry::config_descriptor(&name, &manifest.bytes)?.0;
-                if config.to_string() != *image_id {
-                    bail!(
-                        "the engine pushed {name} as {pushed}, whose config is {config}, not the \
-                         checked image {image_id}"
-                    );
-                }
+                let pushed = manifest.digest.clone();
                 (self.repository.clone(), manifest, Some(pushed))
             }
             Source::Registry { reference } => {

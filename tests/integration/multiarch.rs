@@ -14,6 +14,15 @@ use std::path::Path;
 const PLATFORMS: &str = r#"platforms = ["linux/amd64", "linux/arm64"]
 default = "kid""#;
 
+/// The fixture family, released to `repository`, for both platforms.
+fn two_platform_fixture(repository: &str, s: &support::Services) -> tempfile::TempDir {
+    let project = fixture(repository, s);
+    let path = project.path().join("images.toml");
+    let manifest = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, manifest.replace("default = \"kid\"", PLATFORMS)).unwrap();
+    project
+}
+
 fn cli(root: &Path) -> Cli {
     Cli::new(root).args(["--profile", "local"])
 }
@@ -87,14 +96,8 @@ fn two_platforms_are_built_checked_and_released_as_indexes_and_two_legs_give_the
     let ns = support::unique("multiarch");
     let registry = &s.registry;
     let release_one = format!("{registry}/{ns}/one");
-    let project = fixture(&release_one, &s);
+    let project = two_platform_fixture(&release_one, &s);
     let root = project.path();
-    let manifest = std::fs::read_to_string(root.join("images.toml")).unwrap();
-    std::fs::write(
-        root.join("images.toml"),
-        manifest.replace("default = \"kid\"", PLATFORMS),
-    )
-    .unwrap();
     let empty_pins = std::fs::read_to_string(root.join("image_pins.json")).unwrap();
 
     // One machine, one run: both platforms built and checked (arm64 under
@@ -226,14 +229,8 @@ fn a_tool_that_answers_otherwise_or_fails_on_arm64_fails_the_variant_and_nothing
     let _heavy = support::machine_lock();
     let ns = support::unique("multiarch-fail");
     let registry = &s.registry;
-    let project = fixture(&format!("{registry}/{ns}/rel"), &s);
+    let project = two_platform_fixture(&format!("{registry}/{ns}/rel"), &s);
     let root = project.path();
-    let manifest = std::fs::read_to_string(root.join("images.toml")).unwrap();
-    std::fs::write(
-        root.join("images.toml"),
-        manifest.replace("default = \"kid\"", PLATFORMS),
-    )
-    .unwrap();
     let ci = format!("{registry}/{ns}/ci");
     // `beta` says another version on arm64: both checks pass, the
     // variant fails on the comparison.
