@@ -43,12 +43,17 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
         .tempfile_in(dir)
         .map_err(err)?;
     tmp.write_all(bytes).map_err(err)?;
-    // Keep the target's permissions (e.g. an executable script stays executable).
-    if let Ok(meta) = std::fs::metadata(path) {
-        tmp.as_file()
-            .set_permissions(meta.permissions())
-            .map_err(err)?;
-    }
+    // Keep the target's permissions (e.g. an executable script stays
+    // executable); a new file is 0644 like one `>` makes, not the temp
+    // file's private 0600 (a legs file is uploaded by another user's step).
+    let permissions = match std::fs::metadata(path) {
+        Ok(meta) => meta.permissions(),
+        Err(_) => {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::Permissions::from_mode(0o644)
+        }
+    };
+    tmp.as_file().set_permissions(permissions).map_err(err)?;
     tmp.as_file().sync_all().map_err(err)?;
     tmp.persist(path).map_err(|e| err(e.error))?;
     if let Ok(d) = File::open(dir) {
@@ -117,6 +122,12 @@ mod tests {
         let path = dir.path().join("a/b/c.txt");
         atomic_write(&path, b"x").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"x");
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            mode, 0o644,
+            "a new file is readable by others, not the temp file's 0600"
+        );
     }
 
     #[test]
