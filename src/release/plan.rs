@@ -157,11 +157,22 @@ pub fn plan(input: Input) -> Result<Plan, PlanErrors> {
             None => true,
             Some(c) => inputs_changed(c.inputs.as_ref(), candidate.labels.get(labels::INPUTS)),
         };
-        let next = policy::next_version(
+        let mut next = policy::next_version(
             current.as_ref().map(|c| (&c.pin.version, &c.pin.tools)),
             &tools,
             changed,
         );
+        // The platforms are part of what a pin promises: one added is a
+        // new capability (minor), one dropped breaks its users (major).
+        let platform_change = current
+            .as_ref()
+            .and_then(|c| platform_bump(&c.pin.platforms, &candidate.platform));
+        if let (Some((bump, _)), Some(now)) = (&platform_change, &next.current)
+            && *bump > next.bump
+        {
+            next.bump = *bump;
+            next.next = policy::bump_version(now, *bump);
+        }
         let Some(version) = next.next.clone() else {
             unchanged.push(Unchanged {
                 variant,
@@ -172,7 +183,10 @@ pub fn plan(input: Input) -> Result<Plan, PlanErrors> {
         };
         let present = tags::present(&variant, input.tags);
         let planned = Planned {
-            why: why(&next),
+            why: match &platform_change {
+                Some((bump, said)) if *bump == next.bump => said.clone(),
+                _ => why(&next),
+            },
             immutable: tags::immutable(&variant, &version),
             moving: tags::moving(&variant, &version, &present),
             staging: tags::staging(&variant, &version),
@@ -214,6 +228,32 @@ pub fn plan(input: Input) -> Result<Plan, PlanErrors> {
 }
 
 /// The bump in one line: the tool that proves it, or what else changed.
+/// How the candidate's platforms (`linux/amd64,linux/arm64`) differ from the
+/// pinned ones: the bump that announces it and the words; `None` when the
+/// same (or the pin predates platforms).
+fn platform_bump(
+    pinned: &BTreeMap<String, crate::registry::Digest>,
+    candidate: &str,
+) -> Option<(policy::Bump, String)> {
+    let now: std::collections::BTreeSet<String> = candidate
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .map(crate::legs::normalized)
+        .collect();
+    let was: std::collections::BTreeSet<String> = pinned.keys().cloned().collect();
+    if was.is_empty() || now.is_empty() || was == now {
+        return None;
+    }
+    let list =
+        |s: &std::collections::BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
+    let bump = if was.is_subset(&now) {
+        policy::Bump::Minor
+    } else {
+        policy::Bump::Major
+    };
+    Some((bump, format!("platforms {} -> {}", list(&was), list(&now))))
+}
+
 fn why(next: &policy::NextVersion) -> String {
     if next.current.is_none() {
         return "first release".into();
@@ -234,6 +274,36 @@ fn why(next: &policy::NextVersion) -> String {
 mod tests {
     use super::*;
     use crate::labels::CheckRecord;
+
+    #[test]
+    fn a_platform_added_is_a_minor_release_and_one_dropped_a_major() {
+        let d = crate::registry::Digest::sha256(b"x");
+        let pinned = |ps: &[&str]| -> BTreeMap<String, crate::registry::Digest> {
+            ps.iter().map(|p| (p.to_string(), d.clone())).collect()
+        };
+        assert_eq!(
+            platform_bump(&pinned(&["linux/amd64"]), "linux/amd64,linux/arm64/v8"),
+            Some((
+                policy::Bump::Minor,
+                "platforms linux/amd64 -> linux/amd64, linux/arm64".to_string()
+            ))
+        );
+        assert_eq!(
+            platform_bump(&pinned(&["linux/amd64", "linux/arm64"]), "linux/amd64"),
+            Some((
+                policy::Bump::Major,
+                "platforms linux/amd64, linux/arm64 -> linux/amd64".to_string()
+            ))
+        );
+        assert_eq!(
+            platform_bump(&pinned(&["linux/amd64"]), "linux/amd64"),
+            None
+        );
+        assert_eq!(
+            platform_bump(&BTreeMap::new(), "linux/amd64,linux/arm64"),
+            None
+        );
+    }
 
     fn record(status: &str, variant: &str, tools: &[(&str, &str)]) -> String {
         CheckRecord {
