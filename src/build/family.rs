@@ -30,6 +30,9 @@ pub struct VariantPlan {
     pub description: String,
     /// The smoke cases its check runs.
     pub smoke: crate::smoke::Plan,
+    /// The platforms it is built for: its own `platforms`, else its
+    /// parent's, else the family's (empty: the engine's own).
+    pub platforms: Vec<String>,
 }
 
 /// The image family as the build sees it.
@@ -85,6 +88,7 @@ impl Family {
                             owed_tools: manifest.owed_tools(name),
                             size_budget: v.size_budget,
                             smoke: crate::smoke::plan(manifest, name),
+                            platforms: effective_platforms(manifest, name),
                         },
                     )
                 })
@@ -220,6 +224,20 @@ impl Family {
             smoke: p.smoke.clone(),
         })
     }
+}
+
+/// A variant's platforms: its own, else its parent's (a child is built FROM
+/// its parent), else the family's.
+fn effective_platforms(manifest: &crate::manifest::Manifest, variant: &str) -> Vec<String> {
+    let mut at = Some(variant);
+    while let Some(name) = at {
+        let v = &manifest.variants[name];
+        if !v.platforms.is_empty() {
+            return v.platforms.iter().map(|p| p.to_string()).collect();
+        }
+        at = v.parent.as_deref();
+    }
+    manifest.platforms.iter().map(|p| p.to_string()).collect()
 }
 
 /// One line for `org.opencontainers.image.description`.

@@ -84,7 +84,7 @@ pub fn run(
     reporter: &dyn Reporter,
 ) -> Result<Summary, BuildError> {
     let started = Instant::now();
-    let selected = family.select(targets)?;
+    let mut selected = family.select(targets)?;
     let native = engine.platform()?;
     let platform = opts.platform.clone().unwrap_or_else(|| native.clone());
     if !family.platforms.is_empty() && !family.platforms.iter().any(|p| same_platform(p, &platform))
@@ -98,6 +98,12 @@ pub fn run(
             },
         });
     }
+    // A variant that narrows its platforms is not built for the others (nor
+    // are its children, which inherit them).
+    selected.retain(|v| {
+        let ps = &family.variants[v].platforms;
+        ps.is_empty() || ps.iter().any(|p| same_platform(p, &platform))
+    });
     // Another platform than the engine's own: built and checked under
     // emulation, which must work before anything starts.
     let foreign = (!same_platform(&platform, &native)).then(|| platform.clone());
@@ -485,6 +491,17 @@ mod tests {
             images["fake/sandbox:a-arm64"].labels[LABEL_INPUTS]
         );
         drop(images);
+
+        // A variant narrowed to amd64 (and so its children) is not built for arm64.
+        let mut narrowed = family.clone();
+        narrowed.variants.get_mut("a").unwrap().platforms = vec!["linux/amd64".into()];
+        let arm_only = run(&narrowed, &[], &engine, &arm, &Quiet).unwrap();
+        assert!(
+            !results(&arm_only).contains_key("a"),
+            "{:?}",
+            results(&arm_only)
+        );
+        assert!(results(&arm_only).contains_key("b"));
 
         let mut other = options(dir.path(), 2);
         other.platform = Some("linux/s390x".into());

@@ -150,11 +150,23 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
                         anyhow::anyhow!("the legs are in {repo}, not in --from {from}").into(),
                     );
                 }
-                let platforms = if family.platforms.is_empty() {
+                let host = if family.platforms.is_empty() {
                     vec![ctx.engine()?.platform()?]
                 } else {
-                    family.platforms.clone()
+                    Vec::new()
                 };
+                let platforms = family
+                    .variants
+                    .iter()
+                    .map(|(v, plan)| {
+                        let ps = if plan.platforms.is_empty() {
+                            host.clone()
+                        } else {
+                            plan.platforms.clone()
+                        };
+                        (v.clone(), ps)
+                    })
+                    .collect();
                 rt.block_on(gather::from_legs(
                     &client, &from, &legs, &platforms, &variants, args.write,
                 ))?

@@ -122,6 +122,9 @@ pub struct Variant {
     pub serves: Vec<String>,
     /// Size budget in bytes.
     pub size_budget: u64,
+    /// The platforms it is built for, when it narrows the family's
+    /// `platforms` (empty: the family's).
+    pub platforms: Vec<crate::registry::Platform>,
 }
 
 #[derive(Debug, Clone)]

@@ -107,6 +107,9 @@ pub(super) struct RawVariant {
     #[serde(default)]
     pub(super) serves: Vec<Spanned<String>>,
     pub(super) size_budget: Spanned<String>,
+    /// Narrows the family's `platforms` for this variant (and its children).
+    #[serde(default)]
+    pub(super) platforms: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Debug, Deserialize)]

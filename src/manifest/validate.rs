@@ -520,6 +520,55 @@ pub(super) fn validate(
                 0
             }
         };
+        let mut narrowed: Vec<Platform> = Vec::new();
+        if let Some(list) = &v.platforms {
+            if platforms.is_empty() {
+                p.at(
+                    list,
+                    format!("{key}.platforms"),
+                    "narrows the family's `platforms`, which images.toml does not declare",
+                    "declare the family's `platforms` at the top, or drop this key",
+                );
+            }
+            if list.get_ref().is_empty() {
+                p.at(
+                    list,
+                    format!("{key}.platforms"),
+                    "is empty",
+                    "list the platforms this variant is built for, or drop the key (the family's)",
+                );
+            }
+            for pl in list.get_ref() {
+                match pl.get_ref().parse::<Platform>() {
+                    Ok(parsed) if narrowed.contains(&parsed) => p.at(
+                        pl,
+                        format!("{key}.platforms"),
+                        format!("`{parsed}` is listed twice"),
+                        "remove the repeat",
+                    ),
+                    Ok(parsed) if !platforms.is_empty() && !platforms.contains(&parsed) => p.at(
+                        pl,
+                        format!("{key}.platforms"),
+                        format!("`{parsed}` is not one of the family's platforms"),
+                        format!(
+                            "use some of: {}",
+                            platforms
+                                .iter()
+                                .map(|p| p.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ),
+                    Ok(parsed) => narrowed.push(parsed),
+                    Err(e) => p.at(
+                        pl,
+                        format!("{key}.platforms"),
+                        format!("{e}"),
+                        "write os/arch, e.g. linux/amd64",
+                    ),
+                }
+            }
+        }
         variants.insert(
             name.clone(),
             Variant {
@@ -529,8 +578,39 @@ pub(super) fn validate(
                 aliases: v.aliases.iter().map(|s| s.get_ref().clone()).collect(),
                 serves: v.serves.iter().map(|s| s.get_ref().clone()).collect(),
                 size_budget,
+                platforms: narrowed,
             },
         );
+    }
+
+    // A child is built FROM its parent: it cannot be built where the
+    // parent is not.
+    let effective = |v: &Variant| -> Vec<Platform> {
+        if v.platforms.is_empty() {
+            platforms.clone()
+        } else {
+            v.platforms.clone()
+        }
+    };
+    for (name, v) in &raw.variants {
+        let (Some(parent), Some(list)) = (&v.parent, &v.platforms) else {
+            continue;
+        };
+        let (Some(child), Some(up)) = (variants.get(name), variants.get(parent.get_ref())) else {
+            continue;
+        };
+        let up = effective(up);
+        if let Some(extra) = effective(child).iter().find(|p| !up.contains(p)) {
+            p.at(
+                list,
+                format!("variants.{name}.platforms"),
+                format!(
+                    "`{extra}` is not a platform of its parent `{}`",
+                    parent.get_ref()
+                ),
+                "a child is built FROM its parent: narrow to the parent's platforms",
+            );
+        }
     }
 
     // A repeated alias is reported where it repeats, in file order.
@@ -722,6 +802,68 @@ mod tests {
             ps.iter().any(|p| p.key == "variants.top.aliases"
                 && p.message.contains("duplicate alias `neutral`")
                 && p.message.contains("`root`")),
+            "{ps:?}"
+        );
+    }
+
+    #[test]
+    fn a_variant_narrows_the_family_s_platforms_within_them_and_its_parent_s() {
+        let two = GOOD.replace(
+            "default = \"top\"",
+            "platforms = [\"linux/amd64\", \"linux/arm64\"]\ndefault = \"top\"",
+        );
+        let narrow = |root: &str, top: &str| {
+            let mut text = two.replace(
+                "[variants.root]\nfragments = [\"a\"]",
+                &format!("[variants.root]\nfragments = [\"a\"]\n{root}"),
+            );
+            text = text.replace(
+                "[variants.top]\nparent = \"root\"",
+                &format!("[variants.top]\nparent = \"root\"\n{top}"),
+            );
+            let (_dir, path) = project(&text);
+            match Manifest::load(&path) {
+                Ok(m) => {
+                    assert_eq!(m.variants["top"].platforms.len(), 1);
+                    Vec::new()
+                }
+                Err(ManifestError::Invalid { problems, .. }) => problems,
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert!(narrow("", "platforms = [\"linux/amd64\"]").is_empty());
+        let messages = |ps: Vec<Problem>| -> Vec<(String, String)> {
+            ps.into_iter().map(|p| (p.key, p.message)).collect()
+        };
+        assert_eq!(
+            messages(narrow("", "platforms = [\"linux/s390x\"]")),
+            [(
+                "variants.top.platforms".to_string(),
+                "`linux/s390x` is not one of the family's platforms".to_string()
+            )]
+        );
+        assert_eq!(
+            messages(narrow(
+                "platforms = [\"linux/amd64\"]",
+                "platforms = [\"linux/arm64\"]"
+            )),
+            [(
+                "variants.top.platforms".to_string(),
+                "`linux/arm64` is not a platform of its parent `root`".to_string()
+            )]
+        );
+        assert_eq!(
+            messages(narrow("", "platforms = []")),
+            [("variants.top.platforms".to_string(), "is empty".to_string())]
+        );
+        // Without the family's platforms there is nothing to narrow.
+        let ps = problems(&GOOD.replace(
+            "[variants.top]\nparent = \"root\"",
+            "[variants.top]\nparent = \"root\"\nplatforms = [\"linux/amd64\"]",
+        ));
+        assert!(
+            ps.iter().any(|p| p.key == "variants.top.platforms"
+                && p.message.starts_with("narrows the family's `platforms`")),
             "{ps:?}"
         );
     }

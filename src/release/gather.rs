@@ -197,22 +197,23 @@ pub async fn from_registry(
 /// would). Every child must carry a passing check record, and the records
 /// must agree on every tool's version. The labels the plan gates are the
 /// image's for this machine's platform (else the first), as for an index
-/// in a registry; staging's verify gates every child.
+/// in a registry; staging's verify gates every child. `platforms` are each
+/// variant's (a variant may narrow the family's).
 pub async fn from_legs(
     client: &Client,
     from: &Repository,
     legs: &crate::legs::LegsByVariant,
-    platforms: &[String],
+    platforms: &BTreeMap<String, Vec<String>>,
     variants: &[Releasable],
     write: bool,
 ) -> anyhow::Result<Vec<Candidate>> {
-    let want: Vec<String> = platforms
-        .iter()
-        .map(|p| crate::legs::normalized(p))
-        .collect();
     let mut out = Vec::new();
     for r in variants {
         let variant = &r.variant;
+        let want: Vec<String> = platforms
+            .get(variant)
+            .map(|ps| ps.iter().map(|p| crate::legs::normalized(p)).collect())
+            .unwrap_or_default();
         let mine = legs.get(variant).with_context(|| {
             format!("{variant}: no leg in the legs files (each leg builds every variant)")
         })?;
@@ -220,7 +221,7 @@ pub async fn from_legs(
         let missing: Vec<&String> = want.iter().filter(|p| !mine.contains_key(*p)).collect();
         if !missing.is_empty() {
             bail!(
-                "{variant}: no leg for {} (the legs give {}); the family is released for {}",
+                "{variant}: no leg for {} (the legs give {}); it is released for {}",
                 join(&missing),
                 join(&have),
                 want.join(", ")
@@ -228,7 +229,7 @@ pub async fn from_legs(
         }
         if let Some(extra) = have.iter().find(|p| !want.contains(p)) {
             bail!(
-                "{variant}: a leg for {extra}, which is not one of the family's platforms ({})",
+                "{variant}: a leg for {extra}, which is not one of its platforms ({})",
                 want.join(", ")
             );
         }

@@ -206,7 +206,7 @@ fn two_platforms_are_built_checked_and_released_as_indexes_and_two_legs_give_the
         .args(["release", "--from", &ci_two, "--legs", "amd.json"])
         .status(1)
         .stderr(
-            "error: root: no leg for linux/arm64 (the legs give linux/amd64); the family is \
+            "error: root: no leg for linux/arm64 (the legs give linux/amd64); it is \
              released for linux/amd64, linux/arm64\n",
         )
         .run();
@@ -279,7 +279,7 @@ fn a_tool_that_answers_otherwise_or_fails_on_arm64_fails_the_variant_and_nothing
         .args(["release", "--from", &ci, "--legs", "amd.json", "--write"])
         .status(1)
         .stderr(
-            "error: root: no leg for linux/arm64 (the legs give linux/amd64); the family is \
+            "error: root: no leg for linux/arm64 (the legs give linux/amd64); it is \
              released for linux/amd64, linux/arm64\n",
         )
         .run();
