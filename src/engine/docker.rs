@@ -18,6 +18,7 @@ pub struct Docker {
     program: PathBuf,
     mode: DockerMode,
     version: String,
+    platform: super::PlatformOnce,
 }
 
 /// The first Docker CLI release whose `docker build` needs the buildx plugin
@@ -30,6 +31,7 @@ impl Docker {
             program,
             mode,
             version: String::new(),
+            platform: Default::default(),
         }
     }
 
@@ -53,6 +55,7 @@ impl Docker {
             program: program.to_path_buf(),
             mode,
             version,
+            platform: Default::default(),
         }))
     }
 }
@@ -102,18 +105,20 @@ impl Engine for Docker {
     }
 
     fn platform(&self) -> Result<String, EngineError> {
-        let out = Cmd::new(&self.program)
-            .args(["version", "--format", "{{.Server.Os}}/{{.Server.Arch}}"])
-            .output()?;
-        let platform = out.stdout.trim().to_string();
-        if !out.success() || platform.is_empty() || platform.contains("<no value>") {
-            return Err(EngineError::NotRunning {
-                program: self.program.display().to_string(),
-                target: docker_target(),
-                stderr: out.stderr.trim().to_string(),
-            });
-        }
-        Ok(platform)
+        self.platform.get_or_ask(|| {
+            let out = Cmd::new(&self.program)
+                .args(["version", "--format", "{{.Server.Os}}/{{.Server.Arch}}"])
+                .output()?;
+            let platform = out.stdout.trim().to_string();
+            if !out.success() || platform.is_empty() || platform.contains("<no value>") {
+                return Err(EngineError::NotRunning {
+                    program: self.program.display().to_string(),
+                    target: docker_target(),
+                    stderr: out.stderr.trim().to_string(),
+                });
+            }
+            Ok(platform)
+        })
     }
 
     fn resources(&self) -> Result<Resources, EngineError> {

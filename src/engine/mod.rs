@@ -122,6 +122,26 @@ pub struct ImageInfo {
     pub platform: String,
 }
 
+/// The engine's platform, asked once per process: it cannot change while we
+/// run, and a build or check would otherwise spawn `docker version` for
+/// every variant (9 times for one `check` of the family). A failure is not
+/// kept, so a daemon started meanwhile is found.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct PlatformOnce(std::sync::OnceLock<String>);
+
+impl PlatformOnce {
+    pub(crate) fn get_or_ask(
+        &self,
+        ask: impl FnOnce() -> Result<String, EngineError>,
+    ) -> Result<String, EngineError> {
+        if let Some(p) = self.0.get() {
+            return Ok(p.clone());
+        }
+        let p = ask()?;
+        Ok(self.0.get_or_init(|| p).clone())
+    }
+}
+
 /// What the engine's host has to give, for the run contract's caps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resources {
@@ -515,6 +535,27 @@ pub fn parse_inspect(json: &str) -> Result<ImageInfo, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_platform_is_asked_once_and_a_failure_is_asked_again() {
+        let once = PlatformOnce::default();
+        let asked = std::cell::Cell::new(0);
+        let down = || {
+            asked.set(asked.get() + 1);
+            Err(EngineError::Parse {
+                command: "version".into(),
+                detail: "down".into(),
+            })
+        };
+        assert!(once.get_or_ask(down).is_err());
+        let up = || {
+            asked.set(asked.get() + 1);
+            Ok("linux/arm64".to_string())
+        };
+        assert_eq!(once.get_or_ask(up).unwrap(), "linux/arm64");
+        assert_eq!(once.get_or_ask(up).unwrap(), "linux/arm64");
+        assert_eq!(asked.get(), 2, "asked after the failure, then kept");
+    }
 
     #[test]
     fn parses_docker_inspect() {

@@ -9,11 +9,15 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone)]
 pub struct Podman {
     program: PathBuf,
+    platform: super::PlatformOnce,
 }
 
 impl Podman {
     pub fn new(program: PathBuf) -> Podman {
-        Podman { program }
+        Podman {
+            program,
+            platform: Default::default(),
+        }
     }
 }
 
@@ -31,20 +35,22 @@ impl Engine for Podman {
     }
 
     fn platform(&self) -> Result<String, EngineError> {
-        let out = Cmd::new(&self.program)
-            .args(["info", "--format", "{{.Host.OS}}/{{.Host.Arch}}"])
-            .output()?;
-        let platform = out.stdout.trim().to_string();
-        if !out.success() || platform.is_empty() {
-            return Err(EngineError::NotRunning {
-                program: self.program.display().to_string(),
-                target: std::env::var("CONTAINER_HOST")
-                    .map(|h| format!("CONTAINER_HOST={h}"))
-                    .unwrap_or_else(|_| "the local Podman".to_string()),
-                stderr: out.stderr.trim().to_string(),
-            });
-        }
-        Ok(platform)
+        self.platform.get_or_ask(|| {
+            let out = Cmd::new(&self.program)
+                .args(["info", "--format", "{{.Host.OS}}/{{.Host.Arch}}"])
+                .output()?;
+            let platform = out.stdout.trim().to_string();
+            if !out.success() || platform.is_empty() {
+                return Err(EngineError::NotRunning {
+                    program: self.program.display().to_string(),
+                    target: std::env::var("CONTAINER_HOST")
+                        .map(|h| format!("CONTAINER_HOST={h}"))
+                        .unwrap_or_else(|_| "the local Podman".to_string()),
+                    stderr: out.stderr.trim().to_string(),
+                });
+            }
+            Ok(platform)
+        })
     }
 
     fn resources(&self) -> Result<Resources, EngineError> {
