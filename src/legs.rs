@@ -13,7 +13,7 @@
 use crate::build::{Outcome, Summary};
 use crate::engine::Engine;
 use crate::labels::{CheckRecord, Inventory};
-use crate::registry::{self, Client, Digest, Reference, Repository, platform_slug};
+use crate::registry::{Client, Digest, Reference, Repository, normalized_platform, platform_slug};
 use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -155,19 +155,11 @@ pub fn records(
             if let Some(record) = crate::check::passing_record(&info) {
                 out.entry(r.variant.clone())
                     .or_default()
-                    .insert(normalized(&summary.platform), record);
+                    .insert(normalized_platform(&summary.platform), record);
             }
         }
     }
     Ok(out)
-}
-
-/// `linux/arm64/v8` → `linux/arm64` (unparsable: as it is).
-pub fn normalized(platform: &str) -> String {
-    platform
-        .parse::<registry::Platform>()
-        .map(|p| p.normalized().to_string())
-        .unwrap_or_else(|_| platform.to_string())
 }
 
 /// Pushes every image `summaries` ended with to `repo` (a tag per
@@ -185,7 +177,7 @@ pub fn push(
 ) -> anyhow::Result<Vec<Leg>> {
     let mut legs = Vec::new();
     for summary in summaries {
-        let platform = normalized(&summary.platform);
+        let platform = normalized_platform(&summary.platform);
         for r in &summary.results {
             let (reference, image_id, inputs) = match &r.outcome {
                 Outcome::Built {

@@ -67,7 +67,7 @@ pub(crate) use error::error_chain;
 pub use error::{Error, ErrorKind, Result};
 pub(crate) use index::Index;
 pub use manifest::{Manifest, ManifestCheck};
-pub use platform::{Platform, best_match, platform_slug, same_platform};
+pub use platform::{Platform, best_match, normalized_platform, platform_slug, same_platform};
 pub use reference::{Reference, Repository, api_host, is_loopback};
 pub use resolve::{ResolveOptions, Resolved};
 pub use transport::credentials::{self, CredentialStore};

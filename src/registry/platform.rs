@@ -150,13 +150,19 @@ pub fn best_match(wanted: &Platform, candidates: &[Option<Platform>]) -> Option<
     best.map(|(_, i)| i)
 }
 
+/// An `os/arch[/variant]` string normalised (`linux/arm64/v8` →
+/// `linux/arm64`); an unparsable one as it is.
+pub fn normalized_platform(platform: &str) -> String {
+    platform
+        .parse::<Platform>()
+        .map(|p| p.normalized().to_string())
+        .unwrap_or_else(|_| platform.to_string())
+}
+
 /// Two `os/arch[/variant]` strings name one platform (`linux/arm64/v8` is
 /// `linux/arm64`); unparsable ones only equal themselves.
 pub fn same_platform(a: &str, b: &str) -> bool {
-    match (a.parse::<Platform>(), b.parse::<Platform>()) {
-        (Ok(a), Ok(b)) => a.normalized() == b.normalized(),
-        _ => a == b,
-    }
+    normalized_platform(a) == normalized_platform(b)
 }
 
 /// A platform as a tag fragment: its architecture and variant, normalised

@@ -212,7 +212,11 @@ pub async fn from_legs(
         let variant = &r.variant;
         let want: Vec<String> = platforms
             .get(variant)
-            .map(|ps| ps.iter().map(|p| crate::legs::normalized(p)).collect())
+            .map(|ps| {
+                ps.iter()
+                    .map(|p| crate::registry::normalized_platform(p))
+                    .collect()
+            })
             .unwrap_or_default();
         let mine = legs.get(variant).with_context(|| {
             format!("{variant}: no leg in the legs files (each leg builds every variant)")

@@ -5,7 +5,7 @@
 use super::journal::Journal;
 use crate::fsutil::FileLock;
 use crate::pins::{Pin, PinsFile};
-use crate::registry::Platform;
+use crate::registry::normalized_platform;
 use anyhow::{Context as _, bail};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -21,11 +21,7 @@ pub fn pins_of(journal: &Journal) -> anyhow::Result<BTreeMap<String, Pin>> {
         let digest = staged.digest.clone();
         // An index: its platform images; a single image: itself.
         let platforms = if staged.platforms.is_empty() {
-            let platform = v
-                .platform
-                .parse::<Platform>()
-                .map_or_else(|_| v.platform.clone(), |p| p.normalized().to_string());
-            BTreeMap::from([(platform, digest.clone())])
+            BTreeMap::from([(normalized_platform(&v.platform), digest.clone())])
         } else {
             staged.platforms.clone()
         };

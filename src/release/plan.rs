@@ -238,7 +238,7 @@ fn platform_bump(
     let now: std::collections::BTreeSet<String> = candidate
         .split(',')
         .filter(|p| !p.is_empty())
-        .map(crate::legs::normalized)
+        .map(crate::registry::normalized_platform)
         .collect();
     let was: std::collections::BTreeSet<String> = pinned.keys().cloned().collect();
     if was.is_empty() || now.is_empty() || was == now {
