@@ -134,11 +134,9 @@ pub fn run(
         None
     };
     if let Some(p) = &foreign {
-        let image = upstream
-            .by_digest(upstream.digest().cloned().expect("pinned"))
-            .to_string();
+        // `upstream` is the platform's image by its digest here.
         engine
-            .runs_on(&image, p)
+            .runs_on(&upstream.to_string(), p)
             .map_err(|detail| BuildError::Emulation {
                 platform: p.clone(),
                 native: native.clone(),

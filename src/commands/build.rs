@@ -131,6 +131,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     eprintln!("engine: {}", engine.describe());
     let native = engine.platform().context("building the image family")?;
     let source_date_epoch = build::source_date_epoch(&manifest.root).map_err(anyhow::Error::msg)?;
+    let revision = build::git_revision(&manifest.root);
     let tty = match args.progress {
         Progress::Auto => std::io::stderr().is_terminal(),
         Progress::Tty => true,
@@ -158,7 +159,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
                 None => base_log_dir.clone(),
             },
             check_timeout: args.check_timeout,
-            revision: build::git_revision(&manifest.root),
+            revision: revision.clone(),
             source_date_epoch,
             platform: platform.clone(),
             upstream_for_platform,
@@ -278,18 +279,11 @@ fn upstream_for(
     let pinned = family.upstream.pinned()?;
     let want: crate::registry::Platform = platform.parse()?;
     let client = ctx.registry(registry)?;
+    // `resolve` picks the index's child, and refuses a single image of
+    // another platform.
     let resolved = super::context::runtime()?
         .block_on(client.resolve(&pinned, Some(&want)))
         .with_context(|| format!("finding the {platform} image of the upstream {pinned}"))?;
-    if resolved.index_digest.is_none()
-        && !resolved
-            .platforms
-            .iter()
-            .any(|(p, _)| crate::registry::same_platform(&p.to_string(), platform))
-        && !resolved.platforms.is_empty()
-    {
-        anyhow::bail!("the upstream {pinned} is one image, not one for {platform}");
-    }
     Ok(pinned.by_digest(resolved.digest))
 }
 

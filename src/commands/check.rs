@@ -79,7 +79,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     }
     let family = ctx.family()?;
     let engine = ctx.engine()?;
-    engine.platform().context("reaching the container engine")?;
+    let native = engine.platform().context("reaching the container engine")?;
 
     let targets: Vec<(String, String)> = match &args.image {
         Some(reference) => {
@@ -109,7 +109,6 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
             } else {
                 args.variants.clone()
             };
-            let native = engine.platform()?;
             let foreign = args
                 .platform
                 .as_deref()
