@@ -227,7 +227,6 @@ pub fn plan(input: Input) -> Result<Plan, PlanErrors> {
     })
 }
 
-/// The bump in one line: the tool that proves it, or what else changed.
 /// How the candidate's platforms (`linux/amd64,linux/arm64`) differ from the
 /// pinned ones: the bump that announces it and the words; `None` when the
 /// same (or the pin predates platforms).
@@ -254,6 +253,7 @@ fn platform_bump(
     Some((bump, format!("platforms {} -> {}", list(&was), list(&now))))
 }
 
+/// The bump in one line: the tool that proves it, or what else changed.
 fn why(next: &policy::NextVersion) -> String {
     if next.current.is_none() {
         return "first release".into();
