@@ -5,7 +5,7 @@
 //! --platform` choose from it agree.
 
 use crate::support::oci::{DOCKER_MANIFEST, Image, OCI_MANIFEST, Pusher};
-use crate::support::{self, isolated_cli};
+use crate::support::{self, isolated_cli, skopeo, skopeo_config_for_arch};
 use std::time::Duration;
 use sunaba_images::registry::{
     Client, Digest, ErrorKind, Reference, Repository, RetryPolicy, media_type,
@@ -23,31 +23,6 @@ fn client() -> Client {
         .request_timeout(Duration::from_secs(10))
         .build()
         .unwrap()
-}
-
-/// `skopeo [global…] inspect --tls-verify=false --no-creds [args…] docker://image`.
-fn skopeo(global: &[&str], args: &[&str], image: &str) -> Vec<u8> {
-    let out = std::process::Command::new("skopeo")
-        .args(global)
-        .args(["inspect", "--tls-verify=false", "--no-creds"])
-        .args(args)
-        .arg(format!("docker://{image}"))
-        .output()
-        .expect("run skopeo (apt-get install skopeo)");
-    assert!(
-        out.status.success(),
-        "skopeo {global:?} inspect {args:?} {image}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-/// The config digest of the image skopeo chooses for linux/`arch` (its
-/// `Digest` field is the index's, so the child is told by its config,
-/// which differs per child here).
-fn skopeo_config_for_arch(arch: &str, image: &str) -> String {
-    let global = ["--override-os", "linux", "--override-arch", arch];
-    support::sha256(&skopeo(&global, &["--config", "--raw"], image))
 }
 
 fn resolve_for(home: &std::path::Path, platform: &str, image: &str) -> String {

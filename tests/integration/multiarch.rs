@@ -7,7 +7,7 @@
 //! the release.
 
 use crate::engine_release::fixture;
-use crate::support::{self, Cli};
+use crate::support::{self, Cli, skopeo_config_for_arch};
 use serde_json::Value;
 use std::path::Path;
 
@@ -64,27 +64,6 @@ fn pins(root: &Path) -> Vec<(String, String, String, Value)> {
         ));
     }
     out
-}
-
-fn skopeo_config_for_arch(arch: &str, image: &str) -> String {
-    let out = std::process::Command::new("skopeo")
-        .args([
-            "--override-arch",
-            arch,
-            "inspect",
-            "--tls-verify=false",
-            "--no-creds",
-        ])
-        .args(["--config", &format!("docker://{image}")])
-        .output()
-        .expect("skopeo runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let raw = String::from_utf8(out.stdout).unwrap();
-    format!("sha256:{}", support::sha256(raw.as_bytes()))
 }
 
 #[test]

@@ -83,21 +83,7 @@ async fn cli(f: impl FnOnce() -> support::Run + Send + 'static) -> support::Run 
 }
 
 fn skopeo_digest(image: &str) -> String {
-    let out = std::process::Command::new("skopeo")
-        .args([
-            "inspect",
-            "--tls-verify=false",
-            "--no-creds",
-            &format!("docker://{image}"),
-        ])
-        .output()
-        .expect("run skopeo (apt-get install skopeo)");
-    assert!(
-        out.status.success(),
-        "skopeo: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&support::skopeo(&[], &[], image)).unwrap();
     v["Digest"].as_str().unwrap().to_string()
 }
 

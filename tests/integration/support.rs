@@ -119,6 +119,31 @@ pub fn write_fake_smoke_projects(root: &Path) {
     }
 }
 
+/// `skopeo [global…] inspect --tls-verify=false --no-creds [args…] docker://image`.
+pub fn skopeo(global: &[&str], args: &[&str], image: &str) -> Vec<u8> {
+    let out = std::process::Command::new("skopeo")
+        .args(global)
+        .args(["inspect", "--tls-verify=false", "--no-creds"])
+        .args(args)
+        .arg(format!("docker://{image}"))
+        .output()
+        .expect("run skopeo (apt-get install skopeo)");
+    assert!(
+        out.status.success(),
+        "skopeo {global:?} inspect {args:?} {image}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// The config digest of the image skopeo chooses for linux/`arch` (its
+/// `Digest` field is the index's, so the child is told by its config,
+/// which differs per child here).
+pub fn skopeo_config_for_arch(arch: &str, image: &str) -> String {
+    let global = ["--override-os", "linux", "--override-arch", arch];
+    sha256(&skopeo(&global, &["--config", "--raw"], image))
+}
+
 /// A CLI run in `home` as its HOME, with no credential files of the
 /// machine in sight (docker config, podman auth files).
 pub fn isolated_cli(home: &Path) -> Cli {
