@@ -137,6 +137,45 @@ pub(super) fn valid_arg_name(name: &str) -> bool {
 
 /// Checks that a version pattern works both in Rust and in the POSIX ERE
 /// engines (grep -E, sed -E) that the generated healthcheck uses.
+/// The platforms of a `platforms` list at `key`, each parsed once: a
+/// repeat, an unparsable one, or (when `within` is not empty) one outside
+/// `within` is a problem at its line.
+fn platform_list<'a>(
+    items: impl IntoIterator<Item = &'a Spanned<String>>,
+    key: impl Into<String>,
+    within: &[Platform],
+    p: &mut Problems,
+) -> Vec<Platform> {
+    let key = key.into();
+    let mut out: Vec<Platform> = Vec::new();
+    for pl in items {
+        match pl.get_ref().parse::<Platform>() {
+            Ok(parsed) if out.contains(&parsed) => p.at(
+                pl,
+                &key,
+                format!("`{parsed}` is listed twice"),
+                "remove the repeat",
+            ),
+            Ok(parsed) if !within.is_empty() && !within.contains(&parsed) => p.at(
+                pl,
+                &key,
+                format!("`{parsed}` is not one of the family's platforms"),
+                format!(
+                    "use some of: {}",
+                    within
+                        .iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ),
+            Ok(parsed) => out.push(parsed),
+            Err(e) => p.at(pl, &key, format!("{e}"), "write os/arch, e.g. linux/amd64"),
+        }
+    }
+    out
+}
+
 fn check_version_pattern(pattern: &str) -> Result<(), String> {
     let re = Regex::new(pattern).map_err(|e| format!("not a valid regular expression: {e}"))?;
     if re.captures_len() < 2 {
@@ -200,24 +239,12 @@ pub(super) fn validate(
              resolves the tag and writes the line",
         );
     }
-    let mut platforms: Vec<Platform> = Vec::new();
-    for pl in raw.platforms.iter().flat_map(|list| list.get_ref()) {
-        match pl.get_ref().parse::<Platform>() {
-            Ok(parsed) if platforms.contains(&parsed) => p.at(
-                pl,
-                "platforms",
-                format!("`{parsed}` is listed twice"),
-                "remove the repeat",
-            ),
-            Ok(parsed) => platforms.push(parsed),
-            Err(e) => p.at(
-                pl,
-                "platforms",
-                format!("{e}"),
-                "write os/arch, e.g. linux/amd64",
-            ),
-        }
-    }
+    let platforms = platform_list(
+        raw.platforms.iter().flat_map(|list| list.get_ref()),
+        "platforms",
+        &[],
+        &mut p,
+    );
     if let Some(list) = &raw.platforms
         && list.get_ref().is_empty()
     {
@@ -520,55 +547,33 @@ pub(super) fn validate(
                 0
             }
         };
-        let mut narrowed: Vec<Platform> = Vec::new();
-        if let Some(list) = &v.platforms {
-            if platforms.is_empty() {
-                p.at(
-                    list,
-                    format!("{key}.platforms"),
-                    "narrows the family's `platforms`, which images.toml does not declare",
-                    "declare the family's `platforms` at the top, or drop this key",
-                );
-            }
-            if list.get_ref().is_empty() {
-                p.at(
+        let narrowed = match &v.platforms {
+            None => Vec::new(),
+            Some(list) => {
+                if platforms.is_empty() {
+                    p.at(
+                        list,
+                        format!("{key}.platforms"),
+                        "narrows the family's `platforms`, which images.toml does not declare",
+                        "declare the family's `platforms` at the top, or drop this key",
+                    );
+                }
+                if list.get_ref().is_empty() {
+                    p.at(
                     list,
                     format!("{key}.platforms"),
                     "is empty",
                     "list the platforms this variant is built for, or drop the key (the family's)",
                 );
-            }
-            for pl in list.get_ref() {
-                match pl.get_ref().parse::<Platform>() {
-                    Ok(parsed) if narrowed.contains(&parsed) => p.at(
-                        pl,
-                        format!("{key}.platforms"),
-                        format!("`{parsed}` is listed twice"),
-                        "remove the repeat",
-                    ),
-                    Ok(parsed) if !platforms.is_empty() && !platforms.contains(&parsed) => p.at(
-                        pl,
-                        format!("{key}.platforms"),
-                        format!("`{parsed}` is not one of the family's platforms"),
-                        format!(
-                            "use some of: {}",
-                            platforms
-                                .iter()
-                                .map(|p| p.to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    ),
-                    Ok(parsed) => narrowed.push(parsed),
-                    Err(e) => p.at(
-                        pl,
-                        format!("{key}.platforms"),
-                        format!("{e}"),
-                        "write os/arch, e.g. linux/amd64",
-                    ),
                 }
+                platform_list(
+                    list.get_ref(),
+                    format!("{key}.platforms"),
+                    &platforms,
+                    &mut p,
+                )
             }
-        }
+        };
         variants.insert(
             name.clone(),
             Variant {
