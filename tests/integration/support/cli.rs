@@ -300,23 +300,28 @@ impl Cli {
 
     /// Reads the first line of stdout, then closes it (as `| head -1` does)
     /// and checks the run as usual; the stdout checked is that first line.
-    /// The pipe is shrunk to one page first, so a command with more than a
-    /// page left to print meets the closed pipe for certain.
+    /// The pipe is shrunk to one page before the command starts (shrinking it
+    /// later fails with EBUSY once more than a page is in it), so a command
+    /// with more than a page left to print meets the closed pipe for certain.
     #[track_caller]
     pub fn run_closing_stdout_after_first_line(mut self) -> Run {
-        let mut child = self
-            .cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn sunaba-images");
-        let mut stdout = child.stdout.take().unwrap();
+        let (mut stdout, writer) = std::io::pipe().expect("pipe for stdout");
         {
             use std::os::fd::AsRawFd as _;
             // SAFETY: fcntl on a pipe descriptor this process owns.
-            let rc = unsafe { libc::fcntl(stdout.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+            let rc = unsafe { libc::fcntl(writer.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
             assert!(rc >= 0, "F_SETPIPE_SZ: {}", std::io::Error::last_os_error());
         }
+        let mut child = self
+            .cmd
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn sunaba-images");
+        // The command keeps its copy of the write end until replaced; without
+        // this a command that ends before a newline would leave the read
+        // below waiting for an end of file that never comes.
+        self.cmd.stdout(Stdio::null());
         let mut stderr = child.stderr.take().unwrap();
         let errors = std::thread::spawn(move || {
             let mut text = Vec::new();
