@@ -88,7 +88,11 @@ impl Family {
                             owed_tools: manifest.owed_tools(name),
                             size_budget: v.size_budget,
                             smoke: crate::smoke::plan(manifest, name),
-                            platforms: effective_platforms(manifest, name),
+                            platforms: manifest
+                                .platforms_of(name)
+                                .iter()
+                                .map(ToString::to_string)
+                                .collect(),
                         },
                     )
                 })
@@ -224,20 +228,6 @@ impl Family {
             smoke: p.smoke.clone(),
         })
     }
-}
-
-/// A variant's platforms: its own, else its parent's (a child is built FROM
-/// its parent), else the family's.
-fn effective_platforms(manifest: &crate::manifest::Manifest, variant: &str) -> Vec<String> {
-    let mut at = Some(variant);
-    while let Some(name) = at {
-        let v = &manifest.variants[name];
-        if !v.platforms.is_empty() {
-            return v.platforms.iter().map(|p| p.to_string()).collect();
-        }
-        at = v.parent.as_deref();
-    }
-    manifest.platforms.iter().map(|p| p.to_string()).collect()
 }
 
 /// One line for `org.opencontainers.image.description`.

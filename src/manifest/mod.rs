@@ -151,7 +151,32 @@ pub struct Manifest {
     pub smoke: BTreeMap<String, SmokeSuite>,
 }
 
+/// The platforms `variant` is built for: its own `platforms`, else its
+/// nearest ancestor's (a child is built FROM its parent), else `family`
+/// (empty: the engine's own). An unknown parent or a parent cycle (both
+/// reported by validation) ends the walk.
+pub(crate) fn inherited_platforms<'a>(
+    variants: &'a BTreeMap<String, Variant>,
+    family: &'a [crate::registry::Platform],
+    variant: &str,
+) -> &'a [crate::registry::Platform] {
+    let mut at = variants.get(variant);
+    for _ in 0..=variants.len() {
+        let Some(v) = at else { break };
+        if !v.platforms.is_empty() {
+            return &v.platforms;
+        }
+        at = v.parent.as_ref().and_then(|p| variants.get(p));
+    }
+    family
+}
+
 impl Manifest {
+    /// The platforms `variant` is built for (see [`inherited_platforms`]).
+    pub fn platforms_of(&self, variant: &str) -> &[crate::registry::Platform] {
+        inherited_platforms(&self.variants, &self.platforms, variant)
+    }
+
     /// Reads, parses and validates `path`.
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
         let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {

@@ -135,8 +135,6 @@ pub(super) fn valid_arg_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
-/// Checks that a version pattern works both in Rust and in the POSIX ERE
-/// engines (grep -E, sed -E) that the generated healthcheck uses.
 /// The platforms of a `platforms` list at `key`, each parsed once: a
 /// repeat, an unparsable one, or (when `within` is not empty) one outside
 /// `within` is a problem at its line.
@@ -176,6 +174,8 @@ fn platform_list<'a>(
     out
 }
 
+/// Checks that a version pattern works both in Rust and in the POSIX ERE
+/// engines (grep -E, sed -E) that the generated healthcheck uses.
 fn check_version_pattern(pattern: &str) -> Result<(), String> {
     let re = Regex::new(pattern).map_err(|e| format!("not a valid regular expression: {e}"))?;
     if re.captures_len() < 2 {
@@ -589,23 +589,14 @@ pub(super) fn validate(
     }
 
     // A child is built FROM its parent: it cannot be built where the
-    // parent is not.
-    let effective = |v: &Variant| -> Vec<Platform> {
-        if v.platforms.is_empty() {
-            platforms.clone()
-        } else {
-            v.platforms.clone()
-        }
-    };
+    // parent (by its own list or one it inherits) is not.
     for (name, v) in &raw.variants {
         let (Some(parent), Some(list)) = (&v.parent, &v.platforms) else {
             continue;
         };
-        let (Some(child), Some(up)) = (variants.get(name), variants.get(parent.get_ref())) else {
-            continue;
-        };
-        let up = effective(up);
-        if let Some(extra) = effective(child).iter().find(|p| !up.contains(p)) {
+        let up = super::inherited_platforms(&variants, &platforms, parent.get_ref());
+        let own = super::inherited_platforms(&variants, &platforms, name);
+        if let Some(extra) = own.iter().find(|p| !up.contains(p)) {
             p.at(
                 list,
                 format!("variants.{name}.platforms"),
@@ -861,6 +852,29 @@ mod tests {
             messages(narrow("", "platforms = []")),
             [("variants.top.platforms".to_string(), "is empty".to_string())]
         );
+        // What a parent inherits counts: `top` under an unnarrowed `mid`
+        // under an amd64 `root` cannot be built for arm64.
+        let (_dir, path) = project(
+            &two.replace(
+                "[variants.root]\nfragments = [\"a\"]",
+                "[variants.root]\nfragments = [\"a\"]\nplatforms = [\"linux/amd64\"]",
+            )
+            .replace(
+                "[variants.top]\nparent = \"root\"",
+                "[variants.mid]\nparent = \"root\"\nfragments = [\"b\"]\nsize_budget = \"1GiB\"\n\n\
+                 [variants.top]\nparent = \"mid\"\nplatforms = [\"linux/arm64\"]",
+            ),
+        );
+        match Manifest::load(&path) {
+            Err(ManifestError::Invalid { problems, .. }) => assert_eq!(
+                messages(problems),
+                [(
+                    "variants.top.platforms".to_string(),
+                    "`linux/arm64` is not a platform of its parent `mid`".to_string()
+                )]
+            ),
+            other => panic!("{other:?}"),
+        }
         // Without the family's platforms there is nothing to narrow.
         let ps = problems(&GOOD.replace(
             "[variants.top]\nparent = \"root\"",
