@@ -194,12 +194,11 @@ pub fn push(
                 } => (reference, image_id, inputs),
                 _ => bail!("{} {platform}: not built, nothing pushed", r.variant),
             };
-            let hex = inputs.strip_prefix("sha256:").unwrap_or(inputs);
             let tag = format!(
                 "{}-{}-{}",
                 r.variant,
                 platform_slug(&platform),
-                &hex[..12.min(hex.len())]
+                crate::build::short_hex(inputs)
             );
             let target = Reference::with_tag(repo, &tag)?;
             let digest =

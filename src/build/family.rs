@@ -155,11 +155,10 @@ impl Family {
 
     /// The tag that names one exact set of inputs; children are built FROM it.
     pub fn inputs_tag(&self, variant: &str, inputs: &str) -> String {
-        let hex = inputs.strip_prefix("sha256:").unwrap_or(inputs);
         format!(
             "{}:{variant}-inputs-{}",
             self.repository,
-            &hex[..12.min(hex.len())]
+            super::short_hex(inputs)
         )
     }
 

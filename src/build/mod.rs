@@ -123,6 +123,13 @@ pub struct Options {
     pub upstream_for_platform: Option<Reference>,
 }
 
+/// The first 12 hex digits of a `sha256:…` image ID or inputs hash: what
+/// tags (`go-inputs-0123456789ab`) and tables show of it.
+pub fn short_hex(id: &str) -> &str {
+    let hex = id.strip_prefix("sha256:").unwrap_or(id);
+    &hex[..12.min(hex.len())]
+}
+
 /// The build argument (and environment variable) of reproducible builds.
 pub const SOURCE_DATE_EPOCH: &str = "SOURCE_DATE_EPOCH";
 

@@ -287,11 +287,6 @@ fn upstream_for(
     Ok(pinned.by_digest(resolved.digest))
 }
 
-fn short_id(id: &str) -> &str {
-    let hex = id.strip_prefix("sha256:").unwrap_or(id);
-    &hex[..12.min(hex.len())]
-}
-
 /// The summary for people: one row per variant, then the check tables, then
 /// every failure with its log.
 pub fn summary_text(s: &Summary) -> String {
@@ -322,7 +317,7 @@ pub fn summary_text(s: &Summary) -> String {
                 build_sum += build_seconds;
                 (
                     "built",
-                    short_id(image_id).to_string(),
+                    build::short_hex(image_id).to_string(),
                     format!("{build_seconds:.1}s"),
                     match check {
                         Some(c) => format!("check passed ({} tools)", c.tools.len()),
@@ -332,7 +327,7 @@ pub fn summary_text(s: &Summary) -> String {
             }
             Outcome::Skipped { image_id, note, .. } => (
                 "skipped",
-                short_id(image_id).to_string(),
+                build::short_hex(image_id).to_string(),
                 "-".into(),
                 note.clone(),
             ),
