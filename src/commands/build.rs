@@ -132,6 +132,14 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let native = engine.platform().context("building the image family")?;
     let source_date_epoch = build::source_date_epoch(&manifest.root).map_err(anyhow::Error::msg)?;
     let revision = build::git_revision(&manifest.root);
+    let is_foreign = |p: &str| !crate::registry::same_platform(p, &native);
+    // One registry client for the run, when it needs one: for another
+    // platform's upstream image, and for the pushes.
+    let registry = if push_to.is_some() || platforms.iter().flatten().any(|p| is_foreign(p)) {
+        Some((ctx.registry(&args.registry)?, super::context::runtime()?))
+    } else {
+        None
+    };
     let tty = match args.progress {
         Progress::Auto => std::io::stderr().is_terminal(),
         Progress::Tty => true,
@@ -139,13 +147,11 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     };
     let mut summaries = Vec::new();
     for platform in &platforms {
-        let foreign = platform
-            .as_deref()
-            .filter(|p| !crate::registry::same_platform(p, &native));
+        let foreign = platform.as_deref().filter(|p| is_foreign(p));
         // Another platform builds FROM the pinned index's image for it.
-        let upstream_for_platform = match foreign {
-            None => None,
-            Some(p) => Some(upstream_for(ctx, &args.registry, &family, p)?),
+        let upstream_for_platform = match (foreign, &registry) {
+            (Some(p), Some((client, rt))) => Some(upstream_for(client, rt, &family, p)?),
+            _ => None,
         };
         let opts = build::Options {
             jobs: args.jobs,
@@ -200,12 +206,10 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     }
     let failed = summaries.iter().any(Summary::any_failed) || !mismatches.is_empty();
     let mut pushed = Vec::new();
-    if let Some(repo) = &push_to
+    if let (Some(repo), Some((client, rt))) = (&push_to, &registry)
         && !failed
     {
-        let client = ctx.registry(&args.registry)?;
-        let rt = super::context::runtime()?;
-        pushed = legs::push(engine.as_ref(), &client, &rt, repo, &summaries, &|line| {
+        pushed = legs::push(engine.as_ref(), client, rt, repo, &summaries, &|line| {
             eprintln!("pushed: {line}")
         })?;
         if let Some(path) = &args.metadata_file {
@@ -271,17 +275,16 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
 /// The pinned upstream's image for `platform`, by its digest, read from
 /// the registry (an upstream that is one image must be of that platform).
 fn upstream_for(
-    ctx: &Context,
-    registry: &RegistryOptions,
+    client: &crate::registry::Client,
+    rt: &tokio::runtime::Runtime,
     family: &build::Family,
     platform: &str,
 ) -> anyhow::Result<crate::registry::Reference> {
     let pinned = family.upstream.pinned()?;
     let want: crate::registry::Platform = platform.parse()?;
-    let client = ctx.registry(registry)?;
     // `resolve` picks the index's child, and refuses a single image of
     // another platform.
-    let resolved = super::context::runtime()?
+    let resolved = rt
         .block_on(client.resolve(&pinned, Some(&want)))
         .with_context(|| format!("finding the {platform} image of the upstream {pinned}"))?;
     Ok(pinned.by_digest(resolved.digest))
