@@ -221,17 +221,21 @@ pub async fn from_legs(
         let mine = legs.get(variant).with_context(|| {
             format!("{variant}: no leg in the legs files (each leg builds every variant)")
         })?;
-        let have: Vec<&String> = mine.keys().collect();
-        let missing: Vec<&String> = want.iter().filter(|p| !mine.contains_key(*p)).collect();
+        let have: Vec<&str> = mine.keys().map(String::as_str).collect();
+        let missing: Vec<&str> = want
+            .iter()
+            .map(String::as_str)
+            .filter(|p| !mine.contains_key(*p))
+            .collect();
         if !missing.is_empty() {
             bail!(
                 "{variant}: no leg for {} (the legs give {}); it is released for {}",
-                join(&missing),
-                join(&have),
+                missing.join(", "),
+                have.join(", "),
                 want.join(", ")
             );
         }
-        if let Some(extra) = have.iter().find(|p| !want.contains(p)) {
+        if let Some(extra) = mine.keys().find(|p| !want.contains(p)) {
             bail!(
                 "{variant}: a leg for {extra}, which is not one of its platforms ({})",
                 want.join(", ")
@@ -287,14 +291,6 @@ pub async fn from_legs(
         ));
     }
     Ok(out)
-}
-
-fn join(items: &[&String]) -> String {
-    items
-        .iter()
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Each candidate's current release, with the pinned image's inputs (read
