@@ -98,15 +98,45 @@ impl Error {
         }
     }
 
-    /// True when the error is stdout having been closed by its reader.
-    fn is_broken_pipe(&self) -> bool {
+    /// True when the error is our stdout having been closed by its reader.
+    /// Only [`StdoutError::Closed`] says so: a broken pipe to a child (a
+    /// program we feed), a socket or a file is a failure like any other.
+    fn is_stdout_closed(&self) -> bool {
         self.error.as_ref().is_some_and(|e| {
-            e.chain().any(|cause| {
-                cause
-                    .downcast_ref::<std::io::Error>()
-                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            })
+            e.chain()
+                .any(|cause| matches!(cause.downcast_ref(), Some(StdoutError::Closed)))
         })
+    }
+}
+
+/// Writing to our own stdout failed. Raised only where stdout is written
+/// (`commands::write_stdout`), so a closed stdout cannot be confused with a
+/// broken pipe anywhere else.
+#[derive(Debug, thiserror::Error)]
+pub enum StdoutError {
+    /// The reader went away (`sunaba-images resolve … | head -1`).
+    #[error("stdout was closed by its reader")]
+    Closed,
+    #[error("cannot write to stdout: {0}")]
+    Io(#[source] std::io::Error),
+}
+
+impl From<std::io::Error> for StdoutError {
+    fn from(e: std::io::Error) -> StdoutError {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            StdoutError::Closed
+        } else {
+            StdoutError::Io(e)
+        }
+    }
+}
+
+/// The status a command's outcome exits with (what [`report`] returns).
+pub fn status_of(outcome: &Result) -> Status {
+    match outcome {
+        Ok(()) => Status::Success,
+        Err(e) if e.is_stdout_closed() => Status::Success,
+        Err(e) => e.status,
     }
 }
 
@@ -149,16 +179,14 @@ impl<T, E: Into<Error>> WithStatus<T> for std::result::Result<T, E> {
 /// status. A closed stdout (`sunaba-images resolve … | head -1`) ends the
 /// program quietly with status 0, as ripgrep does.
 pub fn report(outcome: Result) -> ExitCode {
-    match outcome {
-        Ok(()) => Status::Success.into(),
-        Err(e) if e.is_broken_pipe() => Status::Success.into(),
-        Err(e) => {
-            if let Some(error) = &e.error {
-                eprintln!("error: {error:#}");
-            }
-            e.status.into()
-        }
+    let status = status_of(&outcome);
+    if let Err(e) = &outcome
+        && status != Status::Success
+        && let Some(error) = &e.error
+    {
+        eprintln!("error: {error:#}");
     }
+    status.into()
 }
 
 #[cfg(test)]
@@ -193,15 +221,37 @@ mod tests {
         );
     }
 
+    fn broken_pipe() -> std::io::Error {
+        std::io::Error::from(std::io::ErrorKind::BrokenPipe)
+    }
+
     #[test]
-    fn a_broken_pipe_anywhere_in_the_chain_is_quiet_success() {
-        let e: Error = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+    fn a_closed_stdout_is_quiet_success() {
+        let e: Error = anyhow::Error::new(StdoutError::from(broken_pipe()))
             .context("printing the table")
             .into();
-        assert!(e.is_broken_pipe());
-        let other: Error = anyhow::anyhow!("nope").into();
-        assert!(!other.is_broken_pipe());
-        assert!(!Error::gate().is_broken_pipe());
+        assert_eq!(status_of(&Err(e)), Status::Success);
+        let other: Error = anyhow::Error::new(StdoutError::from(std::io::Error::other("EIO")))
+            .context("printing the table")
+            .into();
+        assert_eq!(status_of(&Err(other)), Status::Failure);
+        assert_eq!(status_of(&Err(Error::gate())), Status::Gate);
+    }
+
+    #[test]
+    fn a_broken_pipe_to_a_child_is_a_failure() {
+        // What `docker load` dying while we stream an image to it used to
+        // end as: an io::Error of kind BrokenPipe somewhere in the chain.
+        let feeding: Error = anyhow::Error::new(broken_pipe())
+            .context("feeding `docker load`")
+            .into();
+        assert_eq!(status_of(&Err(feeding)), Status::Failure);
+        let child: Error = crate::process::ProcessError::Io {
+            command: "docker load".into(),
+            source: broken_pipe(),
+        }
+        .into();
+        assert_eq!(status_of(&Err(child)), Status::Failure);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 /// How many trailing stderr lines an error message keeps.
@@ -31,6 +31,17 @@ pub enum ProcessError {
     TimedOut { command: String, after: Duration },
     #[error("I/O error while running `{command}`: {source}")]
     Io {
+        command: String,
+        source: std::io::Error,
+    },
+    /// The program ended (with success) before it had read all of its input:
+    /// what it did, it did with part of what it was given.
+    #[error("`{command}` exited before reading all of its input ({written} bytes taken)")]
+    InputNotRead { command: String, written: u64 },
+    /// The input to feed the program could not be read; the program was
+    /// stopped so that it cannot act on part of it.
+    #[error("cannot read the input for `{command}`: {source}")]
+    Input {
         command: String,
         source: std::io::Error,
     },
@@ -144,12 +155,12 @@ impl Cmd {
     /// Runs to completion and captures stdout and stderr, whatever the exit
     /// status. Fails only when the program cannot run or times out.
     pub fn output(&self) -> Result<Output, ProcessError> {
-        self.execute(None)
+        self.execute(None, None)
     }
 
     /// Runs to completion; a non-zero exit is an error carrying stderr.
     pub fn run(&self) -> Result<Output, ProcessError> {
-        let out = self.execute(None)?;
+        let out = self.execute(None, None)?;
         if out.success() {
             Ok(out)
         } else {
@@ -160,7 +171,20 @@ impl Cmd {
     /// Runs to completion, handing every line of stdout and stderr (merged,
     /// in arrival order) to `on_line` as it arrives.
     pub fn stream(&self, on_line: &mut dyn FnMut(&str)) -> Result<Output, ProcessError> {
-        self.execute(Some(on_line))
+        self.execute(None, Some(on_line))
+    }
+
+    /// Runs to completion with `input` streamed to the program's stdin (a
+    /// `docker load` of an archive made on the fly); a non-zero exit is an
+    /// error carrying stderr. A program that ends before taking all of its
+    /// input fails, naming the program: never a bare broken pipe.
+    pub fn run_feeding(&self, input: &mut (dyn Read + Send)) -> Result<Output, ProcessError> {
+        let out = self.execute(Some(input), None)?;
+        if out.success() {
+            Ok(out)
+        } else {
+            Err(self.failed(&out))
+        }
     }
 
     /// Runs with the caller's stdin, stdout and stderr (an interactive
@@ -210,32 +234,88 @@ impl Cmd {
         }
     }
 
-    fn execute(&self, mut on_line: Option<&mut dyn FnMut(&str)>) -> Result<Output, ProcessError> {
+    /// Runs the program: `input` (else the `stdin_bytes`, else nothing) is
+    /// fed to its stdin from a writer thread, so a program that writes a lot
+    /// before reading cannot deadlock us, while stdout and stderr are read.
+    fn execute(
+        &self,
+        input: Option<&mut (dyn Read + Send)>,
+        on_line: Option<&mut dyn FnMut(&str)>,
+    ) -> Result<Output, ProcessError> {
+        let mut bytes = self.stdin.as_deref();
+        let input: Option<&mut (dyn Read + Send)> = match input {
+            Some(input) => Some(input),
+            None => bytes.as_mut().map(|b| b as &mut (dyn Read + Send)),
+        };
         let mut command = self.command();
         command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .stdin(if self.stdin.is_some() {
+            .stdin(if input.is_some() {
                 Stdio::piped()
             } else {
                 Stdio::null()
             });
         let mut child = command.spawn().map_err(|source| self.spawn_error(source))?;
+        let stdin = child.stdin.take();
+        let held_stdin = Mutex::new(None);
+        std::thread::scope(|scope| {
+            let writer = input
+                .zip(stdin)
+                .map(|(input, stdin)| scope.spawn(|| feed(input, stdin, &held_stdin)));
+            let out = self.collect(&mut child, on_line, &held_stdin);
+            let fed = writer.map(|w| w.join().expect("the stdin writer does not panic"));
+            self.judge_feeding(out?, fed)
+        })
+    }
+
+    /// What the feeding adds to a finished program's outcome: an input that
+    /// could not be read fails the run; a program that exited 0 without
+    /// taking all of its input fails it, naming the program. A program that
+    /// failed reports its own failure (its stderr says more than a pipe).
+    fn judge_feeding(
+        &self,
+        out: Output,
+        fed: Option<Result<u64, FeedError>>,
+    ) -> Result<Output, ProcessError> {
+        match fed {
+            None | Some(Ok(_)) => Ok(out),
+            Some(Err(FeedError::Input(source))) => Err(ProcessError::Input {
+                command: self.display(),
+                source,
+            }),
+            Some(Err(FeedError::Pipe { .. })) if !out.success() => Ok(out),
+            Some(Err(FeedError::Pipe { written, source })) => {
+                if source.kind() == std::io::ErrorKind::BrokenPipe {
+                    Err(ProcessError::InputNotRead {
+                        command: self.display(),
+                        written,
+                    })
+                } else {
+                    Err(ProcessError::Io {
+                        command: self.display(),
+                        source,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Reads stdout and stderr to their end and waits for the exit status,
+    /// within the timeout. A stdin the writer hands over in `held_stdin`
+    /// means its input failed: the program is killed (it must not act on
+    /// part of its input), then its stdin closed, so that what it started
+    /// (a `cat` under `sh`) ends too and the pipes reach their end.
+    fn collect(
+        &self,
+        child: &mut Child,
+        mut on_line: Option<&mut dyn FnMut(&str)>,
+        held_stdin: &Mutex<Option<std::process::ChildStdin>>,
+    ) -> Result<Output, ProcessError> {
         let io_err = |source| ProcessError::Io {
             command: self.display(),
             source,
         };
-
-        if let Some(bytes) = &self.stdin {
-            let mut stdin = child.stdin.take().expect("stdin is piped");
-            let bytes = bytes.clone();
-            // A writer thread, so a program that does not read its stdin
-            // before writing a lot of output cannot deadlock us.
-            std::thread::spawn(move || {
-                let _ = stdin.write_all(&bytes);
-            });
-        }
-
         let (tx, rx) = mpsc::channel::<(bool, Vec<u8>)>();
         let readers = [
             spawn_reader(
@@ -268,10 +348,11 @@ impl Cmd {
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     if deadline.is_some_and(|d| Instant::now() >= d) {
-                        return Err(self.kill_timed_out(&mut child));
+                        return Err(self.kill_timed_out(child));
                     }
                 }
             }
+            kill_if_input_failed(child, held_stdin);
         }
         for r in readers {
             let _ = r.join();
@@ -280,9 +361,12 @@ impl Cmd {
             match child.try_wait().map_err(io_err)? {
                 Some(status) => break status,
                 None if deadline.is_some_and(|d| Instant::now() >= d) => {
-                    return Err(self.kill_timed_out(&mut child));
+                    return Err(self.kill_timed_out(child));
                 }
-                None => std::thread::sleep(Duration::from_millis(20)),
+                None => {
+                    kill_if_input_failed(child, held_stdin);
+                    std::thread::sleep(Duration::from_millis(20))
+                }
             }
         };
         Ok(Output {
@@ -299,6 +383,60 @@ impl Cmd {
             command: self.display(),
             after: self.timeout.unwrap_or_default(),
         }
+    }
+}
+
+/// Kills the program when its writer handed its stdin over (the input
+/// failed), then closes that stdin.
+fn kill_if_input_failed(child: &mut Child, held_stdin: &Mutex<Option<std::process::ChildStdin>>) {
+    let held = held_stdin
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .take();
+    if let Some(stdin) = held {
+        let _ = child.kill();
+        drop(stdin);
+    }
+}
+
+/// Why feeding a program's stdin stopped early.
+enum FeedError {
+    /// Reading the input failed.
+    Input(std::io::Error),
+    /// Writing to the program failed (it closed its stdin, or ended).
+    Pipe {
+        written: u64,
+        source: std::io::Error,
+    },
+}
+
+/// Copies `input` to the program's stdin, then closes it (end of input).
+/// When the input fails, stdin is handed over still open in `held_stdin`
+/// (closing it would read as a complete, shorter input), for the reading
+/// side to kill the program first.
+fn feed(
+    input: &mut (dyn Read + Send),
+    mut stdin: std::process::ChildStdin,
+    held_stdin: &Mutex<Option<std::process::ChildStdin>>,
+) -> Result<u64, FeedError> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut written = 0u64;
+    loop {
+        let n = match input.read(&mut buf) {
+            Ok(0) => return Ok(written),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                *held_stdin
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(stdin);
+                return Err(FeedError::Input(e));
+            }
+        };
+        stdin
+            .write_all(&buf[..n])
+            .map_err(|source| FeedError::Pipe { written, source })?;
+        written += n as u64;
     }
 }
 
@@ -433,6 +571,89 @@ mod tests {
         assert_eq!(out.stdout, "one\ntwo\n");
         seen.sort();
         assert_eq!(seen, ["done", "one", "two"]);
+    }
+
+    /// More than a pipe holds, so a program that does not read it cannot
+    /// have taken it all by the time it exits.
+    fn more_than_a_pipe_holds() -> Vec<u8> {
+        vec![b'x'; 4 << 20]
+    }
+
+    #[test]
+    fn a_program_that_exits_0_before_reading_its_input_fails_naming_it() {
+        let err = Cmd::new("true")
+            .run_feeding(&mut more_than_a_pipe_holds().as_slice())
+            .unwrap_err();
+        assert!(
+            matches!(&err, ProcessError::InputNotRead { command, .. } if command == "true"),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("`true` exited before reading all of its input"),
+            "{err}"
+        );
+        // The same through stdin_bytes: `output` does not judge the status,
+        // but input left unread is not success either.
+        let err = Cmd::new("true")
+            .stdin_bytes(more_than_a_pipe_holds())
+            .output()
+            .unwrap_err();
+        assert!(matches!(err, ProcessError::InputNotRead { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_program_that_fails_while_fed_reports_its_own_failure() {
+        let err = Cmd::new("sh")
+            .args(["-c", "echo refused >&2; exit 3"])
+            .run_feeding(&mut more_than_a_pipe_holds().as_slice())
+            .unwrap_err();
+        assert!(
+            matches!(&err, ProcessError::Failed { status, stderr, .. }
+                if status == "exit status 3" && stderr.contains("refused")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_fed_program_sees_every_byte() {
+        let input = more_than_a_pipe_holds();
+        let out = Cmd::new("wc")
+            .arg("-c")
+            .run_feeding(&mut input.as_slice())
+            .unwrap();
+        assert_eq!(out.stdout.trim(), input.len().to_string());
+    }
+
+    #[test]
+    fn an_input_that_fails_stops_the_program_before_it_acts_on_part_of_it() {
+        /// One chunk, then an error, as a normaliser that meets a corrupt
+        /// layer would.
+        struct Breaks(bool);
+        impl Read for Breaks {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if std::mem::replace(&mut self.0, true) {
+                    Err(std::io::Error::other("layer 3 is corrupt"))
+                } else {
+                    buf[..3].copy_from_slice(b"abc");
+                    Ok(3)
+                }
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("acted");
+        // `cat` would end at EOF and the marker would be written: a closed
+        // stdin must not stand for the end of the input.
+        let err = Cmd::new("sh")
+            .args(["-c", "cat >/dev/null && touch \"$0\""])
+            .arg(&marker)
+            .run_feeding(&mut Breaks(false))
+            .unwrap_err();
+        assert!(
+            matches!(&err, ProcessError::Input { source, .. } if source.to_string() == "layer 3 is corrupt"),
+            "{err:?}"
+        );
+        assert!(!marker.exists(), "the program acted on part of its input");
     }
 
     #[test]

@@ -67,13 +67,13 @@ pub fn run(cli: Cli) -> exit::Result {
     }
 }
 
-/// Writes to stdout, flushing line by line. Errors (a reader that went away)
-/// propagate to `main`, which ends quietly on a broken pipe.
-pub fn write_stdout(args: std::fmt::Arguments) -> std::io::Result<()> {
+/// Writes to stdout, flushing line by line. A reader that went away is
+/// [`exit::StdoutError::Closed`], which `main` ends quietly on.
+pub fn write_stdout(args: std::fmt::Arguments) -> Result<(), exit::StdoutError> {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
     stdout.write_fmt(args)?;
-    stdout.flush()
+    Ok(stdout.flush()?)
 }
 
 /// Pretty JSON on stdout, one document.
