@@ -153,10 +153,26 @@ impl fmt::Debug for Error {
 /// says otherwise; `?` converts it.
 impl<E: Into<anyhow::Error>> From<E> for Error {
     fn from(error: E) -> Error {
+        let error = error.into();
         Error {
-            status: Status::Failure,
-            error: Some(error.into()),
+            status: status_for(&error),
+            error: Some(error),
         }
+    }
+}
+
+/// The one mapping from kinds of failure to exit statuses: a name the
+/// project does not declare ([`crate::name::Unknown`], anywhere in the
+/// chain) is a usage error; anything else is an operational failure.
+/// Gates set their own status ([`Error::gate`]).
+fn status_for(error: &anyhow::Error) -> Status {
+    if error
+        .chain()
+        .any(|cause| cause.downcast_ref::<crate::name::Unknown>().is_some())
+    {
+        Status::Usage
+    } else {
+        Status::Failure
     }
 }
 
@@ -252,6 +268,23 @@ mod tests {
         }
         .into();
         assert_eq!(status_of(&Err(child)), Status::Failure);
+    }
+
+    #[test]
+    fn an_unknown_name_is_a_usage_error_whatever_the_context() {
+        let e: Error = anyhow::Error::new(crate::name::Unknown::new(
+            "variant",
+            "rust",
+            "images.toml",
+            ["base"],
+        ))
+        .context("building the image family")
+        .into();
+        assert_eq!(e.status(), Status::Usage);
+        assert_eq!(
+            format!("{:#}", e.unreported().unwrap()),
+            "building the image family: unknown variant `rust` (images.toml declares: base)"
+        );
     }
 
     #[test]

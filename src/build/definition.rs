@@ -16,10 +16,7 @@ pub fn of(family: &Family, variant: &str) -> Result<String, BuildError> {
     let plan = family
         .variants
         .get(variant)
-        .ok_or_else(|| BuildError::UnknownVariant {
-            variant: variant.to_string(),
-            known: family.order.join(", "),
-        })?;
+        .ok_or_else(|| family.unknown_variant(variant))?;
     let from = match &plan.parent {
         Some(parent) => of(family, parent)?,
         // The pinned reference: a new digest is a new definition.

@@ -2,7 +2,7 @@
 //! manifest and its render, the selection of what to build, the tags that
 //! name a build, and recording a passing check on an image.
 
-use super::{BuildError, now_rfc3339};
+use super::now_rfc3339;
 use crate::check::{self, CheckError, CheckReport, Expectation};
 use crate::engine::Engine;
 use crate::labels;
@@ -124,9 +124,36 @@ impl Family {
         labels
     }
 
+    /// `platform` when it is one of the family's `platforms` (compared
+    /// normalised: `linux/arm64/v8` is `linux/arm64`).
+    /// A family without `platforms` is built for the engine's own, whatever
+    /// that is, so any platform may be asked for.
+    pub fn check_platform(&self, platform: &str) -> Result<(), crate::name::Unknown> {
+        if self.platforms.is_empty()
+            || self
+                .platforms
+                .iter()
+                .any(|p| crate::registry::same_platform(p, platform))
+        {
+            Ok(())
+        } else {
+            Err(crate::name::Unknown::new(
+                "platform",
+                platform,
+                "images.toml `platforms`",
+                &self.platforms,
+            ))
+        }
+    }
+
+    /// The error for a variant the family does not have.
+    pub fn unknown_variant(&self, name: &str) -> crate::name::Unknown {
+        crate::name::Unknown::new("variant", name, "images.toml", self.variants.keys())
+    }
+
     /// The targets and their ancestors, parents first; all variants when
     /// `targets` is empty.
-    pub fn select(&self, targets: &[String]) -> Result<Vec<String>, BuildError> {
+    pub fn select(&self, targets: &[String]) -> Result<Vec<String>, crate::name::Unknown> {
         if targets.is_empty() {
             return Ok(self.order.clone());
         }
@@ -137,10 +164,7 @@ impl Family {
                 let plan = self
                     .variants
                     .get(&v)
-                    .ok_or_else(|| BuildError::UnknownVariant {
-                        variant: v.clone(),
-                        known: self.order.join(", "),
-                    })?;
+                    .ok_or_else(|| self.unknown_variant(&v))?;
                 wanted.insert(v.clone());
                 cur = plan.parent.clone();
             }

@@ -36,8 +36,8 @@ pub const CA_SECRET_ID: &str = "ca_bundle";
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("unknown variant `{variant}` (images.toml defines: {known})")]
-    UnknownVariant { variant: String, known: String },
+    #[error(transparent)]
+    Unknown(#[from] crate::name::Unknown),
     #[error(
         "{path} (used by {variant}) differs from what images.toml and templates/ render; \
          run `sunaba-images render` and commit the result"

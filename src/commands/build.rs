@@ -96,7 +96,6 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         )
         .into());
     }
-    let engine = ctx.engine()?;
     let push_to: Option<Repository> = args
         .push_by_digest
         .as_deref()
@@ -118,10 +117,12 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
                 p.parse::<crate::registry::Platform>()
                     .map_err(|e| anyhow::anyhow!("--platform {p}: {e}"))
                     .status(exit::Status::Usage)?;
+                family.check_platform(p)?;
             }
             given.iter().cloned().map(Some).collect()
         }
     };
+    let engine = ctx.engine()?;
     let base_log_dir = std::path::absolute(
         args.log_dir
             .clone()

@@ -8,6 +8,7 @@ use super::context::{Context, OutputOptions};
 use crate::check::{self, CheckReport};
 use crate::exit;
 use crate::labels;
+use crate::name::Unknown;
 use anyhow::Context as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -62,22 +63,21 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         return Err(exit::Error::usage(format!("--platform {p}: {e}")));
     }
     let manifest = ctx.manifest()?;
-    if let Some(unknown) = args
-        .suites
-        .iter()
-        .find(|s| !manifest.smoke.contains_key(*s))
-    {
-        return Err(exit::Error::usage(format!(
-            "--suite {unknown}: images.toml has no [smoke.{unknown}] (suites: {})",
-            manifest
-                .smoke
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
+    for suite in &args.suites {
+        Unknown::check(
+            "smoke suite",
+            suite,
+            "images.toml [smoke]",
+            manifest.smoke.keys().map(String::as_str),
+        )?;
+    }
+    for variant in &args.variants {
+        manifest.variant(variant)?;
     }
     let family = ctx.family()?;
+    if let Some(p) = &args.platform {
+        family.check_platform(p)?;
+    }
     let engine = ctx.engine()?;
     let native = engine.platform().context("reaching the container engine")?;
 
@@ -125,10 +125,13 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
 
     let mut reports = Vec::new();
     for (variant, reference) in &targets {
+        // Names from the command line are known by now; this one came
+        // from the image's label (not a usage error: the image is wrong).
         let mut expect = family.expectation(variant).with_context(|| {
             format!(
-                "unknown variant `{variant}` (images.toml defines: {})",
-                manifest.build_order().join(", ")
+                "{reference} is labelled as variant `{variant}`, which images.toml does not \
+                 declare (declares: {}); name the variant to check it as",
+                family.order.join(", ")
             )
         })?;
         if !args.suites.is_empty() {

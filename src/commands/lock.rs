@@ -7,6 +7,7 @@ use crate::engine::Engine;
 use crate::exit;
 use crate::feeds::Feeds;
 use crate::locks::generate::{self, Base, Request};
+use crate::name::Unknown;
 use anyhow::{Context as _, anyhow};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -42,15 +43,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let mut fragments = Vec::new();
     for name in &names {
         let f = manifest.fragments.get(name).ok_or_else(|| {
-            exit::Error::usage(format!(
-                "unknown fragment `{name}` (images.toml declares: {})",
-                manifest
-                    .fragments
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
+            Unknown::new("fragment", name, "images.toml", manifest.fragments.keys())
         })?;
         if f.lock_dir().is_none() {
             return Err(exit::Error::usage(format!(

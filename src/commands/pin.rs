@@ -49,6 +49,14 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     }
     let settings = ctx.settings()?;
     let specs = ctx.alias_specs()?;
+    for alias in &args.aliases {
+        crate::name::Unknown::check(
+            "alias",
+            alias,
+            "images.toml",
+            specs.iter().map(|s| s.alias.as_str()),
+        )?;
+    }
     let source = ctx.image_source(&args.registry)?;
     let path = &ctx.pins_path(&args.file);
 

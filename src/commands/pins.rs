@@ -60,17 +60,7 @@ fn show(ctx: &Context, args: ShowArgs) -> exit::Result {
     let path = ctx.pins_path(&args.file);
     let (file, _) = load(&path)?;
     let selected: Vec<_> = match &args.alias {
-        Some(alias) => match file.images.get_key_value(alias) {
-            Some(kv) => vec![kv],
-            None => {
-                return Err(anyhow::anyhow!(
-                    "alias {alias:?} is not pinned in {} (pinned: {})",
-                    path.display(),
-                    file.images.keys().cloned().collect::<Vec<_>>().join(", ")
-                )
-                .into());
-            }
-        },
+        Some(alias) => vec![(alias, file.pin(alias, &path)?)],
         None => file.images.iter().collect(),
     };
     if args.json {

@@ -107,6 +107,17 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         return finish(&releaser(engine.as_deref()), &mut journal, &args);
     }
 
+    let specs = ctx.alias_specs()?;
+    let family = ctx.family()?;
+    let mut variants = gather::releasable(&family.order, &specs);
+    for variant in &args.variants {
+        crate::name::Unknown::check(
+            "releasable variant",
+            variant,
+            "images.toml",
+            variants.iter().map(|r| r.variant.as_str()),
+        )?;
+    }
     let engine = if args.from.is_some() {
         None
     } else {
@@ -115,21 +126,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let releaser = releaser(engine.as_deref());
     let settings = ctx.settings()?;
     let repository: Repository = settings.repository.parse()?;
-    let specs = ctx.alias_specs()?;
     let (pins, _) = PinsFile::load(&pins_path)?.unwrap_or_default();
-    let family = ctx.family()?;
-    let mut variants = gather::releasable(&family.order, &specs);
-    if let Some(unknown) = args
-        .variants
-        .iter()
-        .find(|v| !variants.iter().any(|r| &r.variant == *v))
-    {
-        let known: Vec<&str> = variants.iter().map(|r| r.variant.as_str()).collect();
-        return Err(exit::Error::usage(format!(
-            "`{unknown}` is not a variant with an alias (releasable: {})",
-            known.join(", ")
-        )));
-    }
     if !args.variants.is_empty() {
         variants.retain(|r| args.variants.contains(&r.variant));
     }

@@ -161,14 +161,10 @@ fn pinned(ctx: &Context, file: &PinsOptions, alias: &str) -> exit::Result<crate:
             path.display()
         )
     })?;
-    match pins.images.get(alias) {
-        Some(pin) => Ok(pin.clone()),
-        None => Err(exit::Error::usage(format!(
-            "alias {alias:?} is not pinned in {} (pinned: {}); name an image with --image to run an unpinned one",
-            path.display(),
-            pins.images.keys().cloned().collect::<Vec<_>>().join(", ")
-        ))),
-    }
+    let pin = pins.pin(alias, &path).map_err(|unknown| {
+        unknown.with_hint("name an image with --image to run an unpinned one")
+    })?;
+    Ok(pin.clone())
 }
 
 fn utf8(arg: &std::ffi::OsStr) -> anyhow::Result<String> {

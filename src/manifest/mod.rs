@@ -56,12 +56,6 @@ pub enum ManifestError {
         name: String,
         known: String,
     },
-    #[error("{path}: unknown variant `{name}` (declared variants: {known})")]
-    UnknownVariant {
-        path: PathBuf,
-        name: String,
-        known: String,
-    },
 }
 
 /// A tool contract: what an image that owes the tool must answer.
@@ -209,14 +203,15 @@ impl Manifest {
         }
     }
 
-    pub fn variant(&self, name: &str) -> Result<&Variant, ManifestError> {
-        self.variants
-            .get(name)
-            .ok_or_else(|| ManifestError::UnknownVariant {
-                path: self.path.clone(),
-                name: name.to_string(),
-                known: self.variants.keys().cloned().collect::<Vec<_>>().join(", "),
-            })
+    pub fn variant(&self, name: &str) -> Result<&Variant, crate::name::Unknown> {
+        self.variants.get(name).ok_or_else(|| {
+            crate::name::Unknown::new(
+                "variant",
+                name,
+                self.path.display().to_string(),
+                self.variants.keys(),
+            )
+        })
     }
 
     /// The variant's ancestors, nearest first (parent, grandparent, ...).

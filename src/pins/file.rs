@@ -60,6 +60,19 @@ pub enum PinsError {
 }
 
 impl PinsFile {
+    /// The pin of `alias`; `path` (where the file was read) is for the
+    /// error, which lists what is pinned.
+    pub fn pin(&self, alias: &str, path: &Path) -> Result<&Pin, crate::name::Unknown> {
+        self.images.get(alias).ok_or_else(|| {
+            crate::name::Unknown::new(
+                "pinned alias",
+                alias,
+                path.display().to_string(),
+                self.images.keys(),
+            )
+        })
+    }
+
     /// Parses the file's text; `path` is only for messages.
     pub fn parse(text: &str, path: &Path) -> Result<PinsFile, PinsError> {
         let de = &mut serde_json::Deserializer::from_str(text);

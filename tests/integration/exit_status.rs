@@ -256,3 +256,66 @@ fn a_closed_stdout_ends_pins_show_quietly_with_0() {
         ))
         .run_closing_stdout_after_first_line();
 }
+
+/// The same mistake exits the same way in every command: a variant, alias,
+/// fragment, smoke suite or platform the project does not declare is a
+/// usage error (64) that names what is declared, found before an engine is
+/// chosen or a registry asked (neither exists here).
+#[test]
+fn an_unknown_name_exits_64_in_every_command_before_any_engine_or_registry() {
+    let dir = project_publishing_to("127.0.0.1:1/nowhere/sandbox");
+    let unknown = |what: &str, place: &str| {
+        format!(
+            r"error: unknown {what} `nosuch` \({} declares: [^)]*\)(; .*)?",
+            regex::escape(place)
+        )
+    };
+    let cases: &[(&[&str], String)] = &[
+        (&["build", "nosuch"], unknown("variant", "images.toml")),
+        (&["check", "nosuch"], unknown("variant", "images.toml")),
+        (
+            &["version", "nosuch", "--image", "127.0.0.1:1/x:1"],
+            unknown("variant", "images.toml"),
+        ),
+        (
+            &["release", "nosuch"],
+            unknown("releasable variant", "images.toml"),
+        ),
+        (&["lock", "nosuch"], unknown("fragment", "images.toml")),
+        (&["pin", "nosuch"], unknown("alias", "images.toml")),
+        (
+            &["run", "nosuch", "--print"],
+            unknown("pinned alias", "image_pins.json"),
+        ),
+        (
+            &["pins", "show", "nosuch"],
+            unknown("pinned alias", "image_pins.json"),
+        ),
+        (
+            &["check", "--suite", "nosuch"],
+            unknown("smoke suite", "images.toml [smoke]"),
+        ),
+    ];
+    for (args, message) in cases {
+        Cli::new(dir.path())
+            .env("SUNABA_ENGINE", "/nonexistent/bin/docker")
+            .args(["--profile", "local"])
+            .args(args.iter().copied())
+            .status(64)
+            .stderr_like(message)
+            .run();
+    }
+    // A platform outside the family's `platforms`.
+    for args in [
+        &["build", "--platform", "linux/s390x"][..],
+        &["check", "--platform", "linux/s390x"][..],
+    ] {
+        Cli::new(dir.path())
+            .env("SUNABA_ENGINE", "/nonexistent/bin/docker")
+            .args(["--profile", "local"])
+            .args(args.iter().copied())
+            .status(64)
+            .stderr_like(r"error: unknown platform `linux/s390x` \(images.toml `platforms` declares: linux/.*\)")
+            .run();
+    }
+}
