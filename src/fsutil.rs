@@ -55,7 +55,9 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
     };
     tmp.as_file().set_permissions(permissions).map_err(err)?;
     tmp.as_file().sync_all().map_err(err)?;
+    crate::failpoint::hit("atomic-write.before-rename");
     tmp.persist(path).map_err(|e| err(e.error))?;
+    crate::failpoint::hit("atomic-write.after-rename");
     if let Ok(d) = File::open(dir) {
         // Makes the rename itself durable; not all filesystems allow it.
         let _ = d.sync_all();

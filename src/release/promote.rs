@@ -206,6 +206,7 @@ pub async fn promote(
                 .put_manifest(&reference, &image.media_type, image.bytes.clone())
                 .await
                 .with_context(|| format!("moving {} to {}", t.tag, image.digest))?;
+            crate::failpoint::hit("release.tag-answered");
             progress(format!("{} -> {}", t.tag, image.digest));
         }
         journal.tags[i].done = true;

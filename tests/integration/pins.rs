@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 /// A project copy whose `local` profile points at a repository of its own.
 pub struct Project {
@@ -679,144 +678,55 @@ fn version_reports_next_version_tool_by_tool() {
     }
 }
 
-/// Kills `pin --write` at random moments; the file must always parse and be
-/// exactly the old or the new content.
+/// Kills `pin --write` at each point of its write (`SUNABA_FAILPOINT`, as a
+/// `kill -9` would): before the rename the file is the old one, after it the
+/// new one, and it always parses; a later run clears the temp file a killed
+/// writer left behind.
 #[test]
-fn crash_during_write_leaves_old_or_new_file() {
-    let _quiet = support::machine_lock();
+fn killed_at_each_write_point_pin_leaves_the_old_or_the_new_file() {
     let Some(p) = Project::new("crash") else {
         return;
     };
     p.push("python", "1.0.0", &all_tools());
     p.push("python", "1.1.0", &tools_with(&[("jq", Some("1.1.0"))]));
     pin_write(&p, &["python", "--to", "1.0.0"]);
-    // A large unknown field makes the write itself take a while, so kills
-    // land before, during and after it.
-    edit_pins(&p, |v| {
-        v["ballast"] = json!(
-            (0..100_000)
-                .map(|i| format!("entry-{i}"))
-                .collect::<Vec<_>>()
-        );
-    });
     let old = std::fs::read(p.pins_path()).unwrap();
-    plan(
-        p.cli().args(["pin", "python", "--write"]),
-        "wrote image_pins.json",
-    )
-    .stdout_like(r"python +python +update +1\.0\.0 -> 1\.1\.0 +minor +sha256:[0-9a-f]{64}")
-    .run();
+    pin_write(&p, &["python"]);
     let new = std::fs::read(p.pins_path()).unwrap();
     assert_ne!(old, new);
 
-    // Time a full run to spread kill moments over it.
-    std::fs::write(p.pins_path(), &old).unwrap();
-    let t = Instant::now();
-    pin_write(&p, &["python"]);
-    let full = t.elapsed();
-
-    let trials: usize = std::env::var("SUNABA_CRASH_TRIALS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(45);
-    // What a writer changes first: a new file in the directory (the temp
-    // file) or the target itself (an in-place writer truncating it).
-    let state = || {
-        let mut names: Vec<String> = std::fs::read_dir(p.dir.path())
+    let temp_files = || -> Vec<String> {
+        std::fs::read_dir(p.dir.path())
             .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| !n.ends_with(".lock"))
-            .collect();
-        names.sort();
-        let meta = std::fs::metadata(p.pins_path()).ok();
-        let target = meta.map(|m| {
-            (
-                m.len(),
-                m.modified().ok(),
-                std::os::unix::fs::MetadataExt::ino(&m),
-            )
-        });
-        (names, target)
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect()
     };
-    let (mut saw_old, mut saw_new, mut mid_write) = (0, 0, 0);
-    for i in 0..trials {
+    for (point, expected, temp_left) in [
+        ("atomic-write.before-rename", &old, 1),
+        ("atomic-write.after-rename", &new, 0),
+    ] {
         std::fs::write(p.pins_path(), &old).unwrap();
-        let before = state();
-        let mut child = p
-            .cli()
+        p.cli()
+            .env("SUNABA_FAILPOINT", point)
             .args(["pin", "python", "--write"])
-            .into_command("killed at random moments: only the file it leaves counts")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // Four ways to pick the moment: anywhere in the run, around its end
-        // (where the write is), at the first sign of writing, and a little
-        // after it (during the temp file's write, fsync and rename).
-        let how = match i % 4 {
-            0 => {
-                std::thread::sleep(full.mul_f64(rand::random::<f64>() * 1.1));
-                "anywhere"
-            }
-            1 => {
-                std::thread::sleep(full.mul_f64(0.8 + rand::random::<f64>() * 0.8));
-                "late"
-            }
-            k => {
-                let deadline = Instant::now() + full * 3;
-                let mut seen = false;
-                while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
-                    if state() != before {
-                        seen = true;
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_micros(50));
-                }
-                if seen {
-                    mid_write += 1;
-                }
-                if k == 3 {
-                    std::thread::sleep(Duration::from_micros(rand::random_range(0..20_000)));
-                }
-                "at the first sign of writing"
-            }
-        };
-        let _ = child.kill();
-        let _ = child.wait();
+            .status(134)
+            .stdout_free("the plan, printed before the write it dies in")
+            .stderr(format!("failpoint {point}#1: dying here\n"))
+            .run();
         let now = std::fs::read(p.pins_path()).unwrap();
         serde_json::from_slice::<Value>(&now)
-            .unwrap_or_else(|e| panic!("trial {i} ({how}): file does not parse: {e}"));
-        if now == old {
-            saw_old += 1;
-        } else if now == new {
-            saw_new += 1;
-        } else {
-            panic!("trial {i} ({how}): file is neither the old nor the new content");
-        }
+            .unwrap_or_else(|e| panic!("killed at {point}: the file does not parse: {e}"));
+        assert!(
+            &now == expected,
+            "killed at {point}: not the expected content"
+        );
+        assert_eq!(temp_files().len(), temp_left, "killed at {point}");
     }
-    eprintln!(
-        "crash test: {trials} trials (a run takes {full:?}): {saw_old} left the old file, \
-         {saw_new} the new; {mid_write} kills aimed at a write in progress"
-    );
-    assert!(
-        saw_old > 0 && saw_new > 0,
-        "kills must land on both sides of the rename"
-    );
-    assert!(
-        mid_write > 0,
-        "some kills must be aimed at a write in progress"
-    );
-
-    // A later run cleans up temp files a killed writer left behind.
     std::fs::write(p.pins_path(), &old).unwrap();
     pin_write(&p, &["python"]);
-    let leftovers: Vec<_> = std::fs::read_dir(p.dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".tmp"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_eq!(std::fs::read(p.pins_path()).unwrap(), new);
+    assert!(temp_files().is_empty(), "{:?}", temp_files());
 }
 
 /// Parallel writers, each pinning a different alias: no update is lost.

@@ -254,7 +254,8 @@ impl Cli {
         self
     }
 
-    /// The exit status the run must end with (default 0).
+    /// The exit status expected (0 unless set); a death by signal S is
+    /// 128 + S, as a shell shows it (134: aborted at a failpoint).
     pub fn status(mut self, status: i32) -> Self {
         self.status = status;
         self
@@ -370,14 +371,16 @@ impl Cli {
             );
         }
         let mut report = String::new();
-        if status.code() != Some(self.status) {
+        // A death by signal counts as a shell shows it: 128 + the signal.
+        let code = status
+            .code()
+            .or_else(|| std::os::unix::process::ExitStatusExt::signal(&status).map(|s| 128 + s));
+        if code != Some(self.status) {
             let _ = writeln!(
                 report,
                 "status: expected {}, got {}",
                 self.status,
-                status
-                    .code()
-                    .map_or_else(|| status.to_string(), |c| c.to_string())
+                code.map_or_else(|| status.to_string(), |c| c.to_string())
             );
         }
         for (name, expect, text) in [
