@@ -280,8 +280,33 @@ pub fn require<T>(found: Result<T, String>) -> Option<T> {
                 panic!("{msg}; CI is set, so this is a failure");
             }
             eprintln!("SKIPPED {msg}");
+            record_skip(&msg);
             None
         }
+    }
+}
+
+/// Appends a skipped test to `$SUNABA_TEST_SKIP_LOG` (scripts/test sets it
+/// and prints what was skipped and why): libtest shows a test that returned
+/// early as passed and swallows its stderr, so the file is what makes a
+/// skip visible.
+fn record_skip(msg: &str) {
+    use std::io::Write as _;
+    let Some(path) = std::env::var_os("SUNABA_TEST_SKIP_LOG") else {
+        return;
+    };
+    let line = format!("{}\n", msg.replace('\n', " "));
+    // One write of one line in append mode: lines of parallel tests do not mix.
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        panic!(
+            "cannot record a skipped test in {}: {e}",
+            Path::new(&path).display()
+        );
     }
 }
 
@@ -320,17 +345,52 @@ impl Services {
     }
 }
 
-/// The engine and the registry of the development services (see [`require`]).
+/// The engine and the registry of the development services (see [`require`]),
+/// with the dev base image (`base_image`) in the engine: a test that runs it
+/// must not depend on another having pulled it first (the engine would pull
+/// it on first use and print its progress on stderr).
 pub fn services() -> Option<Services> {
     require((|| {
-        Ok(Services {
+        let services = Services {
             docker_host: env_var("DOCKER_HOST")?,
             engine: env_var("SUNABA_ENGINE")?,
             registry: env_var("SUNABA_REGISTRY")?,
             base_image: env_var("SUNABA_BASE_IMAGE")?,
             base_ref: env_var("SUNABA_BASE_REF")?,
-        })
+        };
+        static BASE_PRESENT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+        BASE_PRESENT
+            .get_or_init(|| ensure_image(&services, &services.base_image))
+            .clone()?;
+        Ok(services)
     })())
+}
+
+/// `image` is in the engine: inspected, else pulled (quietly).
+fn ensure_image(services: &Services, image: &str) -> Result<(), String> {
+    let docker = |args: &[&str]| {
+        std::process::Command::new(&services.engine)
+            .args(args)
+            .env("DOCKER_HOST", &services.docker_host)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", services.engine))
+    };
+    if docker(&["image", "inspect", "--format", "{{.Id}}", image])?
+        .status
+        .success()
+    {
+        return Ok(());
+    }
+    let pulled = docker(&["pull", "--quiet", image])?;
+    if pulled.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the dev base {image} is not in the engine and cannot be pulled: {}",
+            String::from_utf8_lossy(&pulled.stderr).trim()
+        ))
+    }
 }
 
 /// The development services with a base for linux/amd64 and linux/arm64
