@@ -139,9 +139,14 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
                 let files = args
                     .legs
                     .iter()
-                    .map(|p| Ok((p.display().to_string(), crate::legs::LegsFile::load(p)?)))
+                    .map(|p| {
+                        Ok((
+                            p.display().to_string(),
+                            crate::release::legs::LegsFile::load(p)?,
+                        ))
+                    })
                     .collect::<anyhow::Result<Vec<_>>>()?;
-                let (repo, legs) = crate::legs::merge(&files)?;
+                let (repo, legs) = crate::release::legs::merge(&files)?;
                 if repo != from.to_string() {
                     return Err(
                         anyhow::anyhow!("the legs are in {repo}, not in --from {from}").into(),

@@ -5,8 +5,8 @@
 
 use super::raw::RawPackage;
 use super::validate::Problems;
-use crate::policy::lenient_version;
 use crate::registry::Platform;
+use crate::versions::lenient_version;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -4,8 +4,8 @@
 use super::raw::RawManifest;
 use super::{FRAGMENT_DIR, Fragment, Manifest, SCHEMA, Tool, Variant, packages, parse_size};
 use super::{profile, upstream};
-use crate::policy::lenient_version;
 use crate::registry::Platform;
+use crate::versions::lenient_version;
 use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -7,7 +7,8 @@
 use super::{Row, Status};
 use crate::engine::{Engine, ToolRun};
 use crate::manifest::{Manifest, Package, Source};
-use crate::policy::{lenient_version, version_step};
+use crate::policy::version_step;
+use crate::versions::lenient_version;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;

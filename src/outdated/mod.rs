@@ -11,7 +11,8 @@ pub mod debian;
 
 use crate::feeds::Feeds;
 use crate::manifest::{Manifest, Package, Source};
-use crate::policy::{Bump, lenient_version, version_step};
+use crate::policy::{Bump, version_step};
+use crate::versions::lenient_version;
 use semver::Version;
 use serde::Serialize;
 

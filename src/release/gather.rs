@@ -190,7 +190,7 @@ pub async fn from_registry(
 }
 
 /// Checked images pushed by digest in legs (`build --push-by-digest`, one
-/// leg per platform, see `crate::legs`): each variant's index assembled in
+/// leg per platform, see `crate::release::legs`): each variant's index assembled in
 /// `from` from its legs' images, one per platform of `platforms` (every
 /// one must have a leg; extra legs are refused), and put there by digest
 /// when `write` (a dry run puts nothing; the plan names the index it
@@ -202,7 +202,7 @@ pub async fn from_registry(
 pub async fn from_legs(
     client: &Client,
     from: &Repository,
-    legs: &crate::legs::LegsByVariant,
+    legs: &crate::release::legs::LegsByVariant,
     platforms: &BTreeMap<String, Vec<String>>,
     variants: &[Releasable],
     write: bool,
@@ -263,7 +263,7 @@ pub async fn from_legs(
             tools.insert(platform.clone(), record.tools);
             labels_by_platform.insert(platform.clone(), config.labels);
         }
-        let differ = crate::legs::tool_mismatches(&tools);
+        let differ = crate::release::legs::tool_mismatches(&tools);
         if !differ.is_empty() {
             bail!(
                 "{variant}: its tool versions differ between platforms: {}; nothing was released",

@@ -44,10 +44,12 @@
 
 pub mod gather;
 pub mod journal;
+pub mod legs;
 pub mod notes;
 pub mod pin;
 pub mod plan;
 pub mod promote;
+pub mod publish;
 pub mod run;
 pub mod stage;
 pub mod tags;

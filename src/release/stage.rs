@@ -131,7 +131,7 @@ impl Stager<'_> {
                 let engine = self
                     .engine
                     .context("the plan stages from the engine, but none is configured")?;
-                let manifest = crate::publish::push_checked(
+                let manifest = crate::release::publish::push_checked(
                     engine,
                     self.client,
                     self.rt,

@@ -206,7 +206,7 @@ fn an_alias_runs_its_pinned_digest_and_an_unpinned_one_is_a_usage_error() {
     Cli::new(dir.path())
         .args(["run", "python", "--print"])
         .status(64)
-        .stderr_like("error: .*\"python\" is not pinned.*full.*")
+        .stderr_like("error: unknown pinned alias `python` \\(.*image_pins.json declares: .*full.*\\); name an image with --image to run an unpinned one")
         .run();
     let Some(services) = support::services() else {
         return;

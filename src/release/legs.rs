@@ -201,9 +201,10 @@ pub fn push(
                 crate::build::short_hex(inputs)
             );
             let target = Reference::with_tag(repo, &tag)?;
-            let digest =
-                crate::publish::push_checked(engine, client, rt, reference, &target, image_id)?
-                    .digest;
+            let digest = crate::release::publish::push_checked(
+                engine, client, rt, reference, &target, image_id,
+            )?
+            .digest;
             progress(format!("{} {platform}: {repo}@{digest}", r.variant));
             legs.push(Leg {
                 variant: r.variant.clone(),
