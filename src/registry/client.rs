@@ -6,7 +6,7 @@ use super::error::error_chain;
 use super::transport::credentials::CredentialStore;
 use super::transport::limits::Limits;
 use super::transport::retry::{self, Exhausted, RetryPolicy};
-use super::transport::{self, RegistryState, Request, Response, Session, Settings};
+use super::transport::{self, Clock, RegistryState, Request, Response, Session, Settings};
 use super::{Error, ErrorKind, Result};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -33,6 +33,7 @@ impl Default for ClientBuilder {
                 request_timeout: Duration::from_secs(60),
                 retry: RetryPolicy::default(),
                 limits: Limits::default(),
+                clock: Clock::system(),
             },
             ca_files: Vec::new(),
             ca_pems: Vec::new(),
@@ -76,6 +77,12 @@ impl ClientBuilder {
     }
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.settings.retry = policy;
+        self
+    }
+    /// The clock cached tokens expire by (default: the system's); a test
+    /// moves its own forward instead of sleeping.
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.settings.clock = clock;
         self
     }
     /// Requests in flight to one registry at most (default 16).

@@ -13,7 +13,7 @@ use fixture::{Fixture, fixture};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use sunaba_images::registry::{
-    Client, ClientBuilder, ErrorKind, ManifestCheck, Platform, Reference, Repository,
+    Client, ClientBuilder, Clock, ErrorKind, ManifestCheck, Platform, Reference, Repository,
     ResolveOptions, RetryPolicy, credentials::CredentialStore,
 };
 
@@ -657,13 +657,21 @@ async fn expired_tokens_are_refreshed() {
     c.resolve(&r, None).await.unwrap();
     assert_eq!(iss.log().len(), 2);
 
-    // A cached token is renewed when its expires_in has run out.
+    // A cached token is renewed when its expires_in has run out: the
+    // client's clock is moved past it, nobody waits.
     iss.state.lock().unwrap().ttl = 2;
-    let c = client().build().unwrap();
+    let start = std::time::Instant::now();
+    let skew = std::sync::Arc::new(std::sync::Mutex::new(Duration::ZERO));
+    let clock = {
+        let skew = skew.clone();
+        Clock::from_fn(move || start + *skew.lock().unwrap())
+    };
+    let c = client().clock(clock).build().unwrap();
     c.resolve(&r, None).await.unwrap();
+    *skew.lock().unwrap() = Duration::from_millis(1700);
     c.resolve(&r, None).await.unwrap();
     assert_eq!(iss.log().len(), 3, "cached within its lifetime");
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    *skew.lock().unwrap() = Duration::from_millis(2100);
     c.resolve(&r, None).await.unwrap();
     assert_eq!(iss.log().len(), 4, "renewed after expiry");
 }

@@ -102,7 +102,7 @@ async fn authorization(
     };
     let tokens = &session.state.auth.tokens;
     let token = tokens
-        .get_or_fetch(&req.scope, fetch)
+        .get_or_fetch(&req.scope, &session.settings.clock, fetch)
         .await
         .map_err(Failure::Fatal)?;
     let mut value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {

@@ -114,21 +114,22 @@ impl Tokens {
     pub(crate) async fn get_or_fetch<F, Fut>(
         &self,
         scope: &Scope,
+        clock: &super::Clock,
         fetch: F,
     ) -> Result<String, ErrorKind>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<(String, Duration), ErrorKind>>,
     {
-        if let Some(t) = self.cached(scope, Instant::now()) {
+        if let Some(t) = self.cached(scope, clock.now()) {
             return Ok(t);
         }
         let _one_fetch = self.fetching.lock().await;
-        if let Some(t) = self.cached(scope, Instant::now()) {
+        if let Some(t) = self.cached(scope, clock.now()) {
             return Ok(t);
         }
         let (token, lifetime) = fetch().await?;
-        self.store(scope, token.clone(), lifetime, Instant::now());
+        self.store(scope, token.clone(), lifetime, clock.now());
         Ok(token)
     }
 }
@@ -341,19 +342,22 @@ mod tests {
     #[tokio::test]
     async fn one_fetch_fills_the_cache() {
         let tokens = Tokens::default();
+        let clock = super::super::Clock::system();
         let scope = Scope::pull("a/b");
         let got = tokens
-            .get_or_fetch(&scope, || async {
+            .get_or_fetch(&scope, &clock, || async {
                 Ok(("t1".to_string(), Duration::from_secs(60)))
             })
             .await;
         assert_eq!(got.unwrap(), "t1");
         let got = tokens
-            .get_or_fetch(&scope, || async { panic!("cached: no second fetch") })
+            .get_or_fetch(&scope, &clock, || async {
+                panic!("cached: no second fetch")
+            })
             .await;
         assert_eq!(got.unwrap(), "t1");
         let failed = tokens
-            .get_or_fetch(&Scope::pull("c"), || async {
+            .get_or_fetch(&Scope::pull("c"), &clock, || async {
                 Err(ErrorKind::Token {
                     realm: "r".into(),
                     reason: "HTTP 401".into(),

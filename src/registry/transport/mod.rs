@@ -23,6 +23,38 @@ use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use std::time::Duration;
 
+/// Where the client reads the time for what expires (cached tokens):
+/// the system's, or a test's own to move forward without waiting.
+#[derive(Clone)]
+pub struct Clock(std::sync::Arc<dyn Fn() -> std::time::Instant + Send + Sync>);
+
+impl Clock {
+    pub fn system() -> Clock {
+        Clock(std::sync::Arc::new(std::time::Instant::now))
+    }
+
+    /// A clock that reads `now`.
+    pub fn from_fn(now: impl Fn() -> std::time::Instant + Send + Sync + 'static) -> Clock {
+        Clock(std::sync::Arc::new(now))
+    }
+
+    pub fn now(&self) -> std::time::Instant {
+        (self.0)()
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Clock {
+        Clock::system()
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
+    }
+}
+
 /// How the layers are configured (from the client builder).
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
@@ -32,6 +64,8 @@ pub(crate) struct Settings {
     pub request_timeout: Duration,
     pub retry: retry::RetryPolicy,
     pub limits: limits::Limits,
+    /// What cached tokens expire by.
+    pub clock: Clock,
 }
 
 /// One request to a registry's API, relative to its origin.
