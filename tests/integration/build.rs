@@ -46,14 +46,10 @@ provides = ["alpha", "netcheck"]
 [fragments.one]
 script = "docker/install-one.sh"
 provides = ["beta"]
-[fragments.one.args]
-PAUSE = "3"
 
 [fragments.two]
 script = "docker/install-two.sh"
 provides = ["gamma"]
-[fragments.two.args]
-PAUSE_TWO = "3"
 
 [fragments.solo]
 script = "docker/install-solo.sh"
@@ -158,21 +154,9 @@ impl Fixture {
                 fake_tool("alpha", "alpha 1.2.3")
             ),
         );
-        fx.write_fragment(
-            "one",
-            &format!(
-                "sleep \"$PAUSE\"\n{}",
-                support::checker_tool("beta", "beta 2.0.0")
-            ),
-        );
+        fx.write_fragment("one", &support::checker_tool("beta", "beta 2.0.0"));
         support::write_fake_smoke_projects(fx.dir.path());
-        fx.write_fragment(
-            "two",
-            &format!(
-                "sleep \"$PAUSE_TWO\"\n{}",
-                fake_tool("gamma", "gamma 3.0.0")
-            ),
-        );
+        fx.write_fragment("two", &fake_tool("gamma", "gamma 3.0.0"));
         fx.write_fragment("solo", &fake_tool("delta", "delta 1.5.0"));
         // beta missing; a different program under gamma's name; delta too old.
         fx.write_fragment(
@@ -439,7 +423,10 @@ fn fixture_family_order_parallelism_skip_and_selective_rebuild() {
         .collect();
     assert_eq!(inputs_tags.len(), 1, "{checked}");
 
-    // Cold build of the rest: parents first, the two children in parallel.
+    // Cold build of the rest: parents first. That independent children
+    // build in parallel, bounded by --jobs, is the scheduler's unit test
+    // (`jobs_bound_parents_first_then_nothing_to_do`, with the fake engine):
+    // proving an overlap here would need the builds to sleep.
     fx.clear_calls();
     let all = ["root", "kid1", "kid2", "solo"];
     let build_all = || {
@@ -457,10 +444,6 @@ fn fixture_family_order_parallelism_skip_and_selective_rebuild() {
     );
     let (root, kid1, kid2) = (builds["root"], builds["kid1"], builds["kid2"]);
     assert!(root.1 <= kid1.0 && root.1 <= kid2.0, "{builds:?}");
-    assert!(
-        kid1.0 < kid2.1 && kid2.0 < kid1.1,
-        "kid1 and kid2 did not overlap: {builds:?}"
-    );
     assert!(summary_row(&run, "solo").contains("skipped"));
     for v in ["root", "kid1", "kid2"] {
         assert!(summary_row(&run, v).contains("built"), "{}", run.stdout());
