@@ -1021,9 +1021,10 @@ fn docker_without_buildkit_is_refused_naming_one_that_can_or_passed_over() {
         ))
         .run();
     // Not named: the first docker on PATH that can build is taken (this
-    // fake one has no daemon to talk to).
+    // fake one has no daemon to talk to, wherever DOCKER_HOST points).
     fx.cli(["build"])
         .env_remove("SUNABA_ENGINE")
+        .env("DOCKER_HOST", "unix:///nonexistent/sunaba/docker.sock")
         .env("PATH", &path)
         .status(1)
         .stderr_line(format!(

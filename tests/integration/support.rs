@@ -350,6 +350,13 @@ impl Services {
 /// must not depend on another having pulled it first (the engine would pull
 /// it on first use and print its progress on stderr).
 pub fn services() -> Option<Services> {
+    if !selected(Tier::Engine) {
+        return None;
+    }
+    engine_services()
+}
+
+fn engine_services() -> Option<Services> {
     require((|| {
         let services = Services {
             docker_host: env_var("DOCKER_HOST")?,
@@ -397,7 +404,10 @@ fn ensure_image(services: &Services, image: &str) -> Result<(), String> {
 /// (an index) and an engine that runs arm64 under emulation, as `scripts/dev-env
 /// up` provisions by default (`SUNABA_PLATFORMS`; see [`require`]).
 pub fn two_platform_services() -> Option<Services> {
-    let services = services()?;
+    if !selected(Tier::Emulation) {
+        return None;
+    }
+    let services = engine_services()?;
     require((|| {
         let platforms = env_var("SUNABA_PLATFORMS")?;
         if !platforms.split(',').any(|p| p == "linux/arm64") {
@@ -412,5 +422,62 @@ pub fn two_platform_services() -> Option<Services> {
 
 /// Only the development registry, `host:port` (for tests that need no engine).
 pub fn dev_registry() -> Option<String> {
+    if !selected(Tier::Registry) {
+        return None;
+    }
     require(env_var("SUNABA_REGISTRY"))
+}
+
+/// The tiers of the suite, by what a test needs from the machine, each
+/// needing more than the one before: `fast` (the CLI on files; always runs),
+/// `registry`, `engine`, `emulation`. `scripts/test --tier T` runs T and the
+/// tiers below it (`SUNABA_TEST_TIER`; unset: all, as CI runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Tier {
+    /// Real `docker-registry` instances and the dev registry: no engine.
+    Registry,
+    /// The dev engine (builds, checks, runs) and its registry.
+    Engine,
+    /// The engine running linux/arm64 under qemu.
+    Emulation,
+}
+
+impl Tier {
+    fn name(self) -> &'static str {
+        match self {
+            Tier::Registry => "registry",
+            Tier::Engine => "engine",
+            Tier::Emulation => "emulation",
+        }
+    }
+}
+
+/// Whether `tier` is selected; a test outside the selection returns early
+/// and is logged as deselected (never counted as a skip for want of a
+/// service, which fails under CI).
+pub fn selected(tier: Tier) -> bool {
+    let Ok(top) = std::env::var("SUNABA_TEST_TIER") else {
+        return true;
+    };
+    let top = match top.as_str() {
+        "fast" => None,
+        "registry" => Some(Tier::Registry),
+        "engine" => Some(Tier::Engine),
+        "emulation" | "all" => Some(Tier::Emulation),
+        other => {
+            panic!("SUNABA_TEST_TIER={other}: not a tier (fast, registry, engine, emulation)")
+        }
+    };
+    if top.is_some_and(|top| tier <= top) {
+        return true;
+    }
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("this test")
+        .to_string();
+    record_skip(&format!(
+        "DESELECTED {test}: needs the {} tier",
+        tier.name()
+    ));
+    false
 }

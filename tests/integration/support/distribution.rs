@@ -18,6 +18,9 @@ pub const ISSUER: &str = "sunaba-test-issuer";
 /// Whether `docker-registry` and `openssl` are installed (see
 /// [`super::require`]: a test skips without them, or fails under CI).
 pub fn available() -> bool {
+    if !super::selected(super::Tier::Registry) {
+        return false;
+    }
     let missing: Vec<&str> = [REGISTRY_BIN, "/usr/bin/openssl"]
         .into_iter()
         .filter(|bin| !Path::new(bin).exists())
