@@ -15,6 +15,7 @@ mod family;
 pub mod inputs;
 pub mod needs;
 mod outcome;
+pub mod pipeline;
 pub mod progress;
 mod scheduler;
 mod variant;
@@ -22,6 +23,7 @@ mod variant;
 pub use current::Inputs;
 pub use family::{Family, VariantPlan};
 pub use outcome::{Outcome, Stage, Summary, VariantResult};
+pub use pipeline::BuildOptions;
 pub use scheduler::{resolve_upstream, run};
 
 use crate::engine::EngineError;

@@ -9,14 +9,13 @@ use crate::exit;
 use crate::fsutil::FileLock;
 use crate::pins::PinsFile;
 use crate::registry::Repository;
-use crate::release::journal::{self, Journal, Step};
-use crate::release::plan::{self, Plan};
+use crate::release::journal::{self, Journal};
+use crate::release::plan::Plan;
 use crate::release::run::Releaser;
-use crate::release::{gather, new_id, notes};
+use crate::release::{gather, notes};
 use crate::table::{Column, Table};
 use anyhow::Context as _;
 use std::path::PathBuf;
-use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -47,15 +46,9 @@ pub struct Args {
     /// Print the plan (dry run) or the journal (after a run) as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Variants built at the same time when images are missing.
-    #[arg(long, short = 'j', default_value_t = 4)]
-    pub jobs: usize,
-    /// CA bundle for builds of missing images (see `build --ca-bundle`).
-    #[arg(long, value_name = "PATH")]
-    pub ca_bundle: Option<PathBuf>,
-    /// Time limit of each image's check, for images built now.
-    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
-    pub check_timeout: Duration,
+    /// How images missing from the engine are built (as `build` does).
+    #[command(flatten)]
+    pub build: crate::build::BuildOptions,
     #[command(flatten)]
     pub output: OutputOptions,
     #[command(flatten)]
@@ -81,180 +74,89 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         pins_path: &pins_path,
         progress: &progress,
     };
-
     if let Some(id) = &args.rollback {
-        let mut journal = Journal::load(&dir, id)?;
-        let done = releaser(None::<&dyn crate::engine::Engine>).roll_back(&mut journal)?;
-        if done.is_empty() {
-            outln!("release {id}: nothing to roll back (it moved no tag)")?;
-        }
-        for line in done {
-            outln!("{line}")?;
-        }
-        return Ok(());
+        let done = releaser(None).roll_back(&mut Journal::load(&dir, id)?)?;
+        return print_rollback(id, &done);
     }
     if let Some(id) = &args.resume {
-        let mut journal = Journal::load(&dir, id)?;
-        if journal.step == Step::RolledBack {
-            return Err(anyhow::anyhow!("release {id} was rolled back; plan a new release").into());
-        }
+        let mut journal = Journal::load_resumable(&dir, id)?;
         // The engine only for images it has still to push.
-        let engine = if journal.needs_engine() {
-            Some(ctx.engine()?)
-        } else {
-            None
-        };
+        let engine = journal.needs_engine().then(|| ctx.engine()).transpose()?;
         return finish(&releaser(engine.as_deref()), &mut journal, &args);
     }
 
-    let specs = ctx.alias_specs()?;
-    let family = ctx.family()?;
-    let mut variants = gather::releasable(&family.order, &specs);
-    for variant in &args.variants {
-        crate::name::Unknown::check(
-            "releasable variant",
-            variant,
-            "images.toml",
-            variants.iter().map(|r| r.variant.as_str()),
-        )?;
-    }
-    let engine = if args.from.is_some() {
-        None
-    } else {
-        Some(ctx.engine()?)
-    };
-    let releaser = releaser(engine.as_deref());
+    let (specs, family) = (ctx.alias_specs()?, ctx.family()?);
+    let variants = gather::select_releasable(&family.order, &specs, &args.variants)?;
+    let engine = args.from.is_none().then(|| ctx.engine()).transpose()?;
     let settings = ctx.settings()?;
-    let repository: Repository = settings.repository.parse()?;
     let (pins, _) = PinsFile::load(&pins_path)?.unwrap_or_default();
-    if !args.variants.is_empty() {
-        variants.retain(|r| args.variants.contains(&r.variant));
-    }
-    let candidates = match &args.from {
-        Some(from) => {
-            let from: Repository = from.parse()?;
-            if args.legs.is_empty() {
-                rt.block_on(gather::from_registry(&client, &from, &variants))?
-            } else {
-                let files = args
-                    .legs
-                    .iter()
-                    .map(|p| {
-                        Ok((
-                            p.display().to_string(),
-                            crate::release::legs::LegsFile::load(p)?,
-                        ))
-                    })
-                    .collect::<anyhow::Result<Vec<_>>>()?;
-                let (repo, legs) = crate::release::legs::merge(&files)?;
-                if repo != from.to_string() {
-                    return Err(
-                        anyhow::anyhow!("the legs are in {repo}, not in --from {from}").into(),
-                    );
-                }
-                let host = if family.platforms.is_empty() {
-                    vec![ctx.engine()?.platform()?]
-                } else {
-                    Vec::new()
-                };
-                let platforms = family
-                    .variants
-                    .iter()
-                    .map(|(v, plan)| {
-                        let ps = if plan.platforms.is_empty() {
-                            host.clone()
-                        } else {
-                            plan.platforms.clone()
-                        };
-                        (v.clone(), ps)
-                    })
-                    .collect();
-                rt.block_on(gather::from_legs(
-                    &client, &from, &legs, &platforms, &variants, args.write,
-                ))?
-            }
-        }
-        None => {
-            let engine = engine.as_deref().expect("an engine without --from");
-            let options = crate::build::Options {
-                jobs: args.jobs,
-                no_cache: false,
-                check: true,
-                ca_bundle: args.ca_bundle.clone().or(settings.ca_bundle.clone()),
-                log_dir: std::path::absolute(manifest.root.join("target/sunaba-build/logs"))
-                    .context("resolving the log directory")?,
-                check_timeout: args.check_timeout,
-                revision: crate::build::git_revision(&manifest.root),
-                source_date_epoch: crate::build::source_date_epoch(&manifest.root)
-                    .map_err(anyhow::Error::msg)?,
-                // The engine's own: a multi-platform release is assembled
-                // from legs (`--from REPO --legs FILE`).
-                platform: None,
-                upstream_for_platform: None,
-            };
-            gather::from_engine(
-                &family,
-                engine,
-                &options,
-                &PlainReporter::stderr(),
-                &variants,
-            )?
-        }
+    let from: Option<Repository> = args.from.as_deref().map(str::parse).transpose()?;
+    let reporter = PlainReporter::stderr();
+    let origin = match (&from, engine.as_deref()) {
+        (Some(repo), _) if args.legs.is_empty() => gather::Origin::Registry(repo),
+        (Some(repo), _) => gather::Origin::Legs {
+            repo,
+            files: &args.legs,
+            // A family without `platforms` is built for the engine's own.
+            host: match family.platforms.is_empty() {
+                true => Some(ctx.engine()?.platform()?),
+                false => None,
+            },
+            write: args.write,
+        },
+        // The engine's own platform: a multi-platform release is
+        // assembled from legs (`--from REPO --legs FILE`).
+        (None, engine) => gather::Origin::Engine {
+            engine: engine.expect("an engine without --from"),
+            options: Box::new(args.build.options(manifest, settings)?),
+            reporter: &reporter,
+        },
     };
-    let currents = rt.block_on(gather::currents(&client, &pins, &specs, &candidates))?;
-    let tags = rt.block_on(gather::tags(&client, &repository))?;
-    let id = new_id(std::time::SystemTime::now());
-    let plan = plan::plan(plan::Input {
-        id: &id,
-        repository: &settings.repository,
-        candidates: candidates.into_iter().zip(currents).collect(),
-        tags: &tags,
-        variants: &family.order,
-        pins: &pins,
-    })?;
-
-    if !args.write {
-        let text = notes::markdown(&plan, &Default::default());
-        if let Some(path) = &args.notes {
-            write_notes(path, &text)?;
-        }
-        if args.output.github() {
-            crate::github::summary(&text).context("writing the step summary")?;
-        }
-        return if args.json {
-            super::write_json(&plan)
-        } else {
-            print_plan(&plan)?;
-            outln!("dry run: pass --write to publish")?;
-            Ok(())
-        };
+    let candidates = gather::candidates(&client, &rt, &family, &variants, origin)?;
+    let repository = &settings.repository;
+    let plan = gather::plan_release(&client, &rt, repository, &family, &pins, &specs, candidates)?;
+    if !args.write || plan.is_noop() {
+        return show_plan(&plan, &args);
     }
-    if plan.is_noop() {
-        if args.output.github() {
-            let text = notes::markdown(&plan, &Default::default());
-            crate::github::summary(&text).context("writing the step summary")?;
-        }
-        outln!("nothing to release: every image is as pinned")?;
-        return Ok(());
-    }
-    let unfinished = journal::unfinished(&dir);
-    if !unfinished.is_empty() {
-        return Err(anyhow::anyhow!(
-            "release {} wrote tags and did not finish: resume it (`--resume ID`) or roll it \
-             back (`--rollback ID`) first",
-            unfinished.join(", ")
-        )
-        .into());
-    }
-    let created = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let mut journal = Journal::new(&dir, plan, created);
-    journal.save()?;
+    let mut journal = Journal::start(&dir, plan)?;
     progress(format!(
         "{} planned ({})",
         journal.id,
         journal.path().display()
     ));
-    finish(&releaser, &mut journal, &args)
+    finish(&releaser(engine.as_deref()), &mut journal, &args)
+}
+
+/// What `--rollback` did, a line each.
+fn print_rollback(id: &str, done: &[String]) -> exit::Result {
+    if done.is_empty() {
+        outln!("release {id}: nothing to roll back (it moved no tag)")?;
+    }
+    for line in done {
+        outln!("{line}")?;
+    }
+    Ok(())
+}
+
+/// A dry run (the plan, its notes, `--json`), or a plan with nothing to do.
+fn show_plan(plan: &Plan, args: &Args) -> exit::Result {
+    let text = notes::markdown(plan, &Default::default());
+    if args.output.github() {
+        crate::github::summary(&text).context("writing the step summary")?;
+    }
+    if args.write {
+        outln!("nothing to release: every image is as pinned")?;
+        return Ok(());
+    }
+    if let Some(path) = &args.notes {
+        write_notes(path, &text)?;
+    }
+    if args.json {
+        return super::write_json(plan);
+    }
+    print_plan(plan)?;
+    outln!("dry run: pass --write to publish")?;
+    Ok(())
 }
 
 /// Carries `journal` out and reports the outcome.

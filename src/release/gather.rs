@@ -16,6 +16,117 @@ use crate::registry::{
 use anyhow::{Context as _, bail};
 use std::collections::BTreeMap;
 
+/// Where a release takes each variant's checked image from.
+pub enum Origin<'a> {
+    /// The engine's images, built (and checked) where missing, on the
+    /// engine's own platform.
+    Engine {
+        engine: &'a dyn Engine,
+        options: Box<build::Options>,
+        reporter: &'a dyn Reporter,
+    },
+    /// `REPO:<variant>` in a registry (pushed there by a build job).
+    Registry(&'a Repository),
+    /// Each variant's index assembled in `repo` from the legs files of
+    /// `build --push-by-digest` (put there only when `write`). `host` is
+    /// the platform a family without `platforms` is built for.
+    Legs {
+        repo: &'a Repository,
+        files: &'a [std::path::PathBuf],
+        host: Option<String>,
+        write: bool,
+    },
+}
+
+/// Each variant's candidate image, from `origin`.
+pub fn candidates(
+    client: &Client,
+    rt: &tokio::runtime::Runtime,
+    family: &Family,
+    variants: &[Releasable],
+    origin: Origin,
+) -> anyhow::Result<Vec<Candidate>> {
+    match origin {
+        Origin::Engine {
+            engine,
+            options,
+            reporter,
+        } => from_engine(family, engine, &options, reporter, variants),
+        Origin::Registry(from) => rt.block_on(from_registry(client, from, variants)),
+        Origin::Legs {
+            repo,
+            files,
+            host,
+            write,
+        } => {
+            let files = files
+                .iter()
+                .map(|p| Ok((p.display().to_string(), super::legs::LegsFile::load(p)?)))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let (in_repo, legs) = super::legs::merge(&files)?;
+            if in_repo != repo.to_string() {
+                bail!("the legs are in {in_repo}, not in --from {repo}");
+            }
+            // Each variant's own platforms (a variant may narrow the family's).
+            let platforms = family
+                .variants
+                .iter()
+                .map(|(v, plan)| {
+                    let ps = match (&host, plan.platforms.is_empty()) {
+                        (Some(host), true) => vec![host.clone()],
+                        _ => plan.platforms.clone(),
+                    };
+                    (v.clone(), ps)
+                })
+                .collect();
+            rt.block_on(from_legs(client, repo, &legs, &platforms, variants, write))
+        }
+    }
+}
+
+/// The release plan of `candidates`: each variant's current release (the
+/// pins, else the repository's newest), the repository's tags, a new id.
+pub fn plan_release(
+    client: &Client,
+    rt: &tokio::runtime::Runtime,
+    repository: &str,
+    family: &Family,
+    pins: &PinsFile,
+    specs: &[AliasSpec],
+    candidates: Vec<Candidate>,
+) -> anyhow::Result<super::plan::Plan> {
+    let repo: Repository = repository.parse()?;
+    let currents = rt.block_on(currents(client, pins, specs, &candidates))?;
+    let tags = rt.block_on(tags(client, &repo))?;
+    let id = super::new_id(std::time::SystemTime::now());
+    Ok(super::plan::plan(super::plan::Input {
+        id: &id,
+        repository,
+        candidates: candidates.into_iter().zip(currents).collect(),
+        tags: &tags,
+        variants: &family.order,
+        pins,
+    })?)
+}
+
+/// The variants `named` (all with an alias when none are), each a name
+/// the family declares with an alias.
+pub fn select_releasable(
+    family_order: &[String],
+    specs: &[AliasSpec],
+    named: &[String],
+) -> Result<Vec<Releasable>, crate::name::Unknown> {
+    let mut variants = releasable(family_order, specs);
+    let known = variants.iter().map(|r| r.variant.as_str());
+    for name in named {
+        crate::name::Unknown::check("releasable variant", name, "images.toml", known.clone())?;
+    }
+    if !named.is_empty() {
+        variants.retain(|r| named.contains(&r.variant));
+    }
+    Ok(variants)
+}
+
 /// A variant a release publishes, with what its image must prove.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Releasable {

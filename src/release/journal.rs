@@ -207,6 +207,35 @@ impl Journal {
     }
 }
 
+impl Journal {
+    /// A journal to resume: one that was rolled back is not.
+    pub fn load_resumable(dir: &Path, id: &str) -> anyhow::Result<Journal> {
+        let journal = Journal::load(dir, id)?;
+        if journal.step == Step::RolledBack {
+            anyhow::bail!("release {id} was rolled back; plan a new release");
+        }
+        Ok(journal)
+    }
+
+    /// The journal of a new release of `plan`, saved before anything is
+    /// written. A release that wrote tags and did not finish comes first:
+    /// resumed or rolled back.
+    pub fn start(dir: &Path, plan: Plan) -> anyhow::Result<Journal> {
+        let unfinished = unfinished(dir);
+        if !unfinished.is_empty() {
+            anyhow::bail!(
+                "release {} wrote tags and did not finish: resume it (`--resume ID`) or roll it \
+                 back (`--rollback ID`) first",
+                unfinished.join(", ")
+            );
+        }
+        let created = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let journal = Journal::new(dir, plan, created);
+        journal.save()?;
+        Ok(journal)
+    }
+}
+
 /// The releases in `dir` that wrote tags and are neither done nor rolled
 /// back, by id: a new release waits until they are resumed or rolled back.
 pub fn unfinished(dir: &Path) -> Vec<String> {

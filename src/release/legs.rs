@@ -12,7 +12,6 @@
 
 use crate::build::{Outcome, Summary};
 use crate::engine::Engine;
-use crate::labels::{CheckRecord, Inventory};
 use crate::registry::{Client, Digest, Reference, Repository, normalized_platform, platform_slug};
 use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
@@ -44,6 +43,15 @@ pub struct LegsFile {
 }
 
 impl LegsFile {
+    /// The legs pushed to `repository`, in this schema.
+    pub fn new(repository: &Repository, legs: Vec<Leg>) -> LegsFile {
+        LegsFile {
+            schema: SCHEMA,
+            repository: repository.to_string(),
+            legs,
+        }
+    }
+
     pub fn load(path: &Path) -> anyhow::Result<LegsFile> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -109,58 +117,7 @@ pub fn merge(files: &[(String, LegsFile)]) -> anyhow::Result<(String, LegsByVari
     Ok((first.repository.clone(), out))
 }
 
-/// Where a tool's version differs between platforms (or a platform lacks
-/// it): one line per tool, `ruff 0.17.6 on linux/amd64, 0.17.5 on
-/// linux/arm64`. Empty when every platform agrees.
-pub fn tool_mismatches(by_platform: &BTreeMap<String, Inventory>) -> Vec<String> {
-    let tools: std::collections::BTreeSet<&String> =
-        by_platform.values().flat_map(|inv| inv.keys()).collect();
-    let mut out = Vec::new();
-    for tool in tools {
-        let seen: Vec<(&String, Option<&String>)> = by_platform
-            .iter()
-            .map(|(p, inv)| (p, inv.get(tool)))
-            .collect();
-        let first = seen[0].1;
-        if seen.iter().all(|(_, v)| *v == first) {
-            continue;
-        }
-        let parts: Vec<String> = seen
-            .iter()
-            .map(|(p, v)| match v {
-                Some(v) => format!("{v} on {p}"),
-                None => format!("missing on {p}"),
-            })
-            .collect();
-        out.push(format!("{tool} {}", parts.join(", ")));
-    }
-    out
-}
-
-/// Each variant's passing check record per platform, read from the images
-/// the builds of `summaries` ended with (one summary per platform).
-pub fn records(
-    engine: &dyn Engine,
-    summaries: &[Summary],
-) -> anyhow::Result<BTreeMap<String, BTreeMap<String, CheckRecord>>> {
-    let mut out: BTreeMap<String, BTreeMap<String, CheckRecord>> = BTreeMap::new();
-    for summary in summaries {
-        for r in &summary.results {
-            let Some((reference, _)) = r.outcome.image() else {
-                continue;
-            };
-            let info = engine
-                .inspect(reference)?
-                .with_context(|| format!("{reference} vanished after the build"))?;
-            if let Some(record) = crate::check::passing_record(&info) {
-                out.entry(r.variant.clone())
-                    .or_default()
-                    .insert(normalized_platform(&summary.platform), record);
-            }
-        }
-    }
-    Ok(out)
-}
+pub use crate::build::pipeline::{records, tool_mismatches};
 
 /// Pushes every image `summaries` ended with to `repo` (a tag per
 /// variant, platform and inputs, `python-arm64-0123456789ab`: the engine
@@ -221,47 +178,6 @@ pub fn push(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn inv(pairs: &[(&str, &str)]) -> Inventory {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn tool_versions_that_differ_between_platforms_are_named_with_both() {
-        let same = BTreeMap::from([
-            (
-                "linux/amd64".to_string(),
-                inv(&[("ruff", "0.17.6"), ("uv", "0.13.9")]),
-            ),
-            (
-                "linux/arm64".to_string(),
-                inv(&[("ruff", "0.17.6"), ("uv", "0.13.9")]),
-            ),
-        ]);
-        assert!(tool_mismatches(&same).is_empty());
-        let differ = BTreeMap::from([
-            (
-                "linux/amd64".to_string(),
-                inv(&[("ruff", "0.17.6"), ("uv", "0.13.9"), ("go", "1.27.4")]),
-            ),
-            (
-                "linux/arm64".to_string(),
-                inv(&[("ruff", "0.17.5"), ("uv", "0.13.9")]),
-            ),
-        ]);
-        assert_eq!(
-            tool_mismatches(&differ),
-            [
-                "go 1.27.4 on linux/amd64, missing on linux/arm64",
-                "ruff 0.17.6 on linux/amd64, 0.17.5 on linux/arm64",
-            ]
-        );
-        let one = BTreeMap::from([("linux/amd64".to_string(), inv(&[("ruff", "1")]))]);
-        assert!(tool_mismatches(&one).is_empty());
-    }
 
     fn leg(variant: &str, platform: &str, n: u8) -> Leg {
         Leg {

@@ -1,0 +1,354 @@
+//! The whole of `build` as a library function: the lock gate, the platforms
+//! asked for, each platform's graph run (another platform FROM the pinned
+//! index's image for it, under emulation), the rule that a variant's tools
+//! answer alike on every platform. Pushing the legs of a multi-platform
+//! release is `release::legs::push`, after it. `release` builds through the
+//! same [`BuildOptions`]. Commands parse, call [`run`], and print what it
+//! returns.
+
+use super::progress::Reporter;
+use super::{Family, Options, Summary};
+use crate::engine::Engine;
+use crate::labels::{CheckRecord, Inventory};
+use crate::manifest::{Manifest, Settings};
+use crate::registry::normalized_platform;
+use crate::registry::{Client, Reference, Repository};
+use anyhow::Context as _;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The options every command that builds takes (`build`, `release`): one
+/// definition, one set of defaults.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Build options")]
+pub struct BuildOptions {
+    /// How many variants may build at the same time.
+    #[arg(long, short = 'j', default_value_t = 4)]
+    pub jobs: usize,
+    /// CA bundle passed as the BuildKit secret `ca_bundle` (overrides the
+    /// profile's `ca_bundle`). It never enters an image layer.
+    #[arg(long, value_name = "PATH")]
+    pub ca_bundle: Option<PathBuf>,
+    /// Directory of the per-variant build logs
+    /// (default: target/sunaba-build/logs next to images.toml).
+    #[arg(long, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+    /// Time limit of each image's check: healthcheck and smoke (e.g. `90s`, `5m`).
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    pub check_timeout: Duration,
+}
+
+impl BuildOptions {
+    /// The options of one graph run on the engine's own platform; the
+    /// times and revision are read from the checkout.
+    pub fn options(&self, manifest: &Manifest, settings: &Settings) -> anyhow::Result<Options> {
+        Ok(Options {
+            jobs: self.jobs,
+            no_cache: false,
+            check: true,
+            ca_bundle: self.ca_bundle.clone().or(settings.ca_bundle.clone()),
+            // Absolute, so a failure report names a path that works from
+            // anywhere.
+            log_dir: self.log_dir(&manifest.root)?,
+            check_timeout: self.check_timeout,
+            revision: super::git_revision(&manifest.root),
+            source_date_epoch: super::source_date_epoch(&manifest.root)
+                .map_err(anyhow::Error::msg)?,
+            platform: None,
+            upstream_for_platform: None,
+        })
+    }
+
+    fn log_dir(&self, root: &Path) -> anyhow::Result<PathBuf> {
+        std::path::absolute(
+            self.log_dir
+                .clone()
+                .unwrap_or_else(|| root.join("target/sunaba-build/logs")),
+        )
+        .context("resolving the log directory")
+    }
+}
+
+/// What `build` is asked for.
+pub struct Request<'a> {
+    pub variants: &'a [String],
+    /// `None`: the engine's own platform.
+    pub platforms: Vec<Option<String>>,
+    pub build: &'a BuildOptions,
+    pub no_cache: bool,
+    pub check: bool,
+    /// Every checked image is to be pushed here by digest afterwards (a
+    /// release's legs), which needs a registry client.
+    pub push_to: Option<&'a Repository>,
+}
+
+/// What a run ended with, for the command to print.
+pub struct Outcome {
+    /// The engine's own platform.
+    pub native: String,
+    /// One per platform, in the order asked.
+    pub summaries: Vec<Summary>,
+    /// Variants whose tools answered differently on two platforms, with
+    /// what differed.
+    pub mismatches: Vec<(String, Vec<String>)>,
+}
+
+impl Outcome {
+    /// A build, a check or the tool rule failed somewhere.
+    pub fn failed(&self) -> bool {
+        self.summaries.iter().any(Summary::any_failed) || !self.mismatches.is_empty()
+    }
+
+    /// A build itself failed (not only a check).
+    pub fn build_failed(&self) -> bool {
+        self.summaries.iter().any(Summary::build_failed)
+    }
+}
+
+/// `--platform` as given: none (the engine's own), `all` (the family's), or
+/// a list, each parsed and within the family's.
+pub fn platforms(family: &Family, given: &[String]) -> anyhow::Result<Vec<Option<String>>> {
+    Ok(match given {
+        [] => vec![None],
+        [all] if all == "all" => {
+            if family.platforms.is_empty() {
+                vec![None]
+            } else {
+                family.platforms.iter().cloned().map(Some).collect()
+            }
+        }
+        given => {
+            for p in given {
+                p.parse::<crate::registry::Platform>()
+                    .map_err(|e| anyhow::anyhow!("--platform {p}: {e}"))?;
+                family.check_platform(p)?;
+            }
+            given.iter().cloned().map(Some).collect()
+        }
+    })
+}
+
+/// The lock problems of the fragments `selected` installs: a lock that no
+/// longer matches images.toml would fail deep inside a fragment (or
+/// install something else than images.toml says), so they are refused
+/// before any engine work.
+pub fn stale_locks(manifest: &Manifest, selected: &[String]) -> Vec<crate::locks::LockProblem> {
+    crate::locks::check(manifest)
+        .into_iter()
+        .filter(|p| {
+            selected
+                .iter()
+                .any(|v| manifest.variants[v].fragments.contains(&p.fragment))
+        })
+        .collect()
+}
+
+/// What a run talks to besides the engine.
+pub struct Services<'a> {
+    /// For another platform's upstream image.
+    pub registry: Option<(&'a Client, &'a tokio::runtime::Runtime)>,
+    /// A new reporter for the variants of one platform's run.
+    pub reporter: &'a dyn Fn() -> Box<dyn Reporter>,
+    /// One line per thing done (a platform started).
+    pub progress: &'a dyn Fn(String),
+}
+
+/// Whether `platforms` has one the engine runs only under emulation, so
+/// that the run needs a registry client (the upstream's image for it).
+pub fn needs_registry(request: &Request, native: &str) -> bool {
+    request.push_to.is_some()
+        || request
+            .platforms
+            .iter()
+            .flatten()
+            .any(|p| !crate::registry::same_platform(p, native))
+}
+
+/// Builds (and checks) the family on every platform asked, then holds the
+/// variants to the same tools everywhere.
+pub fn run(
+    family: &Family,
+    manifest: &Manifest,
+    settings: &Settings,
+    engine: &dyn Engine,
+    native: &str,
+    request: &Request,
+    services: &Services,
+) -> anyhow::Result<Outcome> {
+    let base = request.build.options(manifest, settings)?;
+    let mut summaries = Vec::new();
+    for platform in &request.platforms {
+        let foreign = platform
+            .as_deref()
+            .filter(|p| !crate::registry::same_platform(p, native));
+        // Another platform builds FROM the pinned index's image for it.
+        let upstream_for_platform = match (foreign, services.registry) {
+            (Some(p), Some((client, rt))) => Some(upstream_for(client, rt, family, p)?),
+            _ => None,
+        };
+        let options = Options {
+            no_cache: request.no_cache,
+            check: request.check,
+            // Another platform's logs beside, not over, the native ones.
+            log_dir: match foreign {
+                Some(p) => base.log_dir.join(crate::registry::platform_slug(p)),
+                None => base.log_dir.clone(),
+            },
+            platform: platform.clone(),
+            upstream_for_platform,
+            ..base.clone()
+        };
+        if request.platforms.len() > 1 || foreign.is_some() {
+            (services.progress)(format!(
+                "platform: {}{}",
+                platform.as_deref().unwrap_or(native),
+                if foreign.is_some() { " (emulated)" } else { "" }
+            ));
+        }
+        let reporter = (services.reporter)();
+        let summary = super::run(
+            family,
+            request.variants,
+            engine,
+            &options,
+            reporter.as_ref(),
+        )
+        .context("building the image family")?;
+        summaries.push(summary);
+    }
+
+    // The same variant must say the same tool versions on every platform.
+    let mut mismatches = Vec::new();
+    if summaries.len() > 1 {
+        for (variant, by_platform) in records(engine, &summaries)? {
+            let tools = by_platform.into_iter().map(|(p, r)| (p, r.tools)).collect();
+            let found = tool_mismatches(&tools);
+            if !found.is_empty() {
+                mismatches.push((variant, found));
+            }
+        }
+    }
+    Ok(Outcome {
+        native: native.to_string(),
+        summaries,
+        mismatches,
+    })
+}
+
+/// Where a tool's version differs between platforms (or a platform lacks
+/// it): one line per tool, `ruff 0.17.6 on linux/amd64, 0.17.5 on
+/// linux/arm64`. Empty when every platform agrees.
+pub fn tool_mismatches(by_platform: &BTreeMap<String, Inventory>) -> Vec<String> {
+    let tools: std::collections::BTreeSet<&String> =
+        by_platform.values().flat_map(|inv| inv.keys()).collect();
+    let mut out = Vec::new();
+    for tool in tools {
+        let seen: Vec<(&String, Option<&String>)> = by_platform
+            .iter()
+            .map(|(p, inv)| (p, inv.get(tool)))
+            .collect();
+        let first = seen[0].1;
+        if seen.iter().all(|(_, v)| *v == first) {
+            continue;
+        }
+        let parts: Vec<String> = seen
+            .iter()
+            .map(|(p, v)| match v {
+                Some(v) => format!("{v} on {p}"),
+                None => format!("missing on {p}"),
+            })
+            .collect();
+        out.push(format!("{tool} {}", parts.join(", ")));
+    }
+    out
+}
+
+/// Each variant's passing check record per platform, read from the images
+/// the builds of `summaries` ended with (one summary per platform).
+pub fn records(
+    engine: &dyn Engine,
+    summaries: &[Summary],
+) -> anyhow::Result<BTreeMap<String, BTreeMap<String, CheckRecord>>> {
+    let mut out: BTreeMap<String, BTreeMap<String, CheckRecord>> = BTreeMap::new();
+    for summary in summaries {
+        for r in &summary.results {
+            let Some((reference, _)) = r.outcome.image() else {
+                continue;
+            };
+            let info = engine
+                .inspect(reference)?
+                .with_context(|| format!("{reference} vanished after the build"))?;
+            if let Some(record) = crate::check::passing_record(&info) {
+                out.entry(r.variant.clone())
+                    .or_default()
+                    .insert(normalized_platform(&summary.platform), record);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The pinned upstream's image for `platform`, by its digest, read from
+/// the registry (an upstream that is one image must be of that platform).
+fn upstream_for(
+    client: &Client,
+    rt: &tokio::runtime::Runtime,
+    family: &Family,
+    platform: &str,
+) -> anyhow::Result<Reference> {
+    let pinned = family.upstream.pinned()?;
+    let want: crate::registry::Platform = platform.parse()?;
+    // `resolve` picks the index's child, and refuses a single image of
+    // another platform.
+    let resolved = rt
+        .block_on(client.resolve(&pinned, Some(&want)))
+        .with_context(|| format!("finding the {platform} image of the upstream {pinned}"))?;
+    Ok(pinned.by_digest(resolved.digest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv(pairs: &[(&str, &str)]) -> Inventory {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn tool_versions_that_differ_between_platforms_are_named_with_both() {
+        let same = BTreeMap::from([
+            (
+                "linux/amd64".to_string(),
+                inv(&[("ruff", "0.17.6"), ("uv", "0.13.9")]),
+            ),
+            (
+                "linux/arm64".to_string(),
+                inv(&[("ruff", "0.17.6"), ("uv", "0.13.9")]),
+            ),
+        ]);
+        assert!(tool_mismatches(&same).is_empty());
+        let differ = BTreeMap::from([
+            (
+                "linux/amd64".to_string(),
+                inv(&[("ruff", "0.17.6"), ("uv", "0.13.9"), ("go", "1.27.4")]),
+            ),
+            (
+                "linux/arm64".to_string(),
+                inv(&[("ruff", "0.17.5"), ("uv", "0.13.9")]),
+            ),
+        ]);
+        assert_eq!(
+            tool_mismatches(&differ),
+            [
+                "go 1.27.4 on linux/amd64, missing on linux/arm64",
+                "ruff 0.17.6 on linux/amd64, 0.17.5 on linux/arm64",
+            ]
+        );
+        let one = BTreeMap::from([("linux/amd64".to_string(), inv(&[("ruff", "1")]))]);
+        assert!(tool_mismatches(&one).is_empty());
+    }
+}
