@@ -199,6 +199,14 @@ fn manifest_errors_name_key_and_write_nothing() {
             &["variants.go.aliases: duplicate alias `python` (also declared by variant `python`)"],
         ),
         (
+            "markers = [\"go.mod\"]",
+            "markers = [\"go.mod\", \"package.json\"]",
+            &[
+                "languages.js.markers: marker `package.json` is also claimed by language `go`",
+                "hint: a marker file selects one language",
+            ],
+        ),
+        (
             "[variants.minimal]\nfragments = [\"minimal\"]",
             "[variants.minimal]\nfragments = []",
             &["variants.minimal: owes no tools"],
