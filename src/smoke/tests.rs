@@ -148,7 +148,12 @@ fn judging_exit_output_and_the_workspace() {
     );
     assert_eq!(
         wrote.problems,
-        ["changed the workspace, which this command must only read: added .ruff_cache"]
+        [
+            "changed the workspace, which this command must only read: added .ruff_cache; \
+             hint: `.ruff_cache` is ruff's cache: set RUFF_CACHE_DIR = \"${XDG_CACHE_HOME}/ruff\" \
+             (environment variables go in the fragment's [fragments.NAME.env] in images.toml: \
+             HOME is writable at run time, the workspace is not)"
+        ]
     );
     let fixer = Case {
         writes: true,
