@@ -144,10 +144,23 @@ fn detect_single_typescript_file_names_its_tsconfig() {
 fn detect_unknown_fails_and_asks_for_a_language() {
     let dir = tempfile::tempdir().unwrap();
     tree(dir.path(), &["README.md", "node_modules/x/package.json"]);
+    // Every language images.toml declares is offered.
+    let known: Vec<&String> = crate::support::shipped_manifest()["languages"]
+        .as_table()
+        .unwrap()
+        .keys()
+        .collect();
+    let known = regex::escape(
+        &known
+            .iter()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
     detect(dir.path(), &["."], |cli| {
-        cli.status(1).stderr_like(
-            r"error: detecting \.: no language detected for .*: no project marker found \(.*\); name the language with --language \(one of: go, js, python, ts\)",
-        )
+        cli.status(1).stderr_like(format!(
+            r"error: detecting \.: no language detected for .*: no project marker found \(.*\); name the language with --language \(one of: {known}\)",
+        ))
     });
 
     detect(dir.path(), &["--language", "go", "."], |cli| {
