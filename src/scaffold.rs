@@ -7,9 +7,14 @@
 //! `toml_edit`). The result is validated as a whole before anything is
 //! written; a problem writes nothing.
 //!
-//! The proposals are not probed in a container of the parent (the issue
-//! asks for that; it is not done here): the version pattern is the common
-//! `NAME X.Y.Z` shape and the budget the parent's plus 500 MiB.
+//! Without a probe the proposals are guesses: the version pattern is the
+//! common `NAME X.Y.Z` shape and the budget the parent's plus 500 MiB. With
+//! one ([`probe_script`], run in a throw-away container of the upstream
+//! with the apt packages installed) a package apt cannot find is refused,
+//! each tool's pattern and `min` come from what its `--version` printed
+//! (and are checked against it), and the budget adds the packages' size.
+//! The probe runs on the upstream, not on the built parent: a tool the
+//! parent provides is absent there.
 
 use crate::fsutil::atomic_write;
 use crate::manifest::{Manifest, ManifestError, parse_size};
@@ -52,11 +57,122 @@ pub enum ScaffoldError {
     Edit(String),
     #[error("the scaffolded images.toml would not be valid, so nothing was written")]
     Invalid(#[source] ManifestError),
+    #[error(
+        "apt cannot find {} in the upstream's suites: check the name(s) (`apt-cache search`)",
+        packages.join(", ")
+    )]
+    AptMissing { packages: Vec<String> },
+    #[error("the probe container failed: {0}")]
+    ProbeFailed(String),
     #[error("writing {path}: {source}", path = path.display())]
     Write {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// What a probe container saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Probe {
+    /// Tool -> the first line its `--version` printed (empty: nothing).
+    pub versions: std::collections::BTreeMap<String, String>,
+    /// Bytes the packages added to the file system.
+    pub size: u64,
+}
+
+/// The shell script of a probe container: refuse missing packages, install
+/// them, measure what they added, print each tool's `--version`.
+pub fn probe_script(apt: &[String], tools: &[String]) -> String {
+    let quote = |items: &[String]| {
+        items
+            .iter()
+            .map(|i| format!("'{}'", i.replace('\'', "")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    format!(
+        "set -u\n\
+         export DEBIAN_FRONTEND=noninteractive\n\
+         apt-get update -qq >/dev/null 2>&1 || {{ echo SUNABA-FAILED apt-get update; exit 0; }}\n\
+         missing=0\n\
+         for p in {pkgs}; do apt-cache show --no-all-versions \"$p\" >/dev/null 2>&1 || \
+         {{ echo \"SUNABA-MISSING $p\"; missing=1; }}; done\n\
+         [ \"$missing\" = 0 ] || exit 0\n\
+         before=$(du -sxk / 2>/dev/null | cut -f1)\n\
+         apt-get install -y -qq --no-install-recommends {pkgs} >/dev/null 2>&1 || \
+         {{ echo SUNABA-FAILED apt-get install; exit 0; }}\n\
+         after=$(du -sxk / 2>/dev/null | cut -f1)\n\
+         echo \"SUNABA-SIZE $((after - before))\"\n\
+         for t in {tools}; do printf 'SUNABA-PROBE %s ' \"$t\"; \
+         \"$t\" --version 2>&1 | head -n 1 | tr -d '\\r'; echo; done\n",
+        pkgs = quote(apt),
+        tools = quote(tools),
+    )
+}
+
+/// `text` as a literal in a POSIX ERE that is also a Rust regex (the
+/// healthcheck greps with the one, validation compiles the other): only
+/// the characters special to both are escaped (`-` must stay bare in ERE).
+pub fn ere_escape(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if ".[]()*+?{}|^$\\".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// What a probe container printed.
+pub fn parse_probe(stdout: &str) -> Result<Probe, ScaffoldError> {
+    let mut probe = Probe::default();
+    let mut missing = Vec::new();
+    for line in stdout.lines() {
+        if let Some(p) = line.strip_prefix("SUNABA-MISSING ") {
+            missing.push(p.trim().to_string());
+        } else if let Some(what) = line.strip_prefix("SUNABA-FAILED ") {
+            return Err(ScaffoldError::ProbeFailed(format!("{what} failed")));
+        } else if let Some(kib) = line.strip_prefix("SUNABA-SIZE ") {
+            probe.size = kib.trim().parse::<u64>().unwrap_or_default() * 1024;
+        } else if let Some(rest) = line.strip_prefix("SUNABA-PROBE ") {
+            let (tool, printed) = rest.split_once(' ').unwrap_or((rest, ""));
+            probe
+                .versions
+                .insert(tool.to_string(), printed.trim().to_string());
+        }
+    }
+    if !missing.is_empty() {
+        return Err(ScaffoldError::AptMissing { packages: missing });
+    }
+    Ok(probe)
+}
+
+/// A version pattern for what a probe printed, and the version it finds:
+/// the text before the first `X.Y[.Z]` kept literally (from its last word
+/// on), the version captured; checked against `printed`.
+pub fn proposed_pattern(printed: &str) -> Option<(String, String)> {
+    let version = regex::Regex::new(r"[0-9]+\.[0-9]+(\.[0-9]+)?").ok()?;
+    let m = version.find(printed)?;
+    let before = &printed[..m.start()];
+    let word_start = before
+        .trim_end()
+        .rfind(char::is_whitespace)
+        .map_or(0, |i| i + 1);
+    let prefix = &before[word_start..];
+    let group = if m.as_str().matches('.').count() == 2 {
+        r"([0-9]+\.[0-9]+\.[0-9]+)"
+    } else {
+        r"([0-9]+\.[0-9]+)"
+    };
+    let pattern = format!("{}{group}", ere_escape(prefix));
+    let captured = regex::Regex::new(&pattern)
+        .ok()?
+        .captures(printed)?
+        .get(1)?
+        .as_str()
+        .to_string();
+    (captured == m.as_str()).then_some((pattern, captured))
 }
 
 /// A planned scaffold: new files (project-relative) and the new images.toml.
@@ -76,7 +192,12 @@ fn valid_name(name: &str) -> bool {
 }
 
 /// Plans the scaffold of `req` in `manifest` (whose text is `text`).
-pub fn plan(manifest: &Manifest, text: &str, req: &Request) -> Result<Scaffold, ScaffoldError> {
+pub fn plan(
+    manifest: &Manifest,
+    text: &str,
+    req: &Request,
+    probe: Option<&Probe>,
+) -> Result<Scaffold, ScaffoldError> {
     let name = &req.name;
     let variant = req.variant.clone().unwrap_or_else(|| name.clone());
     let tools = if req.tools.is_empty() {
@@ -127,11 +248,20 @@ pub fn plan(manifest: &Manifest, text: &str, req: &Request) -> Result<Scaffold, 
         }
         None => default.and_then(|d| d.parent.clone()),
     };
-    let budget = parent
+    let parent_budget = parent
         .as_ref()
         .and_then(|p| manifest.variants.get(p))
-        .map_or(0, |v| v.size_budget)
-        + parse_size("500MiB").unwrap_or_default();
+        .map_or(0, |v| v.size_budget);
+    let (budget, budget_why) = match probe {
+        Some(p) => (
+            parent_budget + p.size + p.size / 4 + parse_size("50MiB").unwrap_or_default(),
+            "the parent's, plus what the probed packages added and a quarter more, plus 50 MiB",
+        ),
+        None => (
+            parent_budget + parse_size("500MiB").unwrap_or_default(),
+            "the parent's plus 500 MiB",
+        ),
+    };
 
     let script = PathBuf::from(format!("docker/install-{name}.sh"));
     let mut files = vec![(script.clone(), install_script(name, &tools, &req.apt))];
@@ -145,10 +275,30 @@ pub fn plan(manifest: &Manifest, text: &str, req: &Request) -> Result<Scaffold, 
     ));
     for tool in tools.iter().filter(|t| !manifest.tools.contains_key(*t)) {
         block.push_str(&format!(
-            "\n[tools.{tool}]\nprobe = [\"{tool}\", \"--version\"]\n\
-             version = '{} ([0-9]+\\.[0-9]+\\.[0-9]+)'\n",
-            regex::escape(tool)
+            "\n[tools.{tool}]\nprobe = [\"{tool}\", \"--version\"]\n"
         ));
+        let printed = probe.and_then(|p| p.versions.get(tool));
+        match printed.and_then(|line| proposed_pattern(line).map(|p| (line, p))) {
+            Some((line, (pattern, version))) => block.push_str(&format!(
+                "# the probe printed: {line}\nversion = '{pattern}'\nmin = \"{version}\"\n"
+            )),
+            None => {
+                if let Some(line) = printed {
+                    block.push_str(&format!(
+                        "# the probe printed {}: no version in it; write the pattern by hand\n",
+                        if line.is_empty() {
+                            "nothing".to_string()
+                        } else {
+                            format!("`{line}`")
+                        }
+                    ));
+                }
+                block.push_str(&format!(
+                    "version = '{} ([0-9]+\\.[0-9]+\\.[0-9]+)'\n",
+                    ere_escape(tool)
+                ));
+            }
+        }
     }
     block.push_str(&format!(
         "\n[fragments.{name}]\nscript = \"{}\"\nprovides = {}\n\
@@ -177,7 +327,7 @@ pub fn plan(manifest: &Manifest, text: &str, req: &Request) -> Result<Scaffold, 
         block.push_str(&format!("serves = [\"{l}\"]\n"));
     }
     block.push_str(&format!(
-        "# An estimate (the parent's plus 500 MiB).\nsize_budget = \"{}MiB\"\n",
+        "# An estimate ({budget_why}).\nsize_budget = \"{}MiB\"\n",
         budget.div_ceil(1024 * 1024)
     ));
 
@@ -381,6 +531,45 @@ pub fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_probe_is_read_and_its_versions_become_checked_patterns() {
+        let out = "SUNABA-SIZE 2048\nSUNABA-PROBE bc bc 1.07.1\nSUNABA-PROBE jq jq-1.7.1\n\
+                   SUNABA-PROBE cargo cargo 1.85.0 (d73d2caf9 2024-12-31)\nSUNABA-PROBE x \n";
+        let p = parse_probe(out).unwrap();
+        assert_eq!(p.size, 2048 * 1024);
+        assert_eq!(p.versions["x"], "");
+        for (printed, pattern, version) in [
+            ("bc 1.07.1", r"bc ([0-9]+\.[0-9]+\.[0-9]+)", "1.07.1"),
+            ("jq-1.7.1", r"jq-([0-9]+\.[0-9]+\.[0-9]+)", "1.7.1"),
+            (
+                "cargo 1.85.0 (d73d2caf9 2024-12-31)",
+                r"cargo ([0-9]+\.[0-9]+\.[0-9]+)",
+                "1.85.0",
+            ),
+            ("Python 3.13", r"Python ([0-9]+\.[0-9]+)", "3.13"),
+            ("v26.12.1", r"v([0-9]+\.[0-9]+\.[0-9]+)", "26.12.1"),
+            ("tool (c++) 2.1", r"\(c\+\+\) ([0-9]+\.[0-9]+)", "2.1"),
+        ] {
+            let got = proposed_pattern(printed);
+            assert_eq!(
+                got,
+                Some((pattern.to_string(), version.to_string())),
+                "{printed}"
+            );
+        }
+        assert_eq!(proposed_pattern("sh: x: not found"), None);
+        assert!(matches!(
+            parse_probe("SUNABA-MISSING a\nSUNABA-MISSING b\n"),
+            Err(ScaffoldError::AptMissing { packages }) if packages == ["a", "b"]
+        ));
+        assert!(matches!(
+            parse_probe("SUNABA-FAILED apt-get update\n"),
+            Err(ScaffoldError::ProbeFailed(_))
+        ));
+        assert_eq!(ere_escape("ast-grep"), "ast-grep");
+        assert_eq!(ere_escape("a.b+"), r"a\.b\+");
+    }
 
     #[test]
     fn lists_gain_an_entry_and_everything_else_is_kept() {

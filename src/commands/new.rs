@@ -3,9 +3,11 @@
 //! toolchain (see [`crate::scaffold`]) and prints what to do next.
 
 use super::context::Context;
+use crate::engine::ToolRun;
 use crate::exit;
 use crate::scaffold::{self, Request};
 use anyhow::Context as _;
+use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -57,6 +59,41 @@ pub struct FragmentArgs {
         requires = "language"
     )]
     pub extension: Vec<String>,
+    /// Install the --apt packages in a throw-away container of the upstream (the
+    /// engine, with network): refuse a package apt cannot find, propose each tool's
+    /// version pattern and `min` from what it printed, and the budget from the size.
+    #[arg(long, requires = "apt")]
+    pub probe: bool,
+}
+
+/// Runs the probe container on the upstream in force.
+fn probe(ctx: &Context, request: &Request) -> anyhow::Result<scaffold::Probe> {
+    let image = ctx.settings()?.upstream.pinned()?.to_string();
+    let engine = ctx.engine()?;
+    let tools = if request.tools.is_empty() {
+        vec![request.name.clone()]
+    } else {
+        request.tools.clone()
+    };
+    eprintln!(
+        "new fragment: probing {} in a container of {image}",
+        request.apt.join(", ")
+    );
+    let run = ToolRun {
+        image: image.clone(),
+        script: scaffold::probe_script(&request.apt, &tools),
+        mounts: Vec::new(),
+        env: Vec::new(),
+        timeout: Duration::from_secs(900),
+    };
+    let out = engine.run_tool(&run)?;
+    if !out.success() {
+        anyhow::bail!(
+            "the probe container of {image} failed: {}",
+            crate::process::tail_lines(out.stderr.trim(), 3)
+        );
+    }
+    Ok(scaffold::parse_probe(&out.stdout)?)
 }
 
 pub fn run(ctx: &Context, args: Args) -> exit::Result {
@@ -75,7 +112,12 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         markers: args.marker,
         extensions: args.extension,
     };
-    let plan = scaffold::plan(manifest, &text, &request)
+    let probe = if args.probe {
+        Some(probe(ctx, &request).with_context(|| format!("new fragment {}", request.name))?)
+    } else {
+        None
+    };
+    let plan = scaffold::plan(manifest, &text, &request, probe.as_ref())
         .with_context(|| format!("new fragment {}", request.name))?;
     let written = scaffold::write(&manifest.root, path, &plan)
         .with_context(|| format!("new fragment {}", request.name))?;

@@ -147,3 +147,66 @@ fn bad_input_to_the_scaffold_fails_clearly_and_writes_nothing() {
     assert_eq!(before, snapshot(dir.path()), "a file was left behind");
     assert!(!dir.path().join("tests/smoke/quuxlang").exists());
 }
+
+/// `--probe` on the dev engine (it installs from Debian's archive: network):
+/// a real package's tool gets a pattern and `min` from what it printed, and
+/// a package apt cannot find is refused with nothing written.
+#[test]
+fn a_probe_proposes_the_pattern_from_what_the_tool_printed_and_refuses_a_missing_package() {
+    let Some(s) = crate::support::services() else {
+        return;
+    };
+    let dir = project_copy();
+    let root = dir.path();
+    let cli = |args: &[&str]| {
+        Cli::new(root)
+            .env("SUNABA_ENGINE", &s.engine)
+            .env("SUNABA_BASE_REF", &s.base_ref)
+            .args(["--profile", "local", "new", "fragment"])
+            .args(args)
+            .stderr_like("new fragment: probing .* in a container of .*")
+    };
+    cli(&["calc", "--tool", "bc", "--apt", "bc", "--probe"])
+        .stdout_like("(created|updated) .*")
+        .stdout_may("(next:|  .*)")
+        .run();
+    let text = std::fs::read_to_string(root.join("images.toml")).unwrap();
+    let block = &text[text.find("[tools.bc]").expect("tools.bc written")..];
+    let printed = regex::Regex::new(r"# the probe printed: (bc [0-9][^\n]*)\n")
+        .unwrap()
+        .captures(block)
+        .unwrap_or_else(|| panic!("{block}"));
+    assert!(
+        block.contains("version = 'bc ([0-9]+\\.[0-9]+\\.[0-9]+)'\nmin = \""),
+        "{block}"
+    );
+    let version = regex::Regex::new(r"bc ([0-9]+\.[0-9]+\.[0-9]+)").unwrap();
+    let found = &version.captures(&printed[1]).unwrap()[1];
+    assert!(block.contains(&format!("min = \"{found}\"")), "{block}");
+    Cli::new(root)
+        .args(["render"])
+        .stdout_like("(created|updated) +docker/.*")
+        .stdout_like(r"render: \d+ file\(s\) written, 0 removed, \d+ unchanged")
+        .run();
+
+    let dir = project_copy();
+    let root = dir.path();
+    let before_missing = snapshot(root);
+    Cli::new(root)
+        .env("SUNABA_ENGINE", &s.engine)
+        .env("SUNABA_BASE_REF", &s.base_ref)
+        .args(["--profile", "local", "new", "fragment", "zz"])
+        .args(["--apt", "bc,no-such-package-sunaba", "--probe"])
+        .status(1)
+        .stderr_like("new fragment: probing .* in a container of .*")
+        .stderr_line(
+            "error: new fragment zz: apt cannot find no-such-package-sunaba in the upstream's \
+             suites: check the name(s) (`apt-cache search`)",
+        )
+        .run();
+    assert_eq!(
+        before_missing,
+        snapshot(root),
+        "the refusal wrote something"
+    );
+}
