@@ -63,4 +63,6 @@ pub enum Command {
     Outdated(crate::commands::outdated::Args),
     /// Start a sandbox of a pinned alias under the run contract (or print its command line).
     Run(crate::commands::run::Args),
+    /// Scaffold a toolchain: `new fragment NAME` writes its script, images.toml entries and smoke stubs.
+    New(crate::commands::new::Args),
 }

@@ -27,6 +27,7 @@ pub mod registry;
 pub mod release;
 pub mod render;
 pub mod run_contract;
+pub mod scaffold;
 pub mod smoke;
 pub mod table;
 pub mod versions;

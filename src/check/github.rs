@@ -86,10 +86,9 @@ pub fn annotations(
                 Annotation::error(
                     7000 + others,
                     format!(
-                        "{}: size {} exceeds its budget of {}",
+                        "{}: {}",
                         r.variant,
-                        human_bytes(r.size),
-                        human_bytes(r.size_budget)
+                        super::healthcheck::over_budget(&r.variant, r.size, r.size_budget)
                     ),
                 )
                 .at(
@@ -204,7 +203,7 @@ mod tests {
                 "::error file=images.toml,line=1,title=python%3A ruff missing::python (r/s:python): ruff missing (version -)",
                 "::error file=images.toml,line=1,title=full%3A ruff mismatch::full (r/s:full): ruff mismatch (version -)",
                 "::error file=images.toml,line=3,title=go%3A go mismatch::go (r/s:go): go mismatch (version -)",
-                "::error file=images.toml,line=6,title=go%3A over its size budget::go: size 2.0 MiB exceeds its budget of 1.0 MiB",
+                "::error file=images.toml,line=6,title=go%3A over its size budget::go: size 2.0 MiB exceeds the budget of 1.0 MiB by 1.0 MiB: raise images.toml variants.go.size_budget (size_budget = \"3MiB\" leaves about 10%25 headroom), or make the image smaller",
             ]
         );
         let s = summary(&reports);

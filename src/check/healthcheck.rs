@@ -119,14 +119,36 @@ pub fn evaluate(
         ));
     }
     if size > expect.size_budget {
-        problems.push(format!(
-            "size {} exceeds the budget of {} (images.toml variants.{}.size_budget)",
-            human_bytes(size),
-            human_bytes(expect.size_budget),
-            expect.variant
-        ));
+        problems.push(over_budget(&expect.variant, size, expect.size_budget));
     }
     (tools, problems)
+}
+
+/// An image over its size budget: by how much, where the budget is, and a
+/// value that fits with headroom.
+pub fn over_budget(variant: &str, size: u64, budget: u64) -> String {
+    format!(
+        "size {} exceeds the budget of {} by {}: raise images.toml \
+         variants.{variant}.size_budget (size_budget = \"{}\" leaves about 10% headroom), \
+         or make the image smaller",
+        human_bytes(size),
+        human_bytes(budget),
+        human_bytes(size - budget),
+        suggested_budget(size)
+    )
+}
+
+/// `size` plus 10%, rounded up to whole MiB (to 10 MiB from 100 MiB on), as
+/// images.toml writes sizes.
+fn suggested_budget(size: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    let mib = (size + size / 10).div_ceil(MIB).max(1);
+    let mib = if mib >= 100 {
+        mib.div_ceil(10) * 10
+    } else {
+        mib
+    };
+    format!("{mib}MiB")
 }
 
 /// The argv to run for a `Config.Healthcheck.Test` value.
@@ -208,8 +230,15 @@ mod tests {
     fn size_over_budget_is_a_problem() {
         let (_, problems) = evaluate(&expect(&["rg"]), Some(0), "ok\trg\t1.0.0\t\n", "", 2048);
         assert_eq!(problems.len(), 1);
-        assert!(problems[0].contains("exceeds the budget"), "{problems:?}");
-        assert!(problems[0].contains("2.0 KiB"), "{problems:?}");
+        assert_eq!(
+            problems[0],
+            "size 2.0 KiB exceeds the budget of 1000 B by 1.0 KiB: raise images.toml \
+             variants.python.size_budget (size_budget = \"1MiB\" leaves about 10% headroom), \
+             or make the image smaller"
+        );
+        assert_eq!(suggested_budget(700 * 1024 * 1024), "770MiB");
+        assert_eq!(suggested_budget(1_250_000_000), "1320MiB");
+        assert_eq!(suggested_budget(50 * 1024 * 1024), "55MiB");
     }
 
     #[test]

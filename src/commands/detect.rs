@@ -32,6 +32,12 @@ pub struct Args {
 
 pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let manifest = ctx.manifest()?;
+    if let Some(language) = &args.language {
+        let known = manifest.languages.keys().map(String::as_str);
+        let unknown =
+            crate::name::Unknown::check("language", language, "images.toml [languages]", known);
+        unknown.map_err(|e| e.with_hint("name one of those, or add it to images.toml"))?;
+    }
     let options = Options {
         language: args.language,
         workdir: args.workdir,

@@ -28,6 +28,7 @@ pub mod context;
 pub mod detect;
 pub mod engine;
 pub mod lock;
+pub mod new;
 pub mod outdated;
 pub mod pin;
 pub mod pins;
@@ -64,6 +65,7 @@ pub fn run(cli: Cli) -> exit::Result {
         Command::UpdateBase(args) => update_base::run(&ctx, args),
         Command::Lock(args) => lock::run(&ctx, args),
         Command::Outdated(args) => outdated::run(&ctx, args),
+        Command::New(args) => new::run(&ctx, args),
     }
 }
 

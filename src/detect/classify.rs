@@ -1,41 +1,50 @@
-//! Which language a name selects: project marker files (`go.mod`,
-//! `pyproject.toml`, `requirements*.txt`, …) and single-file extensions,
-//! plus the `tsconfig.json` a TypeScript file is compiled under.
+//! Which language a name selects, by images.toml `[languages]`: project
+//! marker files (`go.mod`, `requirements*.txt`, …) and single-file
+//! extensions, plus the `tsconfig.json` a TypeScript file is compiled under.
 
+use crate::manifest::Language;
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-/// Marker file names (exact) and the language each one selects.
-pub const MARKERS: &[(&str, &str)] = &[
-    ("go.mod", "go"),
-    ("pyproject.toml", "python"),
-    ("setup.py", "python"),
-    ("Pipfile", "python"),
-    ("tox.ini", "python"),
-    ("package.json", "js"),
-    ("tsconfig.json", "ts"),
-];
-
-/// The language a marker file name selects (`requirements*.txt` included).
-pub fn marker_language(file_name: &str) -> Option<&'static str> {
-    if let Some((_, lang)) = MARKERS.iter().find(|(name, _)| *name == file_name) {
-        return Some(lang);
-    }
-    if file_name.starts_with("requirements") && file_name.ends_with(".txt") {
-        return Some("python");
-    }
-    None
+/// The language a marker file name selects (validation keeps each marker to
+/// one language).
+pub fn marker_language<'a>(
+    languages: &'a BTreeMap<String, Language>,
+    file_name: &str,
+) -> Option<&'a str> {
+    languages
+        .values()
+        .find(|l| l.has_marker(file_name))
+        .map(|l| l.name.as_str())
 }
 
 /// The language a single file's extension selects.
-pub fn extension_language(path: &Path) -> Option<&'static str> {
-    match path.extension().and_then(OsStr::to_str)? {
-        "py" => Some("python"),
-        "go" => Some("go"),
-        "js" | "jsx" => Some("js"),
-        "ts" | "tsx" => Some("ts"),
-        _ => None,
-    }
+pub fn extension_language<'a>(
+    languages: &'a BTreeMap<String, Language>,
+    path: &Path,
+) -> Option<&'a str> {
+    let extension = path.extension().and_then(OsStr::to_str)?;
+    languages
+        .values()
+        .find(|l| l.has_extension(extension))
+        .map(|l| l.name.as_str())
+}
+
+/// Every marker, by language then as listed (for "looked for" messages).
+pub(super) fn all_markers(languages: &BTreeMap<String, Language>) -> Vec<&str> {
+    languages
+        .values()
+        .flat_map(|l| l.markers.iter().map(String::as_str))
+        .collect()
+}
+
+/// Every extension, dotted, by language then as listed.
+pub(super) fn all_extensions(languages: &BTreeMap<String, Language>) -> Vec<String> {
+    languages
+        .values()
+        .flat_map(|l| l.extensions.iter().map(|e| format!(".{e}")))
+        .collect()
 }
 
 /// The nearest `name` in the directories above `file`, up to the root.

@@ -7,7 +7,7 @@
 //! 2. a single file is classified by extension (`.ts`/`.tsx` also report the
 //!    nearest `tsconfig.json` found scanning upward to the filesystem root,
 //!    as `tsc` itself does);
-//! 3. a directory is walked for project markers ([`MARKERS`]);
+//! 3. a directory is walked for project markers (each language's `markers`);
 //! 4. every language found is returned, scoped to the directory holding its
 //!    marker; nested markers of the same language fold into the outermost
 //!    scope (a workspace root covers its packages) and are listed as evidence;
@@ -20,6 +20,11 @@
 //! symbolic links to directories (they can leave the tree or loop), and is
 //! bounded by [`Limits`]; hitting a bound is reported as a [`Warning`].
 //!
+//! Markers and extensions are data: images.toml `[languages]` (see
+//! [`crate::manifest::Language`]); nothing here names a language but `ts`
+//! (its files report their `tsconfig.json`) and the Node languages
+//! ([`NODE_LANGUAGES`], whose tools resolve local-first).
+//!
 //! By job: `classify` (what a marker or extension selects), `walk` (the
 //! bounded marker walk), `tools` (local or image tool resolution); this
 //! module holds the result types and [`detect`] itself.
@@ -28,11 +33,12 @@ mod classify;
 mod tools;
 mod walk;
 
-pub use classify::{MARKERS, extension_language, marker_language};
+pub use classify::{extension_language, marker_language};
 pub use tools::{NODE_LANGUAGES, Resolution, ResolvedTool, local_tool};
 pub use walk::{Limits, SKIPPED_DIRS, WalkStats, Warning};
 
-use classify::find_upward;
+use crate::manifest::Language;
+use classify::{all_extensions, all_markers, find_upward};
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -133,12 +139,12 @@ pub enum DetectError {
     },
 }
 
-/// Detects the languages of `target` and resolves each language's tools from
-/// `languages` (images.toml `[languages]`: language -> tools).
+/// Detects the languages of `target` by the markers and extensions of
+/// `languages` (images.toml `[languages]`) and resolves each one's tools.
 pub fn detect(
     target: &Path,
     options: &Options,
-    languages: &BTreeMap<String, Vec<String>>,
+    languages: &BTreeMap<String, Language>,
 ) -> Result<Detection, DetectError> {
     let canonical = |p: &Path| {
         p.canonicalize().map_err(|source| DetectError::Path {
@@ -183,16 +189,17 @@ pub fn detect(
             .extension()
             .map(|e| e.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let Some(language) = extension_language(&target) else {
+        let Some(language) = extension_language(languages, &target) else {
             return Err(DetectError::Unknown {
                 target: target.clone(),
                 what: format!(
-                    "the extension {} is not one of .py, .go, .js, .jsx, .ts, .tsx",
+                    "the extension {} is not one of {}",
                     if extension.is_empty() {
                         "(none)".to_string()
                     } else {
                         format!(".{extension}")
-                    }
+                    },
+                    or_none(all_extensions(languages).join(", "))
                 ),
                 known: known(),
                 warnings,
@@ -208,21 +215,22 @@ pub fn detect(
         };
         found.push((language.to_string(), target.clone(), evidence));
     } else {
-        let outcome = walk_markers(&target, options.limits);
+        let outcome = walk_markers(&target, options.limits, languages);
         warnings = outcome.warnings;
         walk = Some(outcome.stats);
         for (language, dirs) in outcome.markers {
             for (scope, markers) in fold_nested(dirs) {
                 let markers = markers.iter().map(|m| rel(m)).collect();
-                found.push((language.to_string(), scope, Evidence::Marker { markers }));
+                found.push((language.clone(), scope, Evidence::Marker { markers }));
             }
         }
         if found.is_empty() {
-            let mut names: Vec<&str> = MARKERS.iter().map(|(n, _)| *n).collect();
-            names.push("requirements*.txt");
             return Err(DetectError::Unknown {
                 target: target.clone(),
-                what: format!("no project marker found ({})", names.join(", ")),
+                what: format!(
+                    "no project marker found ({})",
+                    or_none(all_markers(languages).join(", "))
+                ),
                 known: known(),
                 warnings,
             });
@@ -231,7 +239,7 @@ pub fn detect(
 
     let mut detected = Vec::with_capacity(found.len());
     for (language, scope, evidence) in found {
-        let Some(tools) = languages.get(&language) else {
+        let Some(tools) = languages.get(&language).map(|l| &l.tools) else {
             return Err(DetectError::UnknownLanguage {
                 language,
                 known: known(),
@@ -259,6 +267,15 @@ pub fn detect(
         walk,
         warnings,
     })
+}
+
+/// A list for a message, or what it means when images.toml declares none.
+fn or_none(list: String) -> String {
+    if list.is_empty() {
+        "images.toml [languages] declares none".to_string()
+    } else {
+        list
+    }
 }
 
 fn relative_to(path: &Path, base: &Path) -> PathBuf {
@@ -290,17 +307,46 @@ mod tests {
     use std::fs;
     use std::os::unix::fs::{PermissionsExt, symlink};
 
-    fn languages() -> BTreeMap<String, Vec<String>> {
+    /// A fixture of the design note's rules (S1), as images.toml would
+    /// declare them; these tests are about detection, not the shipped data.
+    fn languages() -> BTreeMap<String, Language> {
+        let list = |items: &[&str]| items.iter().map(|t| t.to_string()).collect();
         let mut map = BTreeMap::new();
-        for (lang, tools) in [
-            ("python", &["ruff", "pyright", "pytest"][..]),
-            ("go", &["go", "gofmt"][..]),
-            ("js", &["eslint", "jest"][..]),
-            ("ts", &["tsc", "eslint", "jest"][..]),
+        for (name, tools, markers, extensions) in [
+            (
+                "python",
+                &["ruff", "pyright", "pytest"][..],
+                &[
+                    "pyproject.toml",
+                    "setup.py",
+                    "requirements*.txt",
+                    "Pipfile",
+                    "tox.ini",
+                ][..],
+                &["py"][..],
+            ),
+            ("go", &["go", "gofmt"][..], &["go.mod"][..], &["go"][..]),
+            (
+                "js",
+                &["eslint", "jest"][..],
+                &["package.json"][..],
+                &["js", "jsx"][..],
+            ),
+            (
+                "ts",
+                &["tsc", "eslint", "jest"][..],
+                &["tsconfig.json"][..],
+                &["ts", "tsx"][..],
+            ),
         ] {
             map.insert(
-                lang.to_string(),
-                tools.iter().map(|t| t.to_string()).collect(),
+                name.to_string(),
+                Language {
+                    name: name.to_string(),
+                    tools: list(tools),
+                    markers: list(markers),
+                    extensions: list(extensions),
+                },
             );
         }
         map
@@ -361,7 +407,7 @@ mod tests {
                 .iter()
                 .map(|t| t.tool.as_str())
                 .collect();
-            assert_eq!(tools, languages()[language], "{file}");
+            assert_eq!(tools, languages()[language].tools, "{file}");
             assert_eq!(d.walk, None);
         }
     }
@@ -789,14 +835,62 @@ mod tests {
     }
 
     #[test]
-    fn a_detected_language_missing_from_the_mapping_is_an_error() {
+    fn a_language_without_markers_is_found_only_when_named() {
         let dir = tempfile::tempdir().unwrap();
-        tree(dir.path(), &["tsconfig.json"]);
+        tree(dir.path(), &["tsconfig.json", "a.ts"]);
         let mut map = languages();
-        map.remove("ts");
+        let ts = map.get_mut("ts").unwrap();
+        ts.markers.clear();
+        ts.extensions.clear();
         match detect(dir.path(), &Options::default(), &map) {
-            Err(DetectError::UnknownLanguage { language, .. }) => assert_eq!(language, "ts"),
+            Err(DetectError::Unknown { what, .. }) => assert_eq!(
+                what,
+                "no project marker found (go.mod, package.json, pyproject.toml, setup.py, \
+                 requirements*.txt, Pipfile, tox.ini)"
+            ),
             other => panic!("{other:?}"),
         }
+        match detect(&dir.path().join("a.ts"), &Options::default(), &map) {
+            Err(DetectError::Unknown { what, .. }) => {
+                assert_eq!(what, "the extension .ts is not one of .go, .js, .jsx, .py")
+            }
+            other => panic!("{other:?}"),
+        }
+        let named = Options {
+            language: Some("ts".into()),
+            ..Options::default()
+        };
+        let d = detect(dir.path(), &named, &map).unwrap();
+        assert_eq!(found(&d), pairs(&[("ts", ".")]));
+    }
+
+    #[test]
+    fn a_language_declared_as_data_is_detected_with_no_code_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        tree(
+            dir.path(),
+            &["crates/app/Cargo.toml", "crates/app/src/main.rs", "go.mod"],
+        );
+        let mut map = languages();
+        map.insert(
+            "rust".into(),
+            Language {
+                name: "rust".into(),
+                tools: vec!["cargo".into()],
+                markers: vec!["Cargo.toml".into()],
+                extensions: vec!["rs".into()],
+            },
+        );
+        let d = detect(dir.path(), &Options::default(), &map).unwrap();
+        assert_eq!(found(&d), pairs(&[("go", "."), ("rust", "crates/app")]));
+        let file = dir.path().join("crates/app/src/main.rs");
+        let d = detect(&file, &Options::default(), &map).unwrap();
+        assert_eq!(found(&d), pairs(&[("rust", "main.rs")]));
+        assert_eq!(
+            d.languages[0].evidence,
+            Evidence::Extension {
+                extension: "rs".into()
+            }
+        );
     }
 }

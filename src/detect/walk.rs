@@ -4,6 +4,7 @@
 //! [`Warning`].
 
 use super::classify::marker_language;
+use crate::manifest::Language;
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -113,12 +114,16 @@ impl Serialize for Warning {
 
 pub(super) struct WalkOutcome {
     /// language -> marker directory -> marker files in it.
-    pub(super) markers: BTreeMap<&'static str, BTreeMap<PathBuf, Vec<PathBuf>>>,
+    pub(super) markers: BTreeMap<String, BTreeMap<PathBuf, Vec<PathBuf>>>,
     pub(super) stats: WalkStats,
     pub(super) warnings: Vec<Warning>,
 }
 
-pub(super) fn walk_markers(root: &Path, limits: Limits) -> WalkOutcome {
+pub(super) fn walk_markers(
+    root: &Path,
+    limits: Limits,
+    languages: &BTreeMap<String, Language>,
+) -> WalkOutcome {
     let mut builder = ignore::WalkBuilder::new(root);
     builder
         .hidden(true)
@@ -143,7 +148,7 @@ pub(super) fn walk_markers(root: &Path, limits: Limits) -> WalkOutcome {
             !skipped
         });
 
-    let mut markers: BTreeMap<&'static str, BTreeMap<PathBuf, Vec<PathBuf>>> = BTreeMap::new();
+    let mut markers: BTreeMap<String, BTreeMap<PathBuf, Vec<PathBuf>>> = BTreeMap::new();
     let mut warnings = Vec::new();
     let mut entries = 0usize;
     let mut truncated = false;
@@ -180,7 +185,11 @@ pub(super) fn walk_markers(root: &Path, limits: Limits) -> WalkOutcome {
         if entry.file_type().is_some_and(|t| t.is_dir()) {
             continue;
         }
-        let Some(language) = entry.file_name().to_str().and_then(marker_language) else {
+        let Some(language) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| marker_language(languages, name))
+        else {
             continue;
         };
         let path = entry.path();
@@ -192,7 +201,7 @@ pub(super) fn walk_markers(root: &Path, limits: Limits) -> WalkOutcome {
         }
         let dir = path.parent().unwrap_or(root).to_path_buf();
         markers
-            .entry(language)
+            .entry(language.to_string())
             .or_default()
             .entry(dir)
             .or_default()

@@ -80,7 +80,7 @@ impl fmt::Display for CoverageProblem {
                 f,
                 "default variant `{variant}` does not owe tool `{tool}`, which language \
                  `{language}` needs: add `{tool}` to the `provides` of a fragment of \
-                 `{variant}` (or remove it from [languages].{language})"
+                 `{variant}` (or remove it from languages.{language}.tools)"
             ),
             CoverageProblem::ServesWithoutTools {
                 variant,
@@ -139,7 +139,11 @@ pub struct CoverageView {
 impl CoverageView {
     pub fn of(manifest: &Manifest) -> Self {
         CoverageView {
-            languages: manifest.languages.clone(),
+            languages: manifest
+                .languages
+                .iter()
+                .map(|(name, l)| (name.clone(), l.tools.clone()))
+                .collect(),
             default: manifest.default.clone(),
             variants: manifest
                 .variants

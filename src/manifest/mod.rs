@@ -11,6 +11,7 @@
 pub mod coverage;
 pub mod edit;
 mod env;
+mod languages;
 mod packages;
 mod profile;
 mod raw;
@@ -18,6 +19,7 @@ pub mod smoke;
 mod upstream;
 mod validate;
 
+pub use languages::{Language, glob_match};
 pub use packages::{LOCK_DIR, Package, Source, lock_dir};
 pub use profile::{Profile, Settings};
 pub use smoke::{SmokeCommand, SmokeExpect, SmokeSuite};
@@ -136,7 +138,8 @@ pub struct Manifest {
     pub source: Option<String>,
     /// SPDX expression recorded as `org.opencontainers.image.licenses`.
     pub licenses: Option<String>,
-    pub languages: BTreeMap<String, Vec<String>>,
+    /// `[languages]`: tools, markers and extensions of each.
+    pub languages: BTreeMap<String, Language>,
     pub tools: BTreeMap<String, Tool>,
     pub fragments: BTreeMap<String, Fragment>,
     pub variants: BTreeMap<String, Variant>,

@@ -19,8 +19,9 @@ pub(super) struct RawManifest {
     pub(super) source: Option<String>,
     /// SPDX expression for `org.opencontainers.image.licenses`.
     pub(super) licenses: Option<String>,
+    /// Validated in `languages`.
     #[serde(default)]
-    pub(super) languages: BTreeMap<String, Vec<Spanned<String>>>,
+    pub(super) languages: BTreeMap<String, Spanned<super::languages::RawLanguage>>,
     /// Build arguments that several fragments take: declared once here.
     #[serde(default)]
     pub(super) args: BTreeMap<String, String>,

@@ -265,7 +265,7 @@ pub(super) fn validate(
                         ),
                     );
                 }
-                let exp = expectation(e, &ekey, p);
+                let exp = expectation(e, &ekey, c.run.get_ref(), p);
                 any_defect |= exp.exit != 0;
                 expect.insert(project, exp);
             }
@@ -307,7 +307,7 @@ pub(super) fn validate(
     suites
 }
 
-fn expectation(e: Spanned<RawExpect>, key: &str, p: &mut Problems) -> SmokeExpect {
+fn expectation(e: Spanned<RawExpect>, key: &str, run: &[String], p: &mut Problems) -> SmokeExpect {
     let e = e.into_inner();
     let exit = match &e.exit {
         Some(x) if (0..=255).contains(x.get_ref()) => *x.get_ref() as i32,
@@ -340,11 +340,53 @@ fn expectation(e: Spanned<RawExpect>, key: &str, p: &mut Problems) -> SmokeExpec
             );
         }
     }
+    if let (Some(x), None) = (&e.exit, &e.output)
+        && let Some(why) = not_run_exit(run, exit)
+    {
+        p.at(
+            x,
+            format!("{key}.exit"),
+            format!(
+                "exit {exit} is also what {why}: the case would pass without the tool having run"
+            ),
+            "add an `output` pattern the tool prints on this project (the finding, e.g. its code)",
+        );
+    }
     SmokeExpect {
         exit,
         output: e.output.map(Spanned::into_inner),
         no_output: e.no_output,
     }
+}
+
+/// Tools that take a subcommand, and the exit status they give when it does
+/// not exist (`cargo clippy` without clippy exits 101).
+const SUBCOMMAND_MISSING: &[(&str, i32)] = &[
+    ("cargo", 101),
+    ("go", 2),
+    ("git", 1),
+    ("npm", 1),
+    ("uv", 2),
+    ("pip", 1),
+    ("rustup", 1),
+    ("dotnet", 1),
+];
+
+/// Why an expected `exit` proves nothing by itself: the status a command
+/// that never ran what the case means would also give. 126 and 127 (not
+/// executable, not found: the driver's exec, or a shell's) for any
+/// command; a tool's own "no such subcommand" status when `run` has one.
+pub fn not_run_exit(run: &[String], exit: i32) -> Option<String> {
+    let program = run.first()?;
+    match exit {
+        126 => return Some(format!("`{program}` exits with when it is not executable")),
+        127 => return Some(format!("`{program}` exits with when it is not installed")),
+        _ => {}
+    }
+    let name = program.rsplit('/').next().unwrap_or(program);
+    let (_, code) = SUBCOMMAND_MISSING.iter().find(|(tool, _)| *tool == name)?;
+    let sub = run.get(1).filter(|a| !a.starts_with('-'))?;
+    (*code == exit).then(|| format!("`{name}` exits with when it has no subcommand `{sub}`"))
 }
 
 /// The project directories of a suite's `dir`, sorted.
@@ -399,6 +441,52 @@ expect.defect = { exit = 1, output = "E[0-9]+" }
     }
 
     #[test]
+    fn an_exit_a_missing_command_also_gives_needs_an_output_pattern() {
+        let cases = [
+            (
+                "expect.defect = { exit = 1, output = \"E[0-9]+\" }",
+                "expect.defect = { exit = 127 }",
+                "exit 127 is also what `t2` exits with when it is not installed",
+            ),
+            (
+                "run = [\"t2\", \"check\"]\nexpect.pass = { exit = 0, no_output = true }\nexpect.defect = { exit = 1, output = \"E[0-9]+\" }",
+                "run = [\"cargo\", \"clippy\"]\ntools = [\"t2\"]\nexpect.pass = { exit = 0 }\nexpect.defect = { exit = 101, no_output = true }",
+                "exit 101 is also what `cargo` exits with when it has no subcommand `clippy`",
+            ),
+        ];
+        for (from, to, message) in cases {
+            let text = SMOKE.replace(from, to);
+            assert_ne!(text, SMOKE, "{to}");
+            let ps = problems(&text);
+            assert!(
+                ps.iter()
+                    .any(|p| p.key == "smoke.py.commands[0].expect.defect.exit"
+                        && p.message
+                            == format!(
+                                "{message}: the case would pass without the tool having run"
+                            )
+                        && p.hint.starts_with("add an `output` pattern")
+                        && p.line.is_some()),
+                "{to}: {ps:?}"
+            );
+        }
+        // With an output pattern the exit is fine; so is 101 from another tool.
+        load(&SMOKE.replace(
+            "expect.defect = { exit = 1, output = \"E[0-9]+\" }",
+            "expect.defect = { exit = 127, output = \"E[0-9]+\" }",
+        ))
+        .unwrap();
+        load(&SMOKE.replace(
+            "expect.defect = { exit = 1, output = \"E[0-9]+\" }",
+            "expect.defect = { exit = 101 }",
+        ))
+        .unwrap();
+        assert_eq!(not_run_exit(&["go".into(), "--version".into()], 2), None);
+        assert_eq!(not_run_exit(&["/usr/bin/go".into(), "vet".into()], 1), None);
+        assert!(not_run_exit(&["/usr/bin/go".into(), "vet".into()], 2).is_some());
+    }
+
+    #[test]
     fn suites_load_with_their_defaults() {
         let m = load(SMOKE).unwrap();
         let py = &m.smoke["py"];
@@ -420,10 +508,17 @@ expect.defect = { exit = 1, output = "E[0-9]+" }
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let m = Manifest::load(&root.join("images.toml")).unwrap();
         assert_eq!(m.smoke["js"].languages, ["js", "ts"]);
-        assert_eq!(
-            m.smoke.keys().collect::<Vec<_>>(),
-            ["go", "js", "neutral", "python"]
-        );
+        // Every language in exactly one suite (read from images.toml: a new
+        // language brings its own).
+        for language in m.languages.keys() {
+            let suites: Vec<&str> = m
+                .smoke
+                .values()
+                .filter(|s| s.languages.contains(language))
+                .map(|s| s.name.as_str())
+                .collect();
+            assert_eq!(suites.len(), 1, "{language}: {suites:?}");
+        }
     }
 
     #[test]

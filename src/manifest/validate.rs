@@ -663,24 +663,7 @@ pub(super) fn validate(
             format!("use one of: {}", known(raw.variants.keys())),
         );
     }
-    let mut languages = BTreeMap::new();
-    for (lang, list) in raw.languages {
-        for t in &list {
-            if !tools.contains_key(t.get_ref()) {
-                p.at(
-                    t,
-                    format!("languages.{lang}"),
-                    format!("unknown tool `{}`", t.get_ref()),
-                    format!(
-                        "declare [tools.{}] or use one of: {}",
-                        t.get_ref(),
-                        known(tools.keys())
-                    ),
-                );
-            }
-        }
-        languages.insert(lang, list.into_iter().map(Spanned::into_inner).collect());
-    }
+    let languages = super::languages::validate(raw.languages, &tools, &mut p);
     let language_names = languages.keys().cloned().collect();
     let smoke = super::smoke::validate(raw.smoke, root, &tools, &language_names, &mut p);
 

@@ -5,6 +5,7 @@
 //! and reading its output back). The schema is `manifest::smoke`.
 
 pub mod driver;
+mod hints;
 pub mod workspace;
 
 use crate::manifest::smoke::{DIRTY_SUFFIX, NEUTRAL};
@@ -272,14 +273,16 @@ pub fn judge(case: &Case, ran: Option<&driver::Ran>, changed: Vec<String>) -> Sm
         }
     }
     if !case.writes && !changed.is_empty() {
-        let shown = changed.len().min(CHANGES_SHOWN);
+        let paths = hints::collapsed(&changed);
+        let shown = paths.len().min(CHANGES_SHOWN);
         problems.push(format!(
-            "changed the workspace, which this command must only read: {}{}",
-            changed[..shown].join(", "),
-            match changed.len() - shown {
+            "changed the workspace, which this command must only read: {}{}; hint: {}",
+            paths[..shown].join(", "),
+            match paths.len() - shown {
                 0 => String::new(),
                 more => format!(" and {more} more"),
-            }
+            },
+            hints::workspace_hint(&changed)
         ));
     }
     SmokeResult {

@@ -39,8 +39,16 @@ fn ran(exit: i32, output: &str) -> driver::Ran {
 #[test]
 fn a_variant_runs_neutral_and_its_languages_suites_where_it_owes_the_tools() {
     let m = shipped();
-    let full = plan(&m, "full");
-    assert_eq!(full.suites(), ["neutral", "go", "js", "python"]);
+    // The default serves every language: neutral first, then every suite.
+    let full = plan(&m, &m.default);
+    let mut every: Vec<&str> = vec!["neutral"];
+    every.extend(
+        m.smoke
+            .keys()
+            .map(String::as_str)
+            .filter(|s| *s != "neutral"),
+    );
+    assert_eq!(full.suites(), every);
     assert!(full.skipped.is_empty(), "{:?}", full.skipped);
     let go = plan(&m, "go");
     assert_eq!(go.suites(), ["neutral", "go"]);
@@ -148,7 +156,12 @@ fn judging_exit_output_and_the_workspace() {
     );
     assert_eq!(
         wrote.problems,
-        ["changed the workspace, which this command must only read: added .ruff_cache"]
+        [
+            "changed the workspace, which this command must only read: added .ruff_cache; \
+             hint: `.ruff_cache` is ruff's cache: set RUFF_CACHE_DIR = \"${XDG_CACHE_HOME}/ruff\" \
+             (environment variables go in the fragment's [fragments.NAME.env] in images.toml: \
+             HOME is writable at run time, the workspace is not)"
+        ]
     );
     let fixer = Case {
         writes: true,

@@ -808,7 +808,8 @@ fn check_names_missing_wrong_and_old_tools_and_older_renders() {
     assert_eq!(status["delta"].1, "0.1.0");
     let problems = report["problems"].to_string();
     assert!(
-        problems.contains("exceeds the budget of 1.0 KiB"),
+        problems.contains("exceeds the budget of 1.0 KiB by ")
+            && problems.contains("raise images.toml variants.bad.size_budget"),
         "{problems}"
     );
     let xml = std::fs::read_to_string(&junit).unwrap();
@@ -876,7 +877,7 @@ fn a_tool_that_does_nothing_or_writes_the_workspace_fails_smoke_and_build() {
         .status(2)
         .stdout_may(r"    \| .*")
         .stdout_like(
-            r"kid1 failed \(check\): smoke fake/beta check \. \[defect\]: exit status 0, expected 1; output does not match /DEFECT in \./a\.txt/; changed the workspace, which this command must only read: added \.beta-cache; smoke fake/beta check \. \[pass\]: changed the workspace, .*",
+            r"kid1 failed \(check\): smoke fake/beta check \. \[defect\]: exit status 0, expected 1; output does not match /DEFECT in \./a\.txt/; changed the workspace, which this command must only read: added \.beta-cache; hint: the usual cause is a tool's cache or build directory in the project: .*; smoke fake/beta check \. \[pass\]: changed the workspace, .*",
         )
         .stdout_like(r"full log: .*")
         .run();

@@ -144,10 +144,23 @@ fn detect_single_typescript_file_names_its_tsconfig() {
 fn detect_unknown_fails_and_asks_for_a_language() {
     let dir = tempfile::tempdir().unwrap();
     tree(dir.path(), &["README.md", "node_modules/x/package.json"]);
+    // Every language images.toml declares is offered.
+    let known: Vec<&String> = crate::support::shipped_manifest()["languages"]
+        .as_table()
+        .unwrap()
+        .keys()
+        .collect();
+    let known = regex::escape(
+        &known
+            .iter()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
     detect(dir.path(), &["."], |cli| {
-        cli.status(1).stderr_like(
-            r"error: detecting \.: no language detected for .*: no project marker found \(.*\); name the language with --language \(one of: go, js, python, ts\)",
-        )
+        cli.status(1).stderr_like(format!(
+            r"error: detecting \.: no language detected for .*: no project marker found \(.*\); name the language with --language \(one of: {known}\)",
+        ))
     });
 
     detect(dir.path(), &["--language", "go", "."], |cli| {
@@ -223,7 +236,7 @@ fn render_check_fails_when_the_default_image_loses_a_tool() {
         format!(
             "coverage: default variant `full` does not owe tool `jest`, which language \
              `{language}` needs: add `jest` to the `provides` of a fragment of `full` (or \
-             remove it from [languages].{language})"
+             remove it from languages.{language}.tools)"
         )
     };
     Cli::new(dir.path())
@@ -234,5 +247,80 @@ fn render_check_fails_when_the_default_image_loses_a_tool() {
             gap("js"),
             gap("ts")
         ))
+        .run();
+}
+
+/// A family of the test's own whose `[languages]` is `languages`: detection
+/// is images.toml data, so a language is lines there and no code.
+fn own_family(languages: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("docker")).unwrap();
+    fs::write(dir.path().join("docker/install-rust.sh"), "#!/bin/sh\n").unwrap();
+    fs::write(
+        dir.path().join("images.toml"),
+        format!(
+            r#"schema = 1
+repository = "example.invalid/own"
+upstream = "debian:trixie-slim@sha256:{zeros}"
+default = "rust"
+
+{languages}
+[tools.cargo]
+probe = ["cargo", "--version"]
+version = 'cargo ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[fragments.rust]
+script = "docker/install-rust.sh"
+provides = ["cargo"]
+
+[variants.rust]
+fragments = ["rust"]
+size_budget = "1GiB"
+"#,
+            zeros = "0".repeat(64)
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn a_language_added_in_images_toml_is_detected_by_its_marker_and_extension() {
+    let family = own_family(
+        "[languages.rust]\ntools = [\"cargo\"]\nmarkers = [\"Cargo.toml\"]\nextensions = [\"rs\"]\n",
+    );
+    let manifest = family.path().join("images.toml");
+    let dir = tempfile::tempdir().unwrap();
+    tree(
+        dir.path(),
+        &["Cargo.toml", "src/main.rs", "crates/util/Cargo.toml"],
+    );
+    let detect = |target: &str| {
+        Cli::new(dir.path())
+            .args(["--manifest"])
+            .args([&manifest])
+            .args(["detect", target])
+    };
+    // The nested crate folds into the workspace root's scope.
+    detect(".").stdout("rust  .  tools: cargo (global)\n").run();
+    let json = detect(".").args(["--json"]).stdout_json().run().json();
+    assert_eq!(
+        json["languages"][0]["evidence"],
+        serde_json::json!({"rule": "marker", "markers": ["Cargo.toml", "crates/util/Cargo.toml"]})
+    );
+    detect("src/main.rs")
+        .stdout("rust  main.rs  tools: cargo (global)\n")
+        .run();
+
+    // The list form declares tools only: no marker, so detection asks.
+    let family = own_family("[languages]\nrust = [\"cargo\"]\n");
+    Cli::new(dir.path())
+        .args(["--manifest"])
+        .args([family.path().join("images.toml")])
+        .args(["detect", "."])
+        .status(1)
+        .stderr_like(
+            r"error: detecting \.: no language detected for \S+: no project marker found \(images\.toml \[languages\] declares none\); name the language with --language \(one of: rust\)",
+        )
         .run();
 }

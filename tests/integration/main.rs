@@ -18,5 +18,6 @@ mod registry;
 mod release;
 mod render;
 mod run;
+mod scaffold;
 mod support;
 mod update_base;

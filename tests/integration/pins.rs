@@ -323,8 +323,8 @@ fn an_image_without_the_variants_smoke_is_not_pinned() {
 
 /// Pushes passing images for every variant and pins all aliases.
 fn pin_everything(p: &Project) {
-    for variant in ["base", "python", "go", "js", "full", "minimal"] {
-        p.push(variant, "1.0.0", &all_tools());
+    for variant in support::shipped_variants() {
+        p.push(&variant, "1.0.0", &all_tools());
     }
     pin_write(p, &[]);
 }
@@ -355,13 +355,14 @@ fn verify_passes_then_catches_each_problem() {
     pin_everything(&p);
     let pins = p.pins();
     let aliases: Vec<&String> = pins["images"].as_object().unwrap().keys().collect();
-    assert_eq!(
-        aliases,
-        ["full", "go", "js", "minimal", "neutral", "python"]
-    );
+    let declared = support::shipped_aliases();
+    assert_eq!(aliases, declared.keys().collect::<Vec<_>>());
     p.cli()
         .args(["pins", "verify"])
-        .stdout("ok: 6 alias(es) pinned and verified in image_pins.json\n")
+        .stdout(format!(
+            "ok: {} alias(es) pinned and verified in image_pins.json\n",
+            declared.len()
+        ))
         .run();
     let show = p.cli().args(["pins", "show"]);
     let show = aliases.iter().fold(show, |cli, alias| {
@@ -371,7 +372,7 @@ fn verify_passes_then_catches_each_problem() {
             pins["images"][alias.as_str()]["digest"].as_str().unwrap()
         ))
     });
-    assert_eq!(show.run().lines().len(), 6);
+    assert_eq!(show.run().lines().len(), declared.len());
     let original = std::fs::read(p.pins_path()).unwrap();
 
     // A missing alias.
@@ -417,10 +418,12 @@ fn verify_warns_on_a_moved_tag_and_an_orphan_is_an_error() {
     let old = p.push("python", "1.0.0", &all_tools());
     pin_write(&p, &["python"]);
     // Other aliases are unpinned here (problems of their own).
+    let others: Vec<String> = support::shipped_aliases()
+        .into_keys()
+        .filter(|a| a != "python")
+        .collect();
     let unpinned = |cli: Cli| {
-        ["full", "go", "js", "minimal", "neutral"]
-            .iter()
-            .fold(cli, |cli, alias| {
+        others.iter().fold(cli, |cli, alias| {
                 cli.stdout_like(format!(
                     r"problem: {alias}: not pinned \(variant \w+\); run `sunaba-images pin {alias} --write`"
                 ))
@@ -433,7 +436,9 @@ fn verify_warns_on_a_moved_tag_and_an_orphan_is_an_error() {
     let moved = format!(
         "warning: python: tag python-1.0.0 moved: it now points at {new}, the pin is {old}"
     );
-    unpinned(verify_finds(&p, 5)).stdout_line(&moved).run();
+    unpinned(verify_finds(&p, others.len()))
+        .stdout_line(&moved)
+        .run();
 
     // An orphaned alias: `pin` refuses with line/column, verify reports it.
     edit_pins(&p, |v| {
@@ -449,7 +454,7 @@ fn verify_warns_on_a_moved_tag_and_an_orphan_is_an_error() {
         )
         .run();
     assert_eq!(std::fs::read(p.pins_path()).unwrap(), before);
-    unpinned(verify_finds(&p, 6))
+    unpinned(verify_finds(&p, others.len() + 1))
         .stdout_like(
             r"problem: snake: image_pins.json:\d+:\d+: pinned but not declared in images.toml \(orphaned pin\)",
         )
@@ -735,11 +740,10 @@ fn parallel_writers_lose_no_update() {
     let Some(p) = Project::new("concurrency") else {
         return;
     };
-    let variants = ["base", "python", "go", "js", "full", "minimal"];
-    for v in variants {
-        p.push(v, "1.0.0", &all_tools());
+    for v in support::shipped_variants() {
+        p.push(&v, "1.0.0", &all_tools());
     }
-    let aliases = ["neutral", "python", "go", "js", "full", "minimal"];
+    let aliases: Vec<String> = support::shipped_aliases().into_keys().collect();
     let rounds: usize = std::env::var("SUNABA_CONCURRENCY_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -750,7 +754,7 @@ fn parallel_writers_lose_no_update() {
             .iter()
             .map(|a| {
                 p.cli()
-                    .args(["pin", a, "--write"])
+                    .args(["pin", a.as_str(), "--write"])
                     .into_command("parallel: the status and stderr are checked below")
                     .stdout(Stdio::null())
                     .stderr(Stdio::piped())
@@ -769,7 +773,7 @@ fn parallel_writers_lose_no_update() {
         }
         let pins = p.pins();
         let got: Vec<&String> = pins["images"].as_object().unwrap().keys().collect();
-        let mut want = aliases.to_vec();
+        let mut want: Vec<&String> = aliases.iter().collect();
         want.sort();
         assert_eq!(got, want, "round {round}: an update was lost");
     }

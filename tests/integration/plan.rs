@@ -1,14 +1,114 @@
-//! `plan --json` golden tests: the real family's manifest, its published
-//! images synthetic ones carrying the labels a build writes
+//! `plan --json` golden tests on a fixture family of the test's own (so a
+//! new toolchain in the shipped images.toml changes no golden file): its
+//! published images synthetic ones carrying the labels a build writes
 //! (`dev.sunaba.definition`, `org.opencontainers.image.base.digest`), and an
-//! upstream of the test's own in the dev registry. `SUNABA_BLESS=1` rewrites
-//! the golden files.
+//! upstream of the test's own in the dev registry.
+//!
+//! The golden files change only when `plan`'s output does; rewrite them with
+//! `SUNABA_BLESS=1 cargo test --test integration plan::` (the dev registry
+//! up) and review the diff.
 
 use crate::support::oci::{Image, Pusher};
-use crate::support::{self, Cli, all_tools, check_label, sha256};
+use crate::support::{self, Cli, check_label_with, sha256};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
+
+/// The fixture family: a root `core`, three children (`both` takes the
+/// fragments of `one` and `two`, as the shipped default takes every
+/// toolchain) and a second root `solo`. `@REPO@` is the local profile's
+/// repository, `@UPSTREAM@` its upstream tag.
+const FIXTURE: &str = r#"schema = 1
+repository = "example.invalid/plan-fixture"
+upstream = "debian:trixie-slim@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+platforms = ["linux/amd64", "linux/arm64"]
+default = "both"
+source = "https://example.invalid/plan-fixture"
+
+[languages]
+fake = ["beta"]
+
+[tools.alpha]
+probe = ["alpha", "--version"]
+version = 'alpha ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[tools.beta]
+probe = ["beta", "--version"]
+version = 'beta ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[tools.gamma]
+probe = ["gamma", "--version"]
+version = 'gamma ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[tools.delta]
+probe = ["delta", "--version"]
+version = 'delta ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[fragments.core]
+script = "docker/install-core.sh"
+provides = ["alpha"]
+
+[fragments.one]
+script = "docker/install-one.sh"
+provides = ["beta"]
+
+[fragments.two]
+script = "docker/install-two.sh"
+provides = ["gamma"]
+
+[fragments.solo]
+script = "docker/install-solo.sh"
+provides = ["delta"]
+
+@SMOKE@
+
+[variants.core]
+fragments = ["core"]
+aliases = ["neutral"]
+size_budget = "500MiB"
+
+[variants.one]
+parent = "core"
+fragments = ["one"]
+aliases = ["one"]
+serves = ["fake"]
+size_budget = "500MiB"
+
+[variants.two]
+parent = "core"
+fragments = ["two"]
+aliases = ["two"]
+size_budget = "500MiB"
+
+[variants.both]
+parent = "core"
+fragments = ["one", "two"]
+aliases = ["both"]
+serves = ["fake"]
+size_budget = "500MiB"
+
+[variants.solo]
+fragments = ["solo"]
+aliases = ["solo"]
+size_budget = "500MiB"
+
+[profiles.local]
+repository = "@REPO@"
+upstream = "@UPSTREAM@"
+upstream_env = "SUNABA_BASE_REF"
+"#;
+
+/// The fixture's variants, as many as `plan` lists.
+const VARIANTS: usize = 5;
+
+/// Every fixture tool at a version, and its smoke suite passed: a check
+/// record any fixture variant can be pinned by.
+fn fixture_tools() -> BTreeMap<String, String> {
+    ["alpha", "beta", "gamma", "delta"]
+        .iter()
+        .map(|t| (t.to_string(), "1.0.0".to_string()))
+        .collect()
+}
 
 fn golden(name: &str, actual: &str) {
     let path = support::repo_root()
@@ -85,7 +185,8 @@ impl Project {
         for v in plan["variants"].as_array().unwrap() {
             let variant = v["variant"].as_str().unwrap();
             let inputs = sha256(variant.as_bytes());
-            let mut labels = check_label("pass", variant, &inputs, &all_tools());
+            let suites = BTreeMap::from([("fake".to_string(), 1)]);
+            let mut labels = check_label_with("pass", variant, &inputs, &fixture_tools(), &suites);
             labels.insert(
                 "dev.sunaba.definition".into(),
                 v["definition"].as_str().unwrap().into(),
@@ -107,16 +208,36 @@ impl Project {
 fn project(name: &str) -> Option<Project> {
     let host = support::dev_registry()?;
     let ns = support::unique(&format!("plan-{name}"));
-    let dir = support::project_publishing_to(&format!("{host}/{ns}/sandbox"));
-    let manifest = dir.path().join("images.toml");
-    let text = std::fs::read_to_string(&manifest).unwrap();
-    let profile_upstream =
-        regex::Regex::new(r#"(?m)^upstream = "127\.0\.0\.1:5000/[^"]*"$"#).unwrap();
-    let text = profile_upstream.replace(
-        &text,
-        format!("upstream = \"{host}/{ns}/debian:trixie-slim\""),
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    support::copy_tree(
+        &support::repo_root().join("templates"),
+        &root.join("templates"),
     );
-    std::fs::write(&manifest, text.as_ref()).unwrap();
+    std::fs::write(
+        root.join("images.toml"),
+        FIXTURE
+            .replace("@REPO@", &format!("{host}/{ns}/sandbox"))
+            .replace("@UPSTREAM@", &format!("{host}/{ns}/debian:trixie-slim"))
+            .replace("@SMOKE@", support::FAKE_SMOKE),
+    )
+    .unwrap();
+    for fragment in ["core", "one", "two", "solo"] {
+        let script = root.join(format!("docker/install-{fragment}.sh"));
+        std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+        std::fs::write(script, format!("#!/bin/sh\necho {fragment}\n")).unwrap();
+    }
+    support::write_fake_smoke_projects(root);
+    std::fs::write(
+        root.join("image_pins.json"),
+        "{\"schema\": 1, \"images\": {}}\n",
+    )
+    .unwrap();
+    Cli::new(root)
+        .args(["render"])
+        .stdout_may("created   docker/.*")
+        .stdout_like(r"render: \d+ file\(s\) written, 0 removed, 0 unchanged")
+        .run();
     Some(Project {
         dir,
         pusher: Pusher::plain(&host),
@@ -158,11 +279,11 @@ fn plan_json_nothing_then_a_fragment_then_the_base() {
         .args(["--profile", "local", "plan"])
         .stdout_like("VARIANT +BUILD +WHY")
         .stdout_may(r"\S+ +no +as published \(\S+-1\.0\.0\)")
-        .stdout_line("0 of 6 variant(s) to build")
+        .stdout_line(format!("0 of {VARIANTS} variant(s) to build"))
         .run();
 
-    // One fragment changed: its users only (js and full carry `js`).
-    let script = p.dir.path().join("docker/install-js-tools.sh");
+    // One fragment changed: its users only (two and both carry `two`).
+    let script = p.dir.path().join("docker/install-two.sh");
     let original = std::fs::read_to_string(&script).unwrap();
     append(&script, "# a change\n");
     let fragment = p.plan();
@@ -172,7 +293,7 @@ fn plan_json_nothing_then_a_fragment_then_the_base() {
         .iter()
         .map(|j| j["variant"].as_str().unwrap())
         .collect();
-    assert_eq!(jobs, ["full", "js"], "build order");
+    assert_eq!(jobs, ["both", "two"], "build order");
     golden(
         "plan-fragment.json",
         &normalized(&fragment, &names(&[(&base1, "base-1")])),
@@ -182,7 +303,10 @@ fn plan_json_nothing_then_a_fragment_then_the_base() {
     // The base moved: everything.
     let base2 = p.push_upstream("2");
     let rebased = p.plan();
-    assert_eq!(rebased["matrix"]["include"].as_array().unwrap().len(), 6);
+    assert_eq!(
+        rebased["matrix"]["include"].as_array().unwrap().len(),
+        VARIANTS
+    );
     golden(
         "plan-base.json",
         &normalized(&rebased, &names(&[(&base1, "base-1"), (&base2, "base-2")])),
@@ -208,7 +332,7 @@ fn plan_format_github_sets_the_step_outputs() {
     let lines: Vec<&str> = outputs.lines().collect();
     assert_eq!(lines[0], "has_work=true");
     let matrix: Value = serde_json::from_str(lines[1].strip_prefix("matrix=").unwrap()).unwrap();
-    assert_eq!(matrix["include"].as_array().unwrap().len(), 6);
+    assert_eq!(matrix["include"].as_array().unwrap().len(), VARIANTS);
     assert_eq!(matrix["include"][0]["why"], "new variant (no alias pinned)");
     // One leg per platform of images.toml, each on a runner of its own.
     let legs: Value = serde_json::from_str(lines[2].strip_prefix("legs=").unwrap()).unwrap();

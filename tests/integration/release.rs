@@ -11,8 +11,22 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// The family, in build order.
-pub const VARIANTS: [&str; 6] = ["base", "minimal", "python", "go", "js", "full"];
+/// The shipped family's variants (read from images.toml: a new toolchain
+/// changes the counts below, never this file).
+pub fn variants() -> Vec<String> {
+    support::shipped_variants()
+}
+
+/// The release tags of the whole family: `<variant>-X.Y.Z`, `-X.Y`, `-X`
+/// and `<variant>`, four a variant.
+pub fn family_tags() -> usize {
+    4 * variants().len()
+}
+
+/// The aliases `pins verify` checks once the family is released.
+pub fn family_aliases() -> usize {
+    support::shipped_aliases().len()
+}
 
 /// A release test's world: a proxy in front of the dev registry, a project
 /// publishing to `<proxy>/<ns>/sandbox`, and checked images at `<ns>/ci`.
@@ -78,9 +92,13 @@ impl Rig {
     /// Pushes a checked image of every variant to `<ns>/ci:<variant>`; a
     /// variant in `failing` carries a failed check. `salt` makes new inputs.
     pub fn push_family(&self, salt: &str, failing: &[&str]) {
-        for v in VARIANTS {
-            let status = if failing.contains(&v) { "fail" } else { "pass" };
-            self.push_variant(v, salt, status);
+        for v in variants() {
+            let status = if failing.contains(&v.as_str()) {
+                "fail"
+            } else {
+                "pass"
+            };
+            self.push_variant(&v, salt, status);
         }
     }
 
@@ -221,24 +239,28 @@ fn a_release_from_nothing_publishes_every_variant_and_a_second_run_writes_nothin
     // The dry run changes nothing.
     let run = rig.release(&["--json"]).stdout_json().run();
     let plan = run.json();
-    assert_eq!(plan["variants"].as_array().unwrap().len(), 6);
+    assert_eq!(plan["variants"].as_array().unwrap().len(), variants().len());
     assert_eq!(rig.writes(), 0, "a dry run writes nothing");
     assert!(rig.journals().is_empty());
 
     let notes = rig.project.path().join("notes.md");
     rig.release(&["--write", "--notes", notes.to_str().unwrap()])
-        .stderr_like(r"release: \S+ done: 6 image\(s\), 24 release tag\(s\) at their images")
+        .stderr_like(format!(
+            r"release: \S+ done: {} image\(s\), {} release tag\(s\) at their images",
+            variants().len(),
+            family_tags()
+        ))
         .run();
     let (_, journal) = rig.journal();
     assert_eq!(journal["step"], "pinned");
     let published = rig.published();
     assert_eq!(release_tags(&published), planned_tags(&journal));
-    for v in VARIANTS {
+    for v in variants() {
         for tag in [
             format!("{v}-1.0.0"),
             format!("{v}-1.0"),
             format!("{v}-1"),
-            v.into(),
+            v.clone(),
         ] {
             assert!(published.contains_key(&tag), "{tag} missing: {published:?}");
         }
@@ -249,7 +271,7 @@ fn a_release_from_nothing_publishes_every_variant_and_a_second_run_writes_nothin
         text.contains("## python 1.0.0\n\nfirst release\n"),
         "{text}"
     );
-    rig.pins_verify(6);
+    rig.pins_verify(family_aliases());
     let pins = rig.pins_text();
 
     rig.proxy.clear_log();
@@ -277,10 +299,11 @@ fn killed_after_the_kth_tag_write_a_resume_converges_without_putting_a_tag_twice
     reference.push_family("v1", &[]);
     reference.release(&["--write", "--notes", "notes.md"]).run();
     let expected = release_tags(&reference.published());
+    assert_eq!(expected.len(), family_tags());
     let expected_pins = reference.pins_text().replace(&reference.ns, "NS");
 
     // The first tag write, one in the middle, and the last.
-    for k in [1, expected.len() / 2, expected.len()] {
+    for k in [1, family_tags() / 2, family_tags()] {
         let rig = Rig::new(&format!("kill-{k}")).unwrap();
         rig.push_family("v1", &[]);
         let pins_before = rig.pins_text();
@@ -331,8 +354,8 @@ fn killed_after_the_kth_tag_write_a_resume_converges_without_putting_a_tag_twice
             count(&writes).values().all(|n| *n == 1),
             "k={k}: a tag PUT twice: {writes:?}"
         );
-        assert_eq!(writes.len(), expected.len(), "k={k}");
-        rig.pins_verify(6);
+        assert_eq!(writes.len(), family_tags(), "k={k}");
+        rig.pins_verify(family_aliases());
     }
 }
 
@@ -432,12 +455,14 @@ fn faults_a_5xx_is_retried_a_wrong_digest_fails_and_a_refused_mount_uploads() {
         .iter()
         .filter(|l| l.method == "PUT" && l.target.contains("/blobs/uploads/"))
         .count();
+    let n = variants().len();
     assert_eq!(
-        uploads, 12,
-        "6 layers into the refused mounts' sessions, 6 stamped configs"
+        uploads,
+        2 * n,
+        "{n} layers into the refused mounts' sessions, {n} stamped configs"
     );
     let mounts = log.iter().filter(|l| l.target.contains("mount=")).count();
-    assert_eq!(mounts, 6);
+    assert_eq!(mounts, n);
 
     let (id, _) = rig.journal();
     rig.cli()
@@ -449,7 +474,7 @@ fn faults_a_5xx_is_retried_a_wrong_digest_fails_and_a_refused_mount_uploads() {
         1,
         "go-1 was stored: its HEAD says so"
     );
-    rig.pins_verify(6);
+    rig.pins_verify(family_aliases());
 }
 
 #[test]
@@ -579,7 +604,7 @@ fn bench_release_request_economy() {
     let Some(rig) = Rig::new("bench") else {
         return;
     };
-    let aliases = 6;
+    let aliases = family_aliases();
     let mut rows = Vec::new();
     let mut measure = |name: &str, rig: &Rig, args: &[&str], stdout: Option<&str>| {
         rig.proxy.clear_log();
@@ -598,7 +623,8 @@ fn bench_release_request_economy() {
         rows.push((name.to_string(), cost(&rig.proxy.log(), &rig.repo), seconds));
     };
     rig.push_family("v1", &[]);
-    measure("first release (6 variants)", &rig, &["--write"], None);
+    let first = format!("first release ({} variants)", variants().len());
+    measure(&first, &rig, &["--write"], None);
     measure(
         "no change",
         &rig,
@@ -607,11 +633,15 @@ fn bench_release_request_economy() {
     );
     rig.push_variant("python", "v2", "pass");
     measure("one variant changed (python)", &rig, &["--write"], None);
-    print_costs("registry source, 6 aliases", aliases, &rows);
+    print_costs(
+        &format!("registry source, {aliases} aliases"),
+        aliases,
+        &rows,
+    );
     for (name, c, _) in &rows {
         assert_eq!(c.promotion_blob_bytes, 0, "{name}: promotion sends no blob");
         assert!(
-            c.tag_heads <= 24 && c.tag_puts <= c.tag_heads,
+            c.tag_heads <= family_tags() && c.tag_puts <= c.tag_heads,
             "{name}: HEAD + PUT per tag at most"
         );
     }
@@ -695,11 +725,18 @@ fn a_release_to_a_token_auth_registry_asks_for_push_scopes_and_copies_across_reg
         .filter(|l| l.method == "GET" && l.target.contains("/ci/blobs/"))
         .count();
     // The plan reads each config, the copy each layer, the stamp each config.
-    assert_eq!(copied, 18, "no blob read twice for one purpose");
+    assert_eq!(
+        copied,
+        3 * variants().len(),
+        "no blob read twice for one purpose"
+    );
     support::isolated_cli(project.path())
         .env("HOME", &home)
         .args(["--profile", "local", "pins", "verify"])
-        .stdout("ok: 6 alias(es) pinned and verified in image_pins.json\n")
+        .stdout(format!(
+            "ok: {} alias(es) pinned and verified in image_pins.json\n",
+            family_aliases()
+        ))
         .run();
 }
 
@@ -770,7 +807,7 @@ fn a_two_platform_source_is_released_as_an_index_pinned_per_platform_and_verifie
             platforms["linux/arm64"].as_str().unwrap()
         ))
         .run();
-    rig.pins_verify(6);
+    rig.pins_verify(family_aliases());
     // Nothing changed: nothing to release, nothing written.
     rig.proxy.clear_log();
     rig.release(&["--write"])

@@ -1,8 +1,7 @@
 //! Rendering, the drift gate, manifest errors, and the generated
 //! healthcheck's behaviour (run for real on the host with stand-in tools).
 
-use crate::support::{Cli, project_copy, repo_root, snapshot};
-use std::collections::BTreeSet;
+use crate::support::{self, Cli, project_copy, repo_root, snapshot};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -200,6 +199,14 @@ fn manifest_errors_name_key_and_write_nothing() {
             &["variants.go.aliases: duplicate alias `python` (also declared by variant `python`)"],
         ),
         (
+            "markers = [\"go.mod\"]",
+            "markers = [\"go.mod\", \"package.json\"]",
+            &[
+                "languages.js.markers: marker `package.json` is also claimed by language `go`",
+                "hint: a marker file selects one language",
+            ],
+        ),
+        (
             "[variants.minimal]\nfragments = [\"minimal\"]",
             "[variants.minimal]\nfragments = []",
             &["variants.minimal: owes no tools"],
@@ -259,88 +266,100 @@ fn template_error_names_template_and_line_and_writes_nothing() {
     assert_eq!(before, snapshot(dir.path()));
 }
 
-/// A new toolchain needs only a fragment script and images.toml lines.
+/// A new toolchain needs only a fragment script and images.toml lines. The
+/// toolchain is made up (`quux`: no real fragment will ever collide with it)
+/// and joins the default variant, as a real one would.
 #[test]
-fn adding_a_rust_fragment_needs_only_a_script_and_manifest_lines() {
+fn adding_a_made_up_fragment_needs_only_a_script_and_manifest_lines() {
     let dir = project_copy();
     let root = dir.path();
+    let shipped = support::shipped_manifest();
+    let default = shipped["default"].as_str().unwrap();
+    let parent = shipped["variants"][default]
+        .get("parent")
+        .map(|p| format!("parent = {p}\n"))
+        .unwrap_or_default();
     std::fs::write(
-        root.join("docker/install-rust.sh"),
-        "#!/bin/sh\nset -eu\napt-get install -y cargo rustc\n",
+        root.join("docker/install-quux.sh"),
+        "#!/bin/sh\nset -eu\necho installing quux\n",
     )
     .unwrap();
     let manifest = root.join("images.toml");
-    let mut text = std::fs::read_to_string(&manifest).unwrap();
-    text = text.replace(
-        "fragments = [\"python\", \"go\", \"js\"]",
-        "fragments = [\"python\", \"go\", \"js\", \"rust\"]",
-    );
-    text.push_str(
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let mut text = support::edit_manifest_list(&text, &["variants", default, "fragments"], |f| {
+        f.push("quux".into())
+    });
+    text.push_str(&format!(
         r#"
-[tools.cargo]
-probe = ["cargo", "--version"]
-version = 'cargo ([0-9]+\.[0-9]+\.[0-9]+)'
+[tools.quuxc]
+probe = ["quuxc", "--version"]
+version = 'quuxc ([0-9]+\.[0-9]+\.[0-9]+)'
 
-[tools.rustc]
-probe = ["rustc", "--version"]
-version = 'rustc ([0-9]+\.[0-9]+\.[0-9]+)'
+[tools.quuxfmt]
+probe = ["quuxfmt", "--version"]
+version = 'quuxfmt ([0-9]+\.[0-9]+\.[0-9]+)'
 min = "1.80"
 
-[fragments.rust]
-script = "docker/install-rust.sh"
-provides = ["cargo", "rustc"]
-[fragments.rust.args]
-RUST_CHANNEL = "stable"
-[fragments.rust.env]
-CARGO_HOME = "/usr/local/cargo"
+[fragments.quux]
+script = "docker/install-quux.sh"
+provides = ["quuxc", "quuxfmt"]
+[fragments.quux.args]
+QUUX_CHANNEL = "stable"
+[fragments.quux.env]
+QUUX_HOME = "${{HOME}}/.quux"
 
-[variants.rust]
-parent = "base"
-fragments = ["rust"]
-aliases = ["rust"]
+[variants.quux]
+{parent}fragments = ["quux"]
+aliases = ["quux"]
 size_budget = "2GiB"
-"#,
-    );
+"#
+    ));
     std::fs::write(&manifest, text).unwrap();
     Cli::new(root)
         .args(["render"])
-        .stdout_line("created   docker/Dockerfile.rust")
-        .stdout_line("created   docker/healthcheck/rust.sh")
-        .stdout_line("updated   docker/Dockerfile.full")
-        .stdout_line("updated   docker/healthcheck/full.sh")
+        .stdout_line("created   docker/Dockerfile.quux")
+        .stdout_line("created   docker/healthcheck/quux.sh")
+        .stdout_line(format!("updated   docker/Dockerfile.{default}"))
+        .stdout_line(format!("updated   docker/healthcheck/{default}.sh"))
         .stdout_like(r"render: 4 file\(s\) written, 0 removed, \d+ unchanged")
         .run();
 
-    let dockerfile = std::fs::read_to_string(root.join("docker/Dockerfile.rust")).unwrap();
+    let dockerfile = std::fs::read_to_string(root.join("docker/Dockerfile.quux")).unwrap();
+    if !parent.is_empty() {
+        assert!(
+            dockerfile.contains("ARG PARENT_IMAGE\nFROM ${PARENT_IMAGE}"),
+            "{dockerfile}"
+        );
+    }
     assert!(
-        dockerfile.contains("ARG PARENT_IMAGE\nFROM ${PARENT_IMAGE}"),
+        dockerfile.contains("ARG QUUX_CHANNEL=stable"),
         "{dockerfile}"
     );
     assert!(
-        dockerfile.contains("ARG RUST_CHANNEL=stable"),
-        "{dockerfile}"
-    );
-    assert!(
-        dockerfile.contains("source=docker/install-rust.sh,target=/run/sunaba/install-rust.sh"),
+        dockerfile.contains("source=docker/install-quux.sh,target=/run/sunaba/install-quux.sh"),
         "{dockerfile}"
     );
     assert!(
         dockerfile
-            .contains("COPY docker/healthcheck/rust.sh /usr/local/libexec/sunaba/healthcheck"),
+            .contains("COPY docker/healthcheck/quux.sh /usr/local/libexec/sunaba/healthcheck"),
         "{dockerfile}"
     );
-    let base_tools = healthcheck_tools(&root.join("docker/healthcheck/base.sh"));
-    let rust_tools = healthcheck_tools(&root.join("docker/healthcheck/rust.sh"));
-    let mut expected = base_tools.clone();
-    expected.extend(["cargo".to_string(), "rustc".to_string()]);
-    assert_eq!(rust_tools, expected);
+    let quux_tools = healthcheck_tools(&root.join("docker/healthcheck/quux.sh"));
+    let mut expected = match shipped["variants"][default].get("parent") {
+        Some(p) => {
+            healthcheck_tools(&root.join(format!("docker/healthcheck/{}.sh", p.as_str().unwrap())))
+        }
+        None => Vec::new(),
+    };
+    expected.extend(["quuxc".to_string(), "quuxfmt".to_string()]);
+    assert_eq!(quux_tools, expected);
 
-    let full = std::fs::read_to_string(root.join("docker/Dockerfile.full")).unwrap();
-    assert!(full.contains("sh /run/sunaba/install-rust.sh"), "{full}");
-    let full_tools = healthcheck_tools(&root.join("docker/healthcheck/full.sh"));
+    let dflt = std::fs::read_to_string(root.join(format!("docker/Dockerfile.{default}"))).unwrap();
+    assert!(dflt.contains("sh /run/sunaba/install-quux.sh"), "{dflt}");
+    let default_tools = healthcheck_tools(&root.join(format!("docker/healthcheck/{default}.sh")));
     assert!(
-        full_tools.ends_with(&["cargo".to_string(), "rustc".to_string()]),
-        "{full_tools:?}"
+        default_tools.ends_with(&["quuxc".to_string(), "quuxfmt".to_string()]),
+        "{default_tools:?}"
     );
     // Nothing else was needed: the gate agrees with the new tree.
     Cli::new(root)
@@ -349,29 +368,44 @@ size_budget = "2GiB"
         .run();
 }
 
-/// The full image owes exactly the union of base, python, go and js.
+/// Each shipped variant's healthcheck asserts its parent's tools, then what
+/// its own fragments provide, each once; the default one asserts every tool
+/// of every language (all read from images.toml).
 #[test]
-fn full_healthcheck_is_the_union_of_base_python_go_js() {
+fn each_healthcheck_is_its_parents_tools_then_its_fragments() {
     let root = repo_root();
+    let shipped = support::shipped_manifest();
     let tools = |v: &str| healthcheck_tools(&root.join(format!("docker/healthcheck/{v}.sh")));
-    let full = tools("full");
-    let union: BTreeSet<String> = ["base", "python", "go", "js"]
-        .iter()
-        .flat_map(|v| tools(v))
-        .collect();
-    assert_eq!(full.iter().cloned().collect::<BTreeSet<_>>(), union);
-    assert_eq!(
-        full.len(),
-        union.len(),
-        "no tool is asserted twice: {full:?}"
-    );
-    for t in [
-        "rg", "ast-grep", "fd", "ctags", "ruff", "pyright", "go", "gofmt", "eslint", "tsc", "jest",
-    ] {
-        assert!(
-            full.contains(&t.to_string()),
-            "{t} missing from full: {full:?}"
-        );
+    let strings = |v: &toml::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    for (name, variant) in shipped["variants"].as_table().unwrap() {
+        let mut expected = match variant.get("parent") {
+            Some(p) => tools(p.as_str().unwrap()),
+            None => Vec::new(),
+        };
+        for fragment in strings(&variant["fragments"]) {
+            for tool in strings(&shipped["fragments"][&fragment]["provides"]) {
+                if !expected.contains(&tool) {
+                    expected.push(tool);
+                }
+            }
+        }
+        assert_eq!(tools(name), expected, "docker/healthcheck/{name}.sh");
+    }
+    let default = tools(shipped["default"].as_str().unwrap());
+    for (language, entry) in shipped["languages"].as_table().unwrap() {
+        let list = entry.get("tools").unwrap_or(entry);
+        for tool in strings(list) {
+            assert!(
+                default.contains(&tool),
+                "{tool} of {language} missing from the default: {default:?}"
+            );
+        }
     }
 }
 

@@ -29,8 +29,10 @@ pub fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }
 
-/// The repository's images.toml as plain TOML, read and parsed once.
-fn shipped_manifest() -> &'static toml::Table {
+/// The repository's images.toml as plain TOML, read and parsed once. Tests
+/// about the shipped family read its variants, aliases and tools from here
+/// (never a list of their own), so adding a toolchain breaks none of them.
+pub fn shipped_manifest() -> &'static toml::Table {
     static DOC: std::sync::OnceLock<toml::Table> = std::sync::OnceLock::new();
     DOC.get_or_init(|| {
         std::fs::read_to_string(repo_root().join("images.toml"))
@@ -38,6 +40,87 @@ fn shipped_manifest() -> &'static toml::Table {
             .parse()
             .unwrap()
     })
+}
+
+/// The shipped family's variant names, sorted.
+pub fn shipped_variants() -> Vec<String> {
+    shipped_manifest()["variants"]
+        .as_table()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect()
+}
+
+/// The shipped family's aliases (alias -> variant), sorted by alias.
+pub fn shipped_aliases() -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (variant, v) in shipped_manifest()["variants"].as_table().unwrap() {
+        for alias in v
+            .get("aliases")
+            .and_then(|a| a.as_array())
+            .into_iter()
+            .flatten()
+        {
+            out.insert(alias.as_str().unwrap().to_string(), variant.clone());
+        }
+    }
+    out
+}
+
+/// The smoke suites the shipped manifest says `variant` runs: `neutral`,
+/// and each suite serving one of the languages the variant serves (a
+/// suite's `languages`, else its own name).
+pub fn shipped_smoke_suites(variant: &str) -> std::collections::BTreeSet<String> {
+    let doc = shipped_manifest();
+    let strings = |v: Option<&toml::Value>| -> Vec<String> {
+        v.and_then(|v| v.as_array())
+            .into_iter()
+            .flatten()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let serves = strings(doc["variants"][variant].get("serves"));
+    doc["smoke"]
+        .as_table()
+        .unwrap()
+        .iter()
+        .filter(|(name, suite)| {
+            if *name == "neutral" {
+                return true;
+            }
+            let mut langs = strings(suite.get("languages"));
+            if langs.is_empty() {
+                langs.push(name.to_string());
+            }
+            langs.iter().any(|l| serves.contains(l))
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+/// `text` (an images.toml) with the string list at `path` (e.g.
+/// `["variants", "full", "fragments"]`) replaced by `f` of it; everything
+/// else, comments and layout included, as it was.
+pub fn edit_manifest_list(text: &str, path: &[&str], f: impl FnOnce(&mut Vec<String>)) -> String {
+    let mut doc: toml_edit::DocumentMut = text.parse().unwrap();
+    let (last, tables) = path.split_last().unwrap();
+    let mut item = doc.as_item_mut();
+    for key in tables {
+        item = &mut item[*key];
+    }
+    let array = item[*last]
+        .as_array_mut()
+        .unwrap_or_else(|| panic!("images.toml has no list at {}", path.join(".")));
+    let mut list: Vec<String> = array
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    f(&mut list);
+    let decor = array.decor().clone();
+    *array = list.iter().map(String::as_str).collect();
+    *array.decor_mut() = decor;
+    doc.to_string()
 }
 
 /// Every tool the manifest knows, at a version: a superset of what any
@@ -69,16 +152,30 @@ fn all_smoke_suites() -> BTreeMap<String, usize> {
         .collect()
 }
 
+/// The labels a build of the shipped family writes: a check record of
+/// `status` with `tools` and every shipped smoke suite passed.
 pub fn check_label(
     status: &str,
     variant: &str,
     inputs: &str,
     tools: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
+    check_label_with(status, variant, inputs, tools, &all_smoke_suites())
+}
+
+/// [`check_label`] with the smoke suites (suite -> passed cases) given, for
+/// a family of the test's own.
+pub fn check_label_with(
+    status: &str,
+    variant: &str,
+    inputs: &str,
+    tools: &BTreeMap<String, String>,
+    suites: &BTreeMap<String, usize>,
+) -> BTreeMap<String, String> {
     let record = serde_json::json!({
         "schema": 1, "status": status, "variant": variant,
         "inputs": inputs, "checked_at": "2026-11-30T07:00:00Z", "tools": tools,
-        "smoke": {"digest": "sha256:smoke", "suites": all_smoke_suites()},
+        "smoke": {"digest": "sha256:smoke", "suites": suites},
     });
     [
         ("dev.sunaba.check".to_string(), record.to_string()),

@@ -1,0 +1,600 @@
+//! `new fragment`: the files and images.toml entries of a new toolchain, as
+//! proposals a maintainer then checks (the version patterns against what
+//! the probes print, the size budget after a build). Nothing existing is
+//! overwritten: every file is new, and images.toml gains one appended block
+//! (comments and layout of the rest kept byte for byte) plus, for a
+//! language, the default variant's `fragments` and `serves` (edited with
+//! `toml_edit`). The result is validated as a whole before anything is
+//! written; a problem writes nothing.
+//!
+//! Without a probe the proposals are guesses: the version pattern is the
+//! common `NAME X.Y.Z` shape and the budget the parent's plus 500 MiB. With
+//! one ([`probe_script`], run in a throw-away container of the upstream
+//! with the apt packages installed) a package apt cannot find is refused,
+//! each tool's pattern and `min` come from what its `--version` printed
+//! (and are checked against it), and the budget adds the packages' size.
+//! The probe runs on the upstream, not on the built parent: a tool the
+//! parent provides is absent there.
+
+use crate::fsutil::atomic_write;
+use crate::manifest::{Manifest, ManifestError, parse_size};
+use std::path::{Path, PathBuf};
+use toml_edit::DocumentMut;
+
+/// What to scaffold.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// The fragment (and, unless `variant` says otherwise, the variant).
+    pub name: String,
+    /// The tools it provides (default: one named like the fragment).
+    pub tools: Vec<String>,
+    /// Debian packages the script installs.
+    pub apt: Vec<String>,
+    pub variant: Option<String>,
+    /// Default: the default variant's parent.
+    pub parent: Option<String>,
+    /// A language verify dispatches to (running the first tool): its entry,
+    /// a smoke suite stub and sample projects; the fragment joins the
+    /// default variant.
+    pub language: Option<String>,
+    pub markers: Vec<String>,
+    pub extensions: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    #[error("invalid {what} name `{name}`: use lowercase letters, digits, `-` and `_`")]
+    BadName { what: &'static str, name: String },
+    #[error(
+        "{what} `{name}` already exists in images.toml; pick another name (nothing is overwritten)"
+    )]
+    Declared { what: &'static str, name: String },
+    #[error("{path} already exists; pick another name or move it away (nothing is overwritten)", path = path.display())]
+    FileExists { path: PathBuf },
+    #[error("parent `{name}` is not a variant of images.toml (variants: {known})")]
+    UnknownParent { name: String, known: String },
+    #[error("images.toml cannot be edited: {0}")]
+    Edit(String),
+    #[error("the scaffolded images.toml would not be valid, so nothing was written")]
+    Invalid(#[source] ManifestError),
+    #[error(
+        "apt cannot find {} in the upstream's suites: check the name(s) (`apt-cache search`)",
+        packages.join(", ")
+    )]
+    AptMissing { packages: Vec<String> },
+    #[error("the probe container failed: {0}")]
+    ProbeFailed(String),
+    #[error("writing {path}: {source}", path = path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What a probe container saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Probe {
+    /// Tool -> the first line its `--version` printed (empty: nothing).
+    pub versions: std::collections::BTreeMap<String, String>,
+    /// Bytes the packages added to the file system.
+    pub size: u64,
+}
+
+/// The shell script of a probe container: refuse missing packages, install
+/// them, measure what they added, print each tool's `--version`.
+pub fn probe_script(apt: &[String], tools: &[String]) -> String {
+    let quote = |items: &[String]| {
+        items
+            .iter()
+            .map(|i| format!("'{}'", i.replace('\'', "")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    format!(
+        "set -u\n\
+         export DEBIAN_FRONTEND=noninteractive\n\
+         apt-get update -qq >/dev/null 2>&1 || {{ echo SUNABA-FAILED apt-get update; exit 0; }}\n\
+         missing=0\n\
+         for p in {pkgs}; do apt-cache show --no-all-versions \"$p\" >/dev/null 2>&1 || \
+         {{ echo \"SUNABA-MISSING $p\"; missing=1; }}; done\n\
+         [ \"$missing\" = 0 ] || exit 0\n\
+         before=$(du -sxk / 2>/dev/null | cut -f1)\n\
+         apt-get install -y -qq --no-install-recommends {pkgs} >/dev/null 2>&1 || \
+         {{ echo SUNABA-FAILED apt-get install; exit 0; }}\n\
+         after=$(du -sxk / 2>/dev/null | cut -f1)\n\
+         echo \"SUNABA-SIZE $((after - before))\"\n\
+         for t in {tools}; do printf 'SUNABA-PROBE %s ' \"$t\"; \
+         \"$t\" --version 2>&1 | head -n 1 | tr -d '\\r'; echo; done\n",
+        pkgs = quote(apt),
+        tools = quote(tools),
+    )
+}
+
+/// `text` as a literal in a POSIX ERE that is also a Rust regex (the
+/// healthcheck greps with the one, validation compiles the other): only
+/// the characters special to both are escaped (`-` must stay bare in ERE).
+pub fn ere_escape(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if ".[]()*+?{}|^$\\".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// What a probe container printed.
+pub fn parse_probe(stdout: &str) -> Result<Probe, ScaffoldError> {
+    let mut probe = Probe::default();
+    let mut missing = Vec::new();
+    for line in stdout.lines() {
+        if let Some(p) = line.strip_prefix("SUNABA-MISSING ") {
+            missing.push(p.trim().to_string());
+        } else if let Some(what) = line.strip_prefix("SUNABA-FAILED ") {
+            return Err(ScaffoldError::ProbeFailed(format!("{what} failed")));
+        } else if let Some(kib) = line.strip_prefix("SUNABA-SIZE ") {
+            probe.size = kib.trim().parse::<u64>().unwrap_or_default() * 1024;
+        } else if let Some(rest) = line.strip_prefix("SUNABA-PROBE ") {
+            let (tool, printed) = rest.split_once(' ').unwrap_or((rest, ""));
+            probe
+                .versions
+                .insert(tool.to_string(), printed.trim().to_string());
+        }
+    }
+    if !missing.is_empty() {
+        return Err(ScaffoldError::AptMissing { packages: missing });
+    }
+    Ok(probe)
+}
+
+/// A version pattern for what a probe printed, and the version it finds:
+/// the text before the first `X.Y[.Z]` kept literally (from its last word
+/// on), the version captured; checked against `printed`.
+pub fn proposed_pattern(printed: &str) -> Option<(String, String)> {
+    let version = regex::Regex::new(r"[0-9]+\.[0-9]+(\.[0-9]+)?").ok()?;
+    let m = version.find(printed)?;
+    let before = &printed[..m.start()];
+    let word_start = before
+        .trim_end()
+        .rfind(char::is_whitespace)
+        .map_or(0, |i| i + 1);
+    let prefix = &before[word_start..];
+    let group = if m.as_str().matches('.').count() == 2 {
+        r"([0-9]+\.[0-9]+\.[0-9]+)"
+    } else {
+        r"([0-9]+\.[0-9]+)"
+    };
+    let pattern = format!("{}{group}", ere_escape(prefix));
+    let captured = regex::Regex::new(&pattern)
+        .ok()?
+        .captures(printed)?
+        .get(1)?
+        .as_str()
+        .to_string();
+    (captured == m.as_str()).then_some((pattern, captured))
+}
+
+/// A planned scaffold: new files (project-relative) and the new images.toml.
+#[derive(Debug)]
+pub struct Scaffold {
+    pub files: Vec<(PathBuf, String)>,
+    pub manifest_text: String,
+    /// The variants the fragment is in (its own, the default when joined).
+    pub variants: Vec<String>,
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+/// Plans the scaffold of `req` in `manifest` (whose text is `text`).
+pub fn plan(
+    manifest: &Manifest,
+    text: &str,
+    req: &Request,
+    probe: Option<&Probe>,
+) -> Result<Scaffold, ScaffoldError> {
+    let name = &req.name;
+    let variant = req.variant.clone().unwrap_or_else(|| name.clone());
+    let tools = if req.tools.is_empty() {
+        vec![name.clone()]
+    } else {
+        req.tools.clone()
+    };
+    let checks: Vec<(&'static str, &String)> = [("fragment", name), ("variant", &variant)]
+        .into_iter()
+        .chain(tools.iter().map(|t| ("tool", t)))
+        .chain(req.language.iter().map(|l| ("language", l)))
+        .collect();
+    for (what, n) in &checks {
+        if !valid_name(n) {
+            return Err(ScaffoldError::BadName {
+                what,
+                name: n.to_string(),
+            });
+        }
+    }
+    if manifest.fragments.contains_key(name) {
+        return Err(declared("fragment", name));
+    }
+    if manifest.variants.contains_key(&variant) {
+        return Err(declared("variant", &variant));
+    }
+    if let Some(l) = &req.language {
+        if manifest.languages.contains_key(l) {
+            return Err(declared("language", l));
+        }
+        if manifest.smoke.contains_key(l) {
+            return Err(declared("smoke suite", l));
+        }
+    }
+    let default = manifest.variants.get(&manifest.default);
+    let parent = match &req.parent {
+        Some(p) if manifest.variants.contains_key(p) => Some(p.clone()),
+        Some(p) => {
+            return Err(ScaffoldError::UnknownParent {
+                name: p.clone(),
+                known: manifest
+                    .variants
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        None => default.and_then(|d| d.parent.clone()),
+    };
+    let parent_budget = parent
+        .as_ref()
+        .and_then(|p| manifest.variants.get(p))
+        .map_or(0, |v| v.size_budget);
+    let (budget, budget_why) = match probe {
+        Some(p) => (
+            parent_budget + p.size + p.size / 4 + parse_size("50MiB").unwrap_or_default(),
+            "the parent's, plus what the probed packages added and a quarter more, plus 50 MiB",
+        ),
+        None => (
+            parent_budget + parse_size("500MiB").unwrap_or_default(),
+            "the parent's plus 500 MiB",
+        ),
+    };
+
+    let script = PathBuf::from(format!("docker/install-{name}.sh"));
+    let mut files = vec![(script.clone(), install_script(name, &tools, &req.apt))];
+    let mut block = String::new();
+    block.push_str(&format!(
+        "\n# {:-<60} {name} ----\n\
+         # Written by `sunaba-images new fragment {name}`: proposals to check (the\n\
+         # version patterns against what the probes print, the size budget after a\n\
+         # build: `check` says by how much an image is over).\n",
+        ""
+    ));
+    for tool in tools.iter().filter(|t| !manifest.tools.contains_key(*t)) {
+        block.push_str(&format!(
+            "\n[tools.{tool}]\nprobe = [\"{tool}\", \"--version\"]\n"
+        ));
+        let printed = probe.and_then(|p| p.versions.get(tool));
+        match printed.and_then(|line| proposed_pattern(line).map(|p| (line, p))) {
+            Some((line, (pattern, version))) => block.push_str(&format!(
+                "# the probe printed: {line}\nversion = '{pattern}'\nmin = \"{version}\"\n"
+            )),
+            None => {
+                if let Some(line) = printed {
+                    block.push_str(&format!(
+                        "# the probe printed {}: no version in it; write the pattern by hand\n",
+                        if line.is_empty() {
+                            "nothing".to_string()
+                        } else {
+                            format!("`{line}`")
+                        }
+                    ));
+                }
+                block.push_str(&format!(
+                    "version = '{} ([0-9]+\\.[0-9]+\\.[0-9]+)'\n",
+                    ere_escape(tool)
+                ));
+            }
+        }
+    }
+    block.push_str(&format!(
+        "\n[fragments.{name}]\nscript = \"{}\"\nprovides = {}\n\
+         # Caches and build directories go under ${{HOME}} or ${{XDG_CACHE_HOME}} in\n\
+         # [fragments.{name}.env] (e.g. CARGO_TARGET_DIR): the workspace stays untouched.\n",
+        script.display(),
+        toml_list(&tools)
+    ));
+    if !req.apt.is_empty() {
+        block.push_str(&format!(
+            "# Debian packages: apt cannot pin a version (no *_VERSION argument); `outdated` reports them.\n\
+             [fragments.{name}.packages]\n"
+        ));
+        for pkg in &req.apt {
+            block.push_str(&format!("{} = {{ from = \"debian\" }}\n", toml_key(pkg)));
+        }
+    }
+    block.push_str(&format!("\n[variants.{variant}]\n"));
+    if let Some(p) = &parent {
+        block.push_str(&format!("parent = \"{p}\"\n"));
+    }
+    block.push_str(&format!(
+        "fragments = [\"{name}\"]\naliases = [\"{variant}\"]\n"
+    ));
+    if let Some(l) = &req.language {
+        block.push_str(&format!("serves = [\"{l}\"]\n"));
+    }
+    block.push_str(&format!(
+        "# An estimate ({budget_why}).\nsize_budget = \"{}MiB\"\n",
+        budget.div_ceil(1024 * 1024)
+    ));
+
+    let mut variants = vec![variant.clone()];
+    let mut text = text.to_string();
+    if let Some(l) = &req.language {
+        // What verify runs: the first tool (add others with their smoke).
+        block.push_str(&format!(
+            "\n[languages.{l}]\ntools = {}\nmarkers = {}\nextensions = {}\n",
+            toml_list(&tools[..1]),
+            toml_list(&req.markers),
+            toml_list(&req.extensions)
+        ));
+        let tool = &tools[0];
+        block.push_str(&format!(
+            "\n# Run by `check` on tests/smoke/{l}/pass and .../defect: the command verify\n\
+             # runs, and what it prints (the defect's `output` is required).\n\
+             [smoke.{l}]\n[[smoke.{l}.commands]]\nrun = [\"{tool}\", \"check\", \".\"]\n\
+             expect.pass = {{ exit = 0, output = \"TODO: what {tool} prints on a clean project\" }}\n\
+             expect.defect = {{ exit = 1, output = \"TODO: the finding {tool} reports on the seeded defect\" }}\n"
+        ));
+        for (project, what) in [
+            ("pass", "a small project every tool of the language passes"),
+            (
+                "defect",
+                "the same project with a seeded defect: a lint error, a type error or a failing test printing a marker",
+            ),
+        ] {
+            files.push((
+                PathBuf::from(format!("tests/smoke/{l}/{project}/README.md")),
+                format!("TODO: {what} (replace this file).\n"),
+            ));
+        }
+        // Coverage: the default variant owes every language's tools.
+        if let Some(d) = default {
+            text = push_to_lists(
+                &text,
+                &d.name,
+                &[("fragments", name.as_str()), ("serves", l.as_str())],
+            )?;
+            variants.push(d.name.clone());
+        }
+    }
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&block);
+    Ok(Scaffold {
+        files,
+        manifest_text: text,
+        variants,
+    })
+}
+
+fn declared(what: &'static str, name: &str) -> ScaffoldError {
+    ScaffoldError::Declared {
+        what,
+        name: name.to_string(),
+    }
+}
+
+fn toml_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|i| format!("\"{i}\"")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+fn toml_key(key: &str) -> String {
+    if key
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        key.to_string()
+    } else {
+        format!("\"{key}\"")
+    }
+}
+
+/// `text` with `value` appended to the string lists of `[variants.VARIANT]`
+/// (a missing list is created), everything else kept.
+fn push_to_lists(
+    text: &str,
+    variant: &str,
+    edits: &[(&str, &str)],
+) -> Result<String, ScaffoldError> {
+    let mut doc: DocumentMut = text
+        .parse()
+        .map_err(|e: toml_edit::TomlError| ScaffoldError::Edit(e.to_string()))?;
+    let table = doc["variants"][variant]
+        .as_table_like_mut()
+        .ok_or_else(|| ScaffoldError::Edit(format!("no [variants.{variant}] table")))?;
+    for (key, value) in edits {
+        match table.get_mut(key).and_then(|i| i.as_array_mut()) {
+            Some(array) => array.push(*value),
+            None => {
+                let mut array = toml_edit::Array::new();
+                array.push(*value);
+                table.insert(key, toml_edit::value(array));
+            }
+        }
+    }
+    Ok(doc.to_string())
+}
+
+fn install_script(name: &str, tools: &[String], apt: &[String]) -> String {
+    let install = if apt.is_empty() {
+        format!(
+            "# TODO: install {} (apt_install PKG…, or a locked download: README \"Locks\").\n",
+            tools.join(", ")
+        )
+    } else {
+        format!("apt_install {}\n", apt.join(" "))
+    };
+    format!(
+        "#!/bin/sh\n\
+         # Fragment `{name}`: {}. Runs on its parent, alone or next to the other\n\
+         # fragments of a variant.\n\
+         set -eu\n\
+         # shellcheck source=docker/lib/common.sh\n\
+         . /run/sunaba/lib/common.sh\n\
+         {install}\
+         sunaba_cleanup\n",
+        tools.join(", ")
+    )
+}
+
+/// Writes `scaffold` under `root` (the manifest at `manifest_path`): the new
+/// files first (each refused if it exists), then the whole is validated,
+/// and only then images.toml is replaced. On any problem the files written
+/// are removed again. Returns the files written, images.toml last.
+pub fn write(
+    root: &Path,
+    manifest_path: &Path,
+    scaffold: &Scaffold,
+) -> Result<Vec<PathBuf>, ScaffoldError> {
+    for (rel, _) in &scaffold.files {
+        let path = root.join(rel);
+        if path.exists() {
+            return Err(ScaffoldError::FileExists { path: rel.clone() });
+        }
+    }
+    let mut written: Vec<PathBuf> = Vec::new();
+    let mut created_dirs: Vec<PathBuf> = Vec::new();
+    let undo = |written: &[PathBuf], dirs: &[PathBuf]| {
+        for p in written {
+            let _ = std::fs::remove_file(p);
+        }
+        for d in dirs.iter().rev() {
+            let _ = std::fs::remove_dir(d);
+        }
+    };
+    for (rel, content) in &scaffold.files {
+        let path = root.join(rel);
+        let result = (|| {
+            if let Some(parent) = path.parent() {
+                let mut missing: Vec<PathBuf> = parent
+                    .ancestors()
+                    .take_while(|a| !a.exists())
+                    .map(Path::to_path_buf)
+                    .collect();
+                std::fs::create_dir_all(parent)?;
+                missing.reverse();
+                created_dirs.extend(missing);
+            }
+            use std::io::Write as _;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)?;
+            written.push(path.clone());
+            file.write_all(content.as_bytes())?;
+            if rel.extension().is_some_and(|e| e == "sh") {
+                use std::os::unix::fs::PermissionsExt as _;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+            }
+            Ok(())
+        })();
+        if let Err(source) = result {
+            undo(&written, &created_dirs);
+            return Err(ScaffoldError::Write {
+                path: rel.clone(),
+                source,
+            });
+        }
+    }
+    if let Err(e) = Manifest::from_str_at(&scaffold.manifest_text, manifest_path) {
+        undo(&written, &created_dirs);
+        return Err(ScaffoldError::Invalid(e));
+    }
+    if let Err(e) = atomic_write(manifest_path, scaffold.manifest_text.as_bytes()) {
+        undo(&written, &created_dirs);
+        return Err(ScaffoldError::Write {
+            path: manifest_path.to_path_buf(),
+            source: std::io::Error::other(e.to_string()),
+        });
+    }
+    let mut out: Vec<PathBuf> = scaffold.files.iter().map(|(p, _)| p.clone()).collect();
+    out.push(PathBuf::from("images.toml"));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_probe_is_read_and_its_versions_become_checked_patterns() {
+        let out = "SUNABA-SIZE 2048\nSUNABA-PROBE bc bc 1.07.1\nSUNABA-PROBE jq jq-1.7.1\n\
+                   SUNABA-PROBE cargo cargo 1.85.0 (d73d2caf9 2024-12-31)\nSUNABA-PROBE x \n";
+        let p = parse_probe(out).unwrap();
+        assert_eq!(p.size, 2048 * 1024);
+        assert_eq!(p.versions["x"], "");
+        for (printed, pattern, version) in [
+            ("bc 1.07.1", r"bc ([0-9]+\.[0-9]+\.[0-9]+)", "1.07.1"),
+            ("jq-1.7.1", r"jq-([0-9]+\.[0-9]+\.[0-9]+)", "1.7.1"),
+            (
+                "cargo 1.85.0 (d73d2caf9 2024-12-31)",
+                r"cargo ([0-9]+\.[0-9]+\.[0-9]+)",
+                "1.85.0",
+            ),
+            ("Python 3.13", r"Python ([0-9]+\.[0-9]+)", "3.13"),
+            ("v26.12.1", r"v([0-9]+\.[0-9]+\.[0-9]+)", "26.12.1"),
+            ("tool (c++) 2.1", r"\(c\+\+\) ([0-9]+\.[0-9]+)", "2.1"),
+        ] {
+            let got = proposed_pattern(printed);
+            assert_eq!(
+                got,
+                Some((pattern.to_string(), version.to_string())),
+                "{printed}"
+            );
+        }
+        assert_eq!(proposed_pattern("sh: x: not found"), None);
+        assert!(matches!(
+            parse_probe("SUNABA-MISSING a\nSUNABA-MISSING b\n"),
+            Err(ScaffoldError::AptMissing { packages }) if packages == ["a", "b"]
+        ));
+        assert!(matches!(
+            parse_probe("SUNABA-FAILED apt-get update\n"),
+            Err(ScaffoldError::ProbeFailed(_))
+        ));
+        assert_eq!(ere_escape("ast-grep"), "ast-grep");
+        assert_eq!(ere_escape("a.b+"), r"a\.b\+");
+    }
+
+    #[test]
+    fn lists_gain_an_entry_and_everything_else_is_kept() {
+        let text = "# head\n[variants.full]\n# why\nfragments = [\"a\", \"b\"]  # keep\nsize_budget = \"1GiB\"\n";
+        let out = push_to_lists(text, "full", &[("fragments", "c"), ("serves", "x")]).unwrap();
+        assert_eq!(
+            out,
+            "# head\n[variants.full]\n# why\nfragments = [\"a\", \"b\", \"c\"]  # keep\n\
+             size_budget = \"1GiB\"\nserves = [\"x\"]\n"
+        );
+        assert!(matches!(
+            push_to_lists(text, "nope", &[("fragments", "c")]),
+            Err(ScaffoldError::Edit(_))
+        ));
+    }
+
+    #[test]
+    fn the_script_installs_the_packages_or_says_what_to_do() {
+        let s = install_script("rust", &["cargo".into()], &["cargo".into(), "rustc".into()]);
+        assert!(s.starts_with("#!/bin/sh\n# Fragment `rust`: cargo."), "{s}");
+        assert!(
+            s.contains("set -eu\n") && s.contains("\napt_install cargo rustc\nsunaba_cleanup\n")
+        );
+        let s = install_script("toy", &["toyc".into()], &[]);
+        assert!(s.contains("# TODO: install toyc (apt_install PKG"), "{s}");
+        assert!(valid_name("rust-nightly_2") && !valid_name("Rust") && !valid_name("a b"));
+    }
+}
