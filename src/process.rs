@@ -34,6 +34,27 @@ pub enum ProcessError {
         command: String,
         source: std::io::Error,
     },
+    /// The program closed its stdin (exited, or stopped reading) while we
+    /// were still writing to it. Deliberately no `io::Error` inside: a
+    /// broken pipe in an error chain means *our* stdout was closed
+    /// (`exit::report` ends quietly on that), and this is a failure.
+    #[error("`{command}` stopped reading its input before the end ({status}){}", stderr_suffix(.stderr))]
+    StoppedReading {
+        command: String,
+        status: String,
+        stderr: String,
+    },
+}
+
+/// A streamed run's failure: the program's own (it failed, or stopped
+/// reading what we fed it), or the caller's code that read or wrote the
+/// stream.
+#[derive(Debug, thiserror::Error)]
+pub enum PipeError<E> {
+    #[error(transparent)]
+    Process(ProcessError),
+    #[error(transparent)]
+    Stream(E),
 }
 
 fn stderr_suffix(stderr: &str) -> String {
@@ -171,6 +192,146 @@ impl Cmd {
             .map_err(|source| self.spawn_error(source))
     }
 
+    /// Runs with stdout handed to `consume` as a stream (a `docker save` of
+    /// a gigabyte is never held in memory); stderr is captured for the
+    /// error. No timeout: the consumer decides how long a stream may take.
+    ///
+    /// When `consume` fails and the program had already failed, the
+    /// program's failure is the error (a truncated stream is then its
+    /// symptom, not its cause); otherwise the program is killed and the
+    /// consumer's error returned. A non-zero exit after a successful
+    /// `consume` is still a failure.
+    pub fn read_stdout<T, E>(
+        &self,
+        consume: impl FnOnce(&mut dyn Read) -> Result<T, E>,
+    ) -> Result<T, PipeError<E>> {
+        let mut command = self.command();
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command
+            .spawn()
+            .map_err(|source| PipeError::Process(self.spawn_error(source)))?;
+        let stderr = collect(child.stderr.take().expect("stderr is piped"));
+        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let result = consume(&mut stdout);
+        let (status, drained) = match &result {
+            Ok(_) => {
+                // What the consumer left (padding after an archive's end)
+                // is read, so the program can finish writing and exit.
+                let drained = std::io::copy(&mut stdout, &mut std::io::sink()).map(drop);
+                drop(stdout);
+                (child.wait().map(|s| (s, false)), drained)
+            }
+            // Still holding stdout: a program that is writing is not
+            // killed by a broken pipe of ours before we look.
+            Err(_) => (self.exited_or_killed(&mut child), Ok(())),
+        };
+        let (status, killed) =
+            status.map_err(|source| PipeError::Process(self.io_error(source)))?;
+        let out = Output {
+            status,
+            stdout: String::new(),
+            stderr: joined(stderr),
+        };
+        match result {
+            _ if !killed && !status.success() => Err(PipeError::Process(self.failed(&out))),
+            Err(e) => Err(PipeError::Stream(e)),
+            Ok(v) => {
+                drained.map_err(|source| PipeError::Process(self.io_error(source)))?;
+                Ok(v)
+            }
+        }
+    }
+
+    /// Runs with stdin fed by `produce` as a stream (a `docker load` of an
+    /// archive written as it is made); stdout and stderr are captured.
+    ///
+    /// A program that exits or closes its stdin before `produce` is done is
+    /// a [`ProcessError`] naming it (its own failure with its stderr, or
+    /// [`ProcessError::StoppedReading`]), never the bare broken pipe the
+    /// write saw. When `produce` fails for another reason the program is
+    /// killed (so a half-written archive is never taken for a whole one)
+    /// and its error returned.
+    pub fn write_stdin<T, E>(
+        &self,
+        produce: impl FnOnce(&mut dyn Write) -> Result<T, E>,
+    ) -> Result<(T, Output), PipeError<E>> {
+        let mut command = self.command();
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command
+            .spawn()
+            .map_err(|source| PipeError::Process(self.spawn_error(source)))?;
+        let stdout = collect(child.stdout.take().expect("stdout is piped"));
+        let stderr = collect(child.stderr.take().expect("stderr is piped"));
+        let mut stdin = WatchedStdin {
+            inner: child.stdin.take().expect("stdin is piped"),
+            closed: false,
+        };
+        let result = produce(&mut stdin);
+        // ChildStdin is unbuffered; a flush can still see the pipe close.
+        let _ = stdin.flush();
+        let closed = stdin.closed;
+        let status = if result.is_err() && !closed {
+            // Killed before it sees EOF: half an archive must not look
+            // like a whole one to it.
+            let status = self.exited_or_killed(&mut child);
+            drop(stdin);
+            status.map(|(s, _)| s)
+        } else {
+            drop(stdin);
+            child.wait()
+        }
+        .map_err(|source| PipeError::Process(self.io_error(source)))?;
+        let out = Output {
+            status,
+            stdout: joined(stdout),
+            stderr: joined(stderr),
+        };
+        if closed {
+            return Err(PipeError::Process(if status.success() {
+                ProcessError::StoppedReading {
+                    command: self.display(),
+                    status: describe_status(&status),
+                    stderr: out.stderr.clone(),
+                }
+            } else {
+                self.failed(&out)
+            }));
+        }
+        match result {
+            Err(e) => Err(PipeError::Stream(e)),
+            Ok(_) if !status.success() => Err(PipeError::Process(self.failed(&out))),
+            Ok(v) => Ok((v, out)),
+        }
+    }
+
+    /// After the stream side gave up: a program that is exiting on its own
+    /// gets 200 ms to do so (its status then tells whether it failed
+    /// first), else it is killed. True when we killed it.
+    fn exited_or_killed(&self, child: &mut Child) -> std::io::Result<(ExitStatus, bool)> {
+        let until = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < until {
+            if let Some(status) = child.try_wait()? {
+                return Ok((status, false));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        child.wait().map(|s| (s, true))
+    }
+
+    fn io_error(&self, source: std::io::Error) -> ProcessError {
+        ProcessError::Io {
+            command: self.display(),
+            source,
+        }
+    }
+
     /// The std command: program, argv, extra environment, directory.
     fn command(&self) -> std::process::Command {
         let mut command = std::process::Command::new(&self.program);
@@ -300,6 +461,47 @@ impl Cmd {
             after: self.timeout.unwrap_or_default(),
         }
     }
+}
+
+/// A child's stdin that remembers whether the child closed it under us.
+struct WatchedStdin {
+    inner: std::process::ChildStdin,
+    closed: bool,
+}
+
+impl WatchedStdin {
+    fn note<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if r.as_ref()
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+        {
+            self.closed = true;
+        }
+        r
+    }
+}
+
+impl Write for WatchedStdin {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = self.inner.write(buf);
+        self.note(r)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = self.inner.flush();
+        self.note(r)
+    }
+}
+
+/// Reads a pipe to its end on a thread of its own.
+fn collect(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        bytes
+    })
+}
+
+fn joined(reader: std::thread::JoinHandle<Vec<u8>>) -> String {
+    String::from_utf8_lossy(&reader.join().unwrap_or_default()).into_owned()
 }
 
 fn spawn_reader(
@@ -433,6 +635,110 @@ mod tests {
         assert_eq!(out.stdout, "one\ntwo\n");
         seen.sort();
         assert_eq!(seen, ["done", "one", "two"]);
+    }
+
+    #[test]
+    fn read_stdout_streams_and_a_failed_program_is_the_error() {
+        let n = Cmd::new("head")
+            .args(["-c", "3000000", "/dev/zero"])
+            .read_stdout(|r| std::io::copy(r, &mut std::io::sink()))
+            .unwrap();
+        assert_eq!(n, 3_000_000);
+
+        // It wrote a little, then failed: the stream looked fine, the
+        // program's failure (with its stderr) is the error.
+        let err = Cmd::new("sh")
+            .args(["-c", "printf abc; echo 'no such image' >&2; exit 1"])
+            .read_stdout(|r| std::io::read_to_string(r))
+            .unwrap_err();
+        let PipeError::Process(p) = err else {
+            panic!("{err:?}")
+        };
+        assert!(p.to_string().contains("no such image"), "{p}");
+
+        // The consumer gives up on an endless stream: its error, promptly.
+        let started = Instant::now();
+        let err = Cmd::new("yes")
+            .read_stdout(|r| {
+                let mut first = [0u8; 4];
+                r.read_exact(&mut first)?;
+                Err::<(), _>(std::io::Error::other("not an archive"))
+            })
+            .unwrap_err();
+        assert!(matches!(err, PipeError::Stream(ref e) if e.to_string() == "not an archive"));
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn write_stdin_feeds_the_program_and_captures_its_output() {
+        let ((), out) = Cmd::new("wc")
+            .arg("-c")
+            .write_stdin(|w| w.write_all(&vec![7u8; 5_000_000]))
+            .unwrap();
+        assert_eq!(out.stdout.trim(), "5000000");
+    }
+
+    /// A chain that `exit::report` would take for our own closed stdout.
+    fn has_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+        let mut cause = Some(e);
+        while let Some(c) = cause {
+            if c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            {
+                return true;
+            }
+            cause = c.source();
+        }
+        false
+    }
+
+    #[test]
+    fn a_program_that_exits_while_fed_is_its_failure_not_a_broken_pipe() {
+        let big = vec![b'x'; 8 << 20];
+        let err = Cmd::new("sh")
+            .args(["-c", "head -c 1 >/dev/null; echo 'bad archive' >&2; exit 3"])
+            .write_stdin(|w| w.write_all(&big))
+            .unwrap_err();
+        let PipeError::Process(p) = err else {
+            panic!("{err:?}")
+        };
+        let msg = p.to_string();
+        assert!(
+            msg.contains("exit status 3") && msg.contains("bad archive"),
+            "{msg}"
+        );
+        assert!(msg.contains("sh -c"), "{msg}");
+        assert!(!has_broken_pipe(&p), "{p:?}");
+
+        // Exit 0 before the end is still a failure.
+        let err = Cmd::new("head")
+            .args(["-c", "1"])
+            .write_stdin(|w| w.write_all(&big))
+            .unwrap_err();
+        let PipeError::Process(p @ ProcessError::StoppedReading { .. }) = err else {
+            panic!("{err:?}")
+        };
+        assert!(
+            p.to_string()
+                .starts_with("`head -c 1` stopped reading its input"),
+            "{p}"
+        );
+        assert!(!has_broken_pipe(&p));
+    }
+
+    #[test]
+    fn a_producer_that_fails_kills_the_program_and_is_the_error() {
+        let started = Instant::now();
+        // `cat` would wait for EOF forever; it must be killed, not fed EOF.
+        let err = Cmd::new("sh")
+            .args(["-c", "cat >/dev/null; echo finished"])
+            .write_stdin(|w| {
+                w.write_all(b"half an archive")?;
+                Err::<(), _>(std::io::Error::other("layer 2 is corrupt"))
+            })
+            .unwrap_err();
+        assert!(matches!(err, PipeError::Stream(ref e) if e.to_string() == "layer 2 is corrupt"));
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[test]
