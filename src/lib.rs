@@ -18,6 +18,7 @@ pub mod labels;
 pub mod legs;
 pub mod locks;
 pub mod manifest;
+pub mod normalize;
 pub mod outdated;
 pub mod pins;
 pub mod policy;
