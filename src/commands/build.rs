@@ -169,6 +169,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
             source_date_epoch,
             platform: platform.clone(),
             upstream_for_platform,
+            normalize: true,
         };
         if platforms.len() > 1 || foreign.is_some() {
             eprintln!(

@@ -189,6 +189,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
                 // from legs (`--from REPO --legs FILE`).
                 platform: None,
                 upstream_for_platform: None,
+                normalize: true,
             };
             gather::from_engine(
                 &family,
