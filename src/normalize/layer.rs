@@ -93,6 +93,11 @@ pub(super) fn plan<'a>(
         if !in_roots(&e.path) || drop_set.contains(e.path.as_slice()) {
             continue;
         }
+        // A whiteout is a deletion, never a stub (it is empty too).
+        if is_whiteout(&e.path) {
+            kept_in_roots.push(&e.path);
+            continue;
+        }
         let new = !lower.contains(&e.path);
         match e.kind {
             Kind::File if new && e.size == 0 => {

@@ -417,6 +417,39 @@ fn a_fragment_layer_is_rewritten_entry_by_entry() {
 }
 
 #[test]
+fn under_a_mount_root_only_new_empty_entries_are_stubs() {
+    let base = layer(&[
+        dir("run"),
+        dir("run/sunaba"),
+        file("run/sunaba/state", "1\n"),
+    ]);
+    let frag = layer(&[
+        dir("run/sunaba"),
+        // A deletion of the base's file is empty too, but no stub.
+        file("run/sunaba/.wh.state", ""),
+        file("run/sunaba/install.sh", ""),
+        dir("run/secrets"),
+        file("run/secrets/written", "a fragment wrote this\n"),
+    ]);
+    let (report, out) = run(&save_stream(&[base, frag], "2026-12-01T19:00:00Z"), &opts()).unwrap();
+    let (_, layers) = unpack(&out);
+    let paths: Vec<&str> = layers[1].iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "run/secrets/",
+            "run/secrets/written",
+            "run/sunaba/",
+            "run/sunaba/.wh.state"
+        ]
+    );
+    assert_eq!(
+        report.layers[1].dropped,
+        [("run/sunaba/install.sh".to_string(), "a BuildKit mount stub")]
+    );
+}
+
+#[test]
 fn two_builds_that_differ_in_times_order_and_names_give_the_same_bytes() {
     let (base, frag) = sample();
     let one = run(
