@@ -44,6 +44,10 @@ pub enum Outcome {
         reference: String,
         inputs: String,
         build_seconds: f64,
+        /// The normalisation's share after the engine's build (absent when
+        /// normalisation is off).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        normalize_seconds: Option<f64>,
         check: Option<CheckReport>,
     },
     Skipped {

@@ -228,13 +228,14 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
         }
         Err(e) => return failed(Stage::Build, e, Some(log_path)),
     };
-    let image_id = if sh.opts.normalize {
+    let normalize_started = Instant::now();
+    let (image_id, normalize_seconds) = if sh.opts.normalize {
         match normalize(sh, &image_id, &from_id, &tags, &log_path) {
-            Ok(id) => id,
+            Ok(id) => (id, Some(normalize_started.elapsed().as_secs_f64())),
             Err(e) => return failed(Stage::Normalize, e, Some(log_path)),
         }
     } else {
-        image_id
+        (image_id, None)
     };
 
     if !sh.opts.check {
@@ -243,6 +244,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
             reference: inputs_tag,
             inputs,
             build_seconds,
+            normalize_seconds,
             check: None,
         };
     }
@@ -252,6 +254,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
             reference: inputs_tag,
             inputs,
             build_seconds,
+            normalize_seconds,
             check: Some(report),
         },
         Err(outcome) => *outcome,

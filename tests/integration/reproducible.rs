@@ -164,6 +164,15 @@ impl Fixture {
             .iter()
             .map(|r| {
                 assert_eq!(r["result"], "built", "{r}");
+                let (build, normalize) =
+                    (r["build_seconds"].as_f64(), r["normalize_seconds"].as_f64());
+                assert!(build.is_some() && normalize.is_some(), "{r}");
+                eprintln!(
+                    "{}: build {:.1}s, normalise {:.1}s",
+                    r["variant"],
+                    build.unwrap(),
+                    normalize.unwrap()
+                );
                 (
                     r["variant"].as_str().unwrap().to_string(),
                     r["image_id"].as_str().unwrap().to_string(),
