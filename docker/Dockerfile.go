@@ -32,6 +32,7 @@ RUN --mount=type=secret,id=ca_bundle,target=/run/secrets/ca_bundle \
 ENV GOCACHE="${XDG_CACHE_HOME}/go-build"
 ENV GOMODCACHE="${HOME}/go/pkg/mod"
 ENV GOPATH="${HOME}/go"
+ENV GOTELEMETRY="off"
 ENV GOTOOLCHAIN="local"
 
 # The sandbox user the run contract runs as (sandbox, 1000:1000), its HOME

@@ -19,6 +19,7 @@ pub mod labels;
 pub mod locks;
 pub mod manifest;
 pub mod name;
+pub mod normalize;
 pub mod outdated;
 pub mod pins;
 pub mod policy;

@@ -6,7 +6,7 @@ use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
-use std::sync::{Mutex, mpsc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// How many trailing stderr lines an error message keeps.
@@ -34,17 +34,27 @@ pub enum ProcessError {
         command: String,
         source: std::io::Error,
     },
-    /// The program ended (with success) before it had read all of its input:
-    /// what it did, it did with part of what it was given.
-    #[error("`{command}` exited before reading all of its input ({written} bytes taken)")]
-    InputNotRead { command: String, written: u64 },
-    /// The input to feed the program could not be read; the program was
-    /// stopped so that it cannot act on part of it.
-    #[error("cannot read the input for `{command}`: {source}")]
-    Input {
+    /// The program closed its stdin (exited, or stopped reading) while we
+    /// were still writing to it. Deliberately no `io::Error` inside: a
+    /// broken pipe in an error chain means *our* stdout was closed
+    /// (`exit::report` ends quietly on that), and this is a failure.
+    #[error("`{command}` stopped reading its input before the end ({status}){}", stderr_suffix(.stderr))]
+    StoppedReading {
         command: String,
-        source: std::io::Error,
+        status: String,
+        stderr: String,
     },
+}
+
+/// A streamed run's failure: the program's own (it failed, or stopped
+/// reading what we fed it), or the caller's code that read or wrote the
+/// stream.
+#[derive(Debug, thiserror::Error)]
+pub enum PipeError<E> {
+    #[error(transparent)]
+    Process(ProcessError),
+    #[error(transparent)]
+    Stream(E),
 }
 
 fn stderr_suffix(stderr: &str) -> String {
@@ -155,12 +165,12 @@ impl Cmd {
     /// Runs to completion and captures stdout and stderr, whatever the exit
     /// status. Fails only when the program cannot run or times out.
     pub fn output(&self) -> Result<Output, ProcessError> {
-        self.execute(None, None)
+        self.execute(None)
     }
 
     /// Runs to completion; a non-zero exit is an error carrying stderr.
     pub fn run(&self) -> Result<Output, ProcessError> {
-        let out = self.execute(None, None)?;
+        let out = self.execute(None)?;
         if out.success() {
             Ok(out)
         } else {
@@ -171,20 +181,7 @@ impl Cmd {
     /// Runs to completion, handing every line of stdout and stderr (merged,
     /// in arrival order) to `on_line` as it arrives.
     pub fn stream(&self, on_line: &mut dyn FnMut(&str)) -> Result<Output, ProcessError> {
-        self.execute(None, Some(on_line))
-    }
-
-    /// Runs to completion with `input` streamed to the program's stdin (a
-    /// `docker load` of an archive made on the fly); a non-zero exit is an
-    /// error carrying stderr. A program that ends before taking all of its
-    /// input fails, naming the program: never a bare broken pipe.
-    pub fn run_feeding(&self, input: &mut (dyn Read + Send)) -> Result<Output, ProcessError> {
-        let out = self.execute(Some(input), None)?;
-        if out.success() {
-            Ok(out)
-        } else {
-            Err(self.failed(&out))
-        }
+        self.execute(Some(on_line))
     }
 
     /// Runs with the caller's stdin, stdout and stderr (an interactive
@@ -193,6 +190,146 @@ impl Cmd {
         self.command()
             .status()
             .map_err(|source| self.spawn_error(source))
+    }
+
+    /// Runs with stdout handed to `consume` as a stream (a `docker save` of
+    /// a gigabyte is never held in memory); stderr is captured for the
+    /// error. No timeout: the consumer decides how long a stream may take.
+    ///
+    /// When `consume` fails and the program had already failed, the
+    /// program's failure is the error (a truncated stream is then its
+    /// symptom, not its cause); otherwise the program is killed and the
+    /// consumer's error returned. A non-zero exit after a successful
+    /// `consume` is still a failure.
+    pub fn read_stdout<T, E>(
+        &self,
+        consume: impl FnOnce(&mut dyn Read) -> Result<T, E>,
+    ) -> Result<T, PipeError<E>> {
+        let mut command = self.command();
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command
+            .spawn()
+            .map_err(|source| PipeError::Process(self.spawn_error(source)))?;
+        let stderr = collect(child.stderr.take().expect("stderr is piped"));
+        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let result = consume(&mut stdout);
+        let (status, drained) = match &result {
+            Ok(_) => {
+                // What the consumer left (padding after an archive's end)
+                // is read, so the program can finish writing and exit.
+                let drained = std::io::copy(&mut stdout, &mut std::io::sink()).map(drop);
+                drop(stdout);
+                (child.wait().map(|s| (s, false)), drained)
+            }
+            // Still holding stdout: a program that is writing is not
+            // killed by a broken pipe of ours before we look.
+            Err(_) => (self.exited_or_killed(&mut child), Ok(())),
+        };
+        let (status, killed) =
+            status.map_err(|source| PipeError::Process(self.io_error(source)))?;
+        let out = Output {
+            status,
+            stdout: String::new(),
+            stderr: joined(stderr),
+        };
+        match result {
+            _ if !killed && !status.success() => Err(PipeError::Process(self.failed(&out))),
+            Err(e) => Err(PipeError::Stream(e)),
+            Ok(v) => {
+                drained.map_err(|source| PipeError::Process(self.io_error(source)))?;
+                Ok(v)
+            }
+        }
+    }
+
+    /// Runs with stdin fed by `produce` as a stream (a `docker load` of an
+    /// archive written as it is made); stdout and stderr are captured.
+    ///
+    /// A program that exits or closes its stdin before `produce` is done is
+    /// a [`ProcessError`] naming it (its own failure with its stderr, or
+    /// [`ProcessError::StoppedReading`]), never the bare broken pipe the
+    /// write saw. When `produce` fails for another reason the program is
+    /// killed (so a half-written archive is never taken for a whole one)
+    /// and its error returned.
+    pub fn write_stdin<T, E>(
+        &self,
+        produce: impl FnOnce(&mut dyn Write) -> Result<T, E>,
+    ) -> Result<(T, Output), PipeError<E>> {
+        let mut command = self.command();
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command
+            .spawn()
+            .map_err(|source| PipeError::Process(self.spawn_error(source)))?;
+        let stdout = collect(child.stdout.take().expect("stdout is piped"));
+        let stderr = collect(child.stderr.take().expect("stderr is piped"));
+        let mut stdin = WatchedStdin {
+            inner: child.stdin.take().expect("stdin is piped"),
+            closed: false,
+        };
+        let result = produce(&mut stdin);
+        // ChildStdin is unbuffered; a flush can still see the pipe close.
+        let _ = stdin.flush();
+        let closed = stdin.closed;
+        let status = if result.is_err() && !closed {
+            // Killed before it sees EOF: half an archive must not look
+            // like a whole one to it.
+            let status = self.exited_or_killed(&mut child);
+            drop(stdin);
+            status.map(|(s, _)| s)
+        } else {
+            drop(stdin);
+            child.wait()
+        }
+        .map_err(|source| PipeError::Process(self.io_error(source)))?;
+        let out = Output {
+            status,
+            stdout: joined(stdout),
+            stderr: joined(stderr),
+        };
+        if closed {
+            return Err(PipeError::Process(if status.success() {
+                ProcessError::StoppedReading {
+                    command: self.display(),
+                    status: describe_status(&status),
+                    stderr: out.stderr.clone(),
+                }
+            } else {
+                self.failed(&out)
+            }));
+        }
+        match result {
+            Err(e) => Err(PipeError::Stream(e)),
+            Ok(_) if !status.success() => Err(PipeError::Process(self.failed(&out))),
+            Ok(v) => Ok((v, out)),
+        }
+    }
+
+    /// After the stream side gave up: a program that is exiting on its own
+    /// gets 200 ms to do so (its status then tells whether it failed
+    /// first), else it is killed. True when we killed it.
+    fn exited_or_killed(&self, child: &mut Child) -> std::io::Result<(ExitStatus, bool)> {
+        let until = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < until {
+            if let Some(status) = child.try_wait()? {
+                return Ok((status, false));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        child.wait().map(|s| (s, true))
+    }
+
+    fn io_error(&self, source: std::io::Error) -> ProcessError {
+        ProcessError::Io {
+            command: self.display(),
+            source,
+        }
     }
 
     /// The std command: program, argv, extra environment, directory.
@@ -234,83 +371,49 @@ impl Cmd {
         }
     }
 
-    /// Runs the program: `input` (else the `stdin_bytes`, else nothing) is
-    /// fed to its stdin from a writer thread, so a program that writes a lot
-    /// before reading cannot deadlock us, while stdout and stderr are read.
-    fn execute(
-        &self,
-        input: Option<&mut (dyn Read + Send)>,
-        on_line: Option<&mut dyn FnMut(&str)>,
-    ) -> Result<Output, ProcessError> {
-        let mut bytes = self.stdin.as_deref();
-        let input: Option<&mut (dyn Read + Send)> = match input {
-            Some(input) => Some(input),
-            None => bytes.as_mut().map(|b| b as &mut (dyn Read + Send)),
-        };
+    /// Runs the program, its `stdin_bytes` (if any) fed from a writer
+    /// thread, so a program that writes a lot before reading cannot
+    /// deadlock us, while stdout and stderr are read.
+    fn execute(&self, on_line: Option<&mut dyn FnMut(&str)>) -> Result<Output, ProcessError> {
         let mut command = self.command();
         command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .stdin(if input.is_some() {
+            .stdin(if self.stdin.is_some() {
                 Stdio::piped()
             } else {
                 Stdio::null()
             });
         let mut child = command.spawn().map_err(|source| self.spawn_error(source))?;
         let stdin = child.stdin.take();
-        let held_stdin = Mutex::new(None);
         std::thread::scope(|scope| {
-            let writer = input
+            let writer = (self.stdin.as_deref())
                 .zip(stdin)
-                .map(|(input, stdin)| scope.spawn(|| feed(input, stdin, &held_stdin)));
-            let out = self.collect(&mut child, on_line, &held_stdin);
-            let fed = writer.map(|w| w.join().expect("the stdin writer does not panic"));
-            self.judge_feeding(out?, fed)
+                .map(|(bytes, mut stdin)| scope.spawn(move || stdin.write_all(bytes)));
+            let out = self.collect(&mut child, on_line)?;
+            match writer.map(|w| w.join().expect("the stdin writer does not panic")) {
+                // A program that failed says more in its stderr than a pipe.
+                None | Some(Ok(())) => Ok(out),
+                Some(Err(_)) if !out.success() => Ok(out),
+                Some(Err(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                    // It exited 0 without taking all of its input.
+                    Err(ProcessError::StoppedReading {
+                        command: self.display(),
+                        status: describe_status(&out.status),
+                        stderr: out.stderr,
+                    })
+                }
+                Some(Err(source)) => Err(self.io_error(source)),
+            }
         })
     }
 
-    /// What the feeding adds to a finished program's outcome: an input that
-    /// could not be read fails the run; a program that exited 0 without
-    /// taking all of its input fails it, naming the program. A program that
-    /// failed reports its own failure (its stderr says more than a pipe).
-    fn judge_feeding(
-        &self,
-        out: Output,
-        fed: Option<Result<u64, FeedError>>,
-    ) -> Result<Output, ProcessError> {
-        match fed {
-            None | Some(Ok(_)) => Ok(out),
-            Some(Err(FeedError::Input(source))) => Err(ProcessError::Input {
-                command: self.display(),
-                source,
-            }),
-            Some(Err(FeedError::Pipe { .. })) if !out.success() => Ok(out),
-            Some(Err(FeedError::Pipe { written, source })) => {
-                if source.kind() == std::io::ErrorKind::BrokenPipe {
-                    Err(ProcessError::InputNotRead {
-                        command: self.display(),
-                        written,
-                    })
-                } else {
-                    Err(ProcessError::Io {
-                        command: self.display(),
-                        source,
-                    })
-                }
-            }
-        }
-    }
-
     /// Reads stdout and stderr to their end and waits for the exit status,
-    /// within the timeout. A stdin the writer hands over in `held_stdin`
-    /// means its input failed: the program is killed (it must not act on
-    /// part of its input), then its stdin closed, so that what it started
-    /// (a `cat` under `sh`) ends too and the pipes reach their end.
+    /// within the timeout.
     fn collect(
         &self,
         child: &mut Child,
         mut on_line: Option<&mut dyn FnMut(&str)>,
-        held_stdin: &Mutex<Option<std::process::ChildStdin>>,
     ) -> Result<Output, ProcessError> {
         let io_err = |source| ProcessError::Io {
             command: self.display(),
@@ -352,7 +455,6 @@ impl Cmd {
                     }
                 }
             }
-            kill_if_input_failed(child, held_stdin);
         }
         for r in readers {
             let _ = r.join();
@@ -363,10 +465,7 @@ impl Cmd {
                 None if deadline.is_some_and(|d| Instant::now() >= d) => {
                     return Err(self.kill_timed_out(child));
                 }
-                None => {
-                    kill_if_input_failed(child, held_stdin);
-                    std::thread::sleep(Duration::from_millis(20))
-                }
+                None => std::thread::sleep(Duration::from_millis(20)),
             }
         };
         Ok(Output {
@@ -386,58 +485,45 @@ impl Cmd {
     }
 }
 
-/// Kills the program when its writer handed its stdin over (the input
-/// failed), then closes that stdin.
-fn kill_if_input_failed(child: &mut Child, held_stdin: &Mutex<Option<std::process::ChildStdin>>) {
-    let held = held_stdin
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .take();
-    if let Some(stdin) = held {
-        let _ = child.kill();
-        drop(stdin);
+/// A child's stdin that remembers whether the child closed it under us.
+struct WatchedStdin {
+    inner: std::process::ChildStdin,
+    closed: bool,
+}
+
+impl WatchedStdin {
+    fn note<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if r.as_ref()
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+        {
+            self.closed = true;
+        }
+        r
     }
 }
 
-/// Why feeding a program's stdin stopped early.
-enum FeedError {
-    /// Reading the input failed.
-    Input(std::io::Error),
-    /// Writing to the program failed (it closed its stdin, or ended).
-    Pipe {
-        written: u64,
-        source: std::io::Error,
-    },
+impl Write for WatchedStdin {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = self.inner.write(buf);
+        self.note(r)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = self.inner.flush();
+        self.note(r)
+    }
 }
 
-/// Copies `input` to the program's stdin, then closes it (end of input).
-/// When the input fails, stdin is handed over still open in `held_stdin`
-/// (closing it would read as a complete, shorter input), for the reading
-/// side to kill the program first.
-fn feed(
-    input: &mut (dyn Read + Send),
-    mut stdin: std::process::ChildStdin,
-    held_stdin: &Mutex<Option<std::process::ChildStdin>>,
-) -> Result<u64, FeedError> {
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut written = 0u64;
-    loop {
-        let n = match input.read(&mut buf) {
-            Ok(0) => return Ok(written),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                *held_stdin
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(stdin);
-                return Err(FeedError::Input(e));
-            }
-        };
-        stdin
-            .write_all(&buf[..n])
-            .map_err(|source| FeedError::Pipe { written, source })?;
-        written += n as u64;
-    }
+/// Reads a pipe to its end on a thread of its own.
+fn collect(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        bytes
+    })
+}
+
+fn joined(reader: std::thread::JoinHandle<Vec<u8>>) -> String {
+    String::from_utf8_lossy(&reader.join().unwrap_or_default()).into_owned()
 }
 
 fn spawn_reader(
@@ -580,80 +666,37 @@ mod tests {
     }
 
     #[test]
-    fn a_program_that_exits_0_before_reading_its_input_fails_naming_it() {
-        let err = Cmd::new("true")
-            .run_feeding(&mut more_than_a_pipe_holds().as_slice())
-            .unwrap_err();
-        assert!(
-            matches!(&err, ProcessError::InputNotRead { command, .. } if command == "true"),
-            "{err:?}"
-        );
-        assert!(
-            err.to_string()
-                .starts_with("`true` exited before reading all of its input"),
-            "{err}"
-        );
-        // The same through stdin_bytes: `output` does not judge the status,
-        // but input left unread is not success either.
+    fn a_program_that_exits_0_before_reading_its_stdin_bytes_fails_naming_it() {
+        // `output` does not judge the exit status, but input left unread
+        // is not success either; before, the writer's broken pipe was
+        // dropped and the run looked fine.
         let err = Cmd::new("true")
             .stdin_bytes(more_than_a_pipe_holds())
             .output()
             .unwrap_err();
-        assert!(matches!(err, ProcessError::InputNotRead { .. }), "{err:?}");
+        assert!(
+            matches!(&err, ProcessError::StoppedReading { command, .. } if command == "true"),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("`true` stopped reading its input before the end"),
+            "{err}"
+        );
     }
 
     #[test]
-    fn a_program_that_fails_while_fed_reports_its_own_failure() {
+    fn a_program_that_fails_while_fed_bytes_reports_its_own_failure() {
         let err = Cmd::new("sh")
             .args(["-c", "echo refused >&2; exit 3"])
-            .run_feeding(&mut more_than_a_pipe_holds().as_slice())
+            .stdin_bytes(more_than_a_pipe_holds())
+            .run()
             .unwrap_err();
         assert!(
             matches!(&err, ProcessError::Failed { status, stderr, .. }
                 if status == "exit status 3" && stderr.contains("refused")),
             "{err:?}"
         );
-    }
-
-    #[test]
-    fn a_fed_program_sees_every_byte() {
-        let input = more_than_a_pipe_holds();
-        let out = Cmd::new("wc")
-            .arg("-c")
-            .run_feeding(&mut input.as_slice())
-            .unwrap();
-        assert_eq!(out.stdout.trim(), input.len().to_string());
-    }
-
-    #[test]
-    fn an_input_that_fails_stops_the_program_before_it_acts_on_part_of_it() {
-        /// One chunk, then an error, as a normaliser that meets a corrupt
-        /// layer would.
-        struct Breaks(bool);
-        impl Read for Breaks {
-            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-                if std::mem::replace(&mut self.0, true) {
-                    Err(std::io::Error::other("layer 3 is corrupt"))
-                } else {
-                    buf[..3].copy_from_slice(b"abc");
-                    Ok(3)
-                }
-            }
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let marker = dir.path().join("acted");
-        // `cat` would end at EOF and the marker would be written: a closed
-        // stdin must not stand for the end of the input.
-        let err = Cmd::new("sh")
-            .args(["-c", "cat >/dev/null && touch \"$0\""])
-            .arg(&marker)
-            .run_feeding(&mut Breaks(false))
-            .unwrap_err();
-        assert!(
-            matches!(&err, ProcessError::Input { source, .. } if source.to_string() == "layer 3 is corrupt"),
-            "{err:?}"
-        );
-        assert!(!marker.exists(), "the program acted on part of its input");
     }
 
     #[test]

@@ -12,10 +12,38 @@
 # (~2,500 links, ~0.2 s, no copy) and stamps trim.txt, so the seed's old
 # mtimes do not get it trimmed. Packages outside the seed compile and cache
 # as usual.
+#
+# The seed is reproducible (issue 18): Go's compiled packages are, given
+# the same sources at the same paths and times, so the warm-up module lives
+# at a fixed path (a mktemp name would reach the vet config and action IDs)
+# and its files have the time SOURCE_DATE_EPOCH (one action's key holds
+# their mtimes: measured, the one entry that differed between builds); the test
+# binary is built and run with -count=1, so no test result (which carries
+# the run's duration) is cached; an action whose key changes on every run
+# is found by running everything twice and dropped (it is never reused
+# anyway); and the one clock value Go writes into the cache, the time in
+# each `-a` action entry and trim.txt, is set to SOURCE_DATE_EPOCH.
+#
+# Go telemetry: in its default mode (local) every go command writes
+# counters named after the day to $HOME/.config/go/telemetry. The build
+# turns it off (GOTELEMETRY=off for Go versions that read it, the mode file
+# for those that do not) and removes that directory; in a sandbox the
+# wrapper writes mode `off` on the first call unless the user chose a mode
+# (the image's ENV says GOTELEMETRY=off too): nothing a sandbox does is
+# collected.
+go_telemetry_off() {
+	export GOTELEMETRY=off
+	mkdir -p "$HOME/.config/go/telemetry"
+	printf 'off\n' >"$HOME/.config/go/telemetry/mode"
+}
+
 go_seed_build_cache() {
 	_goroot=$1
 	_seed=/usr/local/lib/sunaba/go-build-seed
-	_warm=$(mktemp -d)
+	go_telemetry_off
+	_warm=/tmp/sunaba-gowarm
+	rm -rf "$_warm"
+	mkdir -p "$_warm"
 	_series=$("$_goroot/bin/go" env GOVERSION | sed -E 's/^go([0-9]+\.[0-9]+).*/\1/')
 	printf 'module sunaba.invalid/gowarm\n\ngo %s\n' "$_series" >"$_warm/go.mod"
 	{
@@ -29,13 +57,40 @@ go_seed_build_cache() {
 		printf ')\n'
 	} >"$_warm/warm.go"
 	printf 'package gowarm\n\nimport "testing"\n\nfunc TestWarm(t *testing.T) {}\n' >"$_warm/warm_test.go"
+	touch -d "@${SOURCE_DATE_EPOCH:-0}" "$_warm" "$_warm"/*
 	(
 		cd "$_warm" || exit 1
 		export GOCACHE="$_seed" GOTOOLCHAIN=local GOFLAGS='' GOPATH=/tmp/sunaba-gopath
 		"$_goroot/bin/go" vet ./...
-		"$_goroot/bin/go" test ./...
+		"$_goroot/bin/go" test -count=1 ./...
+		# The same again in the same cache, as a net: what this run reuses
+		# is what a sandbox reuses. An action whose ID differs on every run
+		# (something of the run in its key; none is left since the times
+		# above are fixed) is never reused; it goes, with what the second
+		# run added. Go marks a reused entry by its mtime when that is over
+		# an hour old.
+		_list=$(mktemp)
+		(cd "$_seed" && find . -type f ! -name README ! -name trim.txt | sort >"$_list")
+		find "$_seed" -type f -exec touch -d @1 {} +
+		_stamp=$(mktemp)
+		"$_goroot/bin/go" vet ./...
+		"$_goroot/bin/go" test -count=1 ./...
+		(cd "$_seed" && find . -type f ! -name README ! -name trim.txt | sort |
+			comm -13 "$_list" - | xargs -r rm -f)
+		find "$_seed" -type f ! -name README ! -name trim.txt ! -newer "$_stamp" -exec rm -f {} +
+		rm -f "$_list" "$_stamp"
 	)
 	rm -rf "$_warm" /tmp/sunaba-gopath
+	# An action entry is `v1 <action> <output> <size:%20d> <time:%20d>\n`
+	# (175 bytes; Go refuses any other length): the time becomes
+	# SOURCE_DATE_EPOCH in nanoseconds, the rest stays.
+	find "$_seed" -type f -name '*-a' -exec sh -c '
+		ns="${SOURCE_DATE_EPOCH:-0}000000000"
+		for f; do
+			awk -v ns="$ns" '"'"'NF == 5 && $1 == "v1" { printf "v1 %s %s %20d %20s\n", $2, $3, $4, ns; next } { print }'"'"' "$f" >"$f.t" &&
+				mv "$f.t" "$f"
+		done' sh {} +
+	printf '%s\n' "${SOURCE_DATE_EPOCH:-0}" >"$_seed/trim.txt"
 	chmod -R a+rX "$_seed"
 
 	# Never write through a link: that would replace the real binary.
@@ -46,6 +101,11 @@ go_seed_build_cache() {
 # writable GOCACHE with links to the image's prebuilt standard library
 # (docker/lib/go-cache-seed.sh).
 seed=$_seed
+# Telemetry off unless the user chose a mode (go telemetry on|local|off).
+telemetry="\${XDG_CONFIG_HOME:-\${HOME:-/nonexistent}/.config}/go/telemetry"
+if [ ! -e "\$telemetry/mode" ] && mkdir -p "\$telemetry" 2>/dev/null; then
+	printf 'off\\n' >"\$telemetry/mode" 2>/dev/null
+fi
 if [ -n "\${GOCACHE:-}" ] && [ ! -e "\$GOCACHE/README" ] && [ -d "\$seed" ] &&
 	mkdir -p "\$GOCACHE" 2>/dev/null && [ -w "\$GOCACHE" ]; then
 	cp -as "\$seed/." "\$GOCACHE/" 2>/dev/null
@@ -60,4 +120,7 @@ WRAPPER
 		sunaba_log "go wrapper: \`go env GOROOT\` is not $_goroot"
 		exit 1
 	}
+	# Last: the wrapper's check above would write the mode file again.
+	rm -rf "$HOME/.config/go"
+	rmdir "$HOME/.config" 2>/dev/null || true
 }

@@ -123,6 +123,10 @@ pub struct Options {
     /// FROM it: the engine keeps one image per reference, so the index's
     /// digest names the image of whichever platform it pulled first.
     pub upstream_for_platform: Option<Reference>,
+    /// Rewrite every built image deterministically before it is checked
+    /// and tagged (src/normalize): the image checked is the image pinned.
+    /// Off only where an engine cannot save and load (the unit tests' fake).
+    pub normalize: bool,
 }
 
 /// The first 12 hex digits of a `sha256:…` image ID or inputs hash: what

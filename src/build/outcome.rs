@@ -13,6 +13,8 @@ pub enum Stage {
     Prepare,
     /// The engine's build.
     Build,
+    /// Rewriting the built image deterministically (src/normalize).
+    Normalize,
     /// Moving a tag onto an existing image.
     Tag,
     /// The image was built but failed (or could not run) its check.
@@ -26,6 +28,7 @@ impl std::fmt::Display for Stage {
         f.write_str(match self {
             Stage::Prepare => "prepare",
             Stage::Build => "build",
+            Stage::Normalize => "normalize",
             Stage::Tag => "tag",
             Stage::Check => "check",
             Stage::Internal => "internal",
@@ -41,6 +44,10 @@ pub enum Outcome {
         reference: String,
         inputs: String,
         build_seconds: f64,
+        /// The normalisation's share after the engine's build (absent when
+        /// normalisation is off).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        normalize_seconds: Option<f64>,
         check: Option<CheckReport>,
     },
     Skipped {

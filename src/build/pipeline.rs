@@ -57,6 +57,7 @@ impl BuildOptions {
                 .map_err(anyhow::Error::msg)?,
             platform: None,
             upstream_for_platform: None,
+            normalize: true,
         })
     }
 

@@ -316,6 +316,7 @@ mod tests {
             source_date_epoch: 1_700_000_000,
             platform: None,
             upstream_for_platform: None,
+            normalize: false,
         }
     }
 

@@ -176,7 +176,14 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
     let req = BuildRequest {
         context: context.clone(),
         dockerfile: context.join(&plan.dockerfile),
-        tags: tags.clone(),
+        // Normalised, the engine's image stays untagged: only the rewritten
+        // one gets the tags, so a normalisation that fails leaves nothing
+        // a later run would reuse.
+        tags: if sh.opts.normalize {
+            Vec::new()
+        } else {
+            tags.clone()
+        },
         build_args,
         labels,
         secrets: sh
@@ -221,6 +228,15 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
         }
         Err(e) => return failed(Stage::Build, e, Some(log_path)),
     };
+    let normalize_started = Instant::now();
+    let (image_id, normalize_seconds) = if sh.opts.normalize {
+        match normalize(sh, &image_id, &from_id, &tags, &log_path) {
+            Ok(id) => (id, Some(normalize_started.elapsed().as_secs_f64())),
+            Err(e) => return failed(Stage::Normalize, e, Some(log_path)),
+        }
+    } else {
+        (image_id, None)
+    };
 
     if !sh.opts.check {
         return Outcome::Built {
@@ -228,6 +244,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
             reference: inputs_tag,
             inputs,
             build_seconds,
+            normalize_seconds,
             check: None,
         };
     }
@@ -237,10 +254,65 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
             reference: inputs_tag,
             inputs,
             build_seconds,
+            normalize_seconds,
             check: Some(report),
         },
         Err(outcome) => *outcome,
     }
+}
+
+/// Rewrites the engine's image `built` (FROM `from_id`) and loads the
+/// result under `tags`; the engine's own image is removed. Returns the
+/// normalised image's ID. What it did goes to the variant's log.
+fn normalize(
+    sh: &Shared,
+    built: &str,
+    from_id: &str,
+    tags: &[String],
+    log_path: &Path,
+) -> Result<String, crate::normalize::NormalizeError> {
+    let started = Instant::now();
+    // The layers of the image it was built FROM are kept byte for byte.
+    let base_diff_ids = sh
+        .engine
+        .inspect(from_id)
+        .ok()
+        .flatten()
+        .map(|i| i.layers)
+        .unwrap_or_default();
+    let opts = crate::normalize::Options {
+        source_date_epoch: sh.opts.source_date_epoch,
+        base_diff_ids,
+        tags: tags.to_vec(),
+    };
+    let (id, report) = crate::normalize::normalize_image(sh.engine, built, &opts)?;
+    if id != built {
+        // Untagged, and no longer what any tag names: only disk.
+        let _ = sh.engine.remove_image(built);
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(log_path) {
+        let _ = writeln!(
+            f,
+            "# normalised {} -> {id} in {:.1}s ({} bytes)",
+            built,
+            started.elapsed().as_secs_f64(),
+            report.bytes
+        );
+        for (i, l) in report.layers.iter().enumerate() {
+            let _ = writeln!(
+                f,
+                "#   layer {i}: {} -> {}{} ({} entries)",
+                l.diff_id_before,
+                l.diff_id_after,
+                if l.kept { " kept" } else { "" },
+                l.entries
+            );
+            for (path, why) in &l.dropped {
+                let _ = writeln!(f, "#     dropped {path}: {why}");
+            }
+        }
+    }
+    Ok(id)
 }
 
 /// An image with these inputs exists: no engine build. It still has to have

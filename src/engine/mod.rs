@@ -227,6 +227,20 @@ pub trait Engine: Send + Sync {
                 detail,
             })
     }
+    /// `save` of one image as a docker-archive stream on stdout (pure).
+    fn save_cmd(&self, image: &str) -> Cmd {
+        Cmd::new(self.program()).args(["save", image])
+    }
+    /// `load` of a docker-archive stream from stdin (pure).
+    fn load_cmd(&self) -> Cmd {
+        Cmd::new(self.program()).arg("load")
+    }
+    /// Removes a local image by ID or reference (its layers go when no
+    /// other image has them).
+    fn remove_image(&self, image: &str) -> Result<(), EngineError> {
+        Cmd::new(self.program()).args(["rmi", image]).run()?;
+        Ok(())
+    }
     fn tag(&self, source: &str, target: &str) -> Result<(), EngineError> {
         Cmd::new(self.program())
             .args(["tag", source, target])

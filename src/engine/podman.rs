@@ -82,6 +82,12 @@ impl Engine for Podman {
         Ok(digest.trim().to_string())
     }
 
+    /// Podman's default is its own format: the docker-archive is the one
+    /// both engines load (src/normalize).
+    fn save_cmd(&self, image: &str) -> Cmd {
+        Cmd::new(&self.program).args(["save", "--format", "docker-archive", image])
+    }
+
     fn build_cmd(&self, req: &BuildRequest) -> Cmd {
         // The OCI image format has no HEALTHCHECK; `check` reads it from the
         // config, so images must be built in Docker format.

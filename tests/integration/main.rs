@@ -17,6 +17,7 @@ mod posture;
 mod registry;
 mod release;
 mod render;
+mod reproducible;
 mod run;
 mod scaffold;
 mod support;

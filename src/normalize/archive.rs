@@ -1,0 +1,257 @@
+//! The second pass: the staged image written as a `docker load` archive
+//! (the docker-archive format both engines load: `manifest.json`, the
+//! config, one tar per layer).
+
+use super::read::{Layer, Staged};
+use super::{LayerReport, NormalizeError, Options, Report, config, digest, layer};
+use serde::Deserialize;
+use sha2::Digest as _;
+use std::collections::HashSet;
+use std::io::Write;
+
+#[derive(Deserialize)]
+struct ManifestItem {
+    #[serde(rename = "Config")]
+    config: String,
+    #[serde(rename = "Layers", default)]
+    layers: Vec<String>,
+}
+
+/// Counts and hashes what passes through.
+struct Meter<'a> {
+    out: &'a mut dyn Write,
+    bytes: u64,
+    hash: Option<sha2::Sha256>,
+}
+
+impl Write for Meter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.bytes += n as u64;
+        if let Some(h) = &mut self.hash {
+            h.update(&buf[..n]);
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// The archive's own header for a file of `size` bytes (fixed fields:
+/// the archive is a carrier, the engine keeps nothing of it).
+fn file_header(name: &str, size: u64) -> tar::Header {
+    let mut h = tar::Header::new_ustar();
+    // Our names are short ASCII: the ustar name field holds them.
+    let _ = h.set_path(name);
+    h.set_mode(0o644);
+    h.set_size(size);
+    h.set_mtime(0);
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_cksum();
+    h
+}
+
+impl Staged {
+    fn resolve(&self, name: &str) -> String {
+        let mut name = name.trim_start_matches("./").to_string();
+        for _ in 0..8 {
+            match self.links.get(&name) {
+                Some(t) => name = t.clone(),
+                None => break,
+            }
+        }
+        name
+    }
+
+    /// Writes the normalised archive to `output`.
+    pub fn write(&self, output: impl Write, opts: &Options) -> Result<Report, NormalizeError> {
+        let image = &self.image;
+        let corrupt = |detail: String| NormalizeError::Corrupt {
+            image: image.clone(),
+            detail,
+        };
+        let truncated = |detail: String| NormalizeError::Truncated {
+            image: image.clone(),
+            detail,
+        };
+        let manifest = self.files.get("manifest.json").ok_or_else(|| {
+            truncated("there is no manifest.json (a whole save stream has one)".into())
+        })?;
+        let items: Vec<ManifestItem> =
+            serde_json::from_slice(manifest).map_err(|e| corrupt(format!("manifest.json: {e}")))?;
+        let [item] = items.as_slice() else {
+            return Err(corrupt(format!(
+                "manifest.json describes {} images, not one",
+                items.len()
+            )));
+        };
+        let config_name = self.resolve(&item.config);
+        let config_bytes = self.files.get(&config_name).ok_or_else(|| {
+            truncated(format!(
+                "the config {config_name} named by manifest.json is missing"
+            ))
+        })?;
+        let config: serde_json::Value = serde_json::from_slice(config_bytes)
+            .map_err(|e| corrupt(format!("the config {config_name}: {e}")))?;
+        let diff_ids: Vec<String> = config
+            .pointer("/rootfs/diff_ids")
+            .and_then(|d| serde_json::from_value(d.clone()).ok())
+            .ok_or_else(|| corrupt(format!("the config {config_name} has no rootfs.diff_ids")))?;
+        if diff_ids.len() != item.layers.len() {
+            return Err(corrupt(format!(
+                "manifest.json lists {} layers, the config {}",
+                item.layers.len(),
+                diff_ids.len()
+            )));
+        }
+        let mut layers: Vec<(&str, &Layer)> = Vec::new();
+        for (name, want) in item.layers.iter().zip(&diff_ids) {
+            let name = self.resolve(name);
+            let (name, layer) = self.layers.get_key_value(&name).ok_or_else(|| {
+                truncated(format!(
+                    "layer {name} named by manifest.json is not in the stream"
+                ))
+            })?;
+            if &layer.diff_id != want {
+                return Err(NormalizeError::CorruptLayer {
+                    image: image.clone(),
+                    layer: name.clone(),
+                    detail: format!(
+                        "its bytes hash to {}, the config says {want}",
+                        layer.diff_id
+                    ),
+                });
+            }
+            layers.push((name.as_str(), layer));
+        }
+        let keep = diff_ids
+            .iter()
+            .zip(&opts.base_diff_ids)
+            .take_while(|(a, b)| a == b)
+            .count();
+
+        let mut output = output;
+        let mut out = Meter {
+            out: &mut output,
+            bytes: 0,
+            hash: None,
+        };
+        let io = |context: String| {
+            move |source| NormalizeError::Io {
+                image: image.clone(),
+                context: context.clone(),
+                source,
+            }
+        };
+        let created = crate::build::rfc3339(opts.source_date_epoch);
+        let mut lower: HashSet<Vec<u8>> = HashSet::new();
+        let mut reports = Vec::new();
+        let mut names = Vec::new();
+        for (i, (name, l)) in layers.iter().enumerate() {
+            let file = format!("layers/{i:03}.tar");
+            let werr = io(format!("writing layer {name} to the archive"));
+            let report = if i < keep {
+                out.write_all(file_header(&file, l.len).as_bytes())
+                    .map_err(&werr)?;
+                copy_range(&self.spill, l.spill_at, l.len, &mut out).map_err(&werr)?;
+                lower.extend(l.entries.iter().map(|e| e.path.clone()));
+                LayerReport {
+                    diff_id_before: l.diff_id.clone(),
+                    diff_id_after: l.diff_id.clone(),
+                    kept: true,
+                    entries: l.entries.len(),
+                    dropped: Vec::new(),
+                }
+            } else {
+                let (entries, dropped) = layer::plan(&l.entries, &lower, opts.source_date_epoch);
+                let size = layer::layer_size(&entries);
+                out.write_all(file_header(&file, size).as_bytes())
+                    .map_err(&werr)?;
+                let mut hashed = Meter {
+                    out: &mut out,
+                    bytes: 0,
+                    hash: Some(sha2::Sha256::new()),
+                };
+                layer::write_layer(&entries, &self.spill, &mut hashed).map_err(&werr)?;
+                let written = hashed.bytes;
+                let diff_id = format!(
+                    "sha256:{}",
+                    hex::encode(hashed.hash.take().expect("hashing").finalize())
+                );
+                debug_assert_eq!(written, size);
+                pad(&mut out, size).map_err(&werr)?;
+                lower.extend(entries.iter().map(|e| e.path.clone()));
+                LayerReport {
+                    diff_id_before: l.diff_id.clone(),
+                    diff_id_after: diff_id,
+                    kept: false,
+                    entries: entries.len(),
+                    dropped,
+                }
+            };
+            names.push(file);
+            reports.push(report);
+        }
+        let new_ids: Vec<String> = reports.iter().map(|r| r.diff_id_after.clone()).collect();
+        let config = config::rewrite(&config, &new_ids, &created);
+        let config_bytes = serde_json::to_vec(&config).expect("a JSON value serialises");
+        let config_digest = digest(&config_bytes);
+        let config_file = format!("{}.json", &config_digest["sha256:".len()..]);
+        let manifest = serde_json::to_vec(&serde_json::json!([{
+            "Config": config_file,
+            "RepoTags": opts.tags,
+            "Layers": names,
+        }]))
+        .expect("a JSON value serialises");
+        let werr = io("writing the archive".into());
+        for (name, bytes) in [
+            (&config_file, &config_bytes),
+            (&"manifest.json".to_string(), &manifest),
+        ] {
+            out.write_all(file_header(name, bytes.len() as u64).as_bytes())
+                .map_err(&werr)?;
+            out.write_all(bytes).map_err(&werr)?;
+            pad(&mut out, bytes.len() as u64).map_err(&werr)?;
+        }
+        out.write_all(&[0u8; 1024]).map_err(&werr)?;
+        out.flush().map_err(&werr)?;
+        Ok(Report {
+            layers: reports,
+            config_digest,
+            bytes: out.bytes,
+        })
+    }
+}
+
+fn pad(out: &mut dyn Write, size: u64) -> std::io::Result<()> {
+    let rem = (size % 512) as usize;
+    if rem == 0 {
+        return Ok(());
+    }
+    out.write_all(&[0u8; 512][..512 - rem])
+}
+
+fn copy_range(
+    spill: &std::fs::File,
+    at: u64,
+    len: u64,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; 256 << 10];
+    let mut done = 0;
+    while done < len {
+        let want = (len - done).min(buf.len() as u64) as usize;
+        let n = spill.read_at(&mut buf[..want], at + done)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the spill ended early",
+            ));
+        }
+        out.write_all(&buf[..n])?;
+        done += n as u64;
+    }
+    pad(out, len)
+}

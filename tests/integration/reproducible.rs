@@ -1,0 +1,391 @@
+//! Reproducible digests on the real engine (issue 18): two `--no-cache`
+//! builds of one fixture family give the same image IDs, and what the
+//! normaliser rewrites survives entry by entry: modes, setuid bits,
+//! symlinks, hardlinks, device nodes, fifos, whiteouts and opaque
+//! directories; the image runs. A fixture family (tiny fragments) keeps
+//! this on the per-commit path; the shipped family is `posture.rs`'s.
+
+use crate::support::{self, Cli, Services, repo_root, services};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+/// The commit time both builds use.
+const SDE: u64 = 1_700_000_000;
+
+const MANIFEST: &str = r#"schema = 1
+repository = "@REPO@"
+upstream = "@UPSTREAM@"
+default = "kid"
+source = "https://example.invalid/sunaba-fixture"
+
+[languages]
+fake = ["beta"]
+
+[tools.alpha]
+probe = ["alpha", "--version"]
+version = 'alpha ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[tools.beta]
+probe = ["beta", "--version"]
+version = 'beta ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[fragments.files]
+script = "docker/install-files.sh"
+provides = ["alpha"]
+
+[fragments.changes]
+script = "docker/install-changes.sh"
+provides = ["beta"]
+
+@SMOKE@
+
+[variants.root]
+fragments = ["files"]
+size_budget = "500MiB"
+
+[variants.kid]
+parent = "root"
+fragments = ["changes"]
+serves = ["fake"]
+size_budget = "500MiB"
+"#;
+
+/// One of each kind of entry, in the parent.
+const FILES: &str = r#"d=/opt/fixture
+mkdir -p $d/redo $d/keep
+printf 'doomed\n' > $d/doomed
+printf 'old\n' > $d/redo/old
+printf 'setuid\n' > $d/su && chmod 4755 $d/su
+printf 'setgid\n' > $d/sg && chown 12:34 $d/sg && chmod 2710 $d/sg
+chmod 1777 $d/keep
+printf 'shared\n' > $d/z-data && ln $d/z-data $d/a-hardlink
+ln -s ../fixture/z-data $d/symlink
+mknod $d/null c 1 3
+mkfifo $d/fifo
+"#;
+
+/// The child: deletes a parent's file (a whiteout), replaces a directory
+/// (an opaque one), writes something new.
+const CHANGES: &str = r#"d=/opt/fixture
+rm $d/doomed
+rm -rf $d/redo && mkdir $d/redo && printf 'new\n' > $d/redo/new
+printf 'kid\n' > $d/kid
+"#;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    repo: String,
+    services: Services,
+}
+
+impl Fixture {
+    fn new(s: Services) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        support::copy_tree(
+            &repo_root().join("templates"),
+            &dir.path().join("templates"),
+        );
+        let repo = format!("sunaba-fixture/repro-{}", std::process::id());
+        std::fs::write(
+            dir.path().join("images.toml"),
+            MANIFEST
+                .replace("@REPO@", &repo)
+                .replace("@UPSTREAM@", &s.pinned_base())
+                .replace("@SMOKE@", support::FAKE_SMOKE),
+        )
+        .unwrap();
+        support::write_fake_smoke_projects(dir.path());
+        let fx = Fixture {
+            dir,
+            repo,
+            services: s,
+        };
+        // The repository name in the scripts keeps other tests' cache out.
+        fx.fragment(
+            "files",
+            &format!(
+                "{FILES}cat > /usr/local/bin/alpha <<'EOF'\n#!/bin/sh\necho alpha 1.0.0\nEOF\n\
+                 chmod +x /usr/local/bin/alpha\n"
+            ),
+        );
+        fx.fragment(
+            "changes",
+            &format!("{CHANGES}{}", support::checker_tool("beta", "beta 2.0.0")),
+        );
+        fx.cli(["render"])
+            .stdout_may("created   docker/.*")
+            .stdout_like(r"render: \d+ file\(s\) written, 0 removed, 0 unchanged")
+            .run();
+        fx
+    }
+
+    fn fragment(&self, name: &str, body: &str) {
+        let path = self.dir.path().join(format!("docker/install-{name}.sh"));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\nset -eu\n# {}\n{body}", self.repo),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn cli<I, S>(&self, args: I) -> Cli
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        Cli::new(self.dir.path())
+            .env("SUNABA_ENGINE", &self.services.engine)
+            .env("SOURCE_DATE_EPOCH", SDE.to_string())
+            .args(args)
+    }
+
+    /// `build --no-cache --no-check --json`: each variant's image ID.
+    fn build(&self) -> BTreeMap<String, String> {
+        let run = self
+            .cli([
+                "build",
+                "--no-cache",
+                "--no-check",
+                "--json",
+                "--progress",
+                "plain",
+            ])
+            .stdout_json()
+            .stderr_free("progress of a real build")
+            .run();
+        run.json()["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                assert_eq!(r["result"], "built", "{r}");
+                let (build, normalize) =
+                    (r["build_seconds"].as_f64(), r["normalize_seconds"].as_f64());
+                assert!(build.is_some() && normalize.is_some(), "{r}");
+                eprintln!(
+                    "{}: build {:.1}s, normalise {:.1}s",
+                    r["variant"],
+                    build.unwrap(),
+                    normalize.unwrap()
+                );
+                (
+                    r["variant"].as_str().unwrap().to_string(),
+                    r["image_id"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    fn docker(&self, args: &[&str]) -> std::process::Output {
+        let out = Command::new(&self.services.engine)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "docker {args:?}: {out:?}");
+        out
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let out = Command::new(&self.services.engine)
+            .args(["image", "ls", "--quiet", "--no-trunc", "--filter"])
+            .arg(format!("reference={}", self.repo))
+            .output();
+        if let Ok(out) = out {
+            let mut ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(String::from)
+                .collect();
+            ids.dedup();
+            let _ = Command::new(&self.services.engine)
+                .args(["image", "rm", "--force"])
+                .args(&ids)
+                .output();
+        }
+    }
+}
+
+/// One layer entry as the saved image has it.
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    kind: tar::EntryType,
+    mode: u32,
+    uid: u64,
+    gid: u64,
+    mtime: u64,
+    link: String,
+    data: Vec<u8>,
+}
+
+/// The layers of a saved image, each as path -> entry, in image order.
+fn saved_layers(engine: &str, image: &str, dir: &Path) -> Vec<Vec<(String, Seen)>> {
+    let file = dir.join("save.tar");
+    let out = Command::new(engine)
+        .args(["save", "--output"])
+        .arg(&file)
+        .arg(image)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mut files = BTreeMap::new();
+    let mut archive = tar::Archive::new(std::fs::File::open(&file).unwrap());
+    for e in archive.entries().unwrap() {
+        let mut e = e.unwrap();
+        let name = String::from_utf8_lossy(&e.path_bytes()).into_owned();
+        let mut bytes = Vec::new();
+        e.read_to_end(&mut bytes).unwrap();
+        files.insert(name, bytes);
+    }
+    let manifest: serde_json::Value = serde_json::from_slice(&files["manifest.json"]).unwrap();
+    manifest[0]["Layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let mut entries = Vec::new();
+            for e in tar::Archive::new(files[l.as_str().unwrap()].as_slice())
+                .entries()
+                .unwrap()
+            {
+                let mut e = e.unwrap();
+                let h = e.header().clone();
+                let path = String::from_utf8_lossy(&e.path_bytes()).into_owned();
+                let link = e
+                    .link_name_bytes()
+                    .map(|l| String::from_utf8_lossy(&l).into_owned())
+                    .unwrap_or_default();
+                let mut data = Vec::new();
+                e.read_to_end(&mut data).unwrap();
+                entries.push((
+                    path,
+                    Seen {
+                        kind: h.entry_type(),
+                        // Go's tar writer keeps the file-type bits here.
+                        mode: h.mode().unwrap() & 0o7777,
+                        uid: h.uid().unwrap(),
+                        gid: h.gid().unwrap(),
+                        mtime: h.mtime().unwrap(),
+                        link,
+                        data,
+                    },
+                ));
+            }
+            entries
+        })
+        .collect()
+}
+
+#[test]
+fn two_no_cache_builds_give_the_same_image_ids_and_every_kind_of_entry_survives() {
+    let Some(s) = services() else {
+        return;
+    };
+    let _heavy = support::machine_lock();
+    let fx = Fixture::new(s);
+    let first = fx.build();
+    // Another wall-clock second for every time the engine writes.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let second = fx.build();
+    assert_eq!(first.keys().collect::<Vec<_>>(), ["kid", "root"]);
+    assert_eq!(first, second, "a --no-cache rebuild gives other images");
+
+    let engine = fx.services.engine.clone();
+    let work = tempfile::tempdir().unwrap();
+    let layers = saved_layers(&engine, &first["kid"], work.path());
+    let root_layers = saved_layers(&engine, &first["root"], work.path());
+    // The kid starts with its parent's layers, byte for byte shared.
+    assert_eq!(layers[..root_layers.len()], root_layers[..]);
+    let upstream = fx.docker(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{len .RootFS.Layers}}",
+        &fx.services.base_ref,
+    ]);
+    let upstream: usize = String::from_utf8_lossy(&upstream.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    // Every layer the family built: no time after SOURCE_DATE_EPOCH, no
+    // BuildKit mount stub, no build log.
+    for layer in &layers[upstream..] {
+        for (path, e) in layer {
+            assert!(e.mtime <= SDE, "{path}: mtime {}", e.mtime);
+            assert!(
+                !path.starts_with("run/secrets") && !path.starts_with("run/sunaba"),
+                "{path}"
+            );
+            assert!(!path.starts_with("var/log/") || e.kind.is_dir(), "{path}");
+        }
+    }
+    let find = |layer: &[(String, Seen)], path: &str| -> Option<Seen> {
+        layer
+            .iter()
+            .find(|(p, _)| p.trim_end_matches('/') == path)
+            .map(|(_, e)| e.clone())
+    };
+    // The parent's fragment layer: the one with /opt/fixture/su.
+    let files = root_layers
+        .iter()
+        .find(|l| find(l, "opt/fixture/su").is_some())
+        .expect("a layer with the fixture's files");
+    let e = |p: &str| find(files, &format!("opt/fixture/{p}")).unwrap_or_else(|| panic!("{p}"));
+    assert_eq!(
+        (e("su").kind, e("su").mode),
+        (tar::EntryType::Regular, 0o4755)
+    );
+    assert_eq!((e("sg").mode, e("sg").uid, e("sg").gid), (0o2710, 12, 34));
+    assert_eq!(
+        (e("keep").kind, e("keep").mode),
+        (tar::EntryType::Directory, 0o1777)
+    );
+    assert_eq!(
+        (e("symlink").kind, e("symlink").link.as_str()),
+        (tar::EntryType::Symlink, "../fixture/z-data")
+    );
+    // Sorted, the link's name comes first: it carries the data now.
+    assert_eq!(
+        (e("a-hardlink").kind, e("a-hardlink").data.as_slice()),
+        (tar::EntryType::Regular, &b"shared\n"[..])
+    );
+    assert_eq!(
+        (e("z-data").kind, e("z-data").link.as_str()),
+        (tar::EntryType::Link, "opt/fixture/a-hardlink")
+    );
+    assert_eq!(e("null").kind, tar::EntryType::Char);
+    assert_eq!(e("fifo").kind, tar::EntryType::Fifo);
+    // The kid's layer: a whiteout for the deleted file, an opaque marker
+    // for the replaced directory.
+    let changes = layers[root_layers.len()..]
+        .iter()
+        .find(|l| find(l, "opt/fixture/kid").is_some())
+        .expect("a layer with the kid's changes");
+    assert!(
+        find(changes, "opt/fixture/.wh.doomed").is_some(),
+        "{changes:#?}"
+    );
+    assert!(
+        find(changes, "opt/fixture/redo/.wh..wh..opq").is_some(),
+        "{changes:#?}"
+    );
+
+    // And the image runs, seeing what the fragments made.
+    let out = fx.docker(&[
+        "run", "--rm", "--user", "0:0", "--entrypoint", "/bin/sh", &first["kid"], "-c",
+        "cd /opt/fixture && ls -A && stat -c '%n %a %u:%g %h %F' su sg keep a-hardlink z-data null fifo && readlink symlink && cat redo/new",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "a-hardlink\nfifo\nkeep\nkid\nnull\nredo\nsg\nsu\nsymlink\nz-data\n\
+         su 4755 0:0 1 regular file\nsg 2710 12:34 1 regular file\nkeep 1777 0:0 2 directory\n\
+         a-hardlink 644 0:0 2 regular file\nz-data 644 0:0 2 regular file\n\
+         null 644 0:0 1 character special file\nfifo 644 0:0 1 fifo\n\
+         ../fixture/z-data\nnew\n"
+    );
+}
