@@ -40,6 +40,15 @@ pub struct Args {
     /// An allowed runtime directive: `--gpus=all`, `--shm-size=<n>[k|m|g]`.
     #[arg(long = "directive", value_name = "D", allow_hyphen_values = true)]
     pub directives: Vec<String>,
+    /// Keep stdin open for the command (as `docker run -i`); without it the
+    /// sandbox gets stdin only when ours is a terminal, so a script's pipe
+    /// is never taken for the command's input.
+    #[arg(long, short = 'i')]
+    pub interactive: bool,
+    /// Allocate a pseudo-terminal (as `docker run -t`); the default when
+    /// both our stdin and stdout are terminals.
+    #[arg(long, short = 't')]
+    pub tty: bool,
     /// Print the engine command line, shell-quoted, instead of running it.
     #[arg(long, conflicts_with = "json")]
     pub print: bool,
@@ -117,8 +126,9 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     sandbox.env = env;
     sandbox.directives = directives;
     sandbox.command = args.command.clone();
-    sandbox.interactive = true;
-    sandbox.tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let terminal = std::io::stdin().is_terminal();
+    sandbox.interactive = args.interactive || terminal;
+    sandbox.tty = args.tty || (terminal && std::io::stdout().is_terminal());
 
     let cmd = Cmd::new(engine.program()).args(sandbox.args());
     if args.json {

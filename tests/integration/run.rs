@@ -226,3 +226,38 @@ fn an_alias_runs_its_pinned_digest_and_an_unpinned_one_is_a_usage_error() {
         "{argv:?}"
     );
 }
+
+/// From a script or CI (stdin a pipe, not a terminal) the sandbox gets no
+/// stdin unless `-i` asks for it: a tool that reads stdin when it is a pipe
+/// (ripgrep's documented heuristic) must search the workspace instead.
+/// With `-i` the pipe reaches the command.
+#[test]
+fn stdin_reaches_the_sandbox_only_with_interactive() {
+    let Some(services) = support::services() else {
+        return;
+    };
+    let (_dir, ws) = hostile_workspace();
+    // What ripgrep asks: is stdin a pipe or a file it could read?
+    let probe = "if [ -p /dev/stdin ] || [ -f /dev/stdin ]; then echo stdin; else echo none; fi";
+    run_cli(&services, &ws)
+        .stdin_bytes("from the pipe\n")
+        .args(["--", "sh", "-c", probe])
+        .stdout("none\n")
+        .run();
+    run_cli(&services, &ws)
+        .stdin_bytes("from the pipe\n")
+        .args(["-i", "--", "cat"])
+        .stdout("from the pipe\n")
+        .run();
+    // The printed command line says the same.
+    let printed = run_cli(&services, &ws)
+        .stdin_bytes("ignored\n")
+        .args(["--print", "--", "true"])
+        .stdout_free("a shell command line, checked for the flag below")
+        .run();
+    assert!(
+        !printed.stdout().contains("--interactive"),
+        "{}",
+        printed.stdout()
+    );
+}

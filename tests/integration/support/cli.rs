@@ -154,6 +154,8 @@ fn escape(line: &str) -> String {
 #[must_use = "a Cli does nothing until .run()"]
 pub struct Cli {
     cmd: Command,
+    /// Fed to the command's stdin through a pipe (default: no stdin).
+    stdin: Option<Vec<u8>>,
     status: i32,
     stdout: Expect,
     stderr: Expect,
@@ -217,6 +219,7 @@ impl Cli {
             .stdin(Stdio::null());
         Cli {
             cmd,
+            stdin: None,
             status: 0,
             stdout: Expect::default(),
             stderr: Expect::default(),
@@ -251,6 +254,13 @@ impl Cli {
     pub fn uid_gid(mut self, uid: u32, gid: u32) -> Self {
         use std::os::unix::process::CommandExt as _;
         self.cmd.uid(uid).gid(gid);
+        self
+    }
+
+    /// Feeds `bytes` to the command's stdin through a pipe (as `… |
+    /// sunaba-images` does), then closes it.
+    pub fn stdin_bytes(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(bytes.into());
         self
     }
 
@@ -291,7 +301,24 @@ impl Cli {
     #[track_caller]
     pub fn run(mut self) -> Run {
         self.cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let output = self.cmd.output().expect("spawn sunaba-images");
+        let output = match self.stdin.take() {
+            None => self.cmd.output().expect("spawn sunaba-images"),
+            Some(bytes) => {
+                use std::io::Write as _;
+                let mut child = self
+                    .cmd
+                    .stdin(Stdio::piped())
+                    .spawn()
+                    .expect("spawn sunaba-images");
+                let mut stdin = child.stdin.take().unwrap();
+                // A command that does not read its stdin closes the pipe:
+                // not the test's failure.
+                let feeder = std::thread::spawn(move || drop(stdin.write_all(&bytes)));
+                let output = child.wait_with_output().expect("wait for sunaba-images");
+                feeder.join().unwrap();
+                output
+            }
+        };
         self.judge(
             output.status,
             String::from_utf8_lossy(&output.stdout).into_owned(),
