@@ -1,7 +1,7 @@
 //! Validation of a parsed `images.toml`: every cross-reference, name and
 //! pattern checked, and every problem collected with its line, key and hint.
 
-use super::raw::RawManifest;
+use super::raw::{RawFragment, RawManifest, RawTool, RawVariant};
 use super::{FRAGMENT_DIR, Fragment, Manifest, SCHEMA, Tool, Variant, packages, parse_size};
 use super::{profile, upstream};
 use crate::registry::Platform;
@@ -211,7 +211,7 @@ fn inside_fragment_dir(path: &Path) -> bool {
 }
 
 pub(super) fn validate(
-    raw: RawManifest,
+    mut raw: RawManifest,
     path: &Path,
     root: &Path,
     lines: &LineIndex,
@@ -220,7 +220,70 @@ pub(super) fn validate(
         lines,
         list: Vec::new(),
     };
+    let platforms = top_level(&raw, &mut p);
+    let tools = tools(std::mem::take(&mut raw.tools), &mut p);
+    let fragments = fragments(
+        std::mem::take(&mut raw.fragments),
+        &raw.args,
+        root,
+        &tools,
+        &platforms,
+        &mut p,
+    );
+    let variants = variants(&raw, &fragments, &platforms, &mut p);
+    let cycles = parent_cycles(&raw.variants, &mut p);
 
+    // Default and languages.
+    if !raw.variants.contains_key(raw.default.get_ref()) {
+        p.at(
+            &raw.default,
+            "default",
+            format!("unknown variant `{}`", raw.default.get_ref()),
+            format!("use one of: {}", known(raw.variants.keys())),
+        );
+    }
+    let languages = super::languages::validate(raw.languages, &tools, &mut p);
+    let language_names = languages.keys().cloned().collect();
+    let smoke = super::smoke::validate(raw.smoke, root, &tools, &language_names, &mut p);
+
+    let manifest = Manifest {
+        path: path.to_path_buf(),
+        root: root.to_path_buf(),
+        repository: raw.repository,
+        upstream: raw.upstream.into_inner(),
+        platforms,
+        default: raw.default.into_inner(),
+        source: raw.source,
+        licenses: raw.licenses,
+        languages,
+        tools,
+        fragments,
+        variants,
+        profiles: profile::validate(raw.profiles, &mut p),
+        smoke,
+    };
+
+    // A variant that owes nothing would pass any check: refuse it. Only
+    // meaningful once the chain is sound.
+    if !cycles {
+        for (name, v) in &raw.variants {
+            if manifest.owed_tools(name).is_empty() {
+                p.at(
+                    &v.size_budget,
+                    format!("variants.{name}"),
+                    "owes no tools",
+                    "add a fragment that provides tools, or a parent that has them",
+                );
+            }
+        }
+    }
+    p.list.sort_by_key(|pr| pr.line.unwrap_or(usize::MAX));
+    (manifest, p.list)
+}
+
+/// The top-level keys: schema, upstream, platforms. Returns the family's
+/// platforms.
+fn top_level(raw: &RawManifest, p: &mut Problems) -> Vec<Platform> {
     if *raw.schema.get_ref() != SCHEMA {
         p.at(
             &raw.schema,
@@ -243,7 +306,7 @@ pub(super) fn validate(
         raw.platforms.iter().flat_map(|list| list.get_ref()),
         "platforms",
         &[],
-        &mut p,
+        p,
     );
     if let Some(list) = &raw.platforms
         && list.get_ref().is_empty()
@@ -255,10 +318,13 @@ pub(super) fn validate(
             "list the platforms the family is built for, or drop the key (the engine's own)",
         );
     }
+    platforms
+}
 
-    // Tools.
+/// `[tools.*]`: each tool's probe, version pattern, `min` and `series`.
+fn tools(raw: BTreeMap<String, RawTool>, p: &mut Problems) -> BTreeMap<String, Tool> {
     let mut tools = BTreeMap::new();
-    for (name, t) in raw.tools {
+    for (name, t) in raw {
         let key = format!("tools.{name}");
         if !valid_name(&name) {
             p.at(
@@ -338,11 +404,23 @@ pub(super) fn validate(
             },
         );
     }
+    tools
+}
 
-    // Fragments.
+/// `[args]` and `[fragments.*]`: scripts, what they provide, their build
+/// arguments (each declared once), environment and packages.
+fn fragments(
+    raw: BTreeMap<String, RawFragment>,
+    declared_args: &BTreeMap<String, String>,
+    root: &Path,
+    tools: &BTreeMap<String, Tool>,
+    platforms: &[Platform],
+    p: &mut Problems,
+) -> BTreeMap<String, Fragment> {
+    let lines = p.lines;
     let mut fragments = BTreeMap::new();
     let mut arg_owner: BTreeMap<String, String> = BTreeMap::new();
-    for arg in raw.args.keys() {
+    for arg in declared_args.keys() {
         if !valid_arg_name(arg) {
             p.push(
                 None,
@@ -352,7 +430,7 @@ pub(super) fn validate(
             );
         }
     }
-    for (name, f) in raw.fragments {
+    for (name, f) in raw {
         let key = format!("fragments.{name}");
         if !valid_name(&name) {
             p.at(
@@ -414,7 +492,7 @@ pub(super) fn validate(
                     "use UPPER_CASE letters, digits and `_`",
                 );
             }
-            if raw.args.contains_key(arg) {
+            if declared_args.contains_key(arg) {
                 p.at(
                     &f.script,
                     format!("{key}.args.{arg}"),
@@ -428,7 +506,7 @@ pub(super) fn validate(
         }
         let mut args = f.args;
         for shared in &f.shared_args {
-            match raw.args.get(shared.get_ref()) {
+            match declared_args.get(shared.get_ref()) {
                 Some(value) => {
                     args.insert(shared.get_ref().clone(), value.clone());
                 }
@@ -438,13 +516,13 @@ pub(super) fn validate(
                     format!("unknown shared argument `{}`", shared.get_ref()),
                     format!(
                         "declare it under [args] (declared: {})",
-                        known(raw.args.keys())
+                        known(declared_args.keys())
                     ),
                 ),
             }
         }
-        super::env::check(&f.env, &key, &f.script, &mut p);
-        let packages = packages::validate(&name, f.packages, &args, &platforms, &mut p);
+        super::env::check(&f.env, &key, &f.script, p);
+        let packages = packages::validate(&name, f.packages, &args, platforms, p);
         let has_npm = packages.iter().any(|pk| pk.source == packages::Source::Npm);
         for a in &f.allow_scripts {
             if !has_npm {
@@ -473,8 +551,18 @@ pub(super) fn validate(
             },
         );
     }
+    fragments
+}
 
-    // Variants.
+/// `[variants.*]`: parents, fragments, aliases (each naming one variant),
+/// languages served, size budgets and platforms (within the family's and
+/// the parent's).
+fn variants(
+    raw: &RawManifest,
+    fragments: &BTreeMap<String, Fragment>,
+    platforms: &[Platform],
+    p: &mut Problems,
+) -> BTreeMap<String, Variant> {
     let mut variants = BTreeMap::new();
     let mut alias_uses: BTreeMap<String, Vec<(String, &Spanned<String>)>> = BTreeMap::new();
     for (name, v) in &raw.variants {
@@ -566,12 +654,7 @@ pub(super) fn validate(
                     "list the platforms this variant is built for, or drop the key (the family's)",
                 );
                 }
-                platform_list(
-                    list.get_ref(),
-                    format!("{key}.platforms"),
-                    &platforms,
-                    &mut p,
-                )
+                platform_list(list.get_ref(), format!("{key}.platforms"), platforms, p)
             }
         };
         variants.insert(
@@ -594,8 +677,8 @@ pub(super) fn validate(
         let (Some(parent), Some(list)) = (&v.parent, &v.platforms) else {
             continue;
         };
-        let up = super::inherited_platforms(&variants, &platforms, parent.get_ref());
-        let own = super::inherited_platforms(&variants, &platforms, name);
+        let up = super::inherited_platforms(&variants, platforms, parent.get_ref());
+        let own = super::inherited_platforms(&variants, platforms, name);
         if let Some(extra) = own.iter().find(|p| !up.contains(p)) {
             p.at(
                 list,
@@ -622,11 +705,15 @@ pub(super) fn validate(
             );
         }
     }
+    variants
+}
 
-    // Parent cycles: follow each chain; a chain that returns to a variant it
-    // already visited is a cycle. Report each cycle once, at its first member.
+/// Parent cycles: follow each chain; a chain that returns to a variant it
+/// already visited is a cycle. Each cycle is reported once, at its first
+/// member. True when there is one.
+fn parent_cycles(raw: &BTreeMap<String, RawVariant>, p: &mut Problems) -> bool {
     let mut reported: BTreeSet<String> = BTreeSet::new();
-    for (name, v) in &raw.variants {
+    for (name, v) in raw {
         let mut chain = vec![name.clone()];
         let mut cur = v.parent.as_ref().map(|s| s.get_ref().clone());
         while let Some(next) = cur {
@@ -636,7 +723,7 @@ pub(super) fn validate(
                 if reported.insert(first.clone()) {
                     let mut shown = cycle.clone();
                     shown.push(next.clone());
-                    let span = raw.variants[&first].parent.as_ref().unwrap();
+                    let span = raw[&first].parent.as_ref().unwrap();
                     p.at(
                         span,
                         format!("variants.{first}.parent"),
@@ -648,58 +735,11 @@ pub(super) fn validate(
             }
             chain.push(next.clone());
             cur = raw
-                .variants
                 .get(&next)
                 .and_then(|v| v.parent.as_ref().map(|s| s.get_ref().clone()));
         }
     }
-
-    // Default and languages.
-    if !raw.variants.contains_key(raw.default.get_ref()) {
-        p.at(
-            &raw.default,
-            "default",
-            format!("unknown variant `{}`", raw.default.get_ref()),
-            format!("use one of: {}", known(raw.variants.keys())),
-        );
-    }
-    let languages = super::languages::validate(raw.languages, &tools, &mut p);
-    let language_names = languages.keys().cloned().collect();
-    let smoke = super::smoke::validate(raw.smoke, root, &tools, &language_names, &mut p);
-
-    let manifest = Manifest {
-        path: path.to_path_buf(),
-        root: root.to_path_buf(),
-        repository: raw.repository,
-        upstream: raw.upstream.into_inner(),
-        platforms,
-        default: raw.default.into_inner(),
-        source: raw.source,
-        licenses: raw.licenses,
-        languages,
-        tools,
-        fragments,
-        variants,
-        profiles: profile::validate(raw.profiles, &mut p),
-        smoke,
-    };
-
-    // A variant that owes nothing would pass any check: refuse it. Only
-    // meaningful once the chain is sound.
-    if reported.is_empty() {
-        for (name, v) in &raw.variants {
-            if manifest.owed_tools(name).is_empty() {
-                p.at(
-                    &v.size_budget,
-                    format!("variants.{name}"),
-                    "owes no tools",
-                    "add a fragment that provides tools, or a parent that has them",
-                );
-            }
-        }
-    }
-    p.list.sort_by_key(|pr| pr.line.unwrap_or(usize::MAX));
-    (manifest, p.list)
+    !reported.is_empty()
 }
 
 fn lines_of<T>(s: &Spanned<T>, lines: &LineIndex) -> Option<usize> {
