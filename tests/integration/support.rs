@@ -368,10 +368,7 @@ pub fn require<T>(found: Result<T, String>) -> Option<T> {
     match found {
         Ok(t) => Some(t),
         Err(missing) => {
-            let test = std::thread::current()
-                .name()
-                .unwrap_or("this test")
-                .to_string();
+            let test = current_test();
             let msg = format!("{test}: {missing}");
             if std::env::var_os("CI").is_some() {
                 panic!("{msg}; CI is set, so this is a failure");
@@ -381,6 +378,14 @@ pub fn require<T>(found: Result<T, String>) -> Option<T> {
             None
         }
     }
+}
+
+/// The running test's name (libtest names each test's thread after it).
+fn current_test() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("this test")
+        .to_string()
 }
 
 /// Appends a skipped test to `$SUNABA_TEST_SKIP_LOG` (scripts/test sets it
@@ -568,10 +573,7 @@ pub fn selected(tier: Tier) -> bool {
     if top.is_some_and(|top| tier <= top) {
         return true;
     }
-    let test = std::thread::current()
-        .name()
-        .unwrap_or("this test")
-        .to_string();
+    let test = current_test();
     record_skip(&format!(
         "DESELECTED {test}: needs the {} tier",
         tier.name()
