@@ -155,8 +155,8 @@ pub struct Services<'a> {
     pub progress: &'a dyn Fn(String),
 }
 
-/// Whether `platforms` has one the engine runs only under emulation, so
-/// that the run needs a registry client (the upstream's image for it).
+/// Whether the run needs a registry client: for the pushes of `push_to`,
+/// or for the upstream's image of a platform the engine only emulates.
 pub fn needs_registry(request: &Request, native: &str) -> bool {
     request.push_to.is_some()
         || request
