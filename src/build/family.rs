@@ -2,7 +2,6 @@
 //! manifest and its render, the selection of what to build, the tags that
 //! name a build, and recording a passing check on an image.
 
-use super::now_rfc3339;
 use crate::check::{self, CheckError, CheckReport, Expectation};
 use crate::engine::Engine;
 use crate::labels;
@@ -240,7 +239,7 @@ impl Family {
         let Some(from) = tags.first() else {
             return Ok(None);
         };
-        check::record(engine, report, from, &tags, &now_rfc3339()).map(Some)
+        check::record(engine, report, from, &tags).map(Some)
     }
 
     pub fn expectation(&self, variant: &str) -> Option<Expectation> {

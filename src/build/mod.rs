@@ -189,7 +189,3 @@ pub fn git_revision(root: &Path) -> String {
         Err(_) => "unknown".to_string(),
     }
 }
-
-fn now_rfc3339() -> String {
-    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
-}

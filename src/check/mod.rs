@@ -55,7 +55,7 @@ pub enum CheckError {
     #[error("recording the check result on {reference}: {source}")]
     Record {
         reference: String,
-        source: EngineError,
+        source: Box<crate::normalize::NormalizeError>,
     },
     #[error(transparent)]
     Engine(#[from] EngineError),

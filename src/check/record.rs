@@ -1,14 +1,21 @@
 //! The check record on an image: the `dev.sunaba.check` label a passing
-//! check writes by a metadata-only build, and reading it back.
+//! check sets on the image, and reading it back.
+//!
+//! The record is a function of the image and the report's verdicts — no
+//! time, duration, host or map order (docs/contracts.md, "The check
+//! record") — and it is set by rewriting the config alone
+//! ([`crate::normalize::relabel`]), so checking one image twice gives one
+//! labelled image ID, and the pinned digest does not depend on when the
+//! check ran or how long a smoke case took.
 
 use super::report::CheckReport;
 use super::{CheckError, LABEL_CHECK};
-use crate::engine::{BuildRequest, Engine, EngineError, ImageInfo};
+use crate::engine::{Engine, ImageInfo};
 use crate::labels::{CHECK_SCHEMA, CheckRecord, CheckStatus, SmokeRecord};
 use std::collections::BTreeMap;
 
 /// The check record of a report.
-pub fn check_record(report: &CheckReport, checked_at: &str) -> CheckRecord {
+pub fn check_record(report: &CheckReport) -> CheckRecord {
     CheckRecord {
         schema: CHECK_SCHEMA,
         status: if report.passed {
@@ -18,7 +25,7 @@ pub fn check_record(report: &CheckReport, checked_at: &str) -> CheckRecord {
         },
         variant: Some(report.variant.clone()),
         inputs: report.inputs.clone(),
-        checked_at: Some(checked_at.to_string()),
+        checked_at: None,
         tools: report
             .tools
             .iter()
@@ -48,8 +55,8 @@ pub fn smoke_is_current(record: &CheckRecord, expect: &super::Expectation) -> bo
 }
 
 /// The `dev.sunaba.check` label value for a report.
-pub fn record_json(report: &CheckReport, checked_at: &str) -> String {
-    check_record(report, checked_at).to_label()
+pub fn record_json(report: &CheckReport) -> String {
+    check_record(report).to_label()
 }
 
 /// True when `info` already carries a passing record for these inputs and
@@ -59,7 +66,7 @@ pub fn already_recorded(info: &ImageInfo, report: &CheckReport) -> bool {
     let Some(Ok(recorded)) = CheckRecord::from_labels(&info.labels) else {
         return false;
     };
-    let wanted = check_record(report, "");
+    let wanted = check_record(report);
     recorded.passed()
         && recorded.variant == wanted.variant
         && recorded.inputs == wanted.inputs
@@ -72,60 +79,22 @@ pub fn passing_record(info: &ImageInfo) -> Option<CheckRecord> {
     CheckRecord::passing_for(&info.labels)
 }
 
-/// Records a passing report on the image by a metadata-only build
-/// (`FROM <from_ref>` plus a label: no new layer) and points `tags` at the
+/// Records a passing report on the image `from_ref` (its config gets the
+/// label; layers, `created` and history stay) and points `tags` at the
 /// result. Returns the labelled image's ID.
 pub fn record(
     engine: &dyn Engine,
     report: &CheckReport,
     from_ref: &str,
     tags: &[String],
-    checked_at: &str,
 ) -> Result<String, CheckError> {
-    let err = |source| CheckError::Record {
-        reference: from_ref.to_string(),
-        source,
-    };
-    let dir = tempfile::tempdir().map_err(|source| {
-        err(EngineError::Io {
-            context: "cannot create a temporary build context".into(),
-            source,
-        })
-    })?;
-    let dockerfile = dir.path().join("Dockerfile");
-    std::fs::write(&dockerfile, format!("FROM {from_ref}\n")).map_err(|source| {
-        err(EngineError::Io {
-            context: format!("cannot write {}", dockerfile.display()),
-            source,
-        })
-    })?;
-    let req = BuildRequest {
-        context: dir.path().to_path_buf(),
-        dockerfile,
-        tags: tags.to_vec(),
-        labels: BTreeMap::from([(LABEL_CHECK.to_string(), record_json(report, checked_at))]),
-        iidfile: dir.path().join("iid"),
-        // An emulated image is labelled for its own platform (else BuildKit
-        // would look for the engine's platform of `from_ref`).
-        platform: report.emulated.then(|| report.platform.clone()),
-        ..Default::default()
-    };
-    let mut log = String::new();
-    engine
-        .build(&req, &mut |l| {
-            log.push_str(l);
-            log.push('\n');
-        })
-        .map_err(|e| match e {
-            EngineError::BuildFailed { command, status } => {
-                err(EngineError::Process(crate::process::ProcessError::Failed {
-                    command,
-                    status,
-                    stderr: log.clone(),
-                }))
-            }
-            other => err(other),
-        })
+    let labels = BTreeMap::from([(LABEL_CHECK.to_string(), record_json(report))]);
+    crate::normalize::relabel(engine, from_ref, &labels, tags).map_err(|source| {
+        CheckError::Record {
+            reference: from_ref.to_string(),
+            source: Box::new(source),
+        }
+    })
 }
 
 #[cfg(test)]
@@ -139,11 +108,13 @@ mod tests {
 
     #[test]
     fn record_json_follows_the_contract_and_round_trips() {
+        // Nothing of when or how long: the same verdicts on the same image
+        // give the same label, so the labelled image ID does not move.
         let r = report(true);
-        let json = record_json(&r, "2026-11-30T07:00:00Z");
+        let json = record_json(&r);
         assert_eq!(
             json,
-            r#"{"schema":1,"status":"pass","variant":"go","inputs":"sha256:abc","checked_at":"2026-11-30T07:00:00Z","tools":{"go":"1.24.4","gofmt":"present"},"smoke":{"digest":"sha256:5m0ke","suites":{}}}"#
+            r#"{"schema":1,"status":"pass","variant":"go","inputs":"sha256:abc","tools":{"go":"1.24.4","gofmt":"present"},"smoke":{"digest":"sha256:5m0ke","suites":{}}}"#
         );
         let mut info = ImageInfo {
             id: "sha256:2".into(),
@@ -189,7 +160,7 @@ mod tests {
             ..report(true)
         };
         let owed = vec!["go".to_string(), "gofmt".to_string()];
-        let label = |r: &CheckReport| labels(&record_json(r, "2026-11-30T07:00:00Z"));
+        let label = |r: &CheckReport| labels(&record_json(r));
         assert_eq!(
             gate(&label(&report), "go", &owed, &[]).unwrap(),
             inv(&[("go", "1.24"), ("gofmt", "present")])

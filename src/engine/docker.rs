@@ -84,6 +84,11 @@ pub(super) fn docker_target() -> String {
 }
 
 impl Engine for Docker {
+    // moby's image/tarexport load: `lss.Get(chainID)` before `loadLayer`.
+    fn loads_layers_it_has_by_chain_id(&self) -> bool {
+        true
+    }
+
     fn describe(&self) -> String {
         let how = match self.mode {
             DockerMode::Buildx => "buildx",

@@ -231,6 +231,13 @@ pub trait Engine: Send + Sync {
     fn save_cmd(&self, image: &str) -> Cmd {
         Cmd::new(self.program()).args(["save", image])
     }
+    /// Whether `load` takes an archive that leaves out the files of layers
+    /// the engine already has (Docker looks each layer up by its chain ID
+    /// before it opens the file; Podman reads every file). src/normalize's
+    /// relabel sends the config alone when it can.
+    fn loads_layers_it_has_by_chain_id(&self) -> bool {
+        false
+    }
     /// `load` of a docker-archive stream from stdin (pure).
     fn load_cmd(&self) -> Cmd {
         Cmd::new(self.program()).arg("load")

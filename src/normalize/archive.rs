@@ -6,7 +6,7 @@ use super::read::{Layer, Staged};
 use super::{LayerReport, NormalizeError, Options, Report, config, digest, layer};
 use serde::Deserialize;
 use sha2::Digest as _;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 
 #[derive(Deserialize)]
@@ -52,67 +52,127 @@ fn file_header(name: &str, size: u64) -> tar::Header {
     h
 }
 
-impl Staged {
-    fn resolve(&self, name: &str) -> String {
-        let mut name = name.trim_start_matches("./").to_string();
-        for _ in 0..8 {
-            match self.links.get(&name) {
-                Some(t) => name = t.clone(),
-                None => break,
-            }
+/// A name of the stream, through its symlinks.
+fn resolve(links: &BTreeMap<String, String>, name: &str) -> String {
+    let mut name = name.trim_start_matches("./").to_string();
+    for _ in 0..8 {
+        match links.get(&name) {
+            Some(t) => name = t.clone(),
+            None => break,
         }
-        name
     }
+    name
+}
 
+/// What `manifest.json` and the config of a save stream say.
+pub(super) struct Parts {
+    pub(super) config: serde_json::Value,
+    /// The layer files, in the image's order, through their symlinks.
+    pub(super) layers: Vec<String>,
+    /// The config's `rootfs.diff_ids`, one per layer file.
+    pub(super) diff_ids: Vec<String>,
+}
+
+/// Reads the one image of a save stream from its small files.
+pub(super) fn parts(
+    image: &str,
+    files: &BTreeMap<String, Vec<u8>>,
+    links: &BTreeMap<String, String>,
+) -> Result<Parts, NormalizeError> {
+    let corrupt = |detail: String| NormalizeError::Corrupt {
+        image: image.to_string(),
+        detail,
+    };
+    let truncated = |detail: String| NormalizeError::Truncated {
+        image: image.to_string(),
+        detail,
+    };
+    let manifest = files.get("manifest.json").ok_or_else(|| {
+        truncated("there is no manifest.json (a whole save stream has one)".into())
+    })?;
+    let items: Vec<ManifestItem> =
+        serde_json::from_slice(manifest).map_err(|e| corrupt(format!("manifest.json: {e}")))?;
+    let [item] = items.as_slice() else {
+        return Err(corrupt(format!(
+            "manifest.json describes {} images, not one",
+            items.len()
+        )));
+    };
+    let config_name = resolve(links, &item.config);
+    let config_bytes = files.get(&config_name).ok_or_else(|| {
+        truncated(format!(
+            "the config {config_name} named by manifest.json is missing"
+        ))
+    })?;
+    let config: serde_json::Value = serde_json::from_slice(config_bytes)
+        .map_err(|e| corrupt(format!("the config {config_name}: {e}")))?;
+    let diff_ids: Vec<String> = config
+        .pointer("/rootfs/diff_ids")
+        .and_then(|d| serde_json::from_value(d.clone()).ok())
+        .ok_or_else(|| corrupt(format!("the config {config_name} has no rootfs.diff_ids")))?;
+    if diff_ids.len() != item.layers.len() {
+        return Err(corrupt(format!(
+            "manifest.json lists {} layers, the config {}",
+            item.layers.len(),
+            diff_ids.len()
+        )));
+    }
+    Ok(Parts {
+        config,
+        layers: item.layers.iter().map(|l| resolve(links, l)).collect(),
+        diff_ids,
+    })
+}
+
+/// The end of an archive: the config (as `<hex>.json`), `manifest.json`
+/// naming it, the layer files and `tags`, and the two zero blocks. Returns
+/// the config's digest: the image ID after a load.
+pub(super) fn write_config_and_manifest(
+    out: &mut dyn Write,
+    config: &serde_json::Value,
+    tags: &[String],
+    layer_files: &[String],
+) -> std::io::Result<String> {
+    let config_bytes = serde_json::to_vec(config).expect("a JSON value serialises");
+    let config_digest = digest(&config_bytes);
+    let config_file = format!("{}.json", &config_digest["sha256:".len()..]);
+    let manifest = serde_json::to_vec(&serde_json::json!([{
+        "Config": config_file,
+        "RepoTags": tags,
+        "Layers": layer_files,
+    }]))
+    .expect("a JSON value serialises");
+    for (name, bytes) in [
+        (&config_file, &config_bytes),
+        (&"manifest.json".to_string(), &manifest),
+    ] {
+        out.write_all(file_header(name, bytes.len() as u64).as_bytes())?;
+        out.write_all(bytes)?;
+        pad(out, bytes.len() as u64)?;
+    }
+    out.write_all(&[0u8; 1024])?;
+    out.flush()?;
+    Ok(config_digest)
+}
+
+impl Staged {
     /// Writes the normalised archive to `output`.
     pub fn write(&self, output: impl Write, opts: &Options) -> Result<Report, NormalizeError> {
         let image = &self.image;
-        let corrupt = |detail: String| NormalizeError::Corrupt {
-            image: image.clone(),
-            detail,
-        };
-        let truncated = |detail: String| NormalizeError::Truncated {
-            image: image.clone(),
-            detail,
-        };
-        let manifest = self.files.get("manifest.json").ok_or_else(|| {
-            truncated("there is no manifest.json (a whole save stream has one)".into())
-        })?;
-        let items: Vec<ManifestItem> =
-            serde_json::from_slice(manifest).map_err(|e| corrupt(format!("manifest.json: {e}")))?;
-        let [item] = items.as_slice() else {
-            return Err(corrupt(format!(
-                "manifest.json describes {} images, not one",
-                items.len()
-            )));
-        };
-        let config_name = self.resolve(&item.config);
-        let config_bytes = self.files.get(&config_name).ok_or_else(|| {
-            truncated(format!(
-                "the config {config_name} named by manifest.json is missing"
-            ))
-        })?;
-        let config: serde_json::Value = serde_json::from_slice(config_bytes)
-            .map_err(|e| corrupt(format!("the config {config_name}: {e}")))?;
-        let diff_ids: Vec<String> = config
-            .pointer("/rootfs/diff_ids")
-            .and_then(|d| serde_json::from_value(d.clone()).ok())
-            .ok_or_else(|| corrupt(format!("the config {config_name} has no rootfs.diff_ids")))?;
-        if diff_ids.len() != item.layers.len() {
-            return Err(corrupt(format!(
-                "manifest.json lists {} layers, the config {}",
-                item.layers.len(),
-                diff_ids.len()
-            )));
-        }
+        let Parts {
+            config,
+            layers: layer_names,
+            diff_ids,
+        } = parts(image, &self.files, &self.links)?;
         let mut layers: Vec<(&str, &Layer)> = Vec::new();
-        for (name, want) in item.layers.iter().zip(&diff_ids) {
-            let name = self.resolve(name);
-            let (name, layer) = self.layers.get_key_value(&name).ok_or_else(|| {
-                truncated(format!(
-                    "layer {name} named by manifest.json is not in the stream"
-                ))
-            })?;
+        for (name, want) in layer_names.iter().zip(&diff_ids) {
+            let (name, layer) =
+                self.layers
+                    .get_key_value(name)
+                    .ok_or_else(|| NormalizeError::Truncated {
+                        image: image.clone(),
+                        detail: format!("layer {name} named by manifest.json is not in the stream"),
+                    })?;
             if &layer.diff_id != want {
                 return Err(NormalizeError::CorruptLayer {
                     image: image.clone(),
@@ -195,32 +255,27 @@ impl Staged {
         }
         let new_ids: Vec<String> = reports.iter().map(|r| r.diff_id_after.clone()).collect();
         let config = config::rewrite(&config, &new_ids, &created);
-        let config_bytes = serde_json::to_vec(&config).expect("a JSON value serialises");
-        let config_digest = digest(&config_bytes);
-        let config_file = format!("{}.json", &config_digest["sha256:".len()..]);
-        let manifest = serde_json::to_vec(&serde_json::json!([{
-            "Config": config_file,
-            "RepoTags": opts.tags,
-            "Layers": names,
-        }]))
-        .expect("a JSON value serialises");
         let werr = io("writing the archive".into());
-        for (name, bytes) in [
-            (&config_file, &config_bytes),
-            (&"manifest.json".to_string(), &manifest),
-        ] {
-            out.write_all(file_header(name, bytes.len() as u64).as_bytes())
-                .map_err(&werr)?;
-            out.write_all(bytes).map_err(&werr)?;
-            pad(&mut out, bytes.len() as u64).map_err(&werr)?;
-        }
-        out.write_all(&[0u8; 1024]).map_err(&werr)?;
-        out.flush().map_err(&werr)?;
+        let config_digest =
+            write_config_and_manifest(&mut out, &config, &opts.tags, &names).map_err(werr)?;
         Ok(Report {
             layers: reports,
             config_digest,
             bytes: out.bytes,
         })
+    }
+}
+
+impl Staged {
+    /// One layer of the stream, byte for byte, as the archive file `file`.
+    pub(super) fn copy_layer(
+        &self,
+        layer: &Layer,
+        file: &str,
+        out: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        out.write_all(file_header(file, layer.len).as_bytes())?;
+        copy_range(&self.spill, layer.spill_at, layer.len, out)
     }
 }
 

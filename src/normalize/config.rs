@@ -38,7 +38,7 @@ pub(super) fn rewrite(config: &Value, diff_ids: &[String], created: &str) -> Val
 }
 
 /// Every object's keys in sorted order (the crate keeps insertion order).
-fn sorted(v: Value) -> Value {
+pub(super) fn sorted(v: Value) -> Value {
     match v {
         Value::Object(m) => {
             let mut entries: Vec<(String, Value)> = m.into_iter().collect();

@@ -28,27 +28,52 @@ pub fn normalize_image(
         .save_cmd(image)
         .read_stdout(|out| read(image, out, &spill_dir))
         .map_err(piped)?;
-    let (report, _) = engine
-        .load_cmd()
-        .write_stdin(|stdin| staged.write(std::io::BufWriter::with_capacity(1 << 20, stdin), opts))
-        .map_err(piped)?;
+    let (id, report) = load_and_verify(
+        engine,
+        image,
+        &opts.tags,
+        |stdin| staged.write(std::io::BufWriter::with_capacity(1 << 20, stdin), opts),
+        |r: &Report| r.config_digest.clone(),
+    )?;
     drop(staged);
-    let check = opts.tags.first().map_or(&report.config_digest, |t| t);
+    Ok((id, report))
+}
+
+/// Streams what `produce` writes into the engine's `load`, then checks that
+/// the image now under the first of `tags` (or, untagged, the written ID)
+/// is the one written; `id_of` says which that is. Returns the loaded ID.
+pub(super) fn load_and_verify<T>(
+    engine: &dyn Engine,
+    image: &str,
+    tags: &[String],
+    produce: impl FnOnce(&mut dyn std::io::Write) -> Result<T, NormalizeError>,
+    id_of: impl Fn(&T) -> String,
+) -> Result<(String, T), NormalizeError> {
+    let engine_err = |source: EngineError| NormalizeError::Engine {
+        image: image.to_string(),
+        source,
+    };
+    let piped = |e: PipeError<NormalizeError>| match e {
+        PipeError::Process(p) => engine_err(p.into()),
+        PipeError::Stream(e) => e,
+    };
+    let (produced, _) = engine.load_cmd().write_stdin(produce).map_err(piped)?;
+    let written = id_of(&produced);
+    let check = tags.first().unwrap_or(&written);
     match engine.inspect(check).map_err(engine_err)? {
-        Some(info) if info.id == report.config_digest => Ok((info.id, report)),
+        Some(info) if info.id == written => Ok((info.id, produced)),
         other => Err(engine_err(EngineError::Parse {
             command: engine.load_cmd().display(),
             detail: format!(
-                "after the load {check} is {}, not the written {}",
+                "after the load {check} is {}, not the written {written}",
                 other.map_or("missing".to_string(), |i| i.id),
-                report.config_digest
             ),
         })),
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::engine::{BuildRequest, LogFormat, Resources};
     use crate::normalize::tests::{dir, file, layer, raw_name, save_stream};
@@ -59,11 +84,16 @@ mod tests {
     /// An engine whose program is a script: `save` prints a prepared
     /// stream, `load` keeps what it is fed (and logs that it started),
     /// `image inspect` answers with the ID of what was loaded.
-    struct Scripted {
+    pub(in crate::normalize) struct Scripted {
         program: PathBuf,
+        /// What `loads_layers_it_has_by_chain_id` answers (Docker's yes).
+        pub(in crate::normalize) chain_id_loads: bool,
     }
 
     impl Engine for Scripted {
+        fn loads_layers_it_has_by_chain_id(&self) -> bool {
+            self.chain_id_loads
+        }
         fn describe(&self) -> String {
             "scripted".into()
         }
@@ -84,7 +114,7 @@ mod tests {
         }
     }
 
-    fn scripted(dir: &Path, save: &str, load: &str) -> Scripted {
+    pub(in crate::normalize) fn scripted(dir: &Path, save: &str, load: &str) -> Scripted {
         let program = dir.join("engine");
         let d = dir.display();
         std::fs::write(
@@ -101,7 +131,10 @@ mod tests {
         )
         .unwrap();
         std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
-        Scripted { program }
+        Scripted {
+            program,
+            chain_id_loads: false,
+        }
     }
 
     fn opts() -> Options {

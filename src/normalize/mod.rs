@@ -81,9 +81,12 @@ mod config;
 pub mod engine;
 mod layer;
 mod read;
+mod relabel;
 
+use engine::load_and_verify;
 pub use engine::normalize_image;
 pub use read::{Staged, read};
+pub use relabel::relabel;
 
 use std::io::Write;
 

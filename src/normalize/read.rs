@@ -11,7 +11,7 @@ use tar::EntryType;
 
 /// Files of the save stream other than layers (manifest.json, the config,
 /// the legacy per-layer `json`) are read into memory up to this size.
-const SMALL_FILE_LIMIT: u64 = 64 << 20;
+pub(super) const SMALL_FILE_LIMIT: u64 = 64 << 20;
 
 /// What a layer entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,7 +157,7 @@ pub fn read(image: &str, input: impl Read, spill_dir: &Path) -> Result<Staged, N
 
 /// A short read of the outer stream is a truncation; anything else that
 /// breaks it, corruption.
-fn stream_error(image: &str, e: std::io::Error) -> NormalizeError {
+pub(super) fn stream_error(image: &str, e: std::io::Error) -> NormalizeError {
     if e.kind() == std::io::ErrorKind::UnexpectedEof || e.to_string().contains("entire block") {
         NormalizeError::Truncated {
             image: image.to_string(),
@@ -171,14 +171,14 @@ fn stream_error(image: &str, e: std::io::Error) -> NormalizeError {
     }
 }
 
-fn clean_outer(path: &[u8]) -> String {
+pub(super) fn clean_outer(path: &[u8]) -> String {
     let s = String::from_utf8_lossy(path);
     s.trim_start_matches("./").to_string()
 }
 
 /// A symlink's target, as a path of the stream (relative to the link's
 /// directory, as Docker writes them: `../<id>/layer.tar`).
-fn resolve_outer(link: &str, target: &[u8]) -> String {
+pub(super) fn resolve_outer(link: &str, target: &[u8]) -> String {
     let target = String::from_utf8_lossy(target);
     let mut parts: Vec<&str> = link.split('/').collect();
     parts.pop();
@@ -196,7 +196,7 @@ fn resolve_outer(link: &str, target: &[u8]) -> String {
 
 /// Layers are `<id>/layer.tar` (Docker), `<hex>.tar` (Podman), or blobs of
 /// an OCI layout (Docker 25 and later) that do not start like JSON.
-fn is_layer(name: &str, entry: &mut impl BufRead) -> std::io::Result<bool> {
+pub(super) fn is_layer(name: &str, entry: &mut impl BufRead) -> std::io::Result<bool> {
     if name.ends_with(".tar") {
         return Ok(true);
     }

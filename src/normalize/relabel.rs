@@ -1,0 +1,280 @@
+//! Setting labels on a local image without a build: the image's config is
+//! read from a save stream, given the labels (keys sorted, as the
+//! normaliser writes configs) and loaded back. Nothing else changes — not
+//! `created`, not the history, not a layer — so the labelled image's ID is
+//! a function of the image and the labels alone. A metadata-only build
+//! (`FROM image` + `LABEL`), which this replaces for the check record, gives
+//! the config the build's wall-clock time and a new history entry: the same
+//! record on the same image gave another ID on every run.
+//!
+//! Docker's `load` looks a layer up by its chain ID before it opens the
+//! layer's file, so an archive with the config and `manifest.json` alone
+//! loads in a second when the layers are in the engine already — and they
+//! are: the image was just saved from it. Other engines read every layer
+//! file of the archive, so for them the layers are copied from the save
+//! stream byte for byte (the cost of a normalisation, without the rewrite).
+
+use super::archive::{Parts, parts, write_config_and_manifest};
+use super::read::{SMALL_FILE_LIMIT, clean_outer, is_layer, read, resolve_outer, stream_error};
+use super::{NormalizeError, load_and_verify};
+use crate::engine::Engine;
+use crate::process::PipeError;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::{BufReader, Read, Write};
+use tar::EntryType;
+
+/// Loads `image` again with `labels` added to its config (a label of the
+/// same key is replaced) and tagged `tags`; returns the new image's ID.
+/// On any error nothing is loaded or tagged.
+pub fn relabel(
+    engine: &dyn Engine,
+    image: &str,
+    labels: &BTreeMap<String, String>,
+    tags: &[String],
+) -> Result<String, NormalizeError> {
+    let engine_err = |source: crate::engine::EngineError| NormalizeError::Engine {
+        image: image.to_string(),
+        source,
+    };
+    let piped = |e: PipeError<NormalizeError>| match e {
+        PipeError::Process(p) => engine_err(p.into()),
+        PipeError::Stream(e) => e,
+    };
+    let save = engine.save_cmd(image);
+    if engine.loads_layers_it_has_by_chain_id() {
+        let (files, links) = save
+            .read_stdout(|out| read_small_files(image, out))
+            .map_err(piped)?;
+        let parts = parts(image, &files, &links)?;
+        let config = labelled(image, &parts.config, labels)?;
+        load_and_verify(
+            engine,
+            image,
+            tags,
+            |out| {
+                written(
+                    image,
+                    write_config_and_manifest(out, &config, tags, &parts.layers),
+                )
+            },
+            String::clone,
+        )
+        .map(|(id, _)| id)
+    } else {
+        let staged = save
+            .read_stdout(|out| read(image, out, &std::env::temp_dir()))
+            .map_err(piped)?;
+        let Parts { config, layers, .. } = parts(image, &staged.files, &staged.links)?;
+        let config = labelled(image, &config, labels)?;
+        let write = |out: &mut dyn Write| -> std::io::Result<String> {
+            let mut files = Vec::new();
+            for (i, name) in layers.iter().enumerate() {
+                let layer = staged.layers.get(name).ok_or_else(|| {
+                    std::io::Error::other(format!(
+                        "layer {name} named by manifest.json is not in the stream"
+                    ))
+                })?;
+                let file = format!("layers/{i:03}.tar");
+                staged.copy_layer(layer, &file, out)?;
+                files.push(file);
+            }
+            write_config_and_manifest(out, &config, tags, &files)
+        };
+        load_and_verify(
+            engine,
+            image,
+            tags,
+            |out| written(image, write(out)),
+            String::clone,
+        )
+        .map(|(id, _)| id)
+    }
+}
+
+/// The written archive's image ID, or why it could not be written.
+fn written(image: &str, r: std::io::Result<String>) -> Result<String, NormalizeError> {
+    r.map_err(|source| NormalizeError::Io {
+        image: image.to_string(),
+        context: "writing the archive to load".into(),
+        source,
+    })
+}
+
+/// The config with `labels` set in `config.Labels`, every object's keys
+/// sorted.
+fn labelled(
+    image: &str,
+    config: &Value,
+    labels: &BTreeMap<String, String>,
+) -> Result<Value, NormalizeError> {
+    let corrupt = |detail: &str| NormalizeError::Corrupt {
+        image: image.to_string(),
+        detail: detail.to_string(),
+    };
+    let mut config = config.clone();
+    let inner = config
+        .as_object_mut()
+        .ok_or_else(|| corrupt("the config is not a JSON object"))?
+        .entry("config")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if inner.is_null() {
+        *inner = Value::Object(Default::default());
+    }
+    let inner = inner
+        .as_object_mut()
+        .ok_or_else(|| corrupt("the config's `config` is not an object"))?;
+    let current = inner
+        .entry("Labels")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if current.is_null() {
+        *current = Value::Object(Default::default());
+    }
+    let current = current
+        .as_object_mut()
+        .ok_or_else(|| corrupt("the config's Labels are not an object"))?;
+    for (k, v) in labels {
+        current.insert(k.clone(), Value::String(v.clone()));
+    }
+    Ok(super::config::sorted(config))
+}
+
+/// Small files of a save stream by name, and its symlinks (name -> target).
+type SmallFiles = BTreeMap<String, Vec<u8>>;
+type Links = BTreeMap<String, String>;
+
+/// The small files (manifest.json, the config) and the symlinks of a save
+/// stream; every layer's bytes are read past, not kept.
+fn read_small_files(
+    image: &str,
+    input: &mut dyn Read,
+) -> Result<(SmallFiles, Links), NormalizeError> {
+    let corrupt = |detail: String| NormalizeError::Corrupt {
+        image: image.to_string(),
+        detail,
+    };
+    let mut files = BTreeMap::new();
+    let mut links = BTreeMap::new();
+    let mut outer = tar::Archive::new(input);
+    let entries = outer
+        .entries()
+        .map_err(|e| corrupt(format!("not a tar archive: {e}")))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| stream_error(image, e))?;
+        let name = clean_outer(&entry.path_bytes());
+        match entry.header().entry_type() {
+            EntryType::Symlink => {
+                let target = entry.link_name_bytes().unwrap_or_default();
+                links.insert(name.clone(), resolve_outer(&name, &target));
+            }
+            EntryType::Regular | EntryType::Continuous => {
+                let size = entry.size();
+                let mut entry = BufReader::with_capacity(64 << 10, entry);
+                if is_layer(&name, &mut entry).map_err(|e| stream_error(image, e))? {
+                    std::io::copy(&mut entry, &mut std::io::sink())
+                        .map_err(|e| stream_error(image, e))?;
+                } else if size > SMALL_FILE_LIMIT {
+                    return Err(corrupt(format!(
+                        "{name} ({size} bytes) is neither a layer nor a small metadata file"
+                    )));
+                } else {
+                    let mut bytes = Vec::with_capacity(size as usize);
+                    entry
+                        .read_to_end(&mut bytes)
+                        .map_err(|e| stream_error(image, e))?;
+                    files.insert(name, bytes);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((files, links))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::normalize::engine::tests::scripted;
+    use crate::normalize::tests::{dir, file, layer, save_stream};
+
+    /// A loaded archive's files, by name.
+    fn archive(path: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
+        let mut a = tar::Archive::new(std::fs::File::open(path).unwrap());
+        a.entries()
+            .unwrap()
+            .map(|e| {
+                let mut e = e.unwrap();
+                let mut bytes = Vec::new();
+                e.read_to_end(&mut bytes).unwrap();
+                (e.path().unwrap().display().to_string(), bytes)
+            })
+            .collect()
+    }
+
+    fn config_of(files: &BTreeMap<String, Vec<u8>>) -> (String, Value) {
+        let manifest: Value = serde_json::from_slice(&files["manifest.json"]).unwrap();
+        let name = manifest[0]["Config"].as_str().unwrap().to_string();
+        (name.clone(), serde_json::from_slice(&files[&name]).unwrap())
+    }
+
+    fn check(chain_id_loads: bool) -> (BTreeMap<String, Vec<u8>>, Vec<Vec<u8>>, String) {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path().display();
+        let layers = vec![
+            layer(&[dir("a"), file("a/b", "x\n")]),
+            layer(&[file("a/c", "y\n")]),
+        ];
+        std::fs::write(
+            tmp.path().join("save.tar"),
+            save_stream(&layers, "2026-12-01T19:00:00Z"),
+        )
+        .unwrap();
+        let mut engine = scripted(
+            tmp.path(),
+            &format!("cat {d}/save.tar"),
+            &format!("cat > {d}/loaded.tar; echo 'Loaded image: r:t'"),
+        );
+        engine.chain_id_loads = chain_id_loads;
+        let labels = BTreeMap::from([("dev.sunaba.check".to_string(), "{}".to_string())]);
+        let id = relabel(&engine, "r:t", &labels, &["r:t".into()]).unwrap();
+        let files = archive(&tmp.path().join("loaded.tar"));
+        // Twice: the same ID (the label's value is all that was added).
+        let again = relabel(&engine, "r:t", &labels, &["r:t".into()]).unwrap();
+        assert_eq!(id, again);
+        (files, layers, id)
+    }
+
+    #[test]
+    fn only_the_label_changes_and_the_id_is_the_configs_digest() {
+        for chain_id_loads in [true, false] {
+            let (files, _, id) = check(chain_id_loads);
+            let (name, config) = config_of(&files);
+            assert_eq!(id, super::super::digest(&files[&name]), "{chain_id_loads}");
+            assert_eq!(format!("{}.json", &id[7..]), name);
+            assert_eq!(
+                config["config"]["Labels"],
+                serde_json::json!({"dev.sunaba.check": "{}", "dev.sunaba.variant": "t"})
+            );
+            // Times, history and the rest as they were: no build happened.
+            assert_eq!(config["created"], "2026-12-01T19:00:00Z");
+            assert_eq!(config["history"].as_array().unwrap().len(), 2);
+            assert_eq!(config["docker_version"], "20.10.24");
+        }
+    }
+
+    #[test]
+    fn docker_gets_the_config_alone_and_other_engines_the_layers_byte_for_byte() {
+        let (files, _, _) = check(true);
+        assert_eq!(files.len(), 2, "{:?}", files.keys());
+        let manifest: Value = serde_json::from_slice(&files["manifest.json"]).unwrap();
+        // The layers are named as the save stream named them: Docker finds
+        // them by chain ID and never opens the files.
+        assert_eq!(manifest[0]["Layers"].as_array().unwrap().len(), 2);
+        assert_eq!(manifest[0]["RepoTags"], serde_json::json!(["r:t"]));
+
+        let (files, layers, _) = check(false);
+        assert_eq!(files["layers/000.tar"], layers[0]);
+        assert_eq!(files["layers/001.tar"], layers[1]);
+        assert_eq!(files.len(), 4, "{:?}", files.keys());
+    }
+}
