@@ -254,16 +254,6 @@ pub trait Engine: Send + Sync {
             .run()?;
         Ok(())
     }
-    /// Pushes the local `reference` to its registry; returns the digest of
-    /// the manifest the registry stored (from the engine's `digest:` line).
-    fn push(&self, reference: &str) -> Result<String, EngineError> {
-        let cmd = Cmd::new(self.program()).args(["push", reference]);
-        let out = cmd.run()?;
-        pushed_digest(&out.stdout).ok_or_else(|| EngineError::Parse {
-            command: cmd.display(),
-            detail: "no `digest: sha256:…` line in its output".into(),
-        })
-    }
     /// Pulls `reference`; from an index, the image for `platform` (the
     /// engine's own when `None`).
     fn pull(&self, reference: &str, platform: Option<&str>) -> Result<(), EngineError> {
@@ -442,15 +432,6 @@ fn docker_alternative(rejected: &Path) -> Option<String> {
         .map(|p| p.display().to_string())
 }
 
-/// The digest in a push's `<tag>: digest: sha256:<hex> size: <n>` line.
-pub(crate) fn pushed_digest(output: &str) -> Option<String> {
-    output.lines().rev().find_map(|line| {
-        let rest = &line[line.find("digest: ")? + "digest: ".len()..];
-        let digest = rest.split_whitespace().next()?;
-        digest.starts_with("sha256:").then(|| digest.to_string())
-    })
-}
-
 pub(crate) fn read_iidfile(path: &Path) -> Result<String, EngineError> {
     let id = std::fs::read_to_string(path).map_err(|source| EngineError::Io {
         context: format!("cannot read the image ID file {}", path.display()),
@@ -594,18 +575,6 @@ mod tests {
         );
         assert_eq!(info.layers, ["sha256:l1", "sha256:l2"]);
         assert!(info.repo_digests.is_empty());
-    }
-
-    #[test]
-    fn the_digest_of_a_push() {
-        let out = "The push refers to repository [127.0.0.1:5000/x]\n\
-                   1293392eb183: Mounted from library/debian\n\
-                   t: digest: sha256:d4ed136e474e8fc338b3e4d2b27a1a3acdfcb8924481e511b02984a6617e084f size: 528\n";
-        assert_eq!(
-            pushed_digest(out).as_deref(),
-            Some("sha256:d4ed136e474e8fc338b3e4d2b27a1a3acdfcb8924481e511b02984a6617e084f")
-        );
-        assert_eq!(pushed_digest("127.0.0.1:5000/x:t\n"), None);
     }
 
     #[test]

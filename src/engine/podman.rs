@@ -62,26 +62,6 @@ impl Engine for Podman {
         Resources::parse(&cmd.display(), &out.stdout)
     }
 
-    /// Podman prints no digest line: it writes the digest to a file.
-    fn push(&self, reference: &str) -> Result<String, EngineError> {
-        let dir = tempfile::tempdir().map_err(|source| EngineError::Io {
-            context: "cannot create a temporary directory".into(),
-            source,
-        })?;
-        let file = dir.path().join("digest");
-        Cmd::new(&self.program)
-            .arg("push")
-            .arg("--digestfile")
-            .arg(&file)
-            .arg(reference)
-            .run()?;
-        let digest = std::fs::read_to_string(&file).map_err(|source| EngineError::Io {
-            context: format!("cannot read the digest file of `podman push {reference}`"),
-            source,
-        })?;
-        Ok(digest.trim().to_string())
-    }
-
     /// Podman's default is its own format: the docker-archive is the one
     /// both engines load (src/normalize).
     fn save_cmd(&self, image: &str) -> Cmd {

@@ -88,6 +88,11 @@ pub use engine::normalize_image;
 pub use read::{Staged, read};
 pub use relabel::relabel;
 
+/// Whether a file of a save stream is a layer (see [`read`]).
+pub fn is_layer_file(name: &str, entry: &mut impl std::io::BufRead) -> std::io::Result<bool> {
+    read::is_layer(name.trim_start_matches("./"), entry)
+}
+
 use std::io::Write;
 
 #[derive(Debug, thiserror::Error)]

@@ -2,8 +2,8 @@
 //! and writing one — a monolithic upload (POST opens a session, one PUT
 //! sends the bytes) or a cross-repository mount, whose 202 answer (the
 //! registry would rather not mount) is an upload session the bytes go to.
-//! Chunked uploads are not needed: images of this family are pushed by the
-//! engine, and what this client writes is configs, manifests and copies.
+//! Chunked uploads are not needed: a layer is sent in one PUT from a
+//! mapped file (`release::publish`), configs and manifests from memory.
 
 use super::client::Client;
 use super::reference::api_host;

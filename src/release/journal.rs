@@ -46,7 +46,7 @@ pub struct Staged {
     /// Its config blob (the checked config plus the version label); `None`
     /// for an index, whose platform images each have their own.
     pub config: Option<Digest>,
-    /// What the engine pushed before the stamp, for an engine source.
+    /// What was pushed from the engine before the stamp, for an engine source.
     pub pushed: Option<Digest>,
     /// For an index: each platform (normalised, `linux/arm64`) and its
     /// stamped image. Empty for a single-platform image.
@@ -193,7 +193,7 @@ impl Journal {
         matches!(self.step, Step::Pinned | Step::RolledBack)
     }
 
-    /// Some image is still to be pushed by the engine.
+    /// Some image is still to be read from the engine and pushed.
     pub fn needs_engine(&self) -> bool {
         self.plan.variants.iter().any(|v| {
             matches!(v.source, super::plan::Source::Engine { .. })

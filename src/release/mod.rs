@@ -10,8 +10,8 @@
 //!    the immutable tag `<variant>-X.Y.Z`, the moving tags (`tags.rs`) and a
 //!    staging tag. A check that did not pass refuses the whole release.
 //! 2. **Stage** (`stage.rs`): every image at its staging tag, its version
-//!    stamped on the config (see there for why the engine pushes and the
-//!    client stamps); a multi-platform source (an index) is stamped per
+//!    stamped on the config; a local image is pushed by this client, its
+//!    layers compressed here (`publish.rs`, `compress.rs`); a multi-platform source (an index) is stamped per
 //!    platform and its index assembled anew from the stamped images.
 //! 3. **Verify** (`promote.rs`): every staged manifest read back by digest
 //!    and gated; every release tag looked at before any moves — an immutable
@@ -42,8 +42,10 @@
 //! variant name can start with, so neither `pin` nor the moving-tag rules
 //! ever read a staging tag as a release.
 
+pub mod compress;
 pub mod gather;
 pub mod journal;
+pub mod layer_cache;
 pub mod legs;
 pub mod notes;
 pub mod pin;

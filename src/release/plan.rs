@@ -18,7 +18,7 @@ use std::fmt;
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Source {
     /// A local image of the engine (its ID is the config digest); the
-    /// engine pushes it to the staging tag.
+    /// client pushes it to the staging tag, compressing its layers itself.
     Engine { reference: String, image_id: String },
     /// A manifest in a registry (`repo@digest`); the client copies it,
     /// mounting blobs where the registry allows.

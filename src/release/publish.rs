@@ -1,18 +1,50 @@
-//! A checked local image pushed by the engine, and read back by the client.
+//! A checked local image pushed by this client: each layer compressed here
+//! ([`super::compress`]: one pinned compressor, fixed settings), so the
+//! pushed manifest's digest is a function of the image alone, on any engine.
 //!
-//! The engine pushes (it alone knows which compressed layers it uploaded
-//! before, so it mounts those instead of sending them again; see
-//! `release::stage`), but its answer is not trusted blindly: the manifest at
-//! the digest it reports is read back and must be one platform's image
-//! whose config is the checked image (a local image ID is its config's
-//! digest).
+//! This replaces the engine's `push`. The engine compresses with its own
+//! gzip and remembers what it sent; two engines (or one after a prune)
+//! give one image two digests. Here the cost an engine's push avoids is
+//! avoided the same way: [`LayerCache`] maps each uncompressed layer to
+//! the compressed digest made before, and a layer whose blob the target
+//! repository has (one HEAD) is neither read nor compressed nor sent. An
+//! unchanged family is pushed with HEADs and a manifest PUT, without
+//! reading the image from the engine at all. Otherwise the image is read
+//! once as a `save` stream; every layer in it is compressed once into a
+//! temporary file (memory holds buffers, never a layer) and remembered,
+//! and the missing ones are uploaded from there.
+//!
+//! The manifest is Docker's schema 2, as the engine's push wrote it (every
+//! reader of this family knows it); its config is the image's config
+//! byte for byte, so its digest is the checked image's ID.
 
+use super::compress::{self, Compressed};
+use super::layer_cache::LayerCache;
 use crate::engine::Engine;
-use crate::registry::{self, Client, Digest, Manifest, Reference};
+use crate::registry::{Client, Digest, Manifest, Reference, media_type};
 use anyhow::{Context as _, bail};
+use bytes::Bytes;
+use sha2::Digest as _;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufReader, Read};
 
-/// Tags the local `local` as `target`, has the engine push it, and returns
-/// the manifest the registry holds at the digest the engine reported.
+/// Docker's media type for a gzip-compressed layer.
+const DOCKER_LAYER_GZIP: &str = "application/vnd.docker.image.rootfs.diff.tar.gzip";
+
+/// What pushing one image did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushStats {
+    /// Layers the repository had already (by the cache's digest).
+    pub present: usize,
+    /// Layers compressed now (read from the engine).
+    pub compressed: usize,
+    /// Layers uploaded, and their compressed bytes.
+    pub uploaded: usize,
+    pub uploaded_bytes: u64,
+}
+
+/// Pushes the local image `image_id` (the checked image; `local` names it
+/// in messages) to `target` and returns the manifest the registry holds.
 pub fn push_checked(
     engine: &dyn Engine,
     client: &Client,
@@ -21,24 +53,260 @@ pub fn push_checked(
     target: &Reference,
     image_id: &str,
 ) -> anyhow::Result<Manifest> {
-    let name = target.to_string();
-    engine.tag(local, &name)?;
-    let pushed = engine
-        .push(&name)
-        .with_context(|| format!("pushing {local} as {name}"))?;
-    let digest: Digest = pushed
-        .parse()
-        .map_err(|e| anyhow::anyhow!("the engine pushed {name} as {pushed:?}: {e}"))?;
-    let manifest = rt.block_on(client.fetch_manifest(&target.by_digest(digest.clone())))?;
-    if registry::media_type::is_index(&manifest.media_type) {
-        bail!("the engine pushed {name} as an index ({digest}), not one platform's image");
+    push_image(
+        engine,
+        client,
+        rt,
+        local,
+        target,
+        image_id,
+        &LayerCache::for_user(),
+    )
+    .map(|(manifest, _)| manifest)
+}
+
+/// [`push_checked`] with a given cache, saying what it did.
+pub fn push_image(
+    engine: &dyn Engine,
+    client: &Client,
+    rt: &tokio::runtime::Runtime,
+    local: &str,
+    target: &Reference,
+    image_id: &str,
+    cache: &LayerCache,
+) -> anyhow::Result<(Manifest, PushStats)> {
+    let repo = target.repo();
+    let info = engine
+        .inspect(image_id)?
+        .with_context(|| format!("{local} ({image_id}) is not in the engine"))?;
+    if info.layers.is_empty() {
+        bail!("{local} ({image_id}): the engine lists no layers for it");
     }
-    let config = registry::config_descriptor(&name, &manifest.bytes)?.0;
-    if config.to_string() != image_id {
-        bail!(
-            "the engine pushed {name} as {digest}, whose config is {config}, not the checked \
-             image {image_id}"
+    let mut stats = PushStats::default();
+    let mut have: BTreeMap<String, Compressed> = BTreeMap::new();
+    for diff_id in &info.layers {
+        if let Some(c) = cache.compressed(diff_id) {
+            let digest = parse_digest(&c.digest)?;
+            if rt.block_on(client.blob_size(repo, &digest))?.is_some() {
+                have.insert(diff_id.clone(), c);
+            }
+        }
+    }
+    stats.present = have.len();
+    let mut config = cache.config(image_id);
+    let wanted: BTreeSet<&String> = info
+        .layers
+        .iter()
+        .filter(|d| !have.contains_key(*d))
+        .collect();
+    if !wanted.is_empty() || config.is_none() {
+        let save = engine.save_cmd(image_id);
+        let (small, compressed) = save
+            .read_stdout(|out| {
+                read_and_compress(out, |c, file| {
+                    cache.remember(c);
+                    if wanted.contains(&c.diff_id) && !have.contains_key(&c.diff_id) {
+                        upload(client, rt, target, c, file, &mut stats)?;
+                    }
+                    Ok(())
+                })
+            })
+            .map_err(|e| match e {
+                crate::process::PipeError::Process(p) => anyhow::Error::new(p),
+                crate::process::PipeError::Stream(e) => e,
+            })
+            .with_context(|| format!("reading {local} from the engine"))?;
+        stats.compressed = compressed.len();
+        for c in compressed {
+            have.entry(c.diff_id.clone()).or_insert(c);
+        }
+        let found = small.into_iter().find(|bytes| {
+            format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes))) == image_id
+        });
+        config = Some(found.with_context(|| {
+            format!("the engine's save of {local} has no config whose digest is {image_id}")
+        })?);
+    }
+    let config = config.expect("read from the cache or the save");
+    cache.remember_config(&config);
+    let config_digest = parse_digest(image_id)?;
+    if rt
+        .block_on(client.blob_size(repo, &config_digest))?
+        .is_none()
+    {
+        rt.block_on(client.upload_blob(repo, Bytes::from(config.clone())))?;
+    }
+    let layers = info
+        .layers
+        .iter()
+        .map(|d| {
+            have.get(d)
+                .with_context(|| format!("layer {d} of {local} was not in the engine's save"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let bytes = manifest_bytes(&config_digest, config.len(), &layers);
+    let digest = rt.block_on(client.put_manifest(
+        target,
+        media_type::DOCKER_MANIFEST,
+        Bytes::from(bytes.clone()),
+    ))?;
+    Ok((
+        Manifest {
+            bytes,
+            media_type: media_type::DOCKER_MANIFEST.to_string(),
+            digest,
+        },
+        stats,
+    ))
+}
+
+fn parse_digest(s: &str) -> anyhow::Result<Digest> {
+    s.parse()
+        .map_err(|e| anyhow::anyhow!("{s:?} is not a digest: {e}"))
+}
+
+/// The schema-2 manifest of a config and its compressed layers (fixed key
+/// order, compact).
+fn manifest_bytes(config: &Digest, config_size: usize, layers: &[&Compressed]) -> Vec<u8> {
+    let doc = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": media_type::DOCKER_MANIFEST,
+        "config": {
+            "mediaType": media_type::DOCKER_CONFIG,
+            "size": config_size,
+            "digest": config.to_string(),
+        },
+        "layers": layers.iter().map(|c| serde_json::json!({
+            "mediaType": DOCKER_LAYER_GZIP,
+            "size": c.size,
+            "digest": c.digest,
+        })).collect::<Vec<_>>(),
+    });
+    serde_json::to_vec(&doc).expect("a JSON value serialises")
+}
+
+/// Uploads one compressed layer from its temporary file (mapped, not
+/// read into memory), HEAD first.
+fn upload(
+    client: &Client,
+    rt: &tokio::runtime::Runtime,
+    target: &Reference,
+    c: &Compressed,
+    file: &std::fs::File,
+    stats: &mut PushStats,
+) -> anyhow::Result<()> {
+    let repo = target.repo();
+    let digest = parse_digest(&c.digest)?;
+    if rt.block_on(client.blob_size(repo, &digest))?.is_some() {
+        return Ok(());
+    }
+    // Safety of the map: the file is ours (a fresh temporary file nobody
+    // else knows of) and is not written while it is mapped.
+    let map = unsafe { memmap2::Mmap::map(file) }.context("mapping the compressed layer")?;
+    let sent = rt.block_on(client.upload_blob(repo, Bytes::from_owner(map)))?;
+    if sent != digest {
+        bail!("the compressed layer {} was {sent} when uploaded", c.digest);
+    }
+    stats.uploaded += 1;
+    stats.uploaded_bytes += c.size;
+    Ok(())
+}
+
+/// One pass over a save stream: each layer compressed into a temporary
+/// file and handed to `each` (with the file); the small files (configs,
+/// manifest.json) returned with the compressions.
+fn read_and_compress(
+    input: &mut dyn Read,
+    mut each: impl FnMut(&Compressed, &std::fs::File) -> anyhow::Result<()>,
+) -> anyhow::Result<(Vec<Vec<u8>>, Vec<Compressed>)> {
+    let mut small = Vec::new();
+    let mut done = Vec::new();
+    let mut outer = tar::Archive::new(input);
+    for entry in outer
+        .entries()
+        .context("the save stream is not a tar archive")?
+    {
+        let entry = entry.context("reading the save stream")?;
+        if !matches!(
+            entry.header().entry_type(),
+            tar::EntryType::Regular | tar::EntryType::Continuous
+        ) {
+            continue;
+        }
+        let name = String::from_utf8_lossy(&entry.path_bytes()).to_string();
+        let size = entry.size();
+        let mut entry = BufReader::with_capacity(256 << 10, entry);
+        if crate::normalize::is_layer_file(&name, &mut entry)? {
+            let file = tempfile::tempfile().context("creating a file for a compressed layer")?;
+            let c = compress::gzip(&mut entry, std::io::BufWriter::new(&file))
+                .with_context(|| format!("compressing {name} of the save stream"))?;
+            each(&c, &file)?;
+            done.push(c);
+        } else if size <= 64 << 20 {
+            let mut bytes = Vec::with_capacity(size as usize);
+            entry.read_to_end(&mut bytes)?;
+            small.push(bytes);
+        } else {
+            bail!("{name} ({size} bytes) in the save stream is neither a layer nor metadata");
+        }
+    }
+    Ok((small, done))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_manifest_names_the_config_and_the_compressed_layers_in_order() {
+        let config = Digest::sha256(b"{}");
+        let layer = |n: u8, size| Compressed {
+            diff_id: format!("sha256:{}", hex::encode([n; 32])),
+            digest: format!("sha256:{}", hex::encode([n + 1; 32])),
+            size,
+        };
+        let (a, b) = (layer(1, 10), layer(3, 20));
+        let bytes = manifest_bytes(&config, 2, &[&a, &b]);
+        assert_eq!(
+            String::from_utf8(bytes.clone()).unwrap(),
+            format!(
+                r#"{{"schemaVersion":2,"mediaType":"application/vnd.docker.distribution.manifest.v2+json","config":{{"mediaType":"application/vnd.docker.container.image.v1+json","size":2,"digest":"{config}"}},"layers":[{{"mediaType":"application/vnd.docker.image.rootfs.diff.tar.gzip","size":10,"digest":"{}"}},{{"mediaType":"application/vnd.docker.image.rootfs.diff.tar.gzip","size":20,"digest":"{}"}}]}}"#,
+                a.digest, b.digest
+            )
+        );
+        assert_eq!(manifest_bytes(&config, 2, &[&a, &b]), bytes);
+    }
+
+    #[test]
+    fn a_save_stream_gives_each_layer_compressed_once_and_its_small_files() {
+        let layer = crate::normalize::tests::layer(&[crate::normalize::tests::file("a", "x\n")]);
+        let stream = crate::normalize::tests::save_stream(
+            std::slice::from_ref(&layer),
+            "2026-12-01T19:00:00Z",
+        );
+        let mut seen = Vec::new();
+        let (small, done) = read_and_compress(&mut stream.as_slice(), |c, file| {
+            let mut gz = Vec::new();
+            std::io::Read::read_to_end(&mut &*file, &mut gz).ok();
+            seen.push(c.clone());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(done, seen);
+        assert_eq!(done.len(), 1);
+        assert_eq!(
+            done[0].diff_id,
+            format!("sha256:{}", hex::encode(sha2::Sha256::digest(&layer)))
+        );
+        let mut again = Vec::new();
+        assert_eq!(
+            compress::gzip(layer.as_slice(), &mut again).unwrap(),
+            done[0]
+        );
+        // The config, manifest.json, repositories and the v1 files.
+        assert!(
+            small.iter().any(|s| s.starts_with(b"{\"architecture\"")),
+            "{small:?}"
         );
     }
-    Ok(manifest)
 }

@@ -1,17 +1,20 @@
 //! Staging: each planned image at its staging tag, stamped with its
 //! version, before any release tag moves.
 //!
-//! # The engine pushes local images; the client stamps and copies
+//! # The client pushes local images, stamps and copies
 //!
-//! A local image is pushed by the engine's own `push` to the staging tag.
-//! The engine keeps layers uncompressed; only it knows which compressed
-//! forms it has uploaded before (its distribution metadata), so it HEADs
-//! and mounts those instead of compressing and sending them again. A
-//! `docker save` upload by this client would have to gzip every layer itself
-//! and would produce other layer digests than any earlier push of the same
-//! layer, storing it twice. The engine's answer is not trusted blindly: the
-//! manifest it reports is read back by digest and must name the checked
-//! image's config (whose digest is the local image ID).
+//! A local image is pushed by this client to the staging tag
+//! ([`super::publish`]): each layer compressed here with one pinned
+//! compressor at fixed settings ([`super::compress`]), so the staged digest
+//! is a function of the image, not of the engine that pushed it or of what
+//! that engine pushed before (issue 18). Before, the engine's own `push`
+//! did this, for the reason the engine gave: only it knew which compressed
+//! forms it had uploaded, so it could HEAD and mount them instead of
+//! compressing and sending them again. This client keeps that map itself
+//! ([`super::layer_cache`]: uncompressed digest -> compressed digest), so
+//! releasing an unchanged family compresses nothing and sends HEADs and
+//! manifests only. The manifest PUT names the checked image's config
+//! byte for byte (whose digest is the local image ID).
 //!
 //! The version label (`org.opencontainers.image.version`) is then stamped by
 //! this client, as `crane mutate --label` would: the config gets the label,

@@ -144,15 +144,44 @@ impl Fixture {
             .args(args)
     }
 
-    /// `build --no-cache --json` (checked: the record is part of the ID):
-    /// each variant's image ID.
-    fn build(&self) -> BTreeMap<String, String> {
+    /// `build --no-cache --json --push-by-digest` (checked: the record is
+    /// part of the ID), with a cold layer cache: each variant's image ID and
+    /// the digest its manifest was pushed as (this tool compresses).
+    fn build(&self) -> BTreeMap<String, (String, String)> {
+        let work = tempfile::tempdir().unwrap();
+        let legs = work.path().join("legs.json");
+        let pushed = format!("{}/{}-pushed", self.services.registry, self.repo);
         let run = self
-            .cli(["build", "--no-cache", "--json", "--progress", "plain"])
+            .cli([
+                "build",
+                "--no-cache",
+                "--json",
+                "--progress",
+                "plain",
+                "--push-by-digest",
+                &pushed,
+                "--metadata-file",
+            ])
+            .arg(&legs)
+            .env("SUNABA_CACHE_DIR", work.path().join("cache"))
             .stdout_json()
             .stderr_free("progress of a real build")
             .run();
-        run.json()["results"]
+        let legs: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&legs).unwrap()).unwrap();
+        let digests: BTreeMap<String, String> = legs["legs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                (
+                    l["variant"].as_str().unwrap().to_string(),
+                    l["digest"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        // With --push-by-digest the summary is per platform (one here).
+        run.json()["platforms"][0]["results"]
             .as_array()
             .unwrap()
             .iter()
@@ -168,10 +197,9 @@ impl Fixture {
                     build.unwrap(),
                     normalize.unwrap()
                 );
-                (
-                    r["variant"].as_str().unwrap().to_string(),
-                    r["image_id"].as_str().unwrap().to_string(),
-                )
+                let variant = r["variant"].as_str().unwrap().to_string();
+                let id = r["image_id"].as_str().unwrap().to_string();
+                (variant.clone(), (id, digests[&variant].clone()))
             })
             .collect()
     }
@@ -292,7 +320,11 @@ fn two_no_cache_builds_give_the_same_image_ids_and_every_kind_of_entry_survives(
     std::thread::sleep(std::time::Duration::from_secs(2));
     let second = fx.build();
     assert_eq!(first.keys().collect::<Vec<_>>(), ["kid", "root"]);
-    assert_eq!(first, second, "a --no-cache rebuild gives other images");
+    assert_eq!(
+        first, second,
+        "a --no-cache rebuild gives other images or other pushed manifests"
+    );
+    let first: BTreeMap<String, String> = first.into_iter().map(|(v, (id, _))| (v, id)).collect();
 
     let engine = fx.services.engine.clone();
     let work = tempfile::tempdir().unwrap();
