@@ -2,7 +2,8 @@
 //! builds of one fixture family give the same image IDs, and what the
 //! normaliser rewrites survives entry by entry: modes, setuid bits,
 //! symlinks, hardlinks, device nodes, fifos, whiteouts and opaque
-//! directories; the image runs. A fixture family (tiny fragments) keeps
+//! directories; the image runs; the pushed manifests are the same too, and
+//! skopeo, diffoscope, Python's tarfile and umoci agree. A fixture family (tiny fragments) keeps
 //! this on the per-commit path; the shipped family is `posture.rs`'s.
 
 use crate::support::{self, Cli, Services, repo_root, services};
@@ -324,6 +325,7 @@ fn two_no_cache_builds_give_the_same_image_ids_and_every_kind_of_entry_survives(
         first, second,
         "a --no-cache rebuild gives other images or other pushed manifests"
     );
+    independent_checks(&fx, &first["kid"].1, &second["kid"].1);
     let first: BTreeMap<String, String> = first.into_iter().map(|(v, (id, _))| (v, id)).collect();
 
     let engine = fx.services.engine.clone();
@@ -418,5 +420,113 @@ fn two_no_cache_builds_give_the_same_image_ids_and_every_kind_of_entry_survives(
          a-hardlink 644 0:0 2 regular file\nz-data 644 0:0 2 regular file\n\
          null 644 0:0 1 character special file\nfifo 644 0:0 1 fifo\n\
          ../fixture/z-data\nnew\n"
+    );
+}
+
+/// The Python scan of an OCI layout's image: every member of every layer
+/// after the first `skip` (the pinned upstream's, kept as pinned), with its
+/// mtime and whether it is a BuildKit mount stub. Prints offenders.
+const SCAN: &str = r#"
+import json, sys, tarfile
+layout, skip, sde = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def blob(d): return f"{layout}/blobs/{d.replace(':', '/')}"
+index = json.load(open(f"{layout}/index.json"))
+manifest = json.load(open(blob(index["manifests"][0]["digest"])))
+bad, seen = [], 0
+for layer in manifest["layers"][skip:]:
+    with tarfile.open(blob(layer["digest"]), mode="r:gz") as t:
+        for m in t:
+            seen += 1
+            name = m.name.lstrip("./")
+            if m.mtime > sde: bad.append(f"{name}: mtime {m.mtime}")
+            if name.startswith("run/secrets"): bad.append(f"{name}: a mount stub")
+print(f"scanned {seen} entries")
+for b in bad: print(b)
+sys.exit(1 if bad else 0)
+"#;
+
+/// What the tool did, checked by tools it did not write: `skopeo` copies
+/// both builds' pushed images to OCI layouts, `diffoscope` finds no
+/// difference between them, Python's `tarfile` finds no time after
+/// SOURCE_DATE_EPOCH and no `run/secrets`, `umoci` unpacks the image with
+/// every kind of entry as made.
+fn independent_checks(fx: &Fixture, first: &str, second: &str) {
+    let work = tempfile::tempdir().unwrap();
+    let run = |program: &str, args: &[&str]| {
+        let out = Command::new(program)
+            .args(args)
+            .current_dir(work.path())
+            .output()
+            .unwrap_or_else(|e| panic!("{program}: {e}"));
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let pushed = format!("{}/{}-pushed", fx.services.registry, fx.repo);
+    for (digest, layout) in [(first, "one"), (second, "two")] {
+        let (ok, out) = run(
+            "skopeo",
+            &[
+                "copy",
+                "--quiet",
+                "--src-tls-verify=false",
+                &format!("docker://{pushed}@{digest}"),
+                &format!("oci:{layout}:kid"),
+            ],
+        );
+        assert!(ok, "skopeo copy {digest}: {out}");
+    }
+    // The layouts' own file times are skopeo's, not the images'.
+    let (ok, out) = run(
+        "diffoscope",
+        &[
+            "--no-progress",
+            "--exclude-directory-metadata=recursive",
+            "one",
+            "two",
+        ],
+    );
+    assert!(ok, "diffoscope finds differences:\n{out}");
+
+    let upstream = fx.docker(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{len .RootFS.Layers}}",
+        &fx.services.base_ref,
+    ]);
+    let upstream = String::from_utf8_lossy(&upstream.stdout).trim().to_string();
+    let (ok, out) = run("python3", &["-c", SCAN, "one", &upstream, &SDE.to_string()]);
+    assert!(ok && out.starts_with("scanned "), "{out}");
+
+    let (ok, out) = run("umoci", &["unpack", "--image", "one:kid", "bundle"]);
+    assert!(ok, "umoci unpack: {out}");
+    let root = work.path().join("bundle/rootfs/opt/fixture");
+    let mode = |p: &str| {
+        std::fs::symlink_metadata(root.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!(
+        (mode("su"), mode("sg"), mode("keep")),
+        (0o4755, 0o2710, 0o1777)
+    );
+    assert!(
+        !root.join("doomed").exists(),
+        "the whiteout was not applied"
+    );
+    assert!(!root.join("redo/old").exists() && root.join("redo/new").is_file());
+    assert_eq!(
+        std::fs::read_link(root.join("symlink")).unwrap(),
+        Path::new("../fixture/z-data")
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        std::fs::metadata(root.join("a-hardlink")).unwrap().ino(),
+        std::fs::metadata(root.join("z-data")).unwrap().ino()
     );
 }
