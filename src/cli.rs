@@ -65,4 +65,6 @@ pub enum Command {
     Run(crate::commands::run::Args),
     /// Scaffold a toolchain: `new fragment NAME` writes its script, images.toml entries and smoke stubs.
     New(crate::commands::new::Args),
+    /// Signing keys for release attestations: `key generate` writes a P-256 key pair.
+    Key(crate::commands::key::Args),
 }

@@ -3,6 +3,7 @@
 //! dependency rule (commands → library, never the reverse) are described in
 //! README.md ("Architecture").
 
+pub mod attest;
 pub mod base_update;
 pub mod build;
 pub mod check;

@@ -27,6 +27,7 @@ pub mod check;
 pub mod context;
 pub mod detect;
 pub mod engine;
+pub mod key;
 pub mod lock;
 pub mod new;
 pub mod outdated;
@@ -66,6 +67,7 @@ pub fn run(cli: Cli) -> exit::Result {
         Command::Lock(args) => lock::run(&ctx, args),
         Command::Outdated(args) => outdated::run(&ctx, args),
         Command::New(args) => new::run(&ctx, args),
+        Command::Key(args) => key::run(&ctx, args),
     }
 }
 

@@ -3,6 +3,7 @@
 //! needed, the real engine and registry that `scripts/dev-env up` provides.
 
 mod assemble;
+mod attest;
 mod bad_input;
 mod build;
 mod detect;

@@ -1,0 +1,52 @@
+//! Signed statements about released images (issue 19): keys, DSSE
+//! envelopes and Sigstore bundles. What is signed (SBOM, provenance, test
+//! results) and where it goes (OCI referrers) build on this.
+//!
+//! # Choices, and why
+//! - **ECDSA P-256 with SHA-256**, the signature DER-encoded: what cosign
+//!   uses for key pairs, so cosign, `@sigstore/verify` and
+//!   `securesystemslib` verify what this signs. The arithmetic is the
+//!   RustCrypto `p256`/`ecdsa` crates' (RFC 6979 deterministic nonces: one
+//!   key and one payload give one signature, and no RNG is needed to sign).
+//!   No cryptography is written here.
+//! - **Keys as PKCS#8 PEM** (private) and SPKI PEM (public), the formats
+//!   `openssl`, cosign's `import-key-pair` and Python's `cryptography` read.
+//!   The private key is written with mode 0600 and never printed; it is
+//!   read from a file or from an environment variable the caller names
+//!   (a CI secret), never from argv.
+//! - **DSSE** (`dsse.rs`): the payload is signed through the
+//!   pre-authentication encoding, so a signature over one payload type can
+//!   never be replayed as another.
+//! - **Sigstore bundle v0.3** (`bundle.rs`) with a public-key hint and no
+//!   transparency-log entries: verifiable offline with the public key.
+//!   The hint is the SHA-256 of the key's SPKI DER, in hex, so a verifier
+//!   holding several keys finds the one that signed.
+
+pub mod bundle;
+pub mod dsse;
+pub mod key;
+
+pub use bundle::Bundle;
+pub use dsse::Envelope;
+pub use key::{KeySource, PrivateKey, PublicKey};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AttestError {
+    #[error("{path}: {detail}")]
+    Key { path: String, detail: String },
+    #[error(
+        "the environment variable {name} is not set (it should hold the PKCS#8 PEM private key)"
+    )]
+    KeyEnvMissing { name: String },
+    #[error("{path} exists already; pass --force to replace it (the old key is lost then)")]
+    KeyExists { path: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{what}: {detail}")]
+    Malformed { what: String, detail: String },
+    #[error("{what}: the signature does not verify with the key {hint}")]
+    BadSignature { what: String, hint: String },
+}
