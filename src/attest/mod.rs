@@ -25,6 +25,7 @@
 pub mod bundle;
 pub mod dsse;
 pub mod key;
+pub mod statement;
 
 pub use bundle::Bundle;
 pub use dsse::Envelope;

@@ -13,7 +13,7 @@ mod container;
 pub mod github;
 mod healthcheck;
 mod record;
-mod report;
+pub(crate) mod report;
 
 pub use container::check_image;
 pub use healthcheck::{evaluate, healthcheck_argv, parse_output};

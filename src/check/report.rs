@@ -401,10 +401,10 @@ pub fn write_junit(path: &Path, reports: &[CheckReport]) -> Result<(), crate::fs
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    pub(in crate::check) fn report(passed: bool) -> CheckReport {
+    pub(crate) fn report(passed: bool) -> CheckReport {
         CheckReport {
             variant: "go".into(),
             image: "r:go".into(),

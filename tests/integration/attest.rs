@@ -3,28 +3,31 @@
 //! public key; a bundle this tool signs is verified by tools it did not
 //! write — npm `@sigstore/verify` (bundles, by the public key, thresholds
 //! 0) and PyPI `securesystemslib` (the DSSE envelope) — and each rejects a
-//! wrong key and a one-byte change to the payload. The verifiers are
+//! wrong key and a one-byte change to the payload; the provenance and
+//! test-result statements are valid to PyPI `in-toto-attestation` (parsed
+//! strictly into the spec's protobuf messages). The verifiers are
 //! provisioned by `scripts/verifiers` (the gate runs it first).
 
 use crate::support::{Cli, repo_root, require};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use sunaba_images::attest::statement::{self, BuildFacts, Resource};
 use sunaba_images::attest::{Bundle, KeySource, PrivateKey, dsse::IN_TOTO};
 
-/// The provisioned verifiers' directory.
+/// The provisioned verifiers' directory, as `scripts/verifiers` names it
+/// (it provisions them on first use; the gate runs it before the tests).
 fn verifiers() -> Option<PathBuf> {
-    let dir = std::fs::read_dir(repo_root().join("target/tools"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("verifiers-"))
-                && p.join("ready").is_file()
-        });
-    require(dir.ok_or_else(|| "no verifiers in target/tools (run scripts/verifiers)".to_string()))
+    let out = Command::new(repo_root().join("scripts/verifiers")).output();
+    let dir = match out {
+        Ok(o) if o.status.success() => Ok(PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())),
+        Ok(o) => Err(format!(
+            "scripts/verifiers failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!("scripts/verifiers: {e}")),
+    };
+    require(dir)
 }
 
 /// Runs both verifiers on `files` with `public_key`: (sigstore, dsse) passed.
@@ -118,4 +121,84 @@ fn a_signed_bundle_verifies_with_independent_tools_and_tampering_is_rejected() {
     std::fs::write(&bad, tampered.to_json()).unwrap();
     let (sigstore, dsse, said) = verify(&tools, &public, &[&bad]);
     assert!(!sigstore && !dsse, "{said}");
+}
+
+#[test]
+fn provenance_and_test_result_statements_are_valid_to_in_toto_attestation() {
+    let Some(tools) = verifiers() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let subject = [Resource::sha256(
+        "127.0.0.1:5000/sunaba/sandbox",
+        &format!("sha256:{}", "ab".repeat(32)),
+    )];
+    let facts = BuildFacts {
+        repository: "https://example.invalid/sunaba-images".into(),
+        git_ref: "refs/heads/main".into(),
+        commit: "0123456789abcdef0123456789abcdef01234567".into(),
+        variant: "go".into(),
+        platform: "linux/amd64".into(),
+        dependencies: vec![
+            Resource::sha256("docker.io/library/debian:trixie-slim", &"cd".repeat(32)),
+            Resource::sha256("docker/locks/js/package-lock.json", &"ef".repeat(32)),
+        ],
+        builder_version: "0.1.0".into(),
+        invocation_id: "20261201T000000Z-abcd".into(),
+    };
+    let provenance = dir.path().join("provenance.json");
+    std::fs::write(
+        &provenance,
+        statement::statement(
+            &subject,
+            statement::PROVENANCE,
+            &statement::provenance(&facts),
+        ),
+    )
+    .unwrap();
+    let result = statement::TestResult {
+        result: "PASSED",
+        configuration: vec![Resource::sha256("smoke", &"01".repeat(32))],
+        url: None,
+        passed_tests: vec!["check".into(), "smoke:python/ruff@py".into()],
+        warned_tests: vec![],
+        failed_tests: vec![],
+    };
+    let test_result = dir.path().join("test-result.json");
+    std::fs::write(
+        &test_result,
+        statement::statement(&subject, statement::TEST_RESULT, &result),
+    )
+    .unwrap();
+    let out = Command::new("python3")
+        .arg(repo_root().join("scripts/intoto-validate.py"))
+        .args([&provenance, &test_result])
+        .env("PYTHONPATH", tools.join("python"))
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(
+        said.lines().filter(|l| l.starts_with("valid ")).count(),
+        2,
+        "{said}"
+    );
+
+    // And it is no rubber stamp: a misspelt field is refused.
+    let text = std::fs::read_to_string(&test_result)
+        .unwrap()
+        .replace("passedTests", "passTests");
+    std::fs::write(&test_result, text).unwrap();
+    let out = Command::new("python3")
+        .arg(repo_root().join("scripts/intoto-validate.py"))
+        .arg(&test_result)
+        .env("PYTHONPATH", tools.join("python"))
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
