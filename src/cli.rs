@@ -67,4 +67,6 @@ pub enum Command {
     New(crate::commands::new::Args),
     /// Signing keys for release attestations: `key generate` writes a P-256 key pair.
     Key(crate::commands::key::Args),
+    /// An SPDX 2.3 SBOM of a local image, from dpkg's status read from its layers.
+    Sbom(crate::commands::sbom::Args),
 }

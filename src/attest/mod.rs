@@ -23,8 +23,11 @@
 //!   holding several keys finds the one that signed.
 
 pub mod bundle;
+pub mod dpkg;
 pub mod dsse;
+pub mod image_files;
 pub mod key;
+pub mod sbom;
 pub mod statement;
 
 pub use bundle::Bundle;

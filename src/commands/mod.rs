@@ -38,6 +38,7 @@ pub mod release;
 pub mod render;
 pub mod resolve;
 pub mod run;
+pub mod sbom;
 pub mod tags;
 pub mod update_base;
 pub mod version;
@@ -68,6 +69,7 @@ pub fn run(cli: Cli) -> exit::Result {
         Command::Outdated(args) => outdated::run(&ctx, args),
         Command::New(args) => new::run(&ctx, args),
         Command::Key(args) => key::run(&ctx, args),
+        Command::Sbom(args) => sbom::run(&ctx, args),
     }
 }
 

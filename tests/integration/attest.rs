@@ -5,10 +5,12 @@
 //! 0) and PyPI `securesystemslib` (the DSSE envelope) — and each rejects a
 //! wrong key and a one-byte change to the payload; the provenance and
 //! test-result statements are valid to PyPI `in-toto-attestation` (parsed
-//! strictly into the spec's protobuf messages). The verifiers are
+//! strictly into the spec's protobuf messages); the SBOM of an image,
+//! read from its layers, is valid SPDX 2.3 to PyPI `spdx-tools` and lists
+//! what dpkg in the running image lists. The verifiers are
 //! provisioned by `scripts/verifiers` (the gate runs it first).
 
-use crate::support::{Cli, repo_root, require};
+use crate::support::{Cli, repo_root, require, services};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -201,4 +203,78 @@ fn provenance_and_test_result_statements_are_valid_to_in_toto_attestation() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+#[test]
+fn the_sbom_of_an_image_is_valid_spdx_and_lists_what_dpkg_lists() {
+    let Some(s) = services() else {
+        return;
+    };
+    let Some(tools) = verifiers() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    Cli::new(dir.path())
+        .env("SUNABA_ENGINE", &s.engine)
+        .args([
+            "sbom",
+            "--image",
+            &s.base_image,
+            "--output",
+            "base.spdx.json",
+        ])
+        .stderr_like(format!(
+            r"sbom: {} \(\d+ Debian packages\) written to base.spdx.json",
+            regex::escape(&s.base_image)
+        ))
+        .run();
+    let path = dir.path().join("base.spdx.json");
+    let out = Command::new("python3")
+        .arg(tools.join("python/bin/pyspdxtools"))
+        .arg("-i")
+        .arg(&path)
+        .env("PYTHONPATH", tools.join("python"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pyspdxtools: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let ours: std::collections::BTreeSet<String> = doc["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["externalRefs"][0]["referenceLocator"].as_str())
+        .map(|purl| {
+            purl.split('@')
+                .next()
+                .unwrap()
+                .trim_start_matches("pkg:deb/debian/")
+                .to_string()
+        })
+        .collect();
+    let listed = Command::new(&s.engine)
+        .args([
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--entrypoint",
+            "dpkg-query",
+            &s.base_image,
+        ])
+        .args(["-W", "-f", "${db:Status-Status} ${Package}\\n"])
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{listed:?}");
+    let theirs: std::collections::BTreeSet<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("installed "))
+        .map(str::to_string)
+        .collect();
+    assert!(!theirs.is_empty());
+    assert_eq!(ours, theirs);
 }

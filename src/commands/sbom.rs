@@ -1,0 +1,44 @@
+//! `sunaba-images sbom --image REF`: an SPDX 2.3 SBOM of a local image.
+
+use super::context::Context;
+use crate::exit;
+use anyhow::Context as _;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Example: sunaba-images sbom --image sunaba/sandbox:python --output python.spdx.json"
+)]
+pub struct Args {
+    /// The local image (a reference or an image ID).
+    #[arg(long, value_name = "REF")]
+    pub image: String,
+    /// The document format (SPDX 2.3 JSON; CycloneDX is not written yet).
+    #[arg(long, value_name = "FORMAT", default_value = "spdx-json", value_parser = ["spdx-json"])]
+    pub format: String,
+    /// Write the document to FILE (atomically) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+pub fn run(ctx: &Context, args: Args) -> exit::Result {
+    let engine = ctx.engine()?;
+    let (doc, packages) = crate::attest::sbom::of_local_image(
+        engine.as_ref(),
+        &args.image,
+        env!("CARGO_PKG_VERSION"),
+    )?;
+    match &args.output {
+        Some(path) => {
+            crate::fsutil::atomic_write(path, &doc)
+                .with_context(|| format!("writing {}", path.display()))?;
+            eprintln!(
+                "sbom: {} ({packages} Debian packages) written to {}",
+                args.image,
+                path.display()
+            );
+        }
+        None => outln!("{}", String::from_utf8_lossy(&doc))?,
+    }
+    Ok(())
+}
