@@ -6,7 +6,7 @@ use super::error::error_chain;
 use super::transport::credentials::CredentialStore;
 use super::transport::limits::Limits;
 use super::transport::retry::{self, Exhausted, RetryPolicy};
-use super::transport::{self, Clock, RegistryState, Request, Response, Session, Settings};
+use super::transport::{self, Clock, RegistryState, Request, Response, Session, Settings, Sleeper};
 use super::{Error, ErrorKind, Result};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -34,6 +34,7 @@ impl Default for ClientBuilder {
                 retry: RetryPolicy::default(),
                 limits: Limits::default(),
                 clock: Clock::system(),
+                sleeper: Sleeper::system(),
             },
             ca_files: Vec::new(),
             ca_pems: Vec::new(),
@@ -79,10 +80,17 @@ impl ClientBuilder {
         self.settings.retry = policy;
         self
     }
-    /// The clock cached tokens expire by (default: the system's); a test
-    /// moves its own forward instead of sleeping.
+    /// The clock cached tokens expire by and the retry bound runs by
+    /// (default: the system's); a test moves its own forward instead of
+    /// sleeping.
     pub fn clock(mut self, clock: Clock) -> Self {
         self.settings.clock = clock;
+        self
+    }
+    /// How the retry layer waits between attempts (default: the runtime's
+    /// timer); a test records the delays instead of waiting them out.
+    pub fn sleeper(mut self, sleeper: Sleeper) -> Self {
+        self.settings.sleeper = sleeper;
         self
     }
     /// Requests in flight to one registry at most (default 16).
@@ -236,6 +244,7 @@ impl Client {
             .settings
             .retry
             .run(
+                (&self.inner.settings.clock, &self.inner.settings.sleeper),
                 move |deadline| async move {
                     let resp = transport::auth::send(session, request, deadline).await?;
                     retry::check_status(resp)

@@ -70,9 +70,9 @@ pub use manifest::{Manifest, ManifestCheck};
 pub use platform::{Platform, best_match, normalized_platform, platform_slug, same_platform};
 pub use reference::{Reference, Repository, api_host, is_loopback};
 pub use resolve::{ResolveOptions, Resolved};
-pub use transport::Clock;
 pub use transport::credentials::{self, CredentialStore};
 pub use transport::retry::RetryPolicy;
+pub use transport::{Clock, Sleeper};
 
 /// OCI and Docker manifest media types.
 pub mod media_type {

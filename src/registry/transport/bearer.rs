@@ -171,7 +171,7 @@ pub(crate) async fn fetch(
             body: body.clone(),
             authorization: authorization.as_ref(),
             limit,
-            timeout: retry::exchange_timeout(settings.request_timeout, deadline),
+            timeout: retry::exchange_timeout(settings.request_timeout, deadline, &settings.clock),
             redirects: Redirects::Refuse,
         };
         async move {
@@ -193,7 +193,10 @@ pub(crate) async fn fetch(
             e.attempts, e.last
         ))
     };
-    settings.retry.run(attempt, gave_up).await
+    settings
+        .retry
+        .run((&settings.clock, &settings.sleeper), attempt, gave_up)
+        .await
 }
 
 type Exchange = (

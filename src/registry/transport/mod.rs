@@ -23,8 +23,9 @@ use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use std::time::Duration;
 
-/// Where the client reads the time for what expires (cached tokens):
-/// the system's, or a test's own to move forward without waiting.
+/// Where the client reads the time for what expires (cached tokens) and
+/// what the retry layer has used of its bound: the system's, or a test's
+/// own to move forward without waiting.
 #[derive(Clone)]
 pub struct Clock(std::sync::Arc<dyn Fn() -> std::time::Instant + Send + Sync>);
 
@@ -55,6 +56,48 @@ impl std::fmt::Debug for Clock {
     }
 }
 
+/// How the retry layer waits between attempts: the runtime's timer, or a
+/// test's own that records the delays asked for (and moves its [`Clock`]
+/// on) instead of waiting them out.
+#[derive(Clone)]
+pub struct Sleeper(
+    std::sync::Arc<
+        dyn Fn(Duration) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync,
+    >,
+);
+
+impl Sleeper {
+    pub fn system() -> Sleeper {
+        Sleeper::from_fn(|delay| Box::pin(tokio::time::sleep(delay)))
+    }
+
+    /// A sleeper that runs `sleep` for each delay.
+    pub fn from_fn(
+        sleep: impl Fn(Duration) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Sleeper {
+        Sleeper(std::sync::Arc::new(sleep))
+    }
+
+    pub async fn sleep(&self, delay: Duration) {
+        (self.0)(delay).await
+    }
+}
+
+impl Default for Sleeper {
+    fn default() -> Sleeper {
+        Sleeper::system()
+    }
+}
+
+impl std::fmt::Debug for Sleeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sleeper")
+    }
+}
+
 /// How the layers are configured (from the client builder).
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
@@ -64,8 +107,10 @@ pub(crate) struct Settings {
     pub request_timeout: Duration,
     pub retry: retry::RetryPolicy,
     pub limits: limits::Limits,
-    /// What cached tokens expire by.
+    /// What cached tokens expire by, and the retry layer's bound runs by.
     pub clock: Clock,
+    /// How the retry layer waits.
+    pub sleeper: Sleeper,
 }
 
 /// One request to a registry's API, relative to its origin.

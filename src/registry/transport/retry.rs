@@ -2,7 +2,7 @@
 //! backoff, `Retry-After` (seconds or HTTP date), and the bound on the
 //! whole request.
 
-use super::{Failure, Response};
+use super::{Clock, Failure, Response, Sleeper};
 use crate::registry::ErrorKind;
 use crate::registry::error::error_detail;
 use reqwest::StatusCode;
@@ -88,10 +88,12 @@ impl RetryPolicy {
     }
 
     /// Runs `attempt` until it succeeds, fails for good, or the policy says
-    /// stop; `attempt` gets the deadline of the whole run. `exhausted` says
-    /// what running out of attempts means to the caller.
+    /// stop; `attempt` gets the deadline of the whole run (on `clock`, which
+    /// also measures what is used), and `sleeper` waits between attempts.
+    /// `exhausted` says what running out of attempts means to the caller.
     pub(crate) async fn run<T, F, Fut>(
         &self,
+        (clock, sleeper): (&Clock, &Sleeper),
         mut attempt: F,
         exhausted: impl FnOnce(Exhausted) -> ErrorKind,
     ) -> Result<T, ErrorKind>
@@ -99,7 +101,7 @@ impl RetryPolicy {
         F: FnMut(Instant) -> Fut,
         Fut: Future<Output = Result<T, Failure>>,
     {
-        let started = Instant::now();
+        let started = clock.now();
         // A `total` too large for the clock means "no bound" in practice.
         let deadline = started
             .checked_add(self.total)
@@ -112,9 +114,9 @@ impl RetryPolicy {
                 Err(Failure::Fatal(kind)) => return Err(kind),
                 Err(Failure::Retryable { reason, wait }) => (reason, wait),
             };
-            let elapsed = started.elapsed();
+            let elapsed = clock.now().saturating_duration_since(started);
             match self.decide(attempts, elapsed, wait) {
-                Decision::Wait(delay) => tokio::time::sleep(delay).await,
+                Decision::Wait(delay) => sleeper.sleep(delay).await,
                 Decision::Stop {
                     retry_after_beyond_bound,
                 } => {
@@ -138,10 +140,14 @@ impl RetryPolicy {
 }
 
 /// The timeout of one exchange: the per-request bound, cut to what the
-/// whole run has left.
-pub(crate) fn exchange_timeout(request_timeout: Duration, deadline: Instant) -> Duration {
+/// whole run has left by `clock`.
+pub(crate) fn exchange_timeout(
+    request_timeout: Duration,
+    deadline: Instant,
+    clock: &Clock,
+) -> Duration {
     request_timeout
-        .min(deadline.saturating_duration_since(Instant::now()))
+        .min(deadline.saturating_duration_since(clock.now()))
         .max(Duration::from_millis(1))
 }
 
@@ -286,6 +292,7 @@ mod tests {
         let mut calls = 0;
         let out: Result<(), ErrorKind> = p
             .run(
+                (&Clock::system(), &Sleeper::system()),
                 |_| {
                     calls += 1;
                     let n = calls;
@@ -309,6 +316,7 @@ mod tests {
         let mut calls = 0;
         let out = p
             .run(
+                (&Clock::system(), &Sleeper::system()),
                 |_| {
                     calls += 1;
                     let n = calls;
@@ -327,6 +335,7 @@ mod tests {
         let fatal = ErrorKind::Config { reason: "x".into() };
         let out: Result<(), _> = p
             .run(
+                (&Clock::system(), &Sleeper::system()),
                 |_| {
                     let k = fatal.clone();
                     async move { Err(Failure::Fatal(k)) }

@@ -77,7 +77,11 @@ pub(crate) async fn send(
         None
     };
     let allowed = plain_http_allowed(session.registry, &session.settings.insecure);
-    let timeout = retry::exchange_timeout(session.settings.request_timeout, deadline);
+    let timeout = retry::exchange_timeout(
+        session.settings.request_timeout,
+        deadline,
+        &session.settings.clock,
+    );
     let mut errors = Vec::new();
     let mut untrusted = false;
     for &scheme in candidates(known, allowed) {
