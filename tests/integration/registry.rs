@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use sunaba_images::registry::{
     Client, ClientBuilder, Clock, ErrorKind, ManifestCheck, Platform, Reference, Repository,
-    ResolveOptions, RetryPolicy, credentials::CredentialStore,
+    ResolveOptions, RetryPolicy, Sleeper, credentials::CredentialStore,
 };
 
 fn setup(_test: &str) -> Option<&'static Fixture> {
@@ -867,12 +867,56 @@ async fn cli_reads_helpers_and_podman_auth_files_and_never_prints_secrets() {
 
 // -------------------------------------------------------- 5. retries ---
 
+/// Time of the test's own for the retry layer: every wait it asks for is
+/// recorded and moves the clock on by as much, at once; the clock also runs
+/// with the machine's (exchanges that hang take real time).
+#[derive(Clone)]
+struct RecordedWaits {
+    waits: std::sync::Arc<std::sync::Mutex<Vec<Duration>>>,
+    /// How many of `waits` [`RecordedWaits::take`] has returned.
+    taken: std::sync::Arc<std::sync::Mutex<usize>>,
+}
+
+impl RecordedWaits {
+    fn new() -> Self {
+        RecordedWaits {
+            waits: Default::default(),
+            taken: Default::default(),
+        }
+    }
+
+    /// A client builder whose retry layer waits and measures by this.
+    fn on(&self, builder: ClientBuilder) -> ClientBuilder {
+        let (clock, sleeper) = (self.clone(), self.clone());
+        builder
+            .clock(Clock::from_fn(move || {
+                Instant::now() + clock.waits.lock().unwrap().iter().sum()
+            }))
+            .sleeper(Sleeper::from_fn(move |delay| {
+                sleeper.waits.lock().unwrap().push(delay);
+                Box::pin(async {})
+            }))
+    }
+
+    /// The waits asked for since the last call.
+    fn take(&self) -> Vec<Duration> {
+        let waits = self.waits.lock().unwrap();
+        let mut taken = self.taken.lock().unwrap();
+        let new = waits[*taken..].to_vec();
+        *taken = waits.len();
+        new
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_after_is_honoured_in_seconds_and_http_date_form() {
     let Some(f) = setup("retry_after") else {
         return;
     };
-    let (_reg, proxy, c) = behind_proxy(f).await;
+    let reg = Registry::start(&f.storage, Auth::None);
+    let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
+    let time = RecordedWaits::new();
+    let c = time.on(client()).build().unwrap();
     let r = reference(&format!("{}/fixture/single:v1", proxy.authority()));
 
     proxy.add(rule(
@@ -881,36 +925,37 @@ async fn retry_after_is_honoured_in_seconds_and_http_date_form() {
         Fault::Status(429, Some("1".into())),
         1,
     ));
-    let t = Instant::now();
     c.resolve(&r, None).await.unwrap();
-    assert!(
-        t.elapsed() >= Duration::from_millis(950),
-        "{:?}",
-        t.elapsed()
+    assert_eq!(
+        time.take(),
+        [Duration::from_secs(1)],
+        "as Retry-After: 1 said"
     );
     assert_eq!(proxy.count("GET", "/manifests/v1"), 2);
 
-    let date = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
+    // An HTTP date: the wait is until then (a date has whole seconds, and
+    // some time passes before the client reads it).
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(10));
     proxy.add(rule(
         None,
         "/manifests/v1",
-        Fault::Status(503, Some(date)),
+        Fault::Status(503, Some(date.clone())),
         1,
     ));
-    let t = Instant::now();
     c.resolve(&r, None).await.unwrap();
+    let waits = time.take();
     assert!(
-        t.elapsed() >= Duration::from_millis(900),
-        "{:?}",
-        t.elapsed()
+        matches!(waits[..], [w] if w > Duration::from_secs(5) && w <= Duration::from_secs(10)),
+        "Retry-After: {date}: {waits:?}"
     );
+    assert_eq!(proxy.count("GET", "/manifests/v1"), 4);
 
     // A Retry-After beyond the total bound fails at once, saying so.
-    let c = client()
-        .retry(RetryPolicy {
+    let c = time
+        .on(client().retry(RetryPolicy {
             total: Duration::from_secs(3),
             ..fast_retry()
-        })
+        }))
         .build()
         .unwrap();
     proxy.add(rule(
@@ -919,10 +964,52 @@ async fn retry_after_is_honoured_in_seconds_and_http_date_form() {
         Fault::Status(429, Some("60".into())),
         1,
     ));
-    let t = Instant::now();
-    let err = c.resolve(&r, None).await.unwrap_err().to_string();
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
-    assert!(err.contains("Retry-After asks for 60 s"), "{err}");
+    let err = c.resolve(&r, None).await.unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::GaveUp { attempts: 1, .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("Retry-After asks for 60 s"),
+        "{err}"
+    );
+    assert_eq!(time.take(), [], "no wait at all");
+    assert_eq!(proxy.count("GET", "/manifests/v1"), 5);
+
+    // Backoff stops short of the total bound: the waits add up to less
+    // than it, and the next one would have passed it.
+    let c = time
+        .on(client().retry(RetryPolicy {
+            max_attempts: 100,
+            base_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(1),
+            total: Duration::from_secs(10),
+        }))
+        .build()
+        .unwrap();
+    proxy.add(rule(
+        None,
+        "/manifests/v1",
+        Fault::Status(503, None),
+        usize::MAX,
+    ));
+    let err = c.resolve(&r, None).await.unwrap_err();
+    let waits = time.take();
+    let waited: Duration = waits.iter().sum();
+    let ErrorKind::GaveUp { attempts, .. } = err.kind() else {
+        panic!("{err}");
+    };
+    assert_eq!(*attempts as usize, waits.len() + 1, "{err}");
+    assert!(
+        waits
+            .iter()
+            .all(|w| *w >= Duration::from_millis(500) && *w <= Duration::from_secs(1)),
+        "jittered backoff within its cap: {waits:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(10) && waited > Duration::from_secs(9),
+        "within the bound, the next wait past it: {waited:?} ({waits:?})"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1021,26 +1108,35 @@ async fn truncated_bodies_and_hanging_connections_are_retried_and_bounded() {
     let err = c.resolve(&r, None).await.unwrap_err().to_string();
     assert!(err.contains("broke off"), "{err}");
 
-    let c = client()
-        .request_timeout(Duration::from_millis(500))
-        .retry(RetryPolicy {
-            max_attempts: 100,
-            total: Duration::from_secs(2),
-            ..fast_retry()
-        })
+    // Exchanges that hang use up the total bound, not the attempts: each
+    // takes its full 500 ms (a timeout never fires early) and the backoff
+    // between them is skipped, so 2 s hold four of them and a fifth cut
+    // short at most.
+    let c = RecordedWaits::new()
+        .on(client()
+            .request_timeout(Duration::from_millis(500))
+            .retry(RetryPolicy {
+                max_attempts: 100,
+                total: Duration::from_secs(2),
+                ..fast_retry()
+            }))
         .build()
         .unwrap();
     let proxy = Proxy::start(&format!("http://{}", reg.authority()), "127.0.0.1:0", None).await;
     proxy.add(rule(None, "/manifests/v1", Fault::Hang, usize::MAX));
     let r = reference(&format!("{}/fixture/single:v1", proxy.authority()));
-    let t = Instant::now();
-    let err = c.resolve(&r, None).await.unwrap_err().to_string();
+    let err = c.resolve(&r, None).await.unwrap_err();
     assert!(
-        t.elapsed() < Duration::from_secs(4),
-        "total bound: {:?}",
-        t.elapsed()
+        matches!(
+            err.kind(),
+            ErrorKind::GaveUp {
+                attempts: 1..=5,
+                ..
+            }
+        ),
+        "the total bound stopped it: {err}"
     );
-    assert!(err.contains("no response within"), "{err}");
+    assert!(err.to_string().contains("no response within"), "{err}");
 }
 
 // ---------------------------------------------------- 6. concurrency ---
