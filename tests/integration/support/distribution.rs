@@ -6,7 +6,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
 pub const USER: &str = "tester";
@@ -242,7 +242,7 @@ impl Registry {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let mut config = format!(
-            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n\
+            "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: true\n\
              storage:\n  filesystem:\n    rootdirectory: {}\n  maintenance:\n    uploadpurging:\n      enabled: false\n\
              http:\n  addr: 127.0.0.1:{port}\n  secret: sunaba-test-secret\n",
             storage.display()
@@ -270,33 +270,39 @@ impl Registry {
         }
         let config_path = dir.path().join("config.yml");
         std::fs::write(&config_path, config).unwrap();
-        let log = std::fs::File::create(dir.path().join("registry.log")).unwrap();
-        let child = Command::new(REGISTRY_BIN)
+        let log_path = dir.path().join("registry.log");
+        let mut log = std::fs::File::create(&log_path).unwrap();
+        let mut child = Command::new(REGISTRY_BIN)
             .arg("serve")
             .arg(&config_path)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
-            .stderr(log)
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start docker-registry");
-        let mut reg = Registry { port, child, dir };
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return reg;
+        // The readiness signal: the registry logs "listening on ADDR" once
+        // its socket is bound (connections from then on queue). Its log is
+        // copied to registry.log as it comes; the sender is dropped (the
+        // wait below ends) when it exits instead.
+        let (ready, listening) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            use std::io::{BufRead as _, Write as _};
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let _ = writeln!(log, "{line}");
+                if line.contains("msg=\"listening on ") {
+                    let _ = ready.send(());
+                }
             }
-            if let Ok(Some(status)) = reg.child.try_wait() {
-                panic!(
-                    "docker-registry exited ({status}): {}",
-                    std::fs::read_to_string(reg.dir.path().join("registry.log"))
-                        .unwrap_or_default()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "docker-registry did not start on port {port}"
+        });
+        let reg = Registry { port, child, dir };
+        if listening.recv_timeout(Duration::from_secs(15)).is_err() {
+            panic!(
+                "docker-registry did not start on port {port}: {}",
+                std::fs::read_to_string(&log_path).unwrap_or_default()
             );
-            std::thread::sleep(Duration::from_millis(20));
         }
+        reg
     }
 }
