@@ -4,7 +4,7 @@
 //! clean result or an error that says where; the CLI says what the parser
 //! said and writes nothing.
 
-use crate::support::{Cli, project_copy, project_publishing_to, repo_root, snapshot};
+use crate::support::{Cli, Project, repo_root, snapshot};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use std::path::Path;
@@ -148,7 +148,7 @@ fn manifest_error_names_a_place(e: &ManifestError) -> bool {
 
 #[test]
 fn mutated_manifests_parse_or_name_where_they_are_wrong() {
-    let project = project_copy();
+    let project = Project::shipped();
     let path = project.path().join("images.toml");
     let text = std::fs::read_to_string(&path).unwrap();
     runner(96)
@@ -173,7 +173,7 @@ fn render_of_a_mutated_manifest_says_what_the_parser_said_and_writes_nothing() {
     runner(24)
         .run(&mutations(TOML_LINES), |m| {
             let mutated = apply(&text, &m);
-            let dir = project_copy();
+            let dir = Project::shipped();
             let path = dir.path().join("images.toml");
             // Only manifests the parser rejects; the others may render.
             let Err(e) = Manifest::from_str_at(&mutated, &path) else {
@@ -252,7 +252,7 @@ fn mutated_pins_files_parse_or_name_file_line_and_column() {
 fn pin_write_on_a_mutated_pins_file_says_what_the_parser_said_and_writes_nothing() {
     let text = pins_text();
     // A registry nobody listens on: the file is refused before any request.
-    let dir = project_publishing_to("127.0.0.1:1/nowhere/sandbox");
+    let dir = Project::shipped_publishing_to("127.0.0.1:1/nowhere/sandbox");
     let pins = dir.path().join("image_pins.json");
     let rejected = std::cell::Cell::new(0);
     runner(24)

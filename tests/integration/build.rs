@@ -1,107 +1,50 @@
 //! `build` and `check` on the real engine, with a fixture family of tiny
 //! fragments that write fake tools (fast), plus the error paths.
 
-use crate::support::{self, Cli, Run, Services, repo_root, services, sha256};
+use crate::support::{
+    self, Cli, Family, Project, Run, Services, Variant, fake_tool, services, sha256,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const MANIFEST: &str = r#"schema = 1
-repository = "@REPO@"
-upstream = "@UPSTREAM@"
-default = "kid1"
-source = "https://example.invalid/sunaba-fixture"
-
-[languages]
-fake = ["beta"]
-
-[tools.alpha]
-probe = ["alpha", "--version"]
-version = 'alpha ([0-9]+\.[0-9]+\.[0-9]+)'
-min = "1.0.0"
-
-# Exits 0 only when loopback is the one network interface.
-[tools.netcheck]
-probe = ["netcheck"]
-presence_only = true
-
-[tools.beta]
-probe = ["beta", "--version"]
-version = 'beta ([0-9]+\.[0-9]+\.[0-9]+)'
-
-[tools.gamma]
-probe = ["gamma", "--version"]
-version = 'gamma ([0-9]+\.[0-9]+\.[0-9]+)'
-
-[tools.delta]
-probe = ["delta", "--version"]
-version = 'delta ([0-9]+\.[0-9]+\.[0-9]+)'
-min = "1.0.0"
-
-[fragments.root]
-script = "docker/install-root.sh"
-provides = ["alpha", "netcheck"]
-
-[fragments.one]
-script = "docker/install-one.sh"
-provides = ["beta"]
-
-[fragments.two]
-script = "docker/install-two.sh"
-provides = ["gamma"]
-
-[fragments.solo]
-script = "docker/install-solo.sh"
-provides = ["delta"]
-
-[fragments.bad]
-script = "docker/install-bad.sh"
-provides = ["beta", "gamma", "delta"]
-
-@SMOKE@
-
-[variants.root]
-fragments = ["root"]
-size_budget = "500MiB"
-
-[variants.kid1]
-parent = "root"
-fragments = ["one"]
-serves = ["fake"]
-size_budget = "500MiB"
-
-[variants.kid2]
-parent = "root"
-fragments = ["two"]
-size_budget = "500MiB"
-
-[variants.solo]
-fragments = ["solo"]
-size_budget = "500MiB"
-
-[variants.bad]
-fragments = ["bad"]
-size_budget = "1KiB"
-"#;
-
-/// A shell snippet installing `/usr/local/bin/<name>` that prints `output`.
-fn fake_tool(name: &str, output: &str) -> String {
-    format!(
-        "cat > /usr/local/bin/{name} <<'EOF'\n#!/bin/sh\necho \"{output}\"\nEOF\n\
-         chmod +x /usr/local/bin/{name}\n"
-    )
+/// The fixture family: `root` (alpha, and netcheck, which exits 0 only when
+/// loopback is the one network interface) with children `kid1` (beta, the
+/// default, serving `fake`) and `kid2` (gamma); `solo` (delta) on its own;
+/// and `bad`, whose fragment installs nothing that answers as owed, in a
+/// budget it cannot fit.
+fn family(repository: &str, upstream: &str) -> Family {
+    Family::new("kid1")
+        .repository(repository)
+        .upstream(upstream)
+        .tool_min("alpha", "1.0.0")
+        .presence_tool("netcheck")
+        .tool("beta")
+        .tool("gamma")
+        .tool_min("delta", "1.0.0")
+        .fragment("root", &["alpha", "netcheck"])
+        .fragment("one", &["beta"])
+        .fragment("two", &["gamma"])
+        .fragment("solo", &["delta"])
+        .fragment("bad", &["beta", "gamma", "delta"])
+        .variant(Variant::new("root").fragments(&["root"]))
+        .variant(
+            Variant::new("kid1")
+                .parent("root")
+                .fragments(&["one"])
+                .serves_fake(),
+        )
+        .variant(Variant::new("kid2").parent("root").fragments(&["two"]))
+        .variant(Variant::new("solo").fragments(&["solo"]))
+        .variant(Variant::new("bad").fragments(&["bad"]).size_budget("1KiB"))
 }
 
-fn fragment(body: &str) -> String {
-    format!("#!/bin/sh\nset -eu\n{body}")
-}
-
-/// A temp project: the repository's templates, a fixture images.toml with a
-/// repository of its own, fixture fragments, and an engine wrapper that logs
-/// every engine call (start, end, exit status, argv).
+/// A fixture project of [`family`] with a repository of its own, and an
+/// engine wrapper that logs every engine call (start, end, exit status,
+/// argv).
 struct Fixture {
-    dir: tempfile::TempDir,
+    project: Project,
     repo: String,
     engine: Option<String>,
 }
@@ -123,82 +66,64 @@ impl Fixture {
 
     /// A fixture family built FROM `upstream` (`name:tag@sha256:…`).
     fn with_upstream(name: &str, services: Option<&Services>, upstream: &str) -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        crate::support::copy_tree(
-            &repo_root().join("templates"),
-            &dir.path().join("templates"),
-        );
         let repo = format!("sunaba-fixture/{name}-{}", std::process::id());
-        std::fs::write(
-            dir.path().join("images.toml"),
-            MANIFEST
-                .replace("@REPO@", &repo)
-                .replace("@UPSTREAM@", upstream)
-                .replace("@SMOKE@", support::FAKE_SMOKE),
-        )
-        .unwrap();
-        let fx = Fixture {
-            dir,
-            repo,
-            engine: services.map(|s| s.engine.clone()),
-        };
-        fx.write_fragment(
-            "root",
-            &format!(
-                "# Proves the CA secret was mounted without keeping it: only its hash stays.\n\
-                 if [ -s /run/secrets/ca_bundle ]; then\n  \
-                 sha256sum /run/secrets/ca_bundle | cut -c1-64 > /etc/fixture-ca-seen\nfi\n\
-                 cat > /usr/local/bin/netcheck <<'EOF'\n#!/bin/sh\n\
-                 [ \"$(ls /sys/class/net)\" = lo ] || {{ echo \"networked: $(ls /sys/class/net | tr '\\n' ' ')\"; exit 1; }}\n\
-                 EOF\nchmod +x /usr/local/bin/netcheck\n{}",
-                fake_tool("alpha", "alpha 1.2.3")
-            ),
-        );
-        fx.write_fragment("one", &support::checker_tool("beta", "beta 2.0.0"));
-        support::write_fake_smoke_projects(fx.dir.path());
-        fx.write_fragment("two", &fake_tool("gamma", "gamma 3.0.0"));
-        fx.write_fragment("solo", &fake_tool("delta", "delta 1.5.0"));
-        // beta missing; a different program under gamma's name; delta too old.
-        fx.write_fragment(
-            "bad",
-            &format!(
-                "{}{}",
-                fake_tool("gamma", "GNU something-else 9.9"),
-                fake_tool("delta", "delta 0.1.0")
-            ),
-        );
-        if let Some(engine) = &fx.engine {
-            let wrapper = fx.path("engine-wrapper");
-            std::fs::write(
-                &wrapper,
-                format!(
-                    "#!/bin/sh\nstart=$(date +%s.%N)\n'{engine}' \"$@\"\nrc=$?\n\
-                     printf '%s %s %s %s\\n' \"$start\" \"$(date +%s.%N)\" \"$rc\" \"$(printf '%s' \"$*\" | tr '\\n' ' ')\" >> '{}'\n\
-                     exit $rc\n",
-                    fx.path("engine.log").display()
+        // The fixture's name makes its layers its own: no cache hits from
+        // other tests or earlier runs (the CA secret is not in a cache key).
+        let mut project = Project::fixture(&family(&repo, upstream))
+            .salt(&repo)
+            .fragment(
+                "root",
+                &format!(
+                    "# Proves the CA secret was mounted without keeping it: only its hash stays.\n\
+                     if [ -s /run/secrets/ca_bundle ]; then\n  \
+                     sha256sum /run/secrets/ca_bundle | cut -c1-64 > /etc/fixture-ca-seen\nfi\n\
+                     cat > /usr/local/bin/netcheck <<'EOF'\n#!/bin/sh\n\
+                     [ \"$(ls /sys/class/net)\" = lo ] || {{ echo \"networked: $(ls /sys/class/net | tr '\\n' ' ')\"; exit 1; }}\n\
+                     EOF\nchmod +x /usr/local/bin/netcheck\n{}",
+                    fake_tool("alpha", "alpha 1.2.3")
                 ),
             )
-            .unwrap();
+            .fragment("one", &support::checker_tool("beta", "beta 2.0.0"))
+            .fragment("two", &fake_tool("gamma", "gamma 3.0.0"))
+            .fragment("solo", &fake_tool("delta", "delta 1.5.0"))
+            // beta missing; a different program under gamma's name; delta too old.
+            .fragment(
+                "bad",
+                &format!(
+                    "{}{}",
+                    fake_tool("gamma", "GNU something-else 9.9"),
+                    fake_tool("delta", "delta 0.1.0")
+                ),
+            );
+        let engine = services.map(|s| s.engine.clone());
+        if let Some(engine) = &engine {
+            let (log, wrapper) = (project.join("engine.log"), project.join("engine-wrapper"));
+            project = project
+                .file(
+                    "engine-wrapper",
+                    format!(
+                        "#!/bin/sh\nstart=$(date +%s.%N)\n'{engine}' \"$@\"\nrc=$?\n\
+                         printf '%s %s %s %s\\n' \"$start\" \"$(date +%s.%N)\" \"$rc\" \"$(printf '%s' \"$*\" | tr '\\n' ' ')\" >> '{}'\n\
+                         exit $rc\n",
+                        log.display()
+                    ),
+                )
+                .env("SUNABA_ENGINE", &wrapper);
             std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        fx.cli(["render"])
-            .stdout_may("created   docker/.*")
-            .stdout_like(r"render: \d+ file\(s\) written, 0 removed, 0 unchanged")
-            .run();
-        fx
+        Fixture {
+            project: project.render(),
+            repo,
+            engine,
+        }
     }
 
     fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
+        self.project.join(rel)
     }
 
     fn write_fragment(&self, name: &str, body: &str) {
-        let path = self.path(&format!("docker/install-{name}.sh"));
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        // The fixture's name makes its layers its own: no cache hits from
-        // other tests or earlier runs (the CA secret is not in a cache key).
-        std::fs::write(&path, fragment(&format!("# {}\n{body}", self.repo))).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        self.project.write_fragment(name, body);
     }
 
     fn cli<I, S>(&self, args: I) -> Cli
@@ -206,11 +131,7 @@ impl Fixture {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        let cli = Cli::new(self.dir.path()).args(args);
-        match &self.engine {
-            Some(_) => cli.env("SUNABA_ENGINE", self.path("engine-wrapper")),
-            None => cli,
-        }
+        self.project.cli().args(args)
     }
 
     fn tag(&self, variant: &str) -> String {
@@ -278,45 +199,8 @@ impl Fixture {
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        if self.engine.is_none() {
-            return;
-        }
-        let out = self.docker(&[
-            "image",
-            "ls",
-            "--format",
-            "{{.Repository}}:{{.Tag}}",
-            "--filter",
-            &format!("reference={}", self.repo),
-        ]);
-        let tags: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(String::from)
-            .collect();
-        let out = self.docker(&[
-            "image",
-            "ls",
-            "--quiet",
-            "--no-trunc",
-            "--filter",
-            &format!("reference={}", self.repo),
-        ]);
-        let mut ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(String::from)
-            .collect();
-        ids.sort();
-        ids.dedup();
-        if !tags.is_empty() {
-            let mut args = vec!["image", "rm", "--force"];
-            args.extend(tags.iter().map(String::as_str));
-            let _ = self.docker(&args);
-        }
-        // Then the images themselves, unless something else still uses them.
-        if !ids.is_empty() {
-            let mut args = vec!["image", "rm"];
-            args.extend(ids.iter().map(String::as_str));
-            let _ = self.docker(&args);
+        if let Some(engine) = &self.engine {
+            support::remove_images(engine, &self.repo);
         }
     }
 }
@@ -741,7 +625,7 @@ fn failing_fragment_stops_descendants_not_siblings() {
     );
     assert!(out.contains("exit code: 3"), "{out}");
     assert!(out.contains("about to fail"), "{out}");
-    let log = fx.dir.path().join("target/sunaba-build/logs/root.log");
+    let log = fx.path("target/sunaba-build/logs/root.log");
     assert!(
         out.contains(&format!("full log: {}", log.display())),
         "{out}"

@@ -1,6 +1,6 @@
 //! `sunaba-images detect` and the coverage gate, through the real binary.
 
-use crate::support::{Cli, Run, project_copy, repo_root};
+use crate::support::{Cli, Project, Run, repo_root};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -213,7 +213,7 @@ fn detect_reports_an_unreadable_directory_and_keeps_going() {
 /// `render --check` runs the coverage gate.
 #[test]
 fn render_check_fails_when_the_default_image_loses_a_tool() {
-    let dir = project_copy();
+    let dir = Project::shipped();
     let manifest = dir.path().join("images.toml");
     let text = fs::read_to_string(&manifest).unwrap();
     let before = "provides = [\"eslint\", \"tsc\", \"jest\"]";

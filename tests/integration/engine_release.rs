@@ -6,96 +6,43 @@
 use crate::release::{
     Rig, cost, family_aliases, family_tags, planned_tags, print_costs, release_tags,
 };
-use crate::support::{self, Services};
-use std::path::Path;
-
-const FIXTURE: &str = r#"schema = 1
-repository = "sunaba-release-fixture/unused"
-upstream = "@UPSTREAM@"
-default = "kid"
-source = "https://example.invalid/sunaba-release-fixture"
-
-[languages]
-fake = ["beta"]
-
-[tools.alpha]
-probe = ["alpha", "--version"]
-version = 'alpha ([0-9]+\.[0-9]+\.[0-9]+)'
-
-[tools.beta]
-probe = ["beta", "--version"]
-version = 'beta ([0-9]+\.[0-9]+\.[0-9]+)'
-
-[fragments.root]
-script = "docker/install-root.sh"
-provides = ["alpha"]
-
-[fragments.kid]
-script = "docker/install-kid.sh"
-provides = ["beta"]
-
-@SMOKE@
-
-[variants.root]
-fragments = ["root"]
-aliases = ["root"]
-size_budget = "500MiB"
-
-[variants.kid]
-parent = "root"
-fragments = ["kid"]
-aliases = ["kid"]
-serves = ["fake"]
-size_budget = "500MiB"
-
-[profiles.local]
-repository = "@REPO@"
-upstream = "@UPSTREAM@"
-"#;
+use crate::support::{self, EMPTY_PINS, Family, Project, Services, Variant};
 
 /// A fragment installing `/usr/local/bin/<tool>` that prints `output`, and
 /// whose `check DIR` reports a file holding DEFECT (the fixture's smoke).
-pub fn write_fragment(dir: &Path, name: &str, tool: &str, output: &str) {
-    let path = dir.join(format!("docker/install-{name}.sh"));
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    // The directory's name keeps its layers its own (no cache hits from
-    // other runs).
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh\nset -eu\n# {}\n{}",
-            dir.display(),
-            support::checker_tool(tool, output)
-        ),
-    )
-    .unwrap();
+pub fn write_fragment(project: &Project, name: &str, tool: &str, output: &str) {
+    project.write_fragment(name, &support::checker_tool(tool, output));
 }
 
-pub fn fixture(repository: &str, s: &Services) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    support::copy_tree(
-        &support::repo_root().join("templates"),
-        &dir.path().join("templates"),
-    );
-    let manifest = FIXTURE
-        .replace("@REPO@", repository)
-        .replace("@UPSTREAM@", &s.pinned_base())
-        .replace("@SMOKE@", support::FAKE_SMOKE);
-    std::fs::write(dir.path().join("images.toml"), manifest).unwrap();
-    std::fs::write(
-        dir.path().join("image_pins.json"),
-        "{\"schema\": 1, \"images\": {}}\n",
-    )
-    .unwrap();
-    write_fragment(dir.path(), "root", "alpha", "alpha 1.2.3");
-    write_fragment(dir.path(), "kid", "beta", "beta 2.0.0");
-    support::write_fake_smoke_projects(dir.path());
-    support::Cli::new(dir.path())
-        .args(["render"])
-        .stdout_may("created   docker/.*")
-        .stdout_like(r"render: \d+ file\(s\) written, 0 removed, 0 unchanged")
-        .run();
-    dir
+/// The two-variant fixture family (`root`, and `kid` serving `fake`), its
+/// `local` profile releasing to `repository` from the dev base, with no
+/// pins yet; rendered.
+pub fn fixture_family(repository: &str, s: &Services) -> Family {
+    Family::new("kid")
+        .repository("sunaba-release-fixture/unused")
+        .upstream(&s.pinned_base())
+        .tool("alpha")
+        .tool("beta")
+        .fragment("root", &["alpha"])
+        .fragment("kid", &["beta"])
+        .variant(Variant::new("root").fragments(&["root"]).aliased())
+        .variant(
+            Variant::new("kid")
+                .parent("root")
+                .fragments(&["kid"])
+                .aliased()
+                .serves_fake(),
+        )
+        .profile("repository", repository)
+        .profile("upstream", &s.pinned_base())
+}
+
+/// A project of [`fixture_family`], rendered, with no pins yet.
+pub fn fixture(family: &Family) -> Project {
+    let p = Project::fixture(family).file("image_pins.json", EMPTY_PINS);
+    write_fragment(&p, "root", "alpha", "alpha 1.2.3");
+    write_fragment(&p, "kid", "beta", "beta 2.0.0");
+    p.render()
 }
 
 #[test]
@@ -104,7 +51,10 @@ fn from_the_engine_missing_images_are_built_checked_pushed_stamped_and_a_failed_
         return;
     };
     let _heavy = support::machine_lock();
-    let rig = Rig::with_project("engine", "fixture", |repo| fixture(repo, &s)).unwrap();
+    let rig = Rig::with_project("engine", "fixture", |repo| {
+        fixture(&fixture_family(repo, &s))
+    })
+    .unwrap();
     rig.cli()
         .args(["release", "--write", "--notes", "notes.md"])
         .stderr_free("the build's progress and the release's")
@@ -136,7 +86,7 @@ fn from_the_engine_missing_images_are_built_checked_pushed_stamped_and_a_failed_
 
     // A tool that no longer answers as images.toml says: its check fails,
     // and nothing at all is pushed.
-    write_fragment(rig.project.path(), "kid", "beta", "beta two");
+    write_fragment(&rig.project, "kid", "beta", "beta two");
     let pins = rig.pins_text();
     rig.proxy.clear_log();
     let run = rig
@@ -167,9 +117,12 @@ fn a_toolchain_added_as_images_toml_lines_is_rendered_detected_built_checked_and
         return;
     };
     let _heavy = support::machine_lock();
-    let rig = Rig::with_project("new-toolchain", "fixture", |repo| fixture(repo, &s)).unwrap();
+    let rig = Rig::with_project("new-toolchain", "fixture", |repo| {
+        fixture(&fixture_family(repo, &s))
+    })
+    .unwrap();
     let root = rig.project.path();
-    write_fragment(root, "toy", "toyc", "toyc 0.3.1");
+    write_fragment(&rig.project, "toy", "toyc", "toyc 0.3.1");
     for (project, text) in [("pass", "fine\n"), ("defect", "a DEFECT\n")] {
         let dir = root.join("tests/smoke/toylang").join(project);
         std::fs::create_dir_all(&dir).unwrap();
@@ -286,7 +239,10 @@ fn bench_engine_release_request_economy() {
     let Some(s) = support::services() else {
         return;
     };
-    let rig = Rig::with_project("bench-engine", "fixture", |repo| fixture(repo, &s)).unwrap();
+    let rig = Rig::with_project("bench-engine", "fixture", |repo| {
+        fixture(&fixture_family(repo, &s))
+    })
+    .unwrap();
     let mut rows = Vec::new();
     let mut measure = |name: &str, stdout: Option<&str>| {
         rig.proxy.clear_log();
@@ -310,7 +266,7 @@ fn bench_engine_release_request_economy() {
         "no change",
         Some("nothing to release: every image is as pinned\n"),
     );
-    write_fragment(rig.project.path(), "kid", "beta", "beta 2.0.1");
+    write_fragment(&rig.project, "kid", "beta", "beta 2.0.1");
     measure("one variant changed (kid)", None);
     print_costs("engine source, 2 aliases", 2, &rows);
     for (name, c, _) in &rows {

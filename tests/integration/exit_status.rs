@@ -3,7 +3,7 @@
 //! and a stdout closed by its reader ends a command quietly with 0.
 
 use crate::support::oci::{Image, Pusher};
-use crate::support::{self, Cli, project_copy, project_publishing_to};
+use crate::support::{self, Cli, Project};
 
 /// clap's report of an unknown subcommand or flag: the error line first,
 /// then tips and usage.
@@ -18,7 +18,7 @@ fn usage_error(cli: Cli, first_line: &str) -> Cli {
 
 #[test]
 fn render_check_exits_0_when_current_64_on_usage_2_on_drift_1_on_a_broken_manifest() {
-    let dir = project_copy();
+    let dir = Project::shipped();
     Cli::new(dir.path())
         .args(["render", "--check"])
         .stdout_like(r"render --check: \d+ generated file\(s\) up to date")
@@ -59,7 +59,7 @@ fn render_check_exits_0_when_current_64_on_usage_2_on_drift_1_on_a_broken_manife
 
 #[test]
 fn pins_verify_exits_64_on_usage_2_on_problems_1_without_a_pins_file() {
-    let dir = project_publishing_to("127.0.0.1:1/nowhere/sandbox");
+    let dir = Project::shipped_publishing_to("127.0.0.1:1/nowhere/sandbox");
     usage_error(
         Cli::new(dir.path()).args(["pins", "verfy"]),
         "error: unrecognized subcommand 'verfy'",
@@ -90,7 +90,7 @@ fn pins_verify_exits_64_on_usage_2_on_problems_1_without_a_pins_file() {
 
 #[test]
 fn check_exits_64_on_usage_2_for_a_failing_image_1_without_an_engine() {
-    let dir = project_copy();
+    let dir = Project::shipped();
     usage_error(
         Cli::new(dir.path()).args(["check", "--bogus"]),
         "error: unexpected argument '--bogus' found",
@@ -115,7 +115,7 @@ fn check_exits_64_on_usage_2_for_a_failing_image_1_without_an_engine() {
     };
     // Never built under this name: the check runs and fails.
     let repository = format!("{}/{}/sandbox", s.registry, support::unique("exit-check"));
-    let dir = project_publishing_to(&repository);
+    let dir = Project::shipped_publishing_to(&repository);
     Cli::new(dir.path())
         .env("SUNABA_ENGINE", &s.engine)
         .args(["--profile", "local", "check", "minimal"])
@@ -262,7 +262,7 @@ fn a_closed_stdout_ends_pins_show_quietly_with_0() {
 /// chosen or a registry asked (neither exists here).
 #[test]
 fn an_unknown_name_exits_64_in_every_command_before_any_engine_or_registry() {
-    let dir = project_publishing_to("127.0.0.1:1/nowhere/sandbox");
+    let dir = Project::shipped_publishing_to("127.0.0.1:1/nowhere/sandbox");
     let unknown = |what: &str, place: &str| {
         format!(
             r"error: unknown {what} `nosuch` \({} declares: [^)]*\)(; .*)?",

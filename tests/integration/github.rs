@@ -2,11 +2,11 @@
 //! annotations GitHub shows on a pull request's files, the most important
 //! first, and the step summary.
 
-use crate::support::{Cli, project_copy};
+use crate::support::{Cli, Project};
 
 #[test]
 fn render_check_annotates_drift_at_its_line_before_stray_files() {
-    let dir = project_copy();
+    let dir = Project::shipped();
     let dockerfile = dir.path().join("docker/Dockerfile.python");
     let text = std::fs::read_to_string(&dockerfile).unwrap();
     let line = text
@@ -67,7 +67,7 @@ fn render_check_annotates_drift_at_its_line_before_stray_files() {
 
 #[test]
 fn coverage_gaps_are_annotated_at_the_variant() {
-    let dir = project_copy();
+    let dir = Project::shipped();
     let manifest = dir.path().join("images.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     let text = crate::support::edit_manifest_list(&text, &["variants", "full", "fragments"], |f| {
@@ -107,9 +107,9 @@ fn check_annotates_a_failing_tool_at_its_contract_in_images_toml() {
         return;
     };
     let repo = crate::support::unique("sunaba-github/fixture");
-    let dir = crate::engine_release::fixture(&repo, &s);
-    crate::engine_release::write_fragment(dir.path(), "kid", "beta", "beta two");
-    Cli::new(dir.path())
+    let dir = crate::engine_release::fixture(&crate::engine_release::fixture_family(&repo, &s));
+    crate::engine_release::write_fragment(&dir, "kid", "beta", "beta two");
+    dir.cli()
         .args([
             "--profile",
             "local",

@@ -3,7 +3,7 @@
 //! and `build` before any engine work; a tampered hash passes that gate (it
 //! is well-formed) and fails the build at its fragment, naming the package.
 
-use crate::support::{Cli, project_copy, services};
+use crate::support::{Cli, Project, services};
 use std::path::Path;
 
 fn edit(dir: &Path, rel: &str, from: &str, to: &str) {
@@ -18,7 +18,7 @@ const CHECK_HINT: &str =
 
 #[test]
 fn a_version_bumped_without_relocking_fails_render_check_and_build() {
-    let project = project_copy();
+    let project = Project::shipped();
     let dir = project.path();
     edit(
         dir,
@@ -66,7 +66,7 @@ fn a_version_bumped_without_relocking_fails_render_check_and_build() {
 
 #[test]
 fn every_kind_of_lock_names_what_is_stale() {
-    let project = project_copy();
+    let project = Project::shipped();
     let dir = project.path();
     edit(
         dir,
@@ -108,7 +108,7 @@ fn a_tampered_hash_passes_the_gate_and_fails_the_build_at_its_fragment_naming_th
     let Some(s) = services() else {
         return;
     };
-    let project = project_copy();
+    let project = Project::shipped();
     let dir = project.path();
     // One character of debug's integrity in the js lock.
     let path = dir.join("docker/locks/js/package-lock.json");

@@ -6,21 +6,14 @@
 //! that answers otherwise on arm64, or fails there, stops the variant and
 //! the release.
 
-use crate::engine_release::fixture;
+use crate::engine_release::{fixture, fixture_family};
 use crate::support::{self, Cli, skopeo_config_for_arch};
 use serde_json::Value;
 use std::path::Path;
 
-const PLATFORMS: &str = r#"platforms = ["linux/amd64", "linux/arm64"]
-default = "kid""#;
-
 /// The fixture family, released to `repository`, for both platforms.
-fn two_platform_fixture(repository: &str, s: &support::Services) -> tempfile::TempDir {
-    let project = fixture(repository, s);
-    let path = project.path().join("images.toml");
-    let manifest = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, manifest.replace("default = \"kid\"", PLATFORMS)).unwrap();
-    project
+fn two_platform_fixture(repository: &str, s: &support::Services) -> support::Project {
+    fixture(&fixture_family(repository, s).platforms(&["linux/amd64", "linux/arm64"]))
 }
 
 fn cli(root: &Path) -> Cli {

@@ -12,7 +12,7 @@ use std::process::Stdio;
 
 /// A project copy whose `local` profile points at a repository of its own.
 pub struct Project {
-    pub dir: tempfile::TempDir,
+    pub dir: support::Project,
     pub registry: Pusher,
     pub host: String,
     /// Path inside the registry (`<unique>/sandbox`).
@@ -24,7 +24,7 @@ impl Project {
         let host = support::dev_registry()?;
         let repo = format!("{}/sandbox", support::unique(&format!("pins-{name}")));
         Some(Project {
-            dir: support::project_publishing_to(&format!("{host}/{repo}")),
+            dir: support::Project::shipped_publishing_to(&format!("{host}/{repo}")),
             registry: Pusher::plain(&host),
             host,
             repo,
@@ -36,7 +36,7 @@ impl Project {
     }
 
     pub fn cli(&self) -> Cli {
-        Cli::new(self.dir.path()).args(["--profile", "local"])
+        self.dir.cli().args(["--profile", "local"])
     }
 
     pub fn pins_path(&self) -> PathBuf {

@@ -9,94 +9,58 @@
 //! up) and review the diff.
 
 use crate::support::oci::{Image, Pusher};
-use crate::support::{self, Cli, check_label_with, sha256};
+use crate::support::{self, Cli, EMPTY_PINS, Family, Project, Variant, check_label_with, sha256};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The fixture family: a root `core`, three children (`both` takes the
 /// fragments of `one` and `two`, as the shipped default takes every
-/// toolchain) and a second root `solo`. `@REPO@` is the local profile's
-/// repository, `@UPSTREAM@` its upstream tag.
-const FIXTURE: &str = r#"schema = 1
-repository = "example.invalid/plan-fixture"
-upstream = "debian:trixie-slim@sha256:0000000000000000000000000000000000000000000000000000000000000000"
-platforms = ["linux/amd64", "linux/arm64"]
-default = "both"
-source = "https://example.invalid/plan-fixture"
-
-[languages]
-fake = ["beta"]
-
-[tools.alpha]
-probe = ["alpha", "--version"]
-version = 'alpha ([0-9]+\.[0-9]+\.[0-9]+)'
-
-[tools.beta]
-probe = ["beta", "--version"]
-version = 'beta ([0-9]+\.[0-9]+\.[0-9]+)'
-
-[tools.gamma]
-probe = ["gamma", "--version"]
-version = 'gamma ([0-9]+\.[0-9]+\.[0-9]+)'
-
-[tools.delta]
-probe = ["delta", "--version"]
-version = 'delta ([0-9]+\.[0-9]+\.[0-9]+)'
-
-[fragments.core]
-script = "docker/install-core.sh"
-provides = ["alpha"]
-
-[fragments.one]
-script = "docker/install-one.sh"
-provides = ["beta"]
-
-[fragments.two]
-script = "docker/install-two.sh"
-provides = ["gamma"]
-
-[fragments.solo]
-script = "docker/install-solo.sh"
-provides = ["delta"]
-
-@SMOKE@
-
-[variants.core]
-fragments = ["core"]
-aliases = ["neutral"]
-size_budget = "500MiB"
-
-[variants.one]
-parent = "core"
-fragments = ["one"]
-aliases = ["one"]
-serves = ["fake"]
-size_budget = "500MiB"
-
-[variants.two]
-parent = "core"
-fragments = ["two"]
-aliases = ["two"]
-size_budget = "500MiB"
-
-[variants.both]
-parent = "core"
-fragments = ["one", "two"]
-aliases = ["both"]
-serves = ["fake"]
-size_budget = "500MiB"
-
-[variants.solo]
-fragments = ["solo"]
-aliases = ["solo"]
-size_budget = "500MiB"
-
-[profiles.local]
-repository = "@REPO@"
-upstream = "@UPSTREAM@"
-upstream_env = "SUNABA_BASE_REF"
-"#;
+/// toolchain) and a second root `solo`, for two platforms; its `local`
+/// profile publishes to `repository` from `upstream` (a tag), pinned by
+/// `SUNABA_BASE_REF`.
+fn family(repository: &str, upstream: &str) -> Family {
+    Family::new("both")
+        .repository("example.invalid/plan-fixture")
+        .platforms(&["linux/amd64", "linux/arm64"])
+        .tool("alpha")
+        .tool("beta")
+        .tool("gamma")
+        .tool("delta")
+        .fragment("core", &["alpha"])
+        .fragment("one", &["beta"])
+        .fragment("two", &["gamma"])
+        .fragment("solo", &["delta"])
+        .variant(
+            Variant::new("core")
+                .fragments(&["core"])
+                .aliases(&["neutral"]),
+        )
+        .variant(
+            Variant::new("one")
+                .parent("core")
+                .fragments(&["one"])
+                .aliased()
+                .serves_fake(),
+        )
+        .variant(
+            Variant::new("two")
+                .parent("core")
+                .fragments(&["two"])
+                .aliased(),
+        )
+        .variant(
+            Variant::new("both")
+                .parent("core")
+                .fragments(&["one", "two"])
+                .aliased()
+                .serves_fake(),
+        )
+        .variant(Variant::new("solo").fragments(&["solo"]).aliased())
+        .profile("repository", repository)
+        .profile("upstream", upstream)
+        .profile("upstream_env", "SUNABA_BASE_REF")
+}
 
 /// The fixture's variants, as many as `plan` lists.
 const VARIANTS: usize = 5;
@@ -146,8 +110,8 @@ fn normalized(plan: &Value, names: &BTreeMap<String, &str>) -> String {
     format!("{text}\n")
 }
 
-struct Project {
-    dir: tempfile::TempDir,
+struct Plan {
+    project: Project,
     pusher: Pusher,
     ns: String,
     /// The upstream as `SUNABA_BASE_REF` pins it (the local profile's
@@ -155,9 +119,11 @@ struct Project {
     base_ref: std::cell::RefCell<String>,
 }
 
-impl Project {
+impl Plan {
     fn cli(&self) -> Cli {
-        Cli::new(self.dir.path()).env("SUNABA_BASE_REF", self.base_ref.borrow().as_str())
+        self.project
+            .cli()
+            .env("SUNABA_BASE_REF", self.base_ref.borrow().as_str())
     }
 
     fn plan(&self) -> Value {
@@ -205,41 +171,19 @@ impl Project {
     }
 }
 
-fn project(name: &str) -> Option<Project> {
+fn project(name: &str) -> Option<Plan> {
     let host = support::dev_registry()?;
     let ns = support::unique(&format!("plan-{name}"));
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    support::copy_tree(
-        &support::repo_root().join("templates"),
-        &root.join("templates"),
+    let family = family(
+        &format!("{host}/{ns}/sandbox"),
+        &format!("{host}/{ns}/debian:trixie-slim"),
     );
-    std::fs::write(
-        root.join("images.toml"),
-        FIXTURE
-            .replace("@REPO@", &format!("{host}/{ns}/sandbox"))
-            .replace("@UPSTREAM@", &format!("{host}/{ns}/debian:trixie-slim"))
-            .replace("@SMOKE@", support::FAKE_SMOKE),
-    )
-    .unwrap();
+    let mut project = Project::fixture(&family).file("image_pins.json", EMPTY_PINS);
     for fragment in ["core", "one", "two", "solo"] {
-        let script = root.join(format!("docker/install-{fragment}.sh"));
-        std::fs::create_dir_all(script.parent().unwrap()).unwrap();
-        std::fs::write(script, format!("#!/bin/sh\necho {fragment}\n")).unwrap();
+        project = project.fragment(fragment, &format!("echo {fragment}\n"));
     }
-    support::write_fake_smoke_projects(root);
-    std::fs::write(
-        root.join("image_pins.json"),
-        "{\"schema\": 1, \"images\": {}}\n",
-    )
-    .unwrap();
-    Cli::new(root)
-        .args(["render"])
-        .stdout_may("created   docker/.*")
-        .stdout_like(r"render: \d+ file\(s\) written, 0 removed, 0 unchanged")
-        .run();
-    Some(Project {
-        dir,
+    Some(Plan {
+        project: project.render(),
         pusher: Pusher::plain(&host),
         ns,
         base_ref: Default::default(),
@@ -283,7 +227,7 @@ fn plan_json_nothing_then_a_fragment_then_the_base() {
         .run();
 
     // One fragment changed: its users only (two and both carry `two`).
-    let script = p.dir.path().join("docker/install-two.sh");
+    let script = p.project.path().join("docker/install-two.sh");
     let original = std::fs::read_to_string(&script).unwrap();
     append(&script, "# a change\n");
     let fragment = p.plan();
@@ -319,8 +263,8 @@ fn plan_format_github_sets_the_step_outputs() {
         return;
     };
     p.push_upstream("1");
-    let out = p.dir.path().join("github-output");
-    let summary = p.dir.path().join("github-summary");
+    let out = p.project.path().join("github-output");
+    let summary = p.project.path().join("github-summary");
     p.cli()
         .args(["--profile", "local", "plan"])
         .env("GITHUB_ACTIONS", "true")

@@ -34,7 +34,7 @@ fn build_family(services: Services) -> Family {
     // A fixed place under target/, so reruns reuse it and nothing leaks.
     let project = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("real-family");
     let _ = std::fs::remove_dir_all(&project);
-    let copy = support::project_copy();
+    let copy = support::Project::shipped();
     support::copy_tree(copy.path(), &project);
     let run = Cli::new(&project)
         .env("SUNABA_ENGINE", &services.engine)

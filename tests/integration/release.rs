@@ -39,20 +39,20 @@ pub struct Rig {
     pub ns: String,
     /// The release repository's path in the registry (`<ns>/<path>`).
     pub repo: String,
-    pub project: tempfile::TempDir,
+    pub project: support::Project,
 }
 
 impl Rig {
     /// A rig releasing the real family's manifest (with synthetic images).
     pub fn new(name: &str) -> Option<Rig> {
-        Rig::with_project(name, "sandbox", support::project_publishing_to)
+        Rig::with_project(name, "sandbox", support::Project::shipped_publishing_to)
     }
 
     /// A rig whose project is `project(<proxy>/<ns>/<path>)`.
     pub fn with_project(
         name: &str,
         path: &str,
-        project: impl FnOnce(&str) -> tempfile::TempDir,
+        project: impl FnOnce(&str) -> support::Project,
     ) -> Option<Rig> {
         let host = support::dev_registry()?;
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -78,7 +78,7 @@ impl Rig {
     }
 
     pub fn cli(&self) -> Cli {
-        Cli::new(self.project.path()).args(["--profile", "local"])
+        self.project.cli().args(["--profile", "local"])
     }
 
     /// `release --from <source> ARGS`, with its progress lines allowed.
@@ -687,7 +687,8 @@ fn a_release_to_a_token_auth_registry_asks_for_push_scopes_and_copies_across_reg
         },
     );
     let repo = format!("{}/sandbox", source.ns);
-    let project = support::project_publishing_to(&format!("{}/{repo}", registry.authority()));
+    let project =
+        support::Project::shipped_publishing_to(&format!("{}/{repo}", registry.authority()));
     let home = project.path().join("home");
     std::fs::create_dir_all(home.join(".docker")).unwrap();
     use base64::Engine as _;

@@ -1,7 +1,7 @@
 //! Rendering, the drift gate, manifest errors, and the generated
 //! healthcheck's behaviour (run for real on the host with stand-in tools).
 
-use crate::support::{self, Cli, project_copy, repo_root, snapshot};
+use crate::support::{self, Cli, Project, repo_root, snapshot};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -39,7 +39,7 @@ fn committed_tree_is_up_to_date_and_render_is_idempotent() {
         .stdout_like(r"render --check: \d+ generated file\(s\) up to date")
         .run();
 
-    let dir = project_copy();
+    let dir = Project::shipped();
     let before = snapshot(dir.path());
     for _ in 0..2 {
         Cli::new(dir.path())
@@ -56,7 +56,7 @@ fn committed_tree_is_up_to_date_and_render_is_idempotent() {
 
 #[test]
 fn hand_edit_is_drift_with_a_diff_and_check_writes_nothing() {
-    let dir = project_copy();
+    let dir = Project::shipped();
     let dockerfile = dir.path().join("docker/Dockerfile.python");
     edit(
         &dockerfile,
@@ -93,7 +93,7 @@ fn hand_edit_is_drift_with_a_diff_and_check_writes_nothing() {
 
 #[test]
 fn deleted_variant_names_the_stray_files() {
-    let dir = project_copy();
+    let dir = Project::shipped();
     let manifest = dir.path().join("images.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     let start = text.find("[variants.minimal]").unwrap();
@@ -213,7 +213,7 @@ fn manifest_errors_name_key_and_write_nothing() {
         ),
     ];
     for (from, to, expected) in cases {
-        let dir = project_copy();
+        let dir = Project::shipped();
         edit(&dir.path().join("images.toml"), from, to);
         // Remove one generated file so a write would be visible.
         std::fs::remove_file(dir.path().join("docker/Dockerfile.base")).unwrap();
@@ -248,7 +248,7 @@ fn manifest_errors_name_key_and_write_nothing() {
 
 #[test]
 fn template_error_names_template_and_line_and_writes_nothing() {
-    let dir = project_copy();
+    let dir = Project::shipped();
     edit(
         &dir.path().join("templates/Dockerfile.hbs"),
         "FROM ${BASE_IMAGE}",
@@ -271,7 +271,7 @@ fn template_error_names_template_and_line_and_writes_nothing() {
 /// and joins the default variant, as a real one would.
 #[test]
 fn adding_a_made_up_fragment_needs_only_a_script_and_manifest_lines() {
-    let dir = project_copy();
+    let dir = Project::shipped();
     let root = dir.path();
     let shipped = support::shipped_manifest();
     let default = shipped["default"].as_str().unwrap();

@@ -6,7 +6,7 @@
 //! skopeo, diffoscope, Python's tarfile and umoci agree. A fixture family (tiny fragments) keeps
 //! this on the per-commit path; the shipped family is `posture.rs`'s.
 
-use crate::support::{self, Cli, Services, repo_root, services};
+use crate::support::{self, Cli, Family, Project, Services, Variant, services};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -16,43 +16,24 @@ use std::process::Command;
 /// The commit time both builds use.
 const SDE: u64 = 1_700_000_000;
 
-const MANIFEST: &str = r#"schema = 1
-repository = "@REPO@"
-upstream = "@UPSTREAM@"
-default = "kid"
-source = "https://example.invalid/sunaba-fixture"
-
-[languages]
-fake = ["beta"]
-
-[tools.alpha]
-probe = ["alpha", "--version"]
-version = 'alpha ([0-9]+\.[0-9]+\.[0-9]+)'
-
-[tools.beta]
-probe = ["beta", "--version"]
-version = 'beta ([0-9]+\.[0-9]+\.[0-9]+)'
-
-[fragments.files]
-script = "docker/install-files.sh"
-provides = ["alpha"]
-
-[fragments.changes]
-script = "docker/install-changes.sh"
-provides = ["beta"]
-
-@SMOKE@
-
-[variants.root]
-fragments = ["files"]
-size_budget = "500MiB"
-
-[variants.kid]
-parent = "root"
-fragments = ["changes"]
-serves = ["fake"]
-size_budget = "500MiB"
-"#;
+/// The fixture family: `root` (files of every kind, and alpha) and its
+/// child `kid` (changes to them, and beta).
+fn family(repository: &str, upstream: &str) -> Family {
+    Family::new("kid")
+        .repository(repository)
+        .upstream(upstream)
+        .tool("alpha")
+        .tool("beta")
+        .fragment("files", &["alpha"])
+        .fragment("changes", &["beta"])
+        .variant(Variant::new("root").fragments(&["files"]))
+        .variant(
+            Variant::new("kid")
+                .parent("root")
+                .fragments(&["changes"])
+                .serves_fake(),
+        )
+}
 
 /// One of each kind of entry, in the parent.
 const FILES: &str = r#"d=/opt/fixture
@@ -77,61 +58,33 @@ printf 'kid\n' > $d/kid
 "#;
 
 struct Fixture {
-    dir: tempfile::TempDir,
+    project: Project,
     repo: String,
     services: Services,
 }
 
 impl Fixture {
     fn new(s: Services) -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        support::copy_tree(
-            &repo_root().join("templates"),
-            &dir.path().join("templates"),
-        );
         let repo = format!("sunaba-fixture/repro-{}", std::process::id());
-        std::fs::write(
-            dir.path().join("images.toml"),
-            MANIFEST
-                .replace("@REPO@", &repo)
-                .replace("@UPSTREAM@", &s.pinned_base())
-                .replace("@SMOKE@", support::FAKE_SMOKE),
-        )
-        .unwrap();
-        support::write_fake_smoke_projects(dir.path());
-        let fx = Fixture {
-            dir,
+        // The repository name in the scripts keeps other tests' cache out.
+        let project = Project::fixture(&family(&repo, &s.pinned_base()))
+            .salt(&repo)
+            .env("SUNABA_ENGINE", &s.engine)
+            .env("SOURCE_DATE_EPOCH", SDE.to_string())
+            .fragment(
+                "files",
+                &format!("{FILES}{}", support::fake_tool("alpha", "alpha 1.0.0")),
+            )
+            .fragment(
+                "changes",
+                &format!("{CHANGES}{}", support::checker_tool("beta", "beta 2.0.0")),
+            )
+            .render();
+        Fixture {
+            project,
             repo,
             services: s,
-        };
-        // The repository name in the scripts keeps other tests' cache out.
-        fx.fragment(
-            "files",
-            &format!(
-                "{FILES}cat > /usr/local/bin/alpha <<'EOF'\n#!/bin/sh\necho alpha 1.0.0\nEOF\n\
-                 chmod +x /usr/local/bin/alpha\n"
-            ),
-        );
-        fx.fragment(
-            "changes",
-            &format!("{CHANGES}{}", support::checker_tool("beta", "beta 2.0.0")),
-        );
-        fx.cli(["render"])
-            .stdout_may("created   docker/.*")
-            .stdout_like(r"render: \d+ file\(s\) written, 0 removed, 0 unchanged")
-            .run();
-        fx
-    }
-
-    fn fragment(&self, name: &str, body: &str) {
-        let path = self.dir.path().join(format!("docker/install-{name}.sh"));
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(
-            &path,
-            format!("#!/bin/sh\nset -eu\n# {}\n{body}", self.repo),
-        )
-        .unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
     }
 
     fn cli<I, S>(&self, args: I) -> Cli
@@ -139,10 +92,7 @@ impl Fixture {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        Cli::new(self.dir.path())
-            .env("SUNABA_ENGINE", &self.services.engine)
-            .env("SOURCE_DATE_EPOCH", SDE.to_string())
-            .args(args)
+        self.project.cli().args(args)
     }
 
     /// `build --no-cache --json --push-by-digest` (checked: the record is
@@ -217,21 +167,7 @@ impl Fixture {
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        let out = Command::new(&self.services.engine)
-            .args(["image", "ls", "--quiet", "--no-trunc", "--filter"])
-            .arg(format!("reference={}", self.repo))
-            .output();
-        if let Ok(out) = out {
-            let mut ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .map(String::from)
-                .collect();
-            ids.dedup();
-            let _ = Command::new(&self.services.engine)
-                .args(["image", "rm", "--force"])
-                .args(&ids)
-                .output();
-        }
+        support::remove_images(&self.services.engine, &self.repo);
     }
 }
 

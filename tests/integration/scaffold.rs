@@ -2,12 +2,12 @@
 //! renders, passes the gate and is detected; bad input fails clearly and
 //! writes nothing.
 
-use crate::support::{Cli, project_copy, shipped_manifest, snapshot};
+use crate::support::{Cli, Project, shipped_manifest, snapshot};
 use std::path::PathBuf;
 
 #[test]
 fn a_scaffolded_toolchain_renders_passes_the_gate_and_is_detected() {
-    let dir = project_copy();
+    let dir = Project::shipped();
     let root = dir.path();
     let before = snapshot(root);
     let original = std::fs::read_to_string(root.join("images.toml")).unwrap();
@@ -111,7 +111,7 @@ fn bad_input_to_the_scaffold_fails_clearly_and_writes_nothing() {
         ),
     ];
     for (args, stderr) in cases {
-        let dir = project_copy();
+        let dir = Project::shipped();
         let before = snapshot(dir.path());
         Cli::new(dir.path())
             .args(["new", "fragment"])
@@ -122,7 +122,7 @@ fn bad_input_to_the_scaffold_fails_clearly_and_writes_nothing() {
         assert_eq!(before, snapshot(dir.path()), "{args:?} wrote something");
     }
     // A parent that is not a variant: a usage error, as everywhere.
-    let dir = project_copy();
+    let dir = Project::shipped();
     let before = snapshot(dir.path());
     Cli::new(dir.path())
         .args(["new", "fragment", "quux", "--parent", "no-such"])
@@ -138,7 +138,7 @@ fn bad_input_to_the_scaffold_fails_clearly_and_writes_nothing() {
     );
     // A marker another language claims: the whole is validated first, and
     // the files already written are taken back.
-    let dir = project_copy();
+    let dir = Project::shipped();
     let before = snapshot(dir.path());
     Cli::new(dir.path())
         .args(["new", "fragment", "quux", "--language", "quuxlang"])
@@ -164,7 +164,7 @@ fn a_probe_proposes_the_pattern_from_what_the_tool_printed_and_refuses_a_missing
     let Some(s) = crate::support::services() else {
         return;
     };
-    let dir = project_copy();
+    let dir = Project::shipped();
     let root = dir.path();
     let cli = |args: &[&str]| {
         Cli::new(root)
@@ -197,7 +197,7 @@ fn a_probe_proposes_the_pattern_from_what_the_tool_printed_and_refuses_a_missing
         .stdout_like(r"render: \d+ file\(s\) written, 0 removed, \d+ unchanged")
         .run();
 
-    let dir = project_copy();
+    let dir = Project::shipped();
     let root = dir.path();
     let before_missing = snapshot(root);
     Cli::new(root)

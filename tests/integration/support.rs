@@ -1,6 +1,6 @@
-//! Shared test harness: the strict CLI builder (`cli`), the one gate for
-//! services a test needs (skip locally, fail under CI), project copies,
-//! snapshots and `sha256`; the OCI test pusher (`oci`); and the registry
+//! Shared test harness: the strict CLI builder (`cli`), the project builder
+//! (`project`), the one gate for services a test needs (skip locally, fail
+//! under CI), snapshots and `sha256`; the OCI test pusher (`oci`); and the registry
 //! test servers: real `docker-registry` instances (`distribution`), a raw
 //! HTTP server (`server`), a fault-injection proxy (`proxy`) and a token
 //! issuer (`issuer`).
@@ -10,10 +10,12 @@ mod cli;
 pub mod distribution;
 pub mod issuer;
 pub mod oci;
+mod project;
 pub mod proxy;
 pub mod server;
 
 pub use cli::{Cli, Run};
+pub use project::{EMPTY_PINS, Family, Project, Variant, fake_tool};
 
 use sha2::Digest as _;
 use std::collections::BTreeMap;
@@ -252,61 +254,6 @@ pub fn isolated_cli(home: &Path) -> Cli {
         .env_remove("XDG_CONFIG_HOME")
 }
 
-/// A temp copy of the project's image-family inputs (images.toml,
-/// image_pins.json, templates/, docker/, the smoke projects), to mutate
-/// freely.
-pub fn project_copy() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = repo_root();
-    for item in [
-        "images.toml",
-        "image_pins.json",
-        "templates",
-        "docker",
-        "tests/smoke",
-    ] {
-        copy_tree(&root.join(item), &dir.path().join(item));
-    }
-    dir
-}
-
-/// A project copy whose `local` profile publishes to `repository`, with an
-/// empty pins file; fragment scripts the checkout lacks are stubbed (only
-/// building reads them, but the manifest must name existing files).
-pub fn project_publishing_to(repository: &str) -> tempfile::TempDir {
-    let dir = project_copy();
-    let manifest = dir.path().join("images.toml");
-    let text = std::fs::read_to_string(&manifest).unwrap();
-    let marker = "[profiles.local]\n";
-    let at = text.find(marker).expect("images.toml has [profiles.local]") + marker.len();
-    let end = text[at..].find("\n[").map_or(text.len(), |i| at + i + 1);
-    let profile: String = text[at..end]
-        .lines()
-        .filter(|l| !l.starts_with("repository ="))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let text = format!(
-        "{}repository = \"{repository}\"\n{profile}{}",
-        &text[..at],
-        &text[end..]
-    );
-    std::fs::write(&manifest, &text).unwrap();
-    let doc: toml::Table = text.parse().unwrap();
-    for frag in doc["fragments"].as_table().unwrap().values() {
-        let script = dir.path().join(frag["script"].as_str().unwrap());
-        if !script.exists() {
-            std::fs::create_dir_all(script.parent().unwrap()).unwrap();
-            std::fs::write(&script, "#!/bin/sh\n").unwrap();
-        }
-    }
-    std::fs::write(
-        dir.path().join("image_pins.json"),
-        "{\"schema\": 1, \"images\": {}}\n",
-    )
-    .unwrap();
-    dir
-}
-
 /// Held by the tests that load the whole machine (real builds, gigabytes
 /// pushed through a proxy) and by the ones that time a run to aim a kill at
 /// it, so the two never overlap: a timing measured on an idle machine is
@@ -314,6 +261,46 @@ pub fn project_publishing_to(repository: &str) -> tempfile::TempDir {
 pub fn machine_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Removes `repository`'s images from the engine, a fixture's cleanup:
+/// its tags, then the images themselves unless something else still uses
+/// them.
+pub fn remove_images(engine: &str, repository: &str) {
+    let docker = |args: &[&str]| {
+        std::process::Command::new(engine)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+    };
+    let list = |format: &[&str]| -> Vec<String> {
+        let filter = format!("reference={repository}");
+        let mut args = vec!["image", "ls"];
+        args.extend(format);
+        args.extend(["--filter", &filter]);
+        let Ok(out) = docker(&args) else {
+            return Vec::new();
+        };
+        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(String::from)
+            .collect();
+        lines.sort();
+        lines.dedup();
+        lines
+    };
+    let tags = list(&["--format", "{{.Repository}}:{{.Tag}}"]);
+    let ids = list(&["--quiet", "--no-trunc"]);
+    if !tags.is_empty() {
+        let mut args = vec!["image", "rm", "--force"];
+        args.extend(tags.iter().map(String::as_str));
+        let _ = docker(&args);
+    }
+    if !ids.is_empty() {
+        let mut args = vec!["image", "rm"];
+        args.extend(ids.iter().map(String::as_str));
+        let _ = docker(&args);
+    }
 }
 
 /// A name no other test (or earlier run) uses: `<prefix>-<pid>-<nanos>`.

@@ -3,7 +3,7 @@
 //! comments and layout, and the generated files are re-rendered.
 
 use crate::support::oci::{Image, Pushed, Pusher};
-use crate::support::{Cli, dev_registry, project_copy, unique};
+use crate::support::{Cli, Project, dev_registry, unique};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -13,21 +13,20 @@ struct Setup {
     pusher: Pusher,
     repo: String,
     authority: String,
-    project: tempfile::TempDir,
+    project: crate::support::Project,
 }
 
 impl Setup {
     fn new(platforms: &str) -> Option<Setup> {
         let authority = dev_registry()?;
         let repo = unique("sunaba-test/update-base");
-        let project = project_copy();
-        let path = project.path().join("images.toml");
-        let text = std::fs::read_to_string(&path).unwrap();
-        let text = regex::Regex::new(r#"(?m)^platforms = \[.*\]$"#)
-            .unwrap()
-            .replace(&text, format!("platforms = {platforms}").as_str())
-            .into_owned();
-        std::fs::write(&path, text).unwrap();
+        let project = Project::shipped();
+        project.edit("images.toml", |text| {
+            regex::Regex::new(r#"(?m)^platforms = \[.*\]$"#)
+                .unwrap()
+                .replace(&text, format!("platforms = {platforms}").as_str())
+                .into_owned()
+        });
         Some(Setup {
             pusher: Pusher::plain(&authority),
             repo,
@@ -85,7 +84,7 @@ impl Setup {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        Cli::new(self.project.path()).args(args)
+        self.project.cli().args(args)
     }
 }
 
