@@ -1,6 +1,6 @@
 //! `sunaba-images detect` and the coverage gate, through the real binary.
 
-use crate::support::{Cli, Project, Run, repo_root};
+use crate::support::{Cli, Project, Run};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -13,26 +13,19 @@ fn tree(root: &Path, files: &[&str]) {
     }
 }
 
-/// The shipped images.toml in a temp project (readable by anyone), with
-/// placeholders for fragment scripts the checkout may not have yet and the
-/// smoke projects: detect only needs `[languages]`, but loads the validated
-/// manifest.
-fn manifest_project() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let text = fs::read_to_string(repo_root().join("images.toml")).unwrap();
-    let scripts = regex::Regex::new(r#"(?m)^script = "([^"]+)""#).unwrap();
-    for script in scripts.captures_iter(&text) {
-        let path = dir.path().join(&script[1]);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, "").unwrap();
-    }
-    fs::write(dir.path().join("images.toml"), text).unwrap();
-    crate::support::copy_tree(
-        &repo_root().join("tests/smoke"),
-        &dir.path().join("tests/smoke"),
-    );
-    dir
+/// A copy of the shipped family, its missing fragment scripts stubbed,
+/// made once per test process and only read: detect needs `[languages]`
+/// only, but loads the validated manifest.
+fn manifest_project() -> &'static Project {
+    static PROJECT: std::sync::OnceLock<Project> = std::sync::OnceLock::new();
+    PROJECT.get_or_init(|| {
+        let p = Project::scratch("detect-manifest")
+            .copy_of_shipped()
+            .stub_missing_fragments();
+        // Readable by the unprivileged child of the unreadable-directory test.
+        fs::set_permissions(p.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    })
 }
 
 /// `detect ARGS` in `dir` with the shipped manifest; `expect` declares the

@@ -31,11 +31,12 @@ fn family() -> Option<&'static Family> {
 
 fn build_family(services: Services) -> Family {
     let _heavy = support::machine_lock();
-    // A fixed place under target/, so reruns reuse it and nothing leaks.
-    let project = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("real-family");
-    let _ = std::fs::remove_dir_all(&project);
-    let copy = support::Project::shipped();
-    support::copy_tree(copy.path(), &project);
+    // Built once per test process and only read: in the process's scratch
+    // directory (a static's temp dir would leak; the next run removes it).
+    let project = support::Project::scratch("real-family")
+        .copy_of_shipped()
+        .path()
+        .to_path_buf();
     let run = Cli::new(&project)
         .env("SUNABA_ENGINE", &services.engine)
         .args([

@@ -25,7 +25,9 @@ pub const EMPTY_PINS: &str = "{\"schema\": 1, \"images\": {}}\n";
 
 /// A temp project, removed when dropped; see the module docs.
 pub struct Project {
-    dir: tempfile::TempDir,
+    root: PathBuf,
+    /// Removes `root` on drop; `None` for a [`Project::scratch`].
+    _temp: Option<tempfile::TempDir>,
     /// Set on every [`Project::cli`].
     env: Vec<(String, OsString)>,
     /// Written into every fragment script, so its layers are its own: no
@@ -36,19 +38,39 @@ pub struct Project {
 impl Project {
     /// An empty directory.
     pub fn empty() -> Project {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let salt = dir.path().display().to_string();
+        let temp = tempfile::tempdir().expect("tempdir");
+        Project::at(temp.path().to_path_buf(), Some(temp))
+    }
+
+    /// An empty directory `name` in this test process's scratch directory
+    /// under the target dir, for a fixture built once per process behind a
+    /// `OnceLock` (a static is never dropped, so a temp dir would leak): the
+    /// next test process removes it.
+    pub fn scratch(name: &str) -> Project {
+        let root = super::distribution::scratch().join(name);
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        Project::at(root, None)
+    }
+
+    fn at(root: PathBuf, temp: Option<tempfile::TempDir>) -> Project {
         Project {
-            dir,
+            salt: root.display().to_string(),
+            root,
+            _temp: temp,
             env: Vec::new(),
-            salt,
         }
     }
 
     /// A copy of the shipped family's inputs (images.toml, image_pins.json,
     /// templates/, docker/, the smoke projects), to mutate freely.
     pub fn shipped() -> Project {
-        let p = Project::empty();
+        Project::empty().copy_of_shipped()
+    }
+
+    /// This project with the shipped family's inputs copied in.
+    pub fn copy_of_shipped(self) -> Project {
+        let p = self;
         for item in [
             "images.toml",
             "image_pins.json",
@@ -81,16 +103,22 @@ impl Project {
             &text[..at],
             &text[end..]
         );
-        let doc: toml::Table = text.parse().unwrap();
-        let p = p.images_toml(text);
+        p.images_toml(text)
+            .stub_missing_fragments()
+            .file("image_pins.json", EMPTY_PINS)
+    }
+
+    /// Stubs the fragment scripts images.toml names that the checkout
+    /// lacks (only building reads them; the manifest must name files).
+    pub fn stub_missing_fragments(self) -> Self {
+        let doc: toml::Table = self.read("images.toml").parse().unwrap();
         for frag in doc["fragments"].as_table().unwrap().values() {
-            let script = p.join(frag["script"].as_str().unwrap());
-            if !script.exists() {
-                std::fs::create_dir_all(script.parent().unwrap()).unwrap();
-                std::fs::write(&script, "#!/bin/sh\n").unwrap();
+            let script = frag["script"].as_str().unwrap();
+            if !self.join(script).exists() {
+                self.write(script, "#!/bin/sh\n");
             }
         }
-        p.file("image_pins.json", EMPTY_PINS)
+        self
     }
 
     /// A fixture family of the test's own: the repository's templates,
@@ -145,11 +173,11 @@ impl Project {
     }
 
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.root
     }
 
     pub fn join(&self, rel: impl AsRef<Path>) -> PathBuf {
-        self.dir.path().join(rel)
+        self.root.join(rel)
     }
 
     /// The text of `rel`.
