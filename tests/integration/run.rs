@@ -6,15 +6,24 @@ use crate::support::{self, Cli};
 use std::path::{Path, PathBuf};
 
 /// A workspace whose path holds everything a shell or the engine's --mount
-/// parser could misread.
+/// parser could misread; a shell that runs a piece of it as a command
+/// creates `pwned` in the test's own directory ([`pwned`]).
 fn hostile_workspace() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let ws = dir
-        .path()
-        .join("ws $(touch /tmp/pwned) `id` 'q' \"d\", c=1\nline2 -x --");
+    let name = format!(
+        "ws $(touch {}) `id` 'q' \"d\", c=1\nline2 -x --",
+        pwned(dir.path()).display()
+    );
+    let ws = dir.path().join(name);
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::write(ws.join("marker"), "inside\n").unwrap();
     (dir, ws)
+}
+
+/// What the hostile workspace's `$(touch …)` would create: in the test's
+/// own directory, so no other test or earlier run can have made it.
+fn pwned(dir: &Path) -> PathBuf {
+    dir.join("pwned")
 }
 
 const HOSTILE_ARGS: &[&str] = &[
@@ -52,7 +61,7 @@ fn printed_command_pasted_into_sh_starts_the_same_container_as_run() {
     let Some(services) = support::services() else {
         return;
     };
-    let (_dir, ws) = hostile_workspace();
+    let (dir, ws) = hostile_workspace();
     let direct = run_cli(&services, &ws)
         .args(["--"])
         .args(probe_command())
@@ -106,10 +115,7 @@ fn printed_command_pasted_into_sh_starts_the_same_container_as_run() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&via_argv.stdout), out);
-    assert!(
-        !Path::new("/tmp/pwned").exists(),
-        "a path was run as a command"
-    );
+    assert!(!pwned(dir.path()).exists(), "a path was run as a command");
 }
 
 #[test]
