@@ -4,7 +4,7 @@
 //! clean result or an error that says where; the CLI says what the parser
 //! said and writes nothing.
 
-use crate::support::{Cli, Project, repo_root, snapshot};
+use crate::support::{Project, repo_root, snapshot};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use std::path::Path;
@@ -184,7 +184,7 @@ fn render_of_a_mutated_manifest_says_what_the_parser_said_and_writes_nothing() {
             // Without one generated file, a write would be visible.
             std::fs::remove_file(dir.path().join("docker/Dockerfile.base")).unwrap();
             let before = snapshot(dir.path());
-            Cli::new(dir.path())
+            dir.cli()
                 .args(["render"])
                 .status(1)
                 .stderr(format!(
@@ -263,7 +263,7 @@ fn pin_write_on_a_mutated_pins_file_says_what_the_parser_said_and_writes_nothing
             };
             rejected.set(rejected.get() + 1);
             std::fs::write(&pins, &mutated).unwrap();
-            Cli::new(dir.path())
+            dir.cli()
                 .args(["--profile", "local", "pin", "--write"])
                 .status(1)
                 .stderr(format!("error: {e}\n"))

@@ -215,7 +215,7 @@ fn render_check_fails_when_the_default_image_loses_a_tool() {
         "the js fragment changed; update this test"
     );
 
-    Cli::new(dir.path())
+    dir.cli()
         .args(["render", "--check"])
         .stdout_like(r"render --check: \d+ generated file\(s\) up to date")
         .run();
@@ -232,7 +232,7 @@ fn render_check_fails_when_the_default_image_loses_a_tool() {
              remove it from languages.{language}.tools)"
         )
     };
-    Cli::new(dir.path())
+    dir.cli()
         .args(["render", "--check"])
         .status(2)
         .stderr(format!(

@@ -19,12 +19,12 @@ fn usage_error(cli: Cli, first_line: &str) -> Cli {
 #[test]
 fn render_check_exits_0_when_current_64_on_usage_2_on_drift_1_on_a_broken_manifest() {
     let dir = Project::shipped();
-    Cli::new(dir.path())
+    dir.cli()
         .args(["render", "--check"])
         .stdout_like(r"render --check: \d+ generated file\(s\) up to date")
         .run();
     usage_error(
-        Cli::new(dir.path()).args(["render", "--chek"]),
+        dir.cli().args(["render", "--chek"]),
         "error: unexpected argument '--chek' found",
     )
     .run();
@@ -32,7 +32,7 @@ fn render_check_exits_0_when_current_64_on_usage_2_on_drift_1_on_a_broken_manife
     let dockerfile = dir.path().join("docker/Dockerfile.go");
     let text = std::fs::read_to_string(&dockerfile).unwrap();
     std::fs::write(&dockerfile, format!("{text}RUN echo drift\n")).unwrap();
-    Cli::new(dir.path())
+    dir.cli()
         .args(["render", "--check"])
         .status(2)
         .stdout_line("--- a/docker/Dockerfile.go (committed)")
@@ -46,7 +46,7 @@ fn render_check_exits_0_when_current_64_on_usage_2_on_drift_1_on_a_broken_manife
     let manifest = dir.path().join("images.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     std::fs::write(&manifest, format!("{text}\n[variants.broken\n")).unwrap();
-    Cli::new(dir.path())
+    dir.cli()
         .args(["render", "--check"])
         .status(1)
         .stderr_like(
@@ -61,14 +61,15 @@ fn render_check_exits_0_when_current_64_on_usage_2_on_drift_1_on_a_broken_manife
 fn pins_verify_exits_64_on_usage_2_on_problems_1_without_a_pins_file() {
     let dir = Project::shipped_publishing_to("127.0.0.1:1/nowhere/sandbox");
     usage_error(
-        Cli::new(dir.path()).args(["pins", "verfy"]),
+        dir.cli().args(["pins", "verfy"]),
         "error: unrecognized subcommand 'verfy'",
     )
     .run();
     // An empty pins file: every alias is unpinned, a problem each (found
     // without asking the registry anything).
     let aliases = crate::support::shipped_aliases();
-    let cli = Cli::new(dir.path())
+    let cli = dir
+        .cli()
         .args(["--profile", "local", "pins", "verify"])
         .status(2)
         .stderr(format!("pins verify: {} problem(s)\n", aliases.len()));
@@ -79,7 +80,7 @@ fn pins_verify_exits_64_on_usage_2_on_problems_1_without_a_pins_file() {
         })
         .run();
     std::fs::remove_file(dir.path().join("image_pins.json")).unwrap();
-    Cli::new(dir.path())
+    dir.cli()
         .args(["--profile", "local", "pins", "verify"])
         .status(1)
         .stderr(
@@ -92,13 +93,13 @@ fn pins_verify_exits_64_on_usage_2_on_problems_1_without_a_pins_file() {
 fn check_exits_64_on_usage_2_for_a_failing_image_1_without_an_engine() {
     let dir = Project::shipped();
     usage_error(
-        Cli::new(dir.path()).args(["check", "--bogus"]),
+        dir.cli().args(["check", "--bogus"]),
         "error: unexpected argument '--bogus' found",
     )
     .run();
     // --image with two variants is refused before an engine is even chosen,
     // let alone the image pulled.
-    Cli::new(dir.path())
+    dir.cli()
         .env("SUNABA_ENGINE", "/nonexistent/bin/docker")
         .args([
             "check",
@@ -116,7 +117,7 @@ fn check_exits_64_on_usage_2_for_a_failing_image_1_without_an_engine() {
     // Never built under this name: the check runs and fails.
     let repository = format!("{}/{}/sandbox", s.registry, support::unique("exit-check"));
     let dir = Project::shipped_publishing_to(&repository);
-    Cli::new(dir.path())
+    dir.cli()
         .env("SUNABA_ENGINE", &s.engine)
         .args(["--profile", "local", "check", "minimal"])
         .status(2)
@@ -127,7 +128,7 @@ fn check_exits_64_on_usage_2_for_a_failing_image_1_without_an_engine() {
         .stdout_like(r"  problem: image .* not found locally; build it first .*")
         .run();
     // The engine cannot be reached: the check cannot run at all.
-    Cli::new(dir.path())
+    dir.cli()
         .env("SUNABA_ENGINE", &s.engine)
         .env("DOCKER_HOST", "unix:///nonexistent/sunaba/docker.sock")
         .args(["--profile", "local", "check", "minimal"])
@@ -300,7 +301,7 @@ fn an_unknown_name_exits_64_in_every_command_before_any_engine_or_registry() {
         ),
     ];
     for (args, message) in cases {
-        Cli::new(dir.path())
+        dir.cli()
             .env("SUNABA_ENGINE", "/nonexistent/bin/docker")
             .args(["--profile", "local"])
             .args(args.iter().copied())
@@ -313,7 +314,7 @@ fn an_unknown_name_exits_64_in_every_command_before_any_engine_or_registry() {
         &["build", "--platform", "linux/s390x"][..],
         &["check", "--platform", "linux/s390x"][..],
     ] {
-        Cli::new(dir.path())
+        dir.cli()
             .env("SUNABA_ENGINE", "/nonexistent/bin/docker")
             .args(["--profile", "local"])
             .args(args.iter().copied())

@@ -2,7 +2,7 @@
 //! annotations GitHub shows on a pull request's files, the most important
 //! first, and the step summary.
 
-use crate::support::{Cli, Project};
+use crate::support::Project;
 
 #[test]
 fn render_check_annotates_drift_at_its_line_before_stray_files() {
@@ -29,7 +29,7 @@ fn render_check_annotates_drift_at_its_line_before_stray_files() {
     )
     .unwrap();
     let summary = dir.path().join("summary.md");
-    let run = Cli::new(dir.path())
+    let run = dir.cli()
         .args(["render", "--check"])
         .env("GITHUB_ACTIONS", "true")
         .env("GITHUB_STEP_SUMMARY", &summary)
@@ -57,7 +57,7 @@ fn render_check_annotates_drift_at_its_line_before_stray_files() {
     );
 
     // Outside a workflow nothing of this appears.
-    Cli::new(dir.path())
+    dir.cli()
         .args(["render", "--check"])
         .status(2)
         .stdout_may("(---|\\+\\+\\+|@@| |-|\\+|stray: ).*")
@@ -86,7 +86,7 @@ fn coverage_gaps_are_annotated_at_the_variant() {
     };
     // The default lacks a tool: at its fragments; it serves without tools:
     // at its serves.
-    Cli::new(dir.path())
+    dir.cli()
         .args(["render", "--check", "--format", "github"])
         .status(2)
         .stdout_like(format!(
@@ -124,7 +124,7 @@ fn check_annotates_a_failing_tool_at_its_contract_in_images_toml() {
     let text = std::fs::read_to_string(dir.path().join("images.toml")).unwrap();
     let line = text.lines().position(|l| l == "[tools.beta]").unwrap() + 1;
     let summary = dir.path().join("summary.md");
-    let run = Cli::new(dir.path())
+    let run = dir.cli()
         .args(["--profile", "local", "check", "--format", "github", "--no-record"])
         .env("GITHUB_STEP_SUMMARY", &summary)
         .status(2)

@@ -42,7 +42,7 @@ fn committed_tree_is_up_to_date_and_render_is_idempotent() {
     let dir = Project::shipped();
     let before = snapshot(dir.path());
     for _ in 0..2 {
-        Cli::new(dir.path())
+        dir.cli()
             .args(["render"])
             .stdout_like(r"render: 0 file\(s\) written, 0 removed, \d+ unchanged")
             .run();
@@ -64,7 +64,7 @@ fn hand_edit_is_drift_with_a_diff_and_check_writes_nothing() {
         "FROM ${PARENT_IMAGE}\nRUN echo hand-edit",
     );
     let before = snapshot(dir.path());
-    Cli::new(dir.path())
+    dir.cli()
         .args(["render", "--check"])
         .status(2)
         .stdout_line("--- a/docker/Dockerfile.python (committed)")
@@ -80,12 +80,12 @@ fn hand_edit_is_drift_with_a_diff_and_check_writes_nothing() {
     assert_eq!(before, snapshot(dir.path()), "--check must not write");
 
     // A plain render repairs it.
-    Cli::new(dir.path())
+    dir.cli()
         .args(["render"])
         .stdout_line("updated   docker/Dockerfile.python")
         .stdout_like(r"render: 1 file\(s\) written, 0 removed, \d+ unchanged")
         .run();
-    Cli::new(dir.path())
+    dir.cli()
         .args(["render", "--check"])
         .stdout_like(r"render --check: \d+ generated file\(s\) up to date")
         .run();
@@ -106,7 +106,7 @@ fn deleted_variant_names_the_stray_files() {
              delete it (or run `sunaba-images render`)"
         )
     };
-    Cli::new(dir.path())
+    dir.cli()
         .args(["render", "--check"])
         .status(2)
         .stdout_line(stray("docker/Dockerfile.minimal"))
@@ -117,7 +117,8 @@ fn deleted_variant_names_the_stray_files() {
         )
         .run();
 
-    let v = Cli::new(dir.path())
+    let v = dir
+        .cli()
         .args(["render", "--check", "--json"])
         .status(2)
         .stdout_json()
@@ -135,7 +136,7 @@ fn deleted_variant_names_the_stray_files() {
         "FROM scratch\n",
     )
     .unwrap();
-    Cli::new(dir.path())
+    dir.cli()
         .args(["render"])
         .stdout_line("removed   docker/Dockerfile.minimal (no variant produces it any more)")
         .stdout_line("removed   docker/healthcheck/minimal.sh (no variant produces it any more)")
@@ -224,7 +225,7 @@ fn manifest_errors_name_key_and_write_nothing() {
             .map(|e| regex::escape(e))
             .collect::<Vec<_>>()
             .join(".*");
-        let cli = Cli::new(dir.path()).args(["render"]).status(1);
+        let cli = dir.cli().args(["render"]).status(1);
         let cli = if expected[0].contains("TOML parse error") {
             // toml's own report: the position, a source excerpt, the reason.
             cli.stderr_like(
@@ -256,7 +257,7 @@ fn template_error_names_template_and_line_and_writes_nothing() {
     );
     std::fs::remove_file(dir.path().join("docker/Dockerfile.base")).unwrap();
     let before = snapshot(dir.path());
-    Cli::new(dir.path())
+    dir.cli()
         .args(["render"])
         .status(1)
         .stderr_like(

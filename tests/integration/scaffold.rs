@@ -113,7 +113,7 @@ fn bad_input_to_the_scaffold_fails_clearly_and_writes_nothing() {
     for (args, stderr) in cases {
         let dir = Project::shipped();
         let before = snapshot(dir.path());
-        Cli::new(dir.path())
+        dir.cli()
             .args(["new", "fragment"])
             .args(&args)
             .status(1)
@@ -124,7 +124,7 @@ fn bad_input_to_the_scaffold_fails_clearly_and_writes_nothing() {
     // A parent that is not a variant: a usage error, as everywhere.
     let dir = Project::shipped();
     let before = snapshot(dir.path());
-    Cli::new(dir.path())
+    dir.cli()
         .args(["new", "fragment", "quux", "--parent", "no-such"])
         .status(64)
         .stderr(format!(
@@ -140,7 +140,7 @@ fn bad_input_to_the_scaffold_fails_clearly_and_writes_nothing() {
     // the files already written are taken back.
     let dir = Project::shipped();
     let before = snapshot(dir.path());
-    Cli::new(dir.path())
+    dir.cli()
         .args(["new", "fragment", "quux", "--language", "quuxlang"])
         .args(["--marker", "package.json"])
         .status(1)
