@@ -783,44 +783,22 @@ fn parallel_writers_lose_no_update() {
     );
 }
 
-/// A one-variant family published to `repository`.
-fn tiny_project(dir: &std::path::Path, repository: &str) {
-    std::fs::write(
-        dir.join("images.toml"),
-        format!(
-            r#"schema = 1
-repository = "{repository}"
-upstream = "debian:trixie-slim@sha256:d7e12182ce18b85b93007c1dedf31f2d29e01ccf3182cc4017c709b6259bc132"
-default = "tiny"
-source = "https://example.invalid/tiny"
-
-[languages]
-shell = ["hello"]
-
-[tools.hello]
-probe = ["hello", "--version"]
-version = 'hello ([0-9]+\.[0-9]+\.[0-9]+)'
-
-[fragments.hello]
-script = "docker/install-hello.sh"
-provides = ["hello"]
-
-[variants.tiny]
-fragments = ["hello"]
-aliases = ["tiny"]
-serves = ["shell"]
-size_budget = "10MiB"
-"#
-        ),
-    )
-    .unwrap();
-    std::fs::create_dir_all(dir.join("docker")).unwrap();
-    std::fs::write(dir.join("docker/install-hello.sh"), "#!/bin/sh\n").unwrap();
-    std::fs::write(
-        dir.join("image_pins.json"),
-        "{\"schema\": 1, \"images\": {}}\n",
-    )
-    .unwrap();
+/// A one-variant fixture family (`tiny`: beta) published to `repository`.
+fn tiny_project(repository: &str) -> support::Project {
+    let family = support::Family::new("tiny")
+        .repository(repository)
+        .tool("beta")
+        .fragment("beta", &["beta"])
+        .variant(
+            support::Variant::new("tiny")
+                .fragments(&["beta"])
+                .aliased()
+                .serves_fake()
+                .size_budget("10MiB"),
+        );
+    support::Project::fixture(&family)
+        .fragment("beta", "")
+        .file("image_pins.json", support::EMPTY_PINS)
 }
 
 /// `pin`, `pins verify` and `version` talk to a TLS registry with basic auth
@@ -839,8 +817,9 @@ fn pin_verify_and_version_trust_a_private_ca_given_with_ca_cert() {
     let ca = &distribution::pki().ca_cert;
     let repo = "tiny/sandbox";
     let pusher = Pusher::tls(&host, &std::fs::read(ca).unwrap(), USER, PASSWORD);
-    let tools: BTreeMap<String, String> = [("hello".to_string(), "1.0.0".to_string())].into();
-    let labels = check_label("pass", "tiny", "sha256:tiny-inputs", &tools);
+    let tools: BTreeMap<String, String> = [("beta".to_string(), "1.0.0".to_string())].into();
+    let suites = BTreeMap::from([("fake".to_string(), 1)]);
+    let labels = support::check_label_with("pass", "tiny", "sha256:tiny-inputs", &tools, &suites);
     let digest = pusher
         .wait(pusher.image(
             repo,
@@ -850,8 +829,7 @@ fn pin_verify_and_version_trust_a_private_ca_given_with_ca_cert() {
         .digest;
 
     // The project is HOME too: its docker config holds the credentials.
-    let home = tempfile::tempdir().unwrap();
-    tiny_project(home.path(), &format!("{host}/{repo}"));
+    let home = tiny_project(&format!("{host}/{repo}"));
     let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
     std::fs::create_dir_all(home.path().join(".docker")).unwrap();
     std::fs::write(
