@@ -72,7 +72,7 @@ pub use reference::{Reference, Repository, api_host, is_loopback};
 pub use resolve::{ResolveOptions, Resolved};
 pub use transport::credentials::{self, CredentialStore};
 pub use transport::retry::RetryPolicy;
-pub use transport::{Clock, Sleeper};
+pub use transport::{Clock, Sleep, Sleeper};
 
 /// OCI and Docker manifest media types.
 pub mod media_type {

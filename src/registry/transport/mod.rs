@@ -60,11 +60,10 @@ impl std::fmt::Debug for Clock {
 /// test's own that records the delays asked for (and moves its [`Clock`]
 /// on) instead of waiting them out.
 #[derive(Clone)]
-pub struct Sleeper(
-    std::sync::Arc<
-        dyn Fn(Duration) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync,
-    >,
-);
+pub struct Sleeper(std::sync::Arc<dyn Fn(Duration) -> Sleep + Send + Sync>);
+
+/// One wait of a [`Sleeper`].
+pub type Sleep = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 
 impl Sleeper {
     pub fn system() -> Sleeper {
@@ -72,12 +71,7 @@ impl Sleeper {
     }
 
     /// A sleeper that runs `sleep` for each delay.
-    pub fn from_fn(
-        sleep: impl Fn(Duration) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
-        + Send
-        + Sync
-        + 'static,
-    ) -> Sleeper {
+    pub fn from_fn(sleep: impl Fn(Duration) -> Sleep + Send + Sync + 'static) -> Sleeper {
         Sleeper(std::sync::Arc::new(sleep))
     }
 

@@ -271,6 +271,90 @@ mod tests {
         assert_eq!(RetryPolicy::none().decide(1, s(0), None), no_note);
     }
 
+    #[tokio::test]
+    async fn run_waits_through_the_sleeper_and_stops_at_the_bound_on_the_clock() {
+        use std::sync::{Arc, Mutex};
+        let waits: Arc<Mutex<Vec<Duration>>> = Default::default();
+        let start = Instant::now();
+        let clock = {
+            let waits = waits.clone();
+            Clock::from_fn(move || start + waits.lock().unwrap().iter().sum())
+        };
+        let sleeper = {
+            let waits = waits.clone();
+            Sleeper::from_fn(move |d| {
+                waits.lock().unwrap().push(d);
+                Box::pin(async {})
+            })
+        };
+        let p = RetryPolicy {
+            max_attempts: 100,
+            base_delay: Duration::from_secs(4),
+            max_delay: Duration::from_secs(4),
+            total: Duration::from_secs(60),
+        };
+        let out: Result<(), ErrorKind> = p
+            .run(
+                (&clock, &sleeper),
+                |_| async { Err(Failure::retryable("busy")) },
+                |e| ErrorKind::GaveUp {
+                    attempts: e.attempts,
+                    elapsed_ms: e.elapsed.as_millis(),
+                    last: e.last,
+                },
+            )
+            .await;
+        let waits = waits.lock().unwrap().clone();
+        let waited: Duration = waits.iter().sum();
+        let Err(ErrorKind::GaveUp {
+            attempts,
+            elapsed_ms,
+            ..
+        }) = out
+        else {
+            panic!("{out:?}");
+        };
+        assert_eq!(attempts as usize, waits.len() + 1);
+        assert_eq!(elapsed_ms, waited.as_millis(), "measured on the clock");
+        // Each wait 2-4 s: the last one that fits leaves less than 4 s.
+        assert!(
+            waited < p.total && waited > p.total - Duration::from_secs(4),
+            "{waited:?} {waits:?}"
+        );
+        // Retry-After is asked for exactly.
+        let waits: Arc<Mutex<Vec<Duration>>> = Default::default();
+        let sleeper = {
+            let waits = waits.clone();
+            Sleeper::from_fn(move |d| {
+                waits.lock().unwrap().push(d);
+                Box::pin(async {})
+            })
+        };
+        let mut calls = 0;
+        let out = p
+            .run(
+                (&Clock::system(), &sleeper),
+                |_| {
+                    calls += 1;
+                    let n = calls;
+                    async move {
+                        if n == 1 {
+                            Err(Failure::Retryable {
+                                reason: "429".into(),
+                                wait: Some(Duration::from_secs(7)),
+                            })
+                        } else {
+                            Ok(n)
+                        }
+                    }
+                },
+                |_| unreachable!(),
+            )
+            .await;
+        assert_eq!(out.unwrap(), 2);
+        assert_eq!(*waits.lock().unwrap(), [Duration::from_secs(7)]);
+    }
+
     #[test]
     fn which_statuses_retry() {
         for s in [408, 429, 500, 502, 503, 504] {
