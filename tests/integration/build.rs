@@ -42,7 +42,8 @@ fn family(repository: &str, upstream: &str) -> Family {
 
 /// A fixture project of [`family`] with a repository of its own, and an
 /// engine wrapper that logs every engine call (start, end, exit status,
-/// argv).
+/// argv). Cold: the repository is in every fragment, so no test builds on
+/// another's cache (these tests assert what is built, in what order).
 struct Fixture {
     project: Project,
     repo: String,

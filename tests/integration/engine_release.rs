@@ -37,7 +37,15 @@ pub fn fixture_family(repository: &str, s: &Services) -> Family {
         .profile("upstream", &s.pinned_base())
 }
 
-/// A project of [`fixture_family`], rendered, with no pins yet.
+/// A release rig (see [`Rig`]) whose project is [`fixture`] of
+/// [`fixture_family`], releasing to `<proxy>/<ns>/fixture`.
+fn fixture_rig(name: &str, s: &Services) -> Option<Rig> {
+    Rig::with_project(name, "fixture", |repo| fixture(&fixture_family(repo, s)))
+}
+
+/// A project of [`fixture_family`], rendered, with no pins yet. Its
+/// fragments carry the project's directory, so every build of it is cold:
+/// these tests count what is built and pushed.
 pub fn fixture(family: &Family) -> Project {
     let p = Project::fixture(family).file("image_pins.json", EMPTY_PINS);
     write_fragment(&p, "root", "alpha", "alpha 1.2.3");
@@ -51,10 +59,7 @@ fn from_the_engine_missing_images_are_built_checked_pushed_stamped_and_a_failed_
         return;
     };
     let _heavy = support::machine_lock();
-    let rig = Rig::with_project("engine", "fixture", |repo| {
-        fixture(&fixture_family(repo, &s))
-    })
-    .unwrap();
+    let rig = fixture_rig("engine", &s).unwrap();
     rig.cli()
         .args(["release", "--write", "--notes", "notes.md"])
         .stderr_free("the build's progress and the release's")
@@ -117,10 +122,7 @@ fn a_toolchain_added_as_images_toml_lines_is_rendered_detected_built_checked_and
         return;
     };
     let _heavy = support::machine_lock();
-    let rig = Rig::with_project("new-toolchain", "fixture", |repo| {
-        fixture(&fixture_family(repo, &s))
-    })
-    .unwrap();
+    let rig = fixture_rig("new-toolchain", &s).unwrap();
     let root = rig.project.path();
     write_fragment(&rig.project, "toy", "toyc", "toyc 0.3.1");
     for (project, text) in [("pass", "fine\n"), ("defect", "a DEFECT\n")] {
@@ -239,10 +241,7 @@ fn bench_engine_release_request_economy() {
     let Some(s) = support::services() else {
         return;
     };
-    let rig = Rig::with_project("bench-engine", "fixture", |repo| {
-        fixture(&fixture_family(repo, &s))
-    })
-    .unwrap();
+    let rig = fixture_rig("bench-engine", &s).unwrap();
     let mut rows = Vec::new();
     let mut measure = |name: &str, stdout: Option<&str>| {
         rig.proxy.clear_log();
