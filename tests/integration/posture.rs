@@ -9,7 +9,6 @@
 use crate::support::{self, Cli, Services};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -17,7 +16,8 @@ use std::sync::OnceLock;
 /// tag, which no other checkout's build moves) and check report.
 struct Family {
     services: Services,
-    project: PathBuf,
+    /// Its CLI runs with the dev engine.
+    project: support::Project,
     images: BTreeMap<String, String>,
     reports: BTreeMap<String, Value>,
 }
@@ -35,10 +35,9 @@ fn build_family(services: Services) -> Family {
     // directory (a static's temp dir would leak; the next run removes it).
     let project = support::Project::scratch("real-family")
         .copy_of_shipped()
-        .path()
-        .to_path_buf();
-    let run = Cli::new(&project)
-        .env("SUNABA_ENGINE", &services.engine)
+        .env("SUNABA_ENGINE", &services.engine);
+    let run = project
+        .cli()
         .args([
             "--profile",
             "local",
@@ -67,7 +66,7 @@ fn build_family(services: Services) -> Family {
     let reports = images
         .iter()
         .map(|(variant, image)| {
-            let run = check(&services, &project, variant, image).run();
+            let run = check(&project, variant, image).run();
             (variant.clone(), run.json()[0].clone())
         })
         .collect();
@@ -80,9 +79,9 @@ fn build_family(services: Services) -> Family {
 }
 
 /// `check VARIANT --image IMAGE --json --no-record` (status 0 unless told).
-fn check(services: &Services, project: &std::path::Path, variant: &str, image: &str) -> Cli {
-    Cli::new(project)
-        .env("SUNABA_ENGINE", &services.engine)
+fn check(project: &support::Project, variant: &str, image: &str) -> Cli {
+    project
+        .cli()
         .args(["--profile", "local", "check", variant, "--image", image])
         .args(["--json", "--no-record"])
         .stdout_json()
@@ -250,8 +249,8 @@ fn what_a_new_user_saw_fail_now_works() {
 
     // The default user is the sandbox user, with HOME and /tmp writable and
     // the root file system not, when started the way `run` starts it.
-    Cli::new(&f.project)
-        .env("SUNABA_ENGINE", &f.services.engine)
+    f.project
+        .cli()
         .args([
             "--profile",
             "local",
@@ -260,7 +259,7 @@ fn what_a_new_user_saw_fail_now_works() {
             &f.images["full"],
             "--workspace",
         ])
-        .args([&f.project])
+        .args([f.project.path()])
         .args(["--", "sh", "-c"])
         .args([
             "id -u; id -g; echo \"$HOME\"; touch \"$HOME/x\" /tmp/x && echo writable; \
@@ -307,8 +306,9 @@ fn the_full_image_carries_the_supported_toolchains() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(module.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
 
-    let run = Cli::new(&f.project)
-        .env("SUNABA_ENGINE", &f.services.engine)
+    let run = f
+        .project
+        .cli()
         .args([
             "--profile",
             "local",
@@ -382,8 +382,8 @@ fn fails_naming(f: &Family, derived: &Derived, case: &str, output: &str) -> Stri
     let row = format!("  smoke FAIL {case}  ");
     let suite = case.split('/').next().unwrap();
     let run = crate::build::check_report(
-        Cli::new(&f.project)
-            .env("SUNABA_ENGINE", &f.services.engine)
+        f.project
+            .cli()
             .args([
                 "--profile",
                 "local",
@@ -480,8 +480,7 @@ fn a_root_default_user_fails_the_check() {
     };
     let d = Derived::new(f, "root", "USER root");
     crate::build::check_report(
-        Cli::new(&f.project)
-            .env("SUNABA_ENGINE", &f.services.engine)
+        f.project.cli()
             .args(["--profile", "local", "check", "full", "--image", &d.tag, "--no-record"])
             .args(["--suite", "neutral"]),
     )
