@@ -2,8 +2,11 @@
 //! image family's inputs, and the strict [`Cli`] run in it.
 //!
 //! ```ignore
-//! let p = Project::fixture(Family::new("kid").tool("alpha").fragment("root", &["alpha"])
-//!         .variant(Variant::new("root").fragments(&["root"])))
+//! let family = Family::new("root")
+//!     .tool("alpha")
+//!     .fragment("root", &["alpha"])
+//!     .variant(Variant::new("root").fragments(&["root"]));
+//! let p = Project::fixture(&family)
 //!     .fragment("root", &fake_tool("alpha", "alpha 1.0.0"))
 //!     .file("image_pins.json", EMPTY_PINS)
 //!     .render();
@@ -14,6 +17,12 @@
 //! [`Project::shipped_publishing_to`]), a fixture family of the test's own
 //! ([`Project::fixture`], its images.toml written by [`Family`]), or
 //! empty ([`Project::empty`]) for a test that writes everything itself.
+//! A fixture expensive to make and only read is made once per test process
+//! behind a `OnceLock`, in [`Project::scratch`].
+//!
+//! Builds of a fixture project are cold: its fragment scripts carry its
+//! directory (or the [`Project::salt`] a test gives), so no test builds on
+//! another's cache.
 
 use super::{Cli, FAKE_SMOKE, copy_tree, repo_root, write_fake_smoke_projects};
 use std::ffi::OsString;
