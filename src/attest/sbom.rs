@@ -98,6 +98,74 @@ pub fn spdx(
     serde_json::to_vec_pretty(&doc).expect("an SBOM serialises")
 }
 
+/// The CycloneDX 1.6 JSON document of the same facts: the image as the
+/// metadata's `container` component, each package a `library` with its
+/// purl, the image depending on every one; the serial number is derived
+/// from the image digest (a UUID-shaped name, not a random one).
+pub fn cyclonedx(
+    subject: &Subject,
+    distro: &Distro,
+    packages: &[Package],
+    tool_version: &str,
+) -> Vec<u8> {
+    use sha2::Digest as _;
+    let h = hex::encode(sha2::Sha256::digest(subject.digest.as_bytes()));
+    let serial = format!(
+        "urn:uuid:{}-{}-5{}-8{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    );
+    let components: Vec<serde_json::Value> = packages
+        .iter()
+        .enumerate()
+        .map(|(n, p)| {
+            json!({
+                "type": "library",
+                "bom-ref": format!("pkg-{n}-{}", p.name),
+                "name": p.name,
+                "version": p.version,
+                "purl": p.purl(distro),
+            })
+        })
+        .collect();
+    let refs: Vec<&serde_json::Value> = components.iter().map(|c| &c["bom-ref"]).collect();
+    let doc = json!({
+        "bomFormat": "CycloneDX",
+        "specVersion": "1.6",
+        "serialNumber": serial,
+        "version": 1,
+        "metadata": {
+            "timestamp": subject.created,
+            "tools": {"components": [{
+                "type": "application",
+                "name": "sunaba-images",
+                "version": tool_version,
+            }]},
+            "component": {
+                "type": "container",
+                "bom-ref": "image",
+                "name": subject.name,
+                "version": subject.digest,
+            },
+        },
+        "components": components,
+        "dependencies": [{"ref": "image", "dependsOn": refs}],
+    });
+    serde_json::to_vec_pretty(&doc).expect("an SBOM serialises")
+}
+
+/// An SBOM format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// SPDX 2.3, JSON.
+    SpdxJson,
+    /// CycloneDX 1.6, JSON.
+    CyclonedxJson,
+}
+
 /// An RFC 3339 time as SPDX 2.3 writes it: `YYYY-MM-DDThh:mm:ssZ`, UTC,
 /// whole seconds (an engine's `created` has nanoseconds); 1970 when the
 /// config has none.
@@ -113,6 +181,7 @@ fn spdx_time(rfc3339: &str) -> String {
 pub fn of_local_image(
     engine: &dyn crate::engine::Engine,
     reference: &str,
+    format: Format,
     tool_version: &str,
 ) -> anyhow::Result<(Vec<u8>, usize)> {
     use anyhow::Context as _;
@@ -147,10 +216,11 @@ pub fn of_local_image(
         digest: info.id.clone(),
         created: spdx_time(read.config["created"].as_str().unwrap_or_default()),
     };
-    Ok((
-        spdx(&subject, &distro, &packages, tool_version),
-        packages.len(),
-    ))
+    let doc = match format {
+        Format::SpdxJson => spdx(&subject, &distro, &packages, tool_version),
+        Format::CyclonedxJson => cyclonedx(&subject, &distro, &packages, tool_version),
+    };
+    Ok((doc, packages.len()))
 }
 
 #[cfg(test)]

@@ -13,9 +13,9 @@ pub struct Args {
     /// The local image (a reference or an image ID).
     #[arg(long, value_name = "REF")]
     pub image: String,
-    /// The document format (SPDX 2.3 JSON; CycloneDX is not written yet).
-    #[arg(long, value_name = "FORMAT", default_value = "spdx-json", value_parser = ["spdx-json"])]
-    pub format: String,
+    /// The document format.
+    #[arg(long, value_name = "FORMAT", value_enum, default_value = "spdx-json")]
+    pub format: crate::attest::sbom::Format,
     /// Write the document to FILE (atomically) instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -26,6 +26,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let (doc, packages) = crate::attest::sbom::of_local_image(
         engine.as_ref(),
         &args.image,
+        args.format,
         env!("CARGO_PKG_VERSION"),
     )?;
     match &args.output {

@@ -6,7 +6,8 @@
 //! wrong key and a one-byte change to the payload; the provenance and
 //! test-result statements are valid to PyPI `in-toto-attestation` (parsed
 //! strictly into the spec's protobuf messages); the SBOM of an image,
-//! read from its layers, is valid SPDX 2.3 to PyPI `spdx-tools` and lists
+//! read from its layers, is valid SPDX 2.3 to PyPI `spdx-tools` (CycloneDX
+//! 1.6 to `cyclonedx-python-lib`) and lists
 //! what dpkg in the running image lists. The verifiers are
 //! provisioned by `scripts/verifiers` (the gate runs it first).
 
@@ -277,4 +278,32 @@ fn the_sbom_of_an_image_is_valid_spdx_and_lists_what_dpkg_lists() {
         .collect();
     assert!(!theirs.is_empty());
     assert_eq!(ours, theirs);
+
+    // The CycloneDX form of the same facts, valid to cyclonedx-python-lib.
+    Cli::new(dir.path())
+        .env("SUNABA_ENGINE", &s.engine)
+        .args([
+            "sbom",
+            "--image",
+            &s.base_image,
+            "--format",
+            "cyclonedx-json",
+        ])
+        .args(["--output", "base.cdx.json"])
+        .stderr_like(r"sbom: .* written to base.cdx.json")
+        .run();
+    let out = Command::new("python3")
+        .arg(repo_root().join("scripts/cyclonedx-validate.py"))
+        .arg(dir.path().join("base.cdx.json"))
+        .env("PYTHONPATH", tools.join("python"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let cdx: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("base.cdx.json")).unwrap()).unwrap();
+    assert_eq!(cdx["components"].as_array().unwrap().len(), theirs.len());
 }
