@@ -23,6 +23,19 @@ fn severity(status: ToolStatus) -> u32 {
     }
 }
 
+/// What `check --format github` writes: the annotations of `reports`, at
+/// their lines of images.toml, and the step summary.
+pub fn output(
+    reports: &[CheckReport],
+    manifest: &crate::manifest::Manifest,
+) -> (Vec<Annotation>, String) {
+    let text = std::fs::read_to_string(&manifest.path).unwrap_or_default();
+    (
+        annotations(reports, (&manifest.path, &text), &manifest.default),
+        summary(reports),
+    )
+}
+
 /// The annotations of `reports`; `manifest` is images.toml's path and text,
 /// `default` the variant every language depends on.
 pub fn annotations(

@@ -4,7 +4,7 @@
 //! smoke case does what it must, enforce the size budget, and record a pass
 //! on the image as a label. This module holds the errors and what a variant
 //! owes ([`Expectation`]); by job: `container` (the one check sandbox),
-//! `healthcheck` (judging its output), `record` (the label on the image),
+//! `healthcheck` (judging its output), `pipeline` (the whole command), `record` (the label on the image),
 //! `report` (results, the table and JUnit).
 //!
 //! Healthcheck output and the check record are fixed in docs/contracts.md.
@@ -12,6 +12,7 @@
 mod container;
 pub mod github;
 mod healthcheck;
+pub mod pipeline;
 mod record;
 pub(crate) mod report;
 

@@ -5,10 +5,8 @@
 //! `dev.sunaba.check` label.
 
 use super::context::{Context, OutputOptions};
-use crate::check::{self, CheckReport};
+use crate::check;
 use crate::exit;
-use crate::labels;
-use crate::name::Unknown;
 use anyhow::Context as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -62,121 +60,29 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     {
         return Err(exit::Error::usage(format!("--platform {p}: {e}")));
     }
+    let request = check::pipeline::Request {
+        variants: &args.variants,
+        image: args.image.as_deref(),
+        platform: args.platform.as_deref(),
+        suites: &args.suites,
+        timeout: args.timeout,
+        record: !args.no_record,
+    };
     let manifest = ctx.manifest()?;
-    for suite in &args.suites {
-        Unknown::check(
-            "smoke suite",
-            suite,
-            "images.toml [smoke]",
-            manifest.smoke.keys().map(String::as_str),
-        )?;
-    }
-    for variant in &args.variants {
-        manifest.variant(variant)?;
-    }
+    check::pipeline::validate(manifest, &request)?;
     let family = ctx.family()?;
     if let Some(p) = &args.platform {
         family.check_platform(p)?;
     }
     let engine = ctx.engine()?;
-    let native = engine.platform().context("reaching the container engine")?;
-
-    let targets: Vec<(String, String)> = match &args.image {
-        Some(reference) => {
-            if engine.inspect(reference)?.is_none() {
-                engine
-                    .pull(reference, None)
-                    .with_context(|| format!("pulling {reference}"))?;
-            }
-            let variant = match args.variants.as_slice() {
-                [v] => v.clone(),
-                _ => engine
-                    .inspect(reference)?
-                    .and_then(|i| i.labels.get(labels::VARIANT).cloned())
-                    .with_context(|| {
-                        format!(
-                            "{reference} has no {} label: name the variant it \
-                             should be checked as (`check VARIANT --image {reference}`)",
-                            labels::VARIANT
-                        )
-                    })?,
-            };
-            vec![(variant, reference.clone())]
-        }
-        None => {
-            let names = if args.variants.is_empty() {
-                manifest.build_order()
-            } else {
-                args.variants.clone()
-            };
-            let foreign = args
-                .platform
-                .as_deref()
-                .filter(|p| !crate::registry::same_platform(p, &native));
-            names
-                .into_iter()
-                .map(|v| {
-                    let r = family.platform_tag(&v, foreign);
-                    (v, r)
-                })
-                .collect()
-        }
-    };
-
-    let mut reports = Vec::new();
-    for (variant, reference) in &targets {
-        // Names from the command line are known by now; this one came
-        // from the image's label (not a usage error: the image is wrong).
-        let mut expect = family.expectation(variant).with_context(|| {
-            format!(
-                "{reference} is labelled as variant `{variant}`, which images.toml does not \
-                 declare (declares: {}); name the variant to check it as",
-                family.order.join(", ")
-            )
-        })?;
-        if !args.suites.is_empty() {
-            expect.smoke = expect.smoke.only(&args.suites);
-        }
-        // An image that cannot be checked (absent, no healthcheck, timed out)
-        // is a failed check of that image, reported with the others.
-        let mut report = match check::check_image(engine.as_ref(), reference, &expect, args.timeout)
-        {
-            Ok(r) => r,
-            Err(e) => CheckReport::unchecked(variant, reference, expect.size_budget, e.to_string()),
-        };
-        if !args.suites.is_empty() {
-            report.notes.push(format!(
-                "only the smoke suite(s) {} ran: a partial smoke is not recorded",
-                args.suites.join(", ")
-            ));
-        }
-        if report.passed && !args.no_record && args.suites.is_empty() {
-            report.recorded_id = family
-                .record_pass(engine.as_ref(), reference, &report)
-                .with_context(|| format!("recording the pass on {reference}"))?;
-            if report.recorded_id.is_none() {
-                eprintln!(
-                    "note: {reference} is not a local tag of this family, so the pass is not recorded on it"
-                );
-            }
-        }
-        reports.push(report);
-    }
+    let reports = check::pipeline::run(manifest, &family, engine.as_ref(), &request, &mut |n| {
+        eprintln!("{n}")
+    })?;
 
     if args.output.github() {
-        let text = std::fs::read_to_string(&manifest.path).unwrap_or_default();
-        let found =
-            check::github::annotations(&reports, (&manifest.path, &text), &manifest.default);
-        // Workflow commands are read from both streams; stdout holds JSON.
-        for a in found {
-            if args.json {
-                eprintln!("{a}");
-            } else {
-                outln!("{a}")?;
-            }
-        }
-        crate::github::summary(&check::github::summary(&reports))
-            .context("writing the step summary")?;
+        let (found, summary) = check::github::output(&reports, manifest);
+        super::annotate(found, args.json)?;
+        crate::github::summary(&summary).context("writing the step summary")?;
     }
     if args.json {
         super::write_json(&reports)?;

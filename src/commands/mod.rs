@@ -87,3 +87,16 @@ pub fn write_json(value: &impl serde::Serialize) -> exit::Result {
     outln!("{}", serde_json::to_string_pretty(value)?)?;
     Ok(())
 }
+
+/// Prints GitHub annotations where the runner reads them: stdout, or stderr
+/// when stdout holds JSON (workflow commands are read from both streams).
+pub fn annotate(annotations: Vec<crate::github::Annotation>, json: bool) -> exit::Result {
+    for a in annotations {
+        if json {
+            eprintln!("{a}");
+        } else {
+            outln!("{a}")?;
+        }
+    }
+    Ok(())
+}

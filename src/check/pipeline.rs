@@ -1,0 +1,148 @@
+//! The whole of `check` as a library function: which images are checked
+//! (`--image`, or the variants' tags of a platform), each image's check
+//! with the smoke suites asked for, and the pass recorded on it. Commands
+//! parse, call [`run`], and print the reports it returns.
+
+use super::{CheckReport, check_image};
+use crate::build::Family;
+use crate::engine::Engine;
+use crate::labels;
+use crate::manifest::Manifest;
+use crate::name::Unknown;
+use anyhow::Context as _;
+use std::time::Duration;
+
+/// What `check` is asked for.
+pub struct Request<'a> {
+    /// Variants named on the command line (all when empty).
+    pub variants: &'a [String],
+    /// Check this image instead of the variants' own.
+    pub image: Option<&'a str>,
+    /// Check the variants' images of this platform.
+    pub platform: Option<&'a str>,
+    /// Run only these smoke suites (a partial smoke is never recorded).
+    pub suites: &'a [String],
+    pub timeout: Duration,
+    /// Record a pass on the image.
+    pub record: bool,
+}
+
+/// The suites and variants `request` names, each one images.toml declares.
+pub fn validate(manifest: &Manifest, request: &Request) -> Result<(), Unknown> {
+    for suite in request.suites {
+        Unknown::check(
+            "smoke suite",
+            suite,
+            "images.toml [smoke]",
+            manifest.smoke.keys().map(String::as_str),
+        )?;
+    }
+    for variant in request.variants {
+        manifest.variant(variant)?;
+    }
+    Ok(())
+}
+
+/// Checks each image `request` asks for, in build order; `note` hears of a
+/// pass that could not be recorded. An image that cannot be checked is a
+/// failed report, not an error.
+pub fn run(
+    manifest: &Manifest,
+    family: &Family,
+    engine: &dyn Engine,
+    request: &Request,
+    note: &mut dyn FnMut(String),
+) -> anyhow::Result<Vec<CheckReport>> {
+    let targets = targets(manifest, family, engine, request)?;
+    let mut reports = Vec::new();
+    for (variant, reference) in &targets {
+        // Names from the command line are known by now; this one came
+        // from the image's label (not a usage error: the image is wrong).
+        let mut expect = family.expectation(variant).with_context(|| {
+            format!(
+                "{reference} is labelled as variant `{variant}`, which images.toml does not \
+                 declare (declares: {}); name the variant to check it as",
+                family.order.join(", ")
+            )
+        })?;
+        if !request.suites.is_empty() {
+            expect.smoke = expect.smoke.only(request.suites);
+        }
+        // An image that cannot be checked (absent, no healthcheck, timed out)
+        // is a failed check of that image, reported with the others.
+        let mut report = match check_image(engine, reference, &expect, request.timeout) {
+            Ok(r) => r,
+            Err(e) => CheckReport::unchecked(variant, reference, expect.size_budget, e.to_string()),
+        };
+        if !request.suites.is_empty() {
+            report.notes.push(format!(
+                "only the smoke suite(s) {} ran: a partial smoke is not recorded",
+                request.suites.join(", ")
+            ));
+        }
+        if report.passed && request.record && request.suites.is_empty() {
+            report.recorded_id = family
+                .record_pass(engine, reference, &report)
+                .with_context(|| format!("recording the pass on {reference}"))?;
+            if report.recorded_id.is_none() {
+                note(format!(
+                    "note: {reference} is not a local tag of this family, so the pass is not recorded on it"
+                ));
+            }
+        }
+        reports.push(report);
+    }
+    Ok(reports)
+}
+
+/// Each image to check, with the variant it is checked as: `--image` (its
+/// variant named or from its label; pulled when absent), else the
+/// variants' tags for the platform asked for.
+fn targets(
+    manifest: &Manifest,
+    family: &Family,
+    engine: &dyn Engine,
+    request: &Request,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let native = engine.platform().context("reaching the container engine")?;
+    Ok(match request.image {
+        Some(reference) => {
+            if engine.inspect(reference)?.is_none() {
+                engine
+                    .pull(reference, None)
+                    .with_context(|| format!("pulling {reference}"))?;
+            }
+            let variant = match request.variants {
+                [v] => v.clone(),
+                _ => engine
+                    .inspect(reference)?
+                    .and_then(|i| i.labels.get(labels::VARIANT).cloned())
+                    .with_context(|| {
+                        format!(
+                            "{reference} has no {} label: name the variant it \
+                             should be checked as (`check VARIANT --image {reference}`)",
+                            labels::VARIANT
+                        )
+                    })?,
+            };
+            vec![(variant, reference.to_string())]
+        }
+        None => {
+            let names = if request.variants.is_empty() {
+                manifest.build_order()
+            } else {
+                request.variants.to_vec()
+            };
+            let foreign = request
+                .platform
+                .filter(|p| !crate::registry::same_platform(p, &native));
+            names
+                .into_iter()
+                .map(|v| {
+                    let r = family.platform_tag(&v, foreign);
+                    (v, r)
+                })
+                .collect()
+        }
+    })
+}
