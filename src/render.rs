@@ -5,6 +5,8 @@
 //! the clock, the environment or absolute paths. Writing (and the drift gate)
 //! is the command layer's job; see [`Plan`].
 
+pub mod github;
+
 use crate::manifest::{FRAGMENT_DIR, Manifest};
 use crate::process::sh_quote;
 use handlebars::Handlebars;

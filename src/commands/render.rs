@@ -4,7 +4,7 @@
 
 use super::context::{Context, OutputOptions};
 use crate::exit;
-use crate::github::{self, Annotation};
+use crate::github;
 use crate::locks::{self, LockProblem};
 use crate::manifest::coverage;
 use crate::render::{self, Plan};
@@ -30,7 +30,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let gaps = coverage::coverage_problems(manifest);
     let github = args.output.github();
     if github && !gaps.is_empty() {
-        annotate(coverage_annotations(manifest, &gaps), args.json)?;
+        super::annotate(render::github::coverage(manifest, &gaps), args.json)?;
     }
     if !gaps.is_empty() {
         for gap in &gaps {
@@ -54,10 +54,10 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
 
     if args.check {
         if github {
-            let mut notes = drift_annotations(&plan);
-            notes.extend(lock_annotations(&stale));
-            annotate(notes, args.json)?;
-            github::summary(&drift_summary(&plan)).context("writing the step summary")?;
+            let mut notes = render::github::drift(&plan);
+            notes.extend(locks::annotations(&stale));
+            super::annotate(github::ordered(notes), args.json)?;
+            github::summary(&render::github::summary(&plan)).context("writing the step summary")?;
         }
         report_check(&plan, &stale, args.json)?;
         return if plan.is_clean() && stale.is_empty() {
@@ -70,8 +70,24 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     // Only files carrying our marker are removed: a hand-made file that
     // happens to match the naming pattern is reported, never deleted.
     let applied = render::apply(&plan, &rendered, &manifest.root)?;
+    report_applied(&plan, &applied, &stale, args.json)?;
+    if stale.is_empty() {
+        Ok(())
+    } else {
+        eprintln!("{}", locks_summary(&stale));
+        Err(exit::Error::gate())
+    }
+}
+
+/// What `render` wrote and removed, and the stale locks, as JSON or lines.
+fn report_applied(
+    plan: &Plan,
+    applied: &render::Applied,
+    stale: &[LockProblem],
+    json: bool,
+) -> exit::Result {
     let (removable, foreign) = (&applied.removed, &applied.foreign);
-    if args.json {
+    if json {
         let v = serde_json::json!({
             "written": applied.written,
             "removed": removable,
@@ -81,7 +97,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         });
         super::write_json(&v)?;
     } else {
-        report_locks(&stale)?;
+        report_locks(stale)?;
         for p in &plan.missing {
             outln!("created   {}", p.display())?;
         }
@@ -107,12 +123,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
             plan.unchanged.len()
         )?;
     }
-    if stale.is_empty() {
-        Ok(())
-    } else {
-        eprintln!("{}", locks_summary(&stale));
-        Err(exit::Error::gate())
-    }
+    Ok(())
 }
 
 /// `lock: …` lines, one per problem.
@@ -180,129 +191,4 @@ fn report_check(plan: &Plan, stale: &[LockProblem], json: bool) -> exit::Result 
         );
     }
     Ok(())
-}
-
-/// Prints annotations where the runner reads them (stderr when stdout is JSON).
-fn annotate(annotations: Vec<Annotation>, json: bool) -> exit::Result {
-    for a in github::ordered(annotations) {
-        if json {
-            eprintln!("{a}");
-        } else {
-            outln!("{a}")?;
-        }
-    }
-    Ok(())
-}
-
-/// A coverage gap at the variant it is about: the most important finding,
-/// since a server's verify would fail on it.
-fn coverage_annotations(
-    manifest: &crate::manifest::Manifest,
-    gaps: &[coverage::CoverageProblem],
-) -> Vec<Annotation> {
-    let text = std::fs::read_to_string(&manifest.path).unwrap_or_default();
-    gaps.iter()
-        .map(|gap| {
-            // A smoke gap is about the language's suite, not a variant.
-            let (table, key) = match gap.variant() {
-                Some(variant) => (
-                    format!("variants.{variant}"),
-                    match gap {
-                        coverage::CoverageProblem::ServesWithoutTools { .. } => Some("serves"),
-                        _ => Some("fragments"),
-                    },
-                ),
-                None => (format!("smoke.{}", gap.language()), None),
-            };
-            Annotation::error(0, gap.to_string())
-                .at(&manifest.path, github::toml_line(&text, &table, key))
-                .title(format!("coverage: {}", gap.language()))
-        })
-        .collect()
-}
-
-/// Drifted and missing generated files are errors at their first differing
-/// line; stray ones are warnings.
-/// One annotation per stale lock, at its lock file.
-fn lock_annotations(stale: &[LockProblem]) -> Vec<Annotation> {
-    stale
-        .iter()
-        .map(|p| {
-            Annotation::error(2, p.to_string())
-                .at(&p.file, None)
-                .title("stale lock")
-        })
-        .collect()
-}
-
-fn drift_annotations(plan: &Plan) -> Vec<Annotation> {
-    let mut out = Vec::new();
-    for (path, committed, rendered) in &plan.drifted {
-        let line = committed
-            .lines()
-            .zip(rendered.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or_else(|| committed.lines().count().min(rendered.lines().count()))
-            + 1;
-        out.push(
-            Annotation::error(
-                1,
-                format!(
-                    "{} differs from what images.toml and templates/ render (from line {line}); \
-                     run `sunaba-images render` and commit the result",
-                    path.display()
-                ),
-            )
-            .at(path, Some(line))
-            .title("render drift"),
-        );
-    }
-    for path in &plan.missing {
-        out.push(
-            Annotation::error(
-                1,
-                format!(
-                    "{} is generated but not in the tree; run `sunaba-images render`",
-                    path.display()
-                ),
-            )
-            .at(path, None)
-            .title("render: missing file"),
-        );
-    }
-    for path in &plan.stray {
-        out.push(
-            Annotation::warning(
-                2,
-                format!(
-                    "{} is not produced by any variant; delete it",
-                    path.display()
-                ),
-            )
-            .at(path, Some(1))
-            .title("render: stray file"),
-        );
-    }
-    out
-}
-
-fn drift_summary(plan: &Plan) -> String {
-    if plan.is_clean() {
-        return format!(
-            "### render --check\n\n{} generated file(s) up to date.\n\n",
-            plan.unchanged.len()
-        );
-    }
-    let mut out = String::from("### render --check\n\n");
-    for (p, _, _) in &plan.drifted {
-        out.push_str(&format!("- drifted: `{}`\n", p.display()));
-    }
-    for p in &plan.missing {
-        out.push_str(&format!("- missing: `{}`\n", p.display()));
-    }
-    for p in &plan.stray {
-        out.push_str(&format!("- stray: `{}`\n", p.display()));
-    }
-    out.push_str("\nRun `sunaba-images render` and commit the result.\n\n");
-    out
 }

@@ -49,6 +49,18 @@ impl fmt::Display for LockProblem {
     }
 }
 
+/// `render --format github`: one annotation per stale lock, at its lock file.
+pub fn annotations(stale: &[LockProblem]) -> Vec<crate::github::Annotation> {
+    stale
+        .iter()
+        .map(|p| {
+            crate::github::Annotation::error(2, p.to_string())
+                .at(&p.file, None)
+                .title("stale lock")
+        })
+        .collect()
+}
+
 /// Collects the problems of one lock file.
 pub(crate) struct Findings<'a> {
     fragment: &'a str,
