@@ -6,7 +6,7 @@
 //! build, and checks every built image before its children start. By job:
 //! `family` (what to build and the tags that name it), `scheduler` (the
 //! parallel graph run), `variant` (one variant's build, reuse and check),
-//! `outcome` (what a run ends with), [`inputs`] (what a build reads and its
+//! `outcome` (what a run ends with), `plan` (what `plan` decides from the published images), [`inputs`] (what a build reads and its
 //! hash) and [`progress`] (what people see meanwhile).
 
 mod current;
@@ -16,6 +16,7 @@ pub mod inputs;
 pub mod needs;
 mod outcome;
 pub mod pipeline;
+pub mod plan;
 pub mod progress;
 mod scheduler;
 mod variant;

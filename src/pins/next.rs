@@ -1,11 +1,16 @@
 //! The next version of a variant for a newly built image: its check record's
-//! inventory against the pinned one, and whether its inputs changed.
+//! inventory against the pinned one, and whether its inputs changed; what
+//! each variant's current release says (for `plan`).
 
 use super::plan::AliasSpec;
 use super::source::{ImageSource, SourceError};
 use super::{Pin, PinsFile};
+use crate::build::needs::Published;
 use crate::labels::{self, CheckRecord};
 use crate::policy::{self, NextVersion, parse_tag};
+use crate::registry::{Client, Reference};
+use anyhow::Context as _;
+use std::collections::BTreeMap;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NextError {
@@ -37,6 +42,35 @@ pub fn current_pin<'a>(
         .filter(|s| s.variant == variant)
         .find_map(|s| pins.images.get_key_value(&s.alias))
         .filter(|(_, p)| parse_tag(variant, &p.tag).is_some())
+}
+
+/// What each variant's current release says (its tag and the labels of
+/// its config), read from the registry; variants never pinned are absent.
+pub fn published(
+    pins: &PinsFile,
+    specs: &[AliasSpec],
+    variants: &[String],
+    client: &Client,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<BTreeMap<String, Published>> {
+    let mut published: BTreeMap<String, Published> = BTreeMap::new();
+    for v in variants {
+        let Some((_, pin)) = current_pin(pins, specs, v) else {
+            continue;
+        };
+        let reference: Reference = pin.reference().parse()?;
+        let config = rt
+            .block_on(client.image_config(&reference, None))
+            .with_context(|| format!("{v}: reading the pinned image {reference}"))?;
+        published.insert(
+            v.clone(),
+            Published {
+                tag: pin.tag.clone(),
+                labels: config.labels,
+            },
+        );
+    }
+    Ok(published)
 }
 
 /// Whether an image with inputs `new` differs from a pinned one with inputs
