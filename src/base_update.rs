@@ -5,7 +5,10 @@
 //! index that only gained an attestation, another architecture or a new
 //! annotation has a new digest but builds the same images: that is no
 //! change. A single-manifest upstream (a base `docker import`ed and pushed,
-//! as the dev environment makes) is its own one child.
+//! as the dev environment makes) is its own one child. Where the pin is
+//! kept in images.toml is [`target`].
+
+pub mod target;
 
 use crate::registry::{self, Client, Digest, ErrorKind, Platform, Reference, ResolveOptions};
 use serde::Serialize;

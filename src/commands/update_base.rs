@@ -3,15 +3,16 @@
 //! changed, editing images.toml in place and re-rendering.
 
 use super::context::{Context, RegistryOptions, runtime};
+use crate::base_update::target::{self, Slot, Target};
 use crate::base_update::{self, Plan};
 use crate::exit;
 use crate::fsutil::atomic_write;
 use crate::manifest::Manifest;
 use crate::manifest::edit::Editor;
-use crate::registry::{Digest, Platform, Reference};
+use crate::registry::Digest;
 use crate::render;
 use crate::table::{Column, Table};
-use anyhow::{Context as _, anyhow};
+use anyhow::Context as _;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -30,99 +31,13 @@ pub struct Args {
     pub registry: RegistryOptions,
 }
 
-/// Where the pin in force is kept.
-enum Slot {
-    /// A string in images.toml at this key path.
-    File(Vec<String>),
-    /// An environment variable (a profile's `upstream_env`): not ours to write.
-    Env(String),
-}
-
-/// The pin in force, read leniently from images.toml (a tag-only upstream
-/// is what this command exists to pin).
-struct Target {
-    slot: Slot,
-    /// The text of the pin as written (`debian:trixie-slim@sha256:…`).
-    text: String,
-    /// The tag followed (a reference without digest).
-    tracked: Reference,
-    pinned: Option<Digest>,
-}
-
-impl Target {
-    fn origin(&self) -> String {
-        match &self.slot {
-            Slot::File(path) => format!("images.toml `{}`", path.join(".")),
-            Slot::Env(var) => format!("${var}"),
-        }
-    }
-}
-
-fn find_target(editor: &Editor, profile: Option<&str>) -> anyhow::Result<Target> {
-    let in_profile = |key: &str| profile.and_then(|p| editor.string(&["profiles", p, key]));
-    let (slot, text, tracks) = match (in_profile("upstream_env"), in_profile("upstream")) {
-        (Some(var), tracks) => {
-            let value = std::env::var(&var)
-                .ok()
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| {
-                    anyhow!("the profile takes its upstream from ${var}, which is not set")
-                })?;
-            (Slot::Env(var), value, tracks)
-        }
-        (None, Some(text)) => (
-            Slot::File(vec![
-                "profiles".into(),
-                profile.unwrap_or_default().into(),
-                "upstream".into(),
-            ]),
-            text,
-            None,
-        ),
-        (None, None) => {
-            let text = editor
-                .string(&["upstream"])
-                .ok_or_else(|| anyhow!("images.toml has no `upstream`"))?;
-            (Slot::File(vec!["upstream".into()]), text, None)
-        }
-    };
-    let reference: Reference = text.parse()?;
-    let tracked: Reference = match tracks {
-        Some(t) => t.parse()?,
-        None => match reference.tag() {
-            Some(tag) => Reference::with_tag(reference.repo(), tag)?,
-            None => anyhow::bail!("the upstream `{text}` names no tag to follow"),
-        },
-    };
-    Ok(Target {
-        slot,
-        pinned: reference.digest().cloned(),
-        text,
-        tracked,
-    })
-}
-
-/// The new text of the pin: the name as written, the new digest.
-fn pinned_text(text: &str, digest: &Digest) -> String {
-    let name = text.split_once('@').map_or(text, |(name, _)| name);
-    format!("{name}@{digest}")
-}
-
 pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let path = ctx.manifest_path().to_path_buf();
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let mut editor = Editor::parse(&text)?;
-    let target = find_target(&editor, ctx.profile())?;
-    let declared = editor.strings(&["platforms"]);
-    let platforms: Vec<Platform> = if declared.is_empty() {
-        vec![Platform::host()]
-    } else {
-        declared
-            .iter()
-            .map(|p| p.parse())
-            .collect::<Result<_, _>>()?
-    };
+    let target = target::find(&editor, ctx.profile())?;
+    let platforms = target::platforms(&editor)?;
     let insecure = ctx
         .profile()
         .map(|p| editor.strings(&["profiles", p, "insecure_registries"]))
@@ -137,7 +52,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
             args.force,
         ))
         .with_context(|| format!("updating the upstream ({})", target.origin()))?;
-    let new_text = pinned_text(&target.text, &plan.current.digest);
+    let new_text = target::pinned_text(&target.text, &plan.current.digest);
 
     let mut written = false;
     let mut rendered = 0;
@@ -153,24 +68,20 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     }
 
     if args.json {
-        super::write_json(&serde_json::json!({
-            "origin": target.origin(),
-            "tag": plan.tag,
-            "reference": target.text,
-            "new_reference": new_text,
-            "pinned": plan.pinned,
-            "current": plan.current,
-            "platforms": plan.platforms,
-            "changed": plan.changed,
-            "written": written,
-        }))?;
+        super::write_json(&target::Report::new(&target, &plan, &new_text, written))?;
     } else {
         report(&target, &plan)?;
     }
-    let names = changed_platforms(&plan);
+    conclude(&target, &plan, written, rendered)
+}
+
+/// The one-line verdict on stderr, and the gate's status when the pin
+/// should move and was not written.
+fn conclude(target: &Target, plan: &Plan, written: bool, rendered: usize) -> exit::Result {
+    let names = changed_platforms(plan);
     match (plan.changed, written, &target.slot) {
         (false, _, _) => {
-            eprintln!("update-base: up to date ({})", unchanged_note(&plan));
+            eprintln!("update-base: up to date ({})", unchanged_note(plan));
             Ok(())
         }
         (true, true, _) => {
@@ -266,22 +177,4 @@ fn report(target: &Target, plan: &Plan) -> exit::Result {
     }
     out!("{}", table.render())?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_name_is_kept_as_written() {
-        let d = Digest::sha256(b"x");
-        assert_eq!(
-            pinned_text("debian:trixie-slim@sha256:00", &d),
-            format!("debian:trixie-slim@{d}")
-        );
-        assert_eq!(
-            pinned_text("debian:trixie-slim", &d),
-            format!("debian:trixie-slim@{d}")
-        );
-    }
 }

@@ -1,0 +1,160 @@
+//! The pin in force, read leniently from images.toml (a tag-only upstream
+//! is what `update-base` exists to pin): where it is kept, the tag it
+//! follows, the platforms the family builds, and the text of a new pin.
+
+use crate::manifest::edit::Editor;
+use crate::registry::{self, Digest, Platform, Reference};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("the profile takes its upstream from ${var}, which is not set")]
+    EnvUnset { var: String },
+    #[error("images.toml has no `upstream`")]
+    NoUpstream,
+    #[error("the upstream `{text}` names no tag to follow")]
+    NoTag { text: String },
+    #[error(transparent)]
+    Reference(#[from] registry::Error),
+}
+
+/// Where the pin in force is kept.
+pub enum Slot {
+    /// A string in images.toml at this key path.
+    File(Vec<String>),
+    /// An environment variable (a profile's `upstream_env`): not ours to write.
+    Env(String),
+}
+
+/// The pin in force, read leniently from images.toml (a tag-only upstream
+/// is what this command exists to pin).
+pub struct Target {
+    pub slot: Slot,
+    /// The text of the pin as written (`debian:trixie-slim@sha256:…`).
+    pub text: String,
+    /// The tag followed (a reference without digest).
+    pub tracked: Reference,
+    pub pinned: Option<Digest>,
+}
+
+impl Target {
+    /// Where the pin is, for messages.
+    pub fn origin(&self) -> String {
+        match &self.slot {
+            Slot::File(path) => format!("images.toml `{}`", path.join(".")),
+            Slot::Env(var) => format!("${var}"),
+        }
+    }
+}
+
+/// The pin in force for `profile`: its `upstream_env`, its `upstream`, or
+/// the top-level `upstream`.
+pub fn find(editor: &Editor, profile: Option<&str>) -> Result<Target, TargetError> {
+    let in_profile = |key: &str| profile.and_then(|p| editor.string(&["profiles", p, key]));
+    let (slot, text, tracks) = match (in_profile("upstream_env"), in_profile("upstream")) {
+        (Some(var), tracks) => {
+            let value = std::env::var(&var)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| TargetError::EnvUnset { var: var.clone() })?;
+            (Slot::Env(var), value, tracks)
+        }
+        (None, Some(text)) => (
+            Slot::File(vec![
+                "profiles".into(),
+                profile.unwrap_or_default().into(),
+                "upstream".into(),
+            ]),
+            text,
+            None,
+        ),
+        (None, None) => {
+            let text = editor
+                .string(&["upstream"])
+                .ok_or(TargetError::NoUpstream)?;
+            (Slot::File(vec!["upstream".into()]), text, None)
+        }
+    };
+    let reference: Reference = text.parse()?;
+    let tracked: Reference = match tracks {
+        Some(t) => t.parse()?,
+        None => match reference.tag() {
+            Some(tag) => Reference::with_tag(reference.repo(), tag)?,
+            None => return Err(TargetError::NoTag { text }),
+        },
+    };
+    Ok(Target {
+        slot,
+        pinned: reference.digest().cloned(),
+        text,
+        tracked,
+    })
+}
+
+/// The new text of the pin: the name as written, the new digest.
+pub fn pinned_text(text: &str, digest: &Digest) -> String {
+    let name = text.split_once('@').map_or(text, |(name, _)| name);
+    format!("{name}@{digest}")
+}
+
+/// `update-base --json`: the pin in force, the decision and what was done.
+#[derive(Debug, serde::Serialize)]
+pub struct Report<'a> {
+    pub origin: String,
+    pub tag: &'a str,
+    pub reference: &'a str,
+    pub new_reference: &'a str,
+    pub pinned: &'a Option<super::Snapshot>,
+    pub current: &'a super::Snapshot,
+    pub platforms: &'a [super::PlatformChange],
+    pub changed: bool,
+    pub written: bool,
+}
+
+impl<'a> Report<'a> {
+    pub fn new(
+        target: &'a Target,
+        plan: &'a super::Plan,
+        new_reference: &'a str,
+        written: bool,
+    ) -> Report<'a> {
+        Report {
+            origin: target.origin(),
+            tag: &plan.tag,
+            reference: &target.text,
+            new_reference,
+            pinned: &plan.pinned,
+            current: &plan.current,
+            platforms: &plan.platforms,
+            changed: plan.changed,
+            written,
+        }
+    }
+}
+
+/// The platforms images.toml's `platforms` names; the host's without any.
+pub fn platforms(editor: &Editor) -> Result<Vec<Platform>, registry::Error> {
+    let declared = editor.strings(&["platforms"]);
+    if declared.is_empty() {
+        Ok(vec![Platform::host()])
+    } else {
+        declared.iter().map(|p| p.parse()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_name_is_kept_as_written() {
+        let d = Digest::sha256(b"x");
+        assert_eq!(
+            pinned_text("debian:trixie-slim@sha256:00", &d),
+            format!("debian:trixie-slim@{d}")
+        );
+        assert_eq!(
+            pinned_text("debian:trixie-slim", &d),
+            format!("debian:trixie-slim@{d}")
+        );
+    }
+}
