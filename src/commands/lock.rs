@@ -2,13 +2,11 @@
 //! `docker/locks/<fragment>/` from the versions images.toml pins.
 
 use super::context::{Context, runtime};
-use crate::build::resolve_upstream;
 use crate::engine::Engine;
-use crate::exit;
+use crate::exit::{self, Status, WithStatus};
 use crate::feeds::Feeds;
-use crate::locks::generate::{self, Base, Request};
-use crate::name::Unknown;
-use anyhow::{Context as _, anyhow};
+use crate::locks::generate::{self, Request};
+use anyhow::Context as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -30,28 +28,7 @@ pub struct Args {
 pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let manifest = ctx.manifest()?;
     let settings = ctx.settings()?;
-    let names: Vec<String> = if args.fragments.is_empty() {
-        manifest
-            .fragments
-            .values()
-            .filter(|f| f.lock_dir().is_some())
-            .map(|f| f.name.clone())
-            .collect()
-    } else {
-        args.fragments.clone()
-    };
-    let mut fragments = Vec::new();
-    for name in &names {
-        let f = manifest.fragments.get(name).ok_or_else(|| {
-            Unknown::new("fragment", name, "images.toml", manifest.fragments.keys())
-        })?;
-        if f.lock_dir().is_none() {
-            return Err(exit::Error::usage(format!(
-                "fragment `{name}` installs nothing from npm or PyPI: there is nothing to lock"
-            )));
-        }
-        fragments.push(f);
-    }
+    let fragments = generate::select(manifest, &args.fragments).status(Status::Usage)?;
     let ca_bundle = args.ca_bundle.clone().or(settings.ca_bundle.clone());
     let mut ca_files = args.ca_certs.clone();
     ca_files.extend(ca_bundle.clone());
@@ -65,26 +42,12 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
                 Some(e) => e,
                 None => engine.insert(ctx.engine()?),
             };
-            Some(match generate::base_of(manifest, &fragment.name) {
-                Some(Base::Variant(v)) => match family.current_image(engine.as_ref(), &v)? {
-                    // The image of exactly the current inputs: a plain
-                    // variant tag may be another checkout's build.
-                    Some((tag, _)) => tag,
-                    None => {
-                        return Err(anyhow!(
-                            "locking `{}` runs its package manager in the `{v}` image, which is \
-                             not built for the current inputs: run `sunaba-images build {v}` first",
-                            fragment.name
-                        )
-                        .into());
-                    }
-                },
-                Some(Base::Upstream) | None => {
-                    let pinned = family.upstream.pinned()?;
-                    resolve_upstream(engine.as_ref(), &pinned, None)?;
-                    pinned.to_string()
-                }
-            })
+            Some(generate::image_for(
+                manifest,
+                &family,
+                engine.as_ref(),
+                &fragment.name,
+            )?)
         } else {
             None
         };
@@ -107,15 +70,21 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
                 ca_bundle: ca_bundle.clone(),
             }))
             .with_context(|| format!("locking fragment `{}`", fragment.name))?;
-        for note in &report.notes {
-            outln!("{}: {note}", fragment.name)?;
-        }
-        if report.written.is_empty() {
-            outln!("{}: up to date", fragment.name)?;
-        }
-        for path in &report.written {
-            outln!("{}: wrote {}", fragment.name, path.display())?;
-        }
+        print_report(&fragment.name, &report)?;
+    }
+    Ok(())
+}
+
+/// What locking a fragment did, a line each.
+fn print_report(fragment: &str, report: &generate::Report) -> exit::Result {
+    for note in &report.notes {
+        outln!("{}: {note}", fragment)?;
+    }
+    if report.written.is_empty() {
+        outln!("{}: up to date", fragment)?;
+    }
+    for path in &report.written {
+        outln!("{}: wrote {}", fragment, path.display())?;
     }
     Ok(())
 }

@@ -307,6 +307,86 @@ fn lock_pypi(req: &Request<'_>, dir: &Path, report: &mut Report) -> Result<(), L
     put(root, &dir.join(pypi::REQUIREMENTS_TXT), &compiled, report)
 }
 
+/// Why `lock` cannot take the fragments it is asked for.
+#[derive(Debug, thiserror::Error)]
+pub enum SelectError {
+    #[error(transparent)]
+    Unknown(#[from] crate::name::Unknown),
+    #[error("fragment `{name}` installs nothing from npm or PyPI: there is nothing to lock")]
+    NothingToLock { name: String },
+}
+
+/// The fragments named (all that install from npm or PyPI when none are),
+/// each declared and with something to lock.
+pub fn select<'a>(
+    manifest: &'a Manifest,
+    names: &[String],
+) -> Result<Vec<&'a Fragment>, SelectError> {
+    let names: Vec<String> = if names.is_empty() {
+        manifest
+            .fragments
+            .values()
+            .filter(|f| f.lock_dir().is_some())
+            .map(|f| f.name.clone())
+            .collect()
+    } else {
+        names.to_vec()
+    };
+    let mut fragments = Vec::new();
+    for name in &names {
+        let f = manifest.fragments.get(name).ok_or_else(|| {
+            crate::name::Unknown::new("fragment", name, "images.toml", manifest.fragments.keys())
+        })?;
+        if f.lock_dir().is_none() {
+            return Err(SelectError::NothingToLock { name: name.clone() });
+        }
+        fragments.push(f);
+    }
+    Ok(fragments)
+}
+
+/// Why there is no image to lock a fragment in.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error(
+        "locking `{fragment}` runs its package manager in the `{variant}` image, which is \
+         not built for the current inputs: run `sunaba-images build {variant}` first"
+    )]
+    NotBuilt { fragment: String, variant: String },
+    #[error(transparent)]
+    Build(#[from] crate::build::BuildError),
+    #[error(transparent)]
+    Upstream(#[from] crate::manifest::UpstreamError),
+}
+
+/// The image `fragment`'s package managers run in ([`base_of`]): the
+/// parent variant's image of exactly the current inputs (a plain variant
+/// tag may be another checkout's build), else the pinned upstream, pulled
+/// when missing.
+pub fn image_for(
+    manifest: &Manifest,
+    family: &crate::build::Family,
+    engine: &dyn Engine,
+    fragment: &str,
+) -> Result<String, ImageError> {
+    Ok(match base_of(manifest, fragment) {
+        Some(Base::Variant(v)) => match family.current_image(engine, &v)? {
+            Some((tag, _)) => tag,
+            None => {
+                return Err(ImageError::NotBuilt {
+                    fragment: fragment.to_string(),
+                    variant: v,
+                });
+            }
+        },
+        Some(Base::Upstream) | None => {
+            let pinned = family.upstream.pinned()?;
+            crate::build::resolve_upstream(engine, &pinned, None)?;
+            pinned.to_string()
+        }
+    })
+}
+
 /// Which image a fragment's package managers run in for locking.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Base {
