@@ -161,6 +161,24 @@ impl<E: Into<anyhow::Error>> From<E> for Error {
     }
 }
 
+/// `run`'s outcome from the sandboxed command's exit status: its own code
+/// passed through (1 when it does not fit), 128 + the signal that killed it.
+pub fn sandboxed(status: std::process::ExitStatus) -> Result {
+    use std::os::unix::process::ExitStatusExt;
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(code) => Err(Error::reported(Status::Sandboxed(
+            u8::try_from(code).unwrap_or(1),
+        ))),
+        None => {
+            let signal = status.signal().unwrap_or(0);
+            Err(Error::reported(Status::Sandboxed(
+                128u8.saturating_add(u8::try_from(signal).unwrap_or(0)),
+            )))
+        }
+    }
+}
+
 /// The one mapping from kinds of failure to exit statuses: a name the
 /// project does not declare ([`crate::name::Unknown`], anywhere in the
 /// chain) is a usage error; anything else is an operational failure.
@@ -208,6 +226,15 @@ pub fn report(outcome: Result) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sandboxed_status_is_passed_through_and_a_signal_is_128_plus() {
+        use std::os::unix::process::ExitStatusExt;
+        let of = |raw| status_of(&sandboxed(std::process::ExitStatus::from_raw(raw)));
+        assert_eq!(of(0), Status::Success);
+        assert_eq!(of(3 << 8), Status::Sandboxed(3));
+        assert_eq!(of(9), Status::Sandboxed(137));
+    }
 
     #[test]
     fn statuses_are_distinct_and_documented_values() {

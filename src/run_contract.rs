@@ -248,6 +248,14 @@ fn valid_env_name(name: &str) -> bool {
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
+/// Our own environment, the names that are text (what [`allowed_env`]
+/// picks from).
+pub fn caller_env() -> BTreeMap<String, OsString> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
+        .collect()
+}
+
 /// The variables that cross: exactly the names asked for, each allowed and
 /// set in `caller_env`. A name on the deny list is an error (said, never
 /// silently dropped); a name the caller does not have is skipped.
@@ -309,6 +317,11 @@ impl Directive {
             }
         }
         Err(denied())
+    }
+
+    /// Each of `texts`, in order; the first refused one is the error.
+    pub fn parse_all(texts: &[String]) -> Result<Vec<Directive>, ContractError> {
+        texts.iter().map(|d| Directive::parse(d)).collect()
     }
 
     /// Whether the engine must be able to honour it, or it is dropped.
@@ -516,9 +529,110 @@ fn mount_value(source: &Path) -> OsString {
     OsString::from_vec(out)
 }
 
+// ------------------------------------------------------------ what is asked ---
+
+/// What an owner asks of a sandbox (`run`'s flags), before the engine's
+/// resources set the caps.
+#[derive(Debug, Clone, Default)]
+pub struct Ask {
+    pub alias: Option<String>,
+    pub network: bool,
+    /// Whole GiB (default: the engine's memory minus 3 GiB; at least 4).
+    pub memory_gib: Option<u64>,
+    pub cpus: Option<u32>,
+    /// Names already allowed ([`allowed_env`]).
+    pub env: Vec<String>,
+    pub directives: Vec<Directive>,
+    pub command: Vec<String>,
+    pub interactive: bool,
+    pub tty: bool,
+}
+
+impl ContractError {
+    /// Whether the error is about what was asked (a usage error), rather
+    /// than about the sandbox itself.
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, ContractError::RelativeWorkspace { .. })
+    }
+}
+
+/// The sandbox `ask` gets on an engine with `resources`: an optional
+/// directive the engine cannot honour is dropped (`dropped` hears of it),
+/// memory and CPUs are capped by what the engine has.
+pub fn sandbox(
+    image: impl Into<String>,
+    workspace: &Path,
+    resources: &crate::engine::Resources,
+    ask: Ask,
+    dropped: &mut dyn FnMut(&Directive),
+) -> Result<Sandbox, ContractError> {
+    let mut directives = ask.directives;
+    directives.retain(|d| {
+        let keep = !d.optional() || resources.gpus;
+        if !keep {
+            dropped(d);
+        }
+        keep
+    });
+    let mut sandbox = Sandbox::new(
+        image,
+        workspace,
+        memory_cap(resources.memory_bytes, ask.memory_gib)?,
+    )?;
+    sandbox.alias = ask.alias;
+    sandbox.network = ask.network;
+    sandbox.cpus = cpu_cap(resources.cpus, ask.cpus)?;
+    sandbox.env = ask.env;
+    sandbox.directives = directives;
+    sandbox.command = ask.command;
+    sandbox.interactive = ask.interactive;
+    sandbox.tty = ask.tty;
+    Ok(sandbox)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_is_asked_is_capped_by_the_engine_and_a_gpu_dropped_without_one() {
+        let resources = crate::engine::Resources {
+            memory_bytes: 16 * GIB,
+            cpus: 8,
+            gpus: false,
+        };
+        let ask = Ask {
+            alias: Some("py".into()),
+            cpus: Some(2),
+            directives: Directive::parse_all(&["--gpus=all".into(), "--shm-size=1g".into()])
+                .unwrap(),
+            ..Ask::default()
+        };
+        let mut dropped = Vec::new();
+        let s = sandbox("img", Path::new("/w"), &resources, ask, &mut |d| {
+            dropped.push(d.to_string())
+        })
+        .unwrap();
+        assert_eq!(dropped, ["--gpus=all"]);
+        assert_eq!(s.directives, [Directive::ShmSize("1g".into())]);
+        assert_eq!((s.memory_bytes, s.cpus), (13 * GIB, Some(2)));
+        assert_eq!(s.alias.as_deref(), Some("py"));
+
+        let too_many = Ask {
+            cpus: Some(9),
+            ..Ask::default()
+        };
+        let e = sandbox("img", Path::new("/w"), &resources, too_many, &mut |_| {}).unwrap_err();
+        assert!(e.is_usage(), "{e}");
+        let relative = sandbox(
+            "img",
+            Path::new("w"),
+            &resources,
+            Ask::default(),
+            &mut |_| {},
+        );
+        assert!(!relative.unwrap_err().is_usage());
+    }
 
     #[test]
     fn names_round_trip_and_strangers_are_not_ours() {

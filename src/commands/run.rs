@@ -6,9 +6,8 @@ use super::context::{Context, PinsOptions};
 use crate::exit::{self, Status, WithStatus};
 use crate::pins::PinsFile;
 use crate::process::Cmd;
-use crate::run_contract::{self, Directive, Sandbox};
+use crate::run_contract::{self, Directive};
 use anyhow::Context as _;
-use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -68,33 +67,14 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         (None, Some(alias)) => Some(pinned(ctx, &args.file, alias)?),
         (None, None) => unreachable!("clap requires an alias or --image"),
     };
-    let workspace = args
-        .workspace
-        .clone()
-        .map_or_else(std::env::current_dir, Ok)
-        .context("finding the workspace")?;
-    let workspace = std::fs::canonicalize(&workspace)
-        .with_context(|| format!("the workspace {} cannot be used", workspace.display()))?;
-    if !workspace.is_dir() {
-        return Err(exit::Error::usage(format!(
-            "the workspace {} is not a directory",
-            workspace.display()
-        )));
-    }
+    let workspace = workspace(args.workspace.clone())?;
 
-    let caller_env: BTreeMap<String, std::ffi::OsString> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
-        .collect();
-    let env = run_contract::allowed_env(&args.env, &caller_env).status(Status::Usage)?;
+    let env =
+        run_contract::allowed_env(&args.env, &run_contract::caller_env()).status(Status::Usage)?;
     for name in args.env.iter().filter(|n| !env.contains(n)) {
         eprintln!("note: {name} is not set here, so it is not passed");
     }
-    let mut directives = args
-        .directives
-        .iter()
-        .map(|d| Directive::parse(d))
-        .collect::<Result<Vec<_>, _>>()
-        .status(Status::Usage)?;
+    let directives = Directive::parse_all(&args.directives).status(Status::Usage)?;
 
     let engine = ctx.engine()?;
     let image = match (&pin, &args.image) {
@@ -108,58 +88,54 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let resources = engine
         .resources()
         .context("asking the engine for its memory and CPUs")?;
-    directives.retain(|d| {
-        let keep = !d.optional() || resources.gpus;
-        if !keep {
-            eprintln!("warning: {d} dropped: the engine has no GPU runtime");
-        }
-        keep
-    });
-    let mut sandbox = Sandbox::new(
-        image,
-        &workspace,
-        run_contract::memory_cap(resources.memory_bytes, args.memory).status(Status::Usage)?,
-    )?;
-    sandbox.alias = args.alias.clone();
-    sandbox.network = args.network;
-    sandbox.cpus = run_contract::cpu_cap(resources.cpus, args.cpus).status(Status::Usage)?;
-    sandbox.env = env;
-    sandbox.directives = directives;
-    sandbox.command = args.command.clone();
     let terminal = std::io::stdin().is_terminal();
-    sandbox.interactive = args.interactive || terminal;
-    sandbox.tty = args.tty || (terminal && std::io::stdout().is_terminal());
+    let ask = run_contract::Ask {
+        alias: args.alias.clone(),
+        network: args.network,
+        memory_gib: args.memory,
+        cpus: args.cpus,
+        env,
+        directives,
+        command: args.command.clone(),
+        interactive: args.interactive || terminal,
+        tty: args.tty || (terminal && std::io::stdout().is_terminal()),
+    };
+    let sandbox = match run_contract::sandbox(image, &workspace, &resources, ask, &mut |d| {
+        eprintln!("warning: {d} dropped: the engine has no GPU runtime")
+    }) {
+        Err(e) if e.is_usage() => Err(e).status(Status::Usage)?,
+        sandbox => sandbox?,
+    };
 
     let cmd = Cmd::new(engine.program()).args(sandbox.args());
     if args.json {
-        let argv: Vec<String> = std::iter::once(cmd.program())
-            .chain(cmd.get_args().iter().map(|a| a.as_os_str()))
-            .map(utf8)
-            .collect::<anyhow::Result<_>>()?;
-        return super::write_json(&argv);
+        return super::write_json(&argv(&cmd)?);
     }
     if args.print {
-        let words: Vec<String> = std::iter::once(cmd.program())
-            .chain(cmd.get_args().iter().map(|a| a.as_os_str()))
-            .map(|a| utf8(a).map(|w| crate::process::sh_quote(&w)))
-            .collect::<anyhow::Result<_>>()?;
+        let words: Vec<String> = argv(&cmd)?
+            .iter()
+            .map(|w| crate::process::sh_quote(w))
+            .collect();
         outln!("{}", words.join(" "))?;
         return Ok(());
     }
-    let status = cmd.interactive()?;
-    match status.code() {
-        Some(0) => Ok(()),
-        Some(code) => Err(exit::Error::reported(Status::Sandboxed(
-            u8::try_from(code).unwrap_or(1),
-        ))),
-        None => {
-            use std::os::unix::process::ExitStatusExt;
-            let signal = status.signal().unwrap_or(0);
-            Err(exit::Error::reported(Status::Sandboxed(
-                128u8.saturating_add(u8::try_from(signal).unwrap_or(0)),
-            )))
-        }
+    exit::sandboxed(cmd.interactive()?)
+}
+
+/// The workspace directory: `--workspace` or the current one, canonical.
+fn workspace(asked: Option<PathBuf>) -> exit::Result<PathBuf> {
+    let workspace = asked
+        .map_or_else(std::env::current_dir, Ok)
+        .context("finding the workspace")?;
+    let workspace = std::fs::canonicalize(&workspace)
+        .with_context(|| format!("the workspace {} cannot be used", workspace.display()))?;
+    if !workspace.is_dir() {
+        return Err(exit::Error::usage(format!(
+            "the workspace {} is not a directory",
+            workspace.display()
+        )));
     }
+    Ok(workspace)
 }
 
 /// `repository@digest` of a pinned alias.
@@ -175,6 +151,14 @@ fn pinned(ctx: &Context, file: &PinsOptions, alias: &str) -> exit::Result<crate:
         unknown.with_hint("name an image with --image to run an unpinned one")
     })?;
     Ok(pin.clone())
+}
+
+/// The engine argv, each word as text.
+fn argv(cmd: &Cmd) -> anyhow::Result<Vec<String>> {
+    std::iter::once(cmd.program())
+        .chain(cmd.get_args().iter().map(|a| a.as_os_str()))
+        .map(utf8)
+        .collect()
 }
 
 fn utf8(arg: &std::ffi::OsStr) -> anyhow::Result<String> {
