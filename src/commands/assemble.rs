@@ -7,8 +7,8 @@
 
 use super::context::{Context, RegistryOptions, runtime};
 use crate::exit::{self, Status, WithStatus};
-use crate::registry::{Digest, Reference};
-use anyhow::{Context as _, anyhow};
+use crate::registry::{ChildRef, Digest, IndexReport, Reference, Repository};
+use anyhow::anyhow;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -39,72 +39,12 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
         .status(Status::Usage);
     }
     let repo = target.repo().clone();
-    // A child is a digest or a reference in the target's own repository
-    // (an index lists manifests of the repository it lives in).
-    let children: Vec<Child> = args
-        .children
-        .iter()
-        .map(|c| {
-            if let Ok(d) = c.parse::<Digest>() {
-                return Ok(Child::Digest(d));
-            }
-            let r: Reference = c.parse()?;
-            if r.repo() != &repo {
-                return Err(anyhow!(
-                    "{c}: not in {repo}; push it there first (an index names images of its own repository)"
-                ));
-            }
-            Ok(match r.digest() {
-                Some(d) => Child::Digest(d.clone()),
-                None => Child::Tag(r),
-            })
-        })
-        .collect::<anyhow::Result<_>>()
-        .status(Status::Usage)?;
+    let children = children(&args.children, &repo).status(Status::Usage)?;
     let client = ctx.registry(&args.registry)?;
     let rt = runtime()?;
-    let (index, put) = rt.block_on(async {
-        let mut digests = Vec::with_capacity(children.len());
-        for child in children {
-            digests.push(match child {
-                Child::Digest(d) => d,
-                Child::Tag(r) => client
-                    .manifest_digest(&r)
-                    .await?
-                    .with_context(|| format!("{r} is not in the registry"))?,
-            });
-        }
-        let index = client.assemble_index(&repo, &digests).await?;
-        let at = if target.tag().is_some() {
-            target.clone()
-        } else {
-            target.by_digest(index.digest.clone())
-        };
-        let there = client.manifest_digest(&at).await?;
-        let put = !args.dry_run && there.as_ref() != Some(&index.digest);
-        if put {
-            let stored = client.put_index(&at, &index).await?;
-            if stored != index.digest {
-                anyhow::bail!(
-                    "{at}: the registry stored the index as {stored}, not {}",
-                    index.digest
-                );
-            }
-        }
-        anyhow::Ok((index, put))
-    })?;
+    let (index, put) = rt.block_on(client.assemble_at(&target, children, args.dry_run))?;
     if args.json {
-        super::write_json(&serde_json::json!({
-            "reference": format!("{repo}@{}", index.digest),
-            "tag": target.tag(),
-            "digest": index.digest.to_string(),
-            "media_type": index.media_type,
-            "written": put,
-            "platforms": index.platforms.iter().map(|(p, d)| serde_json::json!({
-                "platform": p.to_string(),
-                "digest": d.to_string(),
-            })).collect::<Vec<_>>(),
-        }))?;
+        super::write_json(&IndexReport::new(&target, &index, put))?;
     } else {
         outln!("{}", index.digest)?;
         let platforms: Vec<String> = index.platforms.iter().map(|(p, _)| p.to_string()).collect();
@@ -125,7 +65,25 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     Ok(())
 }
 
-enum Child {
-    Digest(Digest),
-    Tag(Reference),
+/// The children as named: a digest or a reference in the target's own
+/// repository (an index lists manifests of the repository it lives in).
+fn children(texts: &[String], repo: &Repository) -> anyhow::Result<Vec<ChildRef>> {
+    texts
+        .iter()
+        .map(|c| {
+            if let Ok(d) = c.parse::<Digest>() {
+                return Ok(ChildRef::Digest(d));
+            }
+            let r: Reference = c.parse()?;
+            if r.repo() != repo {
+                return Err(anyhow!(
+                    "{c}: not in {repo}; push it there first (an index names images of its own repository)"
+                ));
+            }
+            Ok(match r.digest() {
+                Some(d) => ChildRef::Digest(d.clone()),
+                None => ChildRef::Tag(r),
+            })
+        })
+        .collect()
 }

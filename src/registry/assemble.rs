@@ -269,6 +269,109 @@ impl Client {
     }
 }
 
+/// A child of an index as `assemble` names it: a digest, or a tag in the
+/// index's repository (read when the index is assembled).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChildRef {
+    Digest(Digest),
+    Tag(Reference),
+}
+
+/// Why an index could not be put at its target.
+#[derive(Debug, thiserror::Error)]
+pub enum AssembleError {
+    #[error("{0} is not in the registry")]
+    NoChild(Reference),
+    #[error("{at}: the registry stored the index as {stored}, not {digest}")]
+    StoredAs {
+        at: Reference,
+        stored: Digest,
+        digest: Digest,
+    },
+    #[error(transparent)]
+    Registry(#[from] Error),
+}
+
+impl Client {
+    /// Assembles the index of `children` in `target`'s repository and puts
+    /// it at `target` (by its digest when `target` has no tag), unless it
+    /// is there already or `dry_run`; returns it and whether it was put.
+    pub async fn assemble_at(
+        &self,
+        target: &Reference,
+        children: Vec<ChildRef>,
+        dry_run: bool,
+    ) -> std::result::Result<(AssembledIndex, bool), AssembleError> {
+        let mut digests = Vec::with_capacity(children.len());
+        for child in children {
+            digests.push(match child {
+                ChildRef::Digest(d) => d,
+                ChildRef::Tag(r) => match self.manifest_digest(&r).await? {
+                    Some(d) => d,
+                    None => return Err(AssembleError::NoChild(r)),
+                },
+            });
+        }
+        let index = self.assemble_index(target.repo(), &digests).await?;
+        let at = if target.tag().is_some() {
+            target.clone()
+        } else {
+            target.by_digest(index.digest.clone())
+        };
+        let there = self.manifest_digest(&at).await?;
+        let put = !dry_run && there.as_ref() != Some(&index.digest);
+        if put {
+            let stored = self.put_index(&at, &index).await?;
+            if stored != index.digest {
+                return Err(AssembleError::StoredAs {
+                    at,
+                    stored,
+                    digest: index.digest,
+                });
+            }
+        }
+        Ok((index, put))
+    }
+}
+
+/// `assemble --json`: where the index is, what it is and lists.
+#[derive(Debug, Serialize)]
+pub struct IndexReport<'a> {
+    pub reference: String,
+    pub tag: Option<&'a str>,
+    pub digest: String,
+    pub media_type: &'static str,
+    pub written: bool,
+    pub platforms: Vec<PlatformEntry>,
+}
+
+/// One entry of an [`IndexReport`].
+#[derive(Debug, Serialize)]
+pub struct PlatformEntry {
+    pub platform: String,
+    pub digest: String,
+}
+
+impl<'a> IndexReport<'a> {
+    pub fn new(target: &'a Reference, index: &AssembledIndex, written: bool) -> IndexReport<'a> {
+        IndexReport {
+            reference: format!("{}@{}", target.repo(), index.digest),
+            tag: target.tag(),
+            digest: index.digest.to_string(),
+            media_type: index.media_type,
+            written,
+            platforms: index
+                .platforms
+                .iter()
+                .map(|(p, d)| PlatformEntry {
+                    platform: p.to_string(),
+                    digest: d.to_string(),
+                })
+                .collect(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::fake::FakeRegistry;
@@ -453,6 +556,39 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(arm64.digest, index.platforms[1].1);
+    }
+
+    #[tokio::test]
+    async fn assembled_at_a_target_once_and_a_missing_tag_named() {
+        let reg = FakeRegistry::start().await;
+        let client = reg.client();
+        let repo: Repository = format!("{}/a/b", reg.authority).parse().unwrap();
+        let amd = push_image(&reg, "a/b", "amd64", mt::OCI_MANIFEST);
+        let target = Reference::with_tag(&repo, "multi").unwrap();
+        let children = || vec![ChildRef::Digest(amd.clone())];
+        let (dry, put) = client.assemble_at(&target, children(), true).await.unwrap();
+        assert!(!put, "a dry run puts nothing");
+        let (index, put) = client
+            .assemble_at(&target, children(), false)
+            .await
+            .unwrap();
+        assert!(put);
+        assert_eq!(index.digest, dry.digest);
+        let (_, put) = client
+            .assemble_at(&target, children(), false)
+            .await
+            .unwrap();
+        assert!(!put, "already there");
+        let report = IndexReport::new(&target, &index, put);
+        assert_eq!(report.reference, format!("{repo}@{}", index.digest));
+        assert_eq!(report.tag, Some("multi"));
+
+        let absent = Reference::with_tag(&repo, "absent").unwrap();
+        let err = client
+            .assemble_at(&target, vec![ChildRef::Tag(absent.clone())], false)
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), format!("{absent} is not in the registry"));
     }
 
     #[tokio::test]

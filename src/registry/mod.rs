@@ -58,7 +58,9 @@ mod resolve;
 mod tags;
 mod transport;
 
-pub use assemble::{AssembledIndex, Child, assemble};
+pub use assemble::{
+    AssembleError, AssembledIndex, Child, ChildRef, IndexReport, PlatformEntry, assemble,
+};
 pub use blob::{BlobCopy, MAX_COPIED_BLOB};
 pub use client::{Client, ClientBuilder};
 pub use config::{ImageConfig, config_descriptor};
