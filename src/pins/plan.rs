@@ -30,7 +30,7 @@ impl AliasSpec {
             .into_iter()
             .map(|(alias, variant)| AliasSpec {
                 owed: manifest.owed_tools(&variant),
-                smoke: crate::smoke::plan(manifest, &variant).suites(),
+                smoke: crate::smoke::suites(manifest, &variant),
                 alias,
                 variant,
             })

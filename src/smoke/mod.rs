@@ -55,6 +55,30 @@ pub struct Plan {
     pub skipped: Vec<Skipped>,
 }
 
+/// The suites `variant` runs (each with a case, the neutral suite first):
+/// the names of [`plan`]'s suites, without reading any project (what a
+/// passing record must have covered, for pinning).
+pub fn suites(manifest: &Manifest, variant: &str) -> Vec<String> {
+    let owed = manifest.owed_tools(variant);
+    let mut out: Vec<String> = Vec::new();
+    for suite in manifest.smoke_suites(variant) {
+        let runs = suite
+            .commands
+            .iter()
+            .any(|c| !c.expect.is_empty() && c.tools.iter().all(|t| owed.contains(t)));
+        if runs && !out.contains(&suite.name) {
+            out.push(suite.name.clone());
+        }
+    }
+    sort_suites(&mut out);
+    out
+}
+
+/// The neutral suite first, then by name.
+fn sort_suites(suites: &mut [String]) {
+    suites.sort_by_key(|s| (s != NEUTRAL, s.clone()));
+}
+
 /// The cases of `variant`: the neutral suite and those of the languages it
 /// serves; each command on each project it has an expectation for, where
 /// the variant owes the command's tools.
@@ -136,7 +160,7 @@ impl Plan {
                 out.push(c.suite.clone());
             }
         }
-        out.sort_by_key(|s| (s != NEUTRAL, s.clone()));
+        sort_suites(&mut out);
         out
     }
 

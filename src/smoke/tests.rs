@@ -193,3 +193,15 @@ fn judging_exit_output_and_the_workspace() {
     let lost = judge(&c, None, vec![]);
     assert!(!lost.passed() && lost.exit.is_none());
 }
+
+#[test]
+fn the_listed_suites_are_the_plans() {
+    let m = shipped();
+    for variant in m.build_order() {
+        assert_eq!(
+            suites(&m, &variant),
+            plan(&m, &variant).suites(),
+            "{variant}"
+        );
+    }
+}
