@@ -5,7 +5,7 @@ use super::context::{Context, PinsOptions, RegistryOptions};
 use crate::exit;
 use crate::fsutil::FileLock;
 use crate::pins::PinsFile;
-use crate::pins::plan::{self, Action, Plan, Request};
+use crate::pins::plan::{self, Action, AliasSpec, Plan, Request};
 use crate::policy::SelectOptions;
 use crate::table::{Column, Table};
 use anyhow::Context as _;
@@ -49,14 +49,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     }
     let settings = ctx.settings()?;
     let specs = ctx.alias_specs()?;
-    for alias in &args.aliases {
-        crate::name::Unknown::check(
-            "alias",
-            alias,
-            "images.toml",
-            specs.iter().map(|s| s.alias.as_str()),
-        )?;
-    }
+    AliasSpec::check_declared(&specs, &args.aliases)?;
     let source = ctx.image_source(&args.registry)?;
     let path = &ctx.pins_path(&args.file);
 
@@ -84,25 +77,10 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     };
     let plan = plan::plan(&req, &file, &source).context("nothing was written")?;
 
-    if args.write {
-        crate::pins::remove_stale_temps(path);
-    }
-    let mut written = false;
-    if args.write && !plan.is_noop() {
-        let mut updated = file.clone();
-        plan.apply(&mut updated);
-        updated.save(path)?;
-        written = true;
-    }
+    let written = args.write && plan.write(&file, path)?;
 
     if args.json {
-        let out = serde_json::json!({
-            "pins": path,
-            "changes": !plan.is_noop(),
-            "written": written,
-            "steps": plan.steps,
-        });
-        super::write_json(&out)?;
+        super::write_json(&plan::Report::new(&plan, path, written))?;
     } else {
         print_plan(&plan)?;
         if plan.is_noop() {

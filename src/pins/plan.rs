@@ -3,6 +3,7 @@
 
 use super::source::{ImageSource, Inspected, SourceError};
 use super::{Pin, PinsFile, locate_alias};
+use crate::name::Unknown;
 use crate::policy::{
     self, Bump, Inventory, Refusal, SelectError, SelectOptions, ToolChange, candidates, parse_tag,
 };
@@ -23,6 +24,19 @@ pub struct AliasSpec {
 }
 
 impl AliasSpec {
+    /// Each of `aliases` is one `specs` declares.
+    pub fn check_declared(specs: &[AliasSpec], aliases: &[String]) -> Result<(), Unknown> {
+        for alias in aliases {
+            Unknown::check(
+                "alias",
+                alias,
+                "images.toml",
+                specs.iter().map(|s| s.alias.as_str()),
+            )?;
+        }
+        Ok(())
+    }
+
     /// Every alias the manifest declares, sorted by alias.
     pub fn all(manifest: &crate::manifest::Manifest) -> Vec<AliasSpec> {
         manifest
@@ -167,6 +181,20 @@ impl Plan {
         self.steps.iter().all(|s| s.action == Action::Keep)
     }
 
+    /// Applies the plan to a copy of `file` and saves it at `path`, unless
+    /// it changes nothing; stale temporary files of earlier writes are
+    /// removed either way. Returns whether it wrote.
+    pub fn write(&self, file: &PinsFile, path: &Path) -> Result<bool, super::PinsError> {
+        super::remove_stale_temps(path);
+        if self.is_noop() {
+            return Ok(false);
+        }
+        let mut updated = file.clone();
+        self.apply(&mut updated);
+        updated.save(path)?;
+        Ok(true)
+    }
+
     pub fn apply(&self, file: &mut PinsFile) {
         for step in &self.steps {
             match (step.action, &step.new) {
@@ -178,6 +206,26 @@ impl Plan {
                 }
                 _ => {}
             }
+        }
+    }
+}
+
+/// `pin --json`: the plan, whether it changes anything and was written.
+#[derive(Debug, Serialize)]
+pub struct Report<'a> {
+    pub pins: &'a Path,
+    pub changes: bool,
+    pub written: bool,
+    pub steps: &'a [Step],
+}
+
+impl<'a> Report<'a> {
+    pub fn new(plan: &'a Plan, path: &'a Path, written: bool) -> Report<'a> {
+        Report {
+            pins: path,
+            changes: !plan.is_noop(),
+            written,
+            steps: &plan.steps,
         }
     }
 }
@@ -544,6 +592,35 @@ pub(crate) mod tests {
             plan.apply(&mut applied);
             assert_eq!(applied.images["python"], *new);
         }
+    }
+
+    #[test]
+    fn a_plan_is_written_only_when_it_changes_something() {
+        let reg = acceptance_registry();
+        let file = file_with(&[("python", pin_of(&reg, "python-1.0.0"))]);
+        let specs = [spec("python", "python", &["ruff", "pytest"])];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(crate::pins::FILE_NAME);
+        let noop = Plan { steps: Vec::new() };
+        assert!(!noop.write(&file, &path).unwrap());
+        assert!(!path.exists());
+        let plan = run(
+            &reg,
+            &file,
+            &specs,
+            &["python"],
+            opts(false, false, None),
+            false,
+        )
+        .unwrap();
+        assert!(plan.write(&file, &path).unwrap());
+        let (saved, _) = PinsFile::load(&path).unwrap().unwrap();
+        assert_eq!(saved.images["python"].tag, "python-1.1.0");
+        let report = serde_json::to_value(Report::new(&plan, &path, true)).unwrap();
+        assert_eq!(report["changes"], true);
+
+        assert!(AliasSpec::check_declared(&specs, &["python".into()]).is_ok());
+        assert!(AliasSpec::check_declared(&specs, &["rust".into()]).is_err());
     }
 
     #[test]
