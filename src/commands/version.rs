@@ -41,17 +41,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let next = &found.next;
 
     if args.json {
-        return super::write_json(&serde_json::json!({
-            "variant": args.variant,
-            "image": args.image,
-            "pinned_as": found.pinned_as,
-            "check_status": found.record.status.as_str(),
-            "inputs_changed": found.inputs_changed,
-            "current": next.current,
-            "next": next.next,
-            "bump": next.bump,
-            "tools": next.delta.changes,
-        }));
+        return super::write_json(&found.report(&args.variant, &args.image));
     }
     match (&next.current, &next.next) {
         (None, Some(n)) => outln!(

@@ -90,6 +90,37 @@ pub struct NextForImage {
     pub next: NextVersion,
 }
 
+/// `version --json`: the image, its check status and its next version.
+#[derive(Debug, serde::Serialize)]
+pub struct Report<'a> {
+    pub variant: &'a str,
+    pub image: &'a str,
+    pub pinned_as: &'a Option<String>,
+    pub check_status: &'a str,
+    pub inputs_changed: bool,
+    pub current: &'a Option<semver::Version>,
+    pub next: &'a Option<semver::Version>,
+    pub bump: policy::Bump,
+    pub tools: &'a [policy::ToolChange],
+}
+
+impl NextForImage {
+    /// The `--json` report of `image`, built for `variant`.
+    pub fn report<'a>(&'a self, variant: &'a str, image: &'a str) -> Report<'a> {
+        Report {
+            variant,
+            image,
+            pinned_as: &self.pinned_as,
+            check_status: self.record.status.as_str(),
+            inputs_changed: self.inputs_changed,
+            current: &self.next.current,
+            next: &self.next.next,
+            bump: self.next.bump,
+            tools: &self.next.delta.changes,
+        }
+    }
+}
+
 /// The next version of `variant` if `image` (`repository`, tag or digest)
 /// were released: the current version is the pin of the variant's first
 /// pinned alias whose tag is one of the variant's `<variant>-X.Y.Z`.
@@ -146,4 +177,59 @@ pub fn next_for_image(
         inputs_changed,
         next,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::CheckStatus;
+    use crate::policy::{Bump, Delta, ToolChange};
+    use semver::Version;
+
+    #[test]
+    fn the_json_report_says_the_image_its_status_and_its_next_version() {
+        let change = ToolChange {
+            tool: "ruff".into(),
+            old: Some("0.12.0".into()),
+            new: Some("0.12.1".into()),
+            bump: Bump::Patch,
+            reason: "patch".into(),
+        };
+        let found = NextForImage {
+            pinned_as: Some("python".into()),
+            record: CheckRecord {
+                schema: 1,
+                status: CheckStatus::Pass,
+                variant: Some("python".into()),
+                inputs: None,
+                checked_at: None,
+                tools: Default::default(),
+                smoke: None,
+            },
+            inputs_changed: true,
+            next: NextVersion {
+                current: Some(Version::new(1, 0, 0)),
+                next: Some(Version::new(1, 0, 1)),
+                bump: Bump::Patch,
+                delta: Delta {
+                    changes: vec![change.clone()],
+                    bump: Bump::Patch,
+                },
+            },
+        };
+        let got = serde_json::to_string(&found.report("python", "r/s:python")).unwrap();
+        // What `version --json` printed when it shaped the report itself.
+        let was = serde_json::json!({
+            "variant": "python",
+            "image": "r/s:python",
+            "pinned_as": found.pinned_as,
+            "check_status": "pass",
+            "inputs_changed": true,
+            "current": found.next.current,
+            "next": found.next.next,
+            "bump": found.next.bump,
+            "tools": found.next.delta.changes,
+        });
+        assert_eq!(got, was.to_string());
+    }
 }
