@@ -140,7 +140,7 @@ impl Feeds {
             }
             let resp = result.map_err(|e| FeedError::Http {
                 url: url.to_string(),
-                reason: crate::registry::error_chain(&e),
+                reason: crate::chain::error_chain(&e),
             })?;
             if !resp.status().is_success() {
                 return Err(FeedError::Status {

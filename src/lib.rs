@@ -6,6 +6,7 @@
 pub mod attest;
 pub mod base_update;
 pub mod build;
+pub mod chain;
 pub mod check;
 pub mod cli;
 pub mod commands;

@@ -2,12 +2,12 @@
 //! layers per registry (state, concurrency limit), outermost first:
 //! concurrency permit, retry, authorization, scheme, redirects.
 
-use super::error::error_chain;
 use super::transport::credentials::CredentialStore;
 use super::transport::limits::Limits;
 use super::transport::retry::{self, Exhausted, RetryPolicy};
 use super::transport::{self, Clock, RegistryState, Request, Response, Session, Settings, Sleeper};
 use super::{Error, ErrorKind, Result};
+use crate::chain::error_chain;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -308,22 +308,6 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// `e` and its sources, each cause once ("error sending request: connection
-/// refused"), for messages.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(cause) = src {
-        let c = cause.to_string();
-        if !s.contains(&c) {
-            s.push_str(": ");
-            s.push_str(&c);
-        }
-        src = cause.source();
-    }
-    s
-}
-
 /// A short, credential-free summary of a registry error body, prefixed with
 /// ": " (empty for an empty body).
 pub(crate) fn error_detail(body: &[u8]) -> String {

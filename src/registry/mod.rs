@@ -65,7 +65,6 @@ pub use blob::{BlobCopy, MAX_COPIED_BLOB};
 pub use client::{Client, ClientBuilder};
 pub use config::{ImageConfig, config_descriptor};
 pub use digest::{Algorithm, Digest};
-pub(crate) use error::error_chain;
 pub use error::{Error, ErrorKind, Result};
 pub(crate) use index::Index;
 pub use manifest::{Manifest, ManifestCheck};

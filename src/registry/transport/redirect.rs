@@ -4,8 +4,8 @@
 
 use super::limits::{ERROR_BODY_LIMIT, Limit, ReadError, read_limited};
 use super::{Failure, Response};
+use crate::chain::error_chain;
 use crate::registry::ErrorKind;
-use crate::registry::error::error_chain;
 use bytes::Bytes;
 use reqwest::header::{self, HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
