@@ -403,6 +403,53 @@ pub struct Applied {
     pub foreign: Vec<PathBuf>,
 }
 
+/// `render --json`: what [`apply`] changed and what it left, with the
+/// stale locks (`L`: `locks::LockProblem`, checked beside the render).
+#[derive(Debug, serde::Serialize)]
+pub struct AppliedReport<'a, L> {
+    pub written: &'a [PathBuf],
+    pub removed: &'a [PathBuf],
+    pub unchanged: &'a [PathBuf],
+    pub foreign: &'a [PathBuf],
+    pub locks: &'a [L],
+}
+
+impl<'a, L> AppliedReport<'a, L> {
+    pub fn new(plan: &'a Plan, applied: &'a Applied, locks: &'a [L]) -> AppliedReport<'a, L> {
+        AppliedReport {
+            written: &applied.written,
+            removed: &applied.removed,
+            unchanged: &plan.unchanged,
+            foreign: &applied.foreign,
+            locks,
+        }
+    }
+}
+
+/// `render --check --json`: whether the tree is up to date, and how not.
+#[derive(Debug, serde::Serialize)]
+pub struct CheckReport<'a, L> {
+    pub up_to_date: bool,
+    pub locks: &'a [L],
+    pub drifted: Vec<&'a PathBuf>,
+    pub missing: &'a [PathBuf],
+    pub stray: &'a [PathBuf],
+    pub unchanged: usize,
+}
+
+impl<'a, L> CheckReport<'a, L> {
+    pub fn new(plan: &'a Plan, locks: &'a [L]) -> CheckReport<'a, L> {
+        CheckReport {
+            up_to_date: plan.is_clean() && locks.is_empty(),
+            locks,
+            drifted: plan.drifted.iter().map(|(p, _, _)| p).collect(),
+            missing: &plan.missing,
+            stray: &plan.stray,
+            unchanged: plan.unchanged.len(),
+        }
+    }
+}
+
 /// Writes every missing or drifted file of `plan` (atomically) and removes
 /// the stray ones that carry the generated-file marker.
 pub fn apply(plan: &Plan, rendered: &Rendered, root: &Path) -> Result<Applied, RenderError> {
@@ -453,6 +500,33 @@ pub fn unified_diff(path: &Path, committed: &str, rendered: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_json_reports_keep_their_fields_and_order() {
+        let plan = Plan {
+            missing: vec![PathBuf::from("m")],
+            drifted: vec![(PathBuf::from("d"), "a".into(), "b".into())],
+            stray: vec![PathBuf::from("s")],
+            unchanged: vec![PathBuf::from("u")],
+        };
+        let locks = ["stale"];
+        let check = serde_json::to_string(&CheckReport::new(&plan, &locks)).unwrap();
+        assert_eq!(
+            check,
+            r#"{"up_to_date":false,"locks":["stale"],"drifted":["d"],"missing":["m"],"stray":["s"],"unchanged":1}"#
+        );
+        let applied = Applied {
+            written: vec![PathBuf::from("m"), PathBuf::from("d")],
+            removed: vec![PathBuf::from("s")],
+            foreign: vec![],
+        };
+        let none: [&str; 0] = [];
+        let report = serde_json::to_string(&AppliedReport::new(&plan, &applied, &none)).unwrap();
+        assert_eq!(
+            report,
+            r#"{"written":["m","d"],"removed":["s"],"unchanged":["u"],"foreign":[],"locks":[]}"#
+        );
+    }
 
     #[test]
     fn generated_paths() {

@@ -88,14 +88,7 @@ fn report_applied(
 ) -> exit::Result {
     let (removable, foreign) = (&applied.removed, &applied.foreign);
     if json {
-        let v = serde_json::json!({
-            "written": applied.written,
-            "removed": removable,
-            "unchanged": plan.unchanged,
-            "foreign": foreign,
-            "locks": stale,
-        });
-        super::write_json(&v)?;
+        super::write_json(&render::AppliedReport::new(plan, applied, stale))?;
     } else {
         report_locks(stale)?;
         for p in &plan.missing {
@@ -146,15 +139,7 @@ fn locks_summary(stale: &[LockProblem]) -> String {
 
 fn report_check(plan: &Plan, stale: &[LockProblem], json: bool) -> exit::Result {
     if json {
-        let v = serde_json::json!({
-            "up_to_date": plan.is_clean() && stale.is_empty(),
-            "locks": stale,
-            "drifted": plan.drifted.iter().map(|(p, _, _)| p).collect::<Vec<_>>(),
-            "missing": plan.missing,
-            "stray": plan.stray,
-            "unchanged": plan.unchanged.len(),
-        });
-        return super::write_json(&v);
+        return super::write_json(&render::CheckReport::new(plan, stale));
     }
     for (path, committed, rendered) in &plan.drifted {
         out!("{}", render::unified_diff(path, committed, rendered))?;
