@@ -18,6 +18,7 @@ pub enum TargetError {
 }
 
 /// Where the pin in force is kept.
+#[derive(Debug)]
 pub enum Slot {
     /// A string in images.toml at this key path.
     File(Vec<String>),
@@ -27,6 +28,7 @@ pub enum Slot {
 
 /// The pin in force, read leniently from images.toml (a tag-only upstream
 /// is what this command exists to pin).
+#[derive(Debug)]
 pub struct Target {
     pub slot: Slot,
     /// The text of the pin as written (`debian:trixie-slim@sha256:…`).
@@ -144,6 +146,37 @@ pub fn platforms(editor: &Editor) -> Result<Vec<Platform>, registry::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pin_in_force_is_the_profiles_else_the_top_level_one() {
+        let editor = Editor::parse(
+            "upstream = \"debian:trixie-slim\"\nplatforms = [\"linux/amd64\"]\n\n\
+             [profiles.dev]\nupstream = \"reg.test/debian:trixie-slim\"\n",
+        )
+        .unwrap();
+        let top = find(&editor, None).unwrap();
+        assert_eq!(top.origin(), "images.toml `upstream`");
+        assert_eq!(
+            top.tracked.to_string(),
+            "docker.io/library/debian:trixie-slim"
+        );
+        assert_eq!(top.pinned, None);
+        let dev = find(&editor, Some("dev")).unwrap();
+        assert_eq!(dev.origin(), "images.toml `profiles.dev.upstream`");
+        assert_eq!(dev.text, "reg.test/debian:trixie-slim");
+        let platforms = platforms(&editor).unwrap();
+        assert_eq!(platforms, ["linux/amd64".parse::<Platform>().unwrap()]);
+
+        let untagged =
+            Editor::parse(&format!("upstream = \"debian@{}\"\n", Digest::sha256(b"x"))).unwrap();
+        let err = find(&untagged, None).unwrap_err();
+        assert!(matches!(err, TargetError::NoTag { .. }), "{err}");
+        let none = Editor::parse("").unwrap();
+        assert_eq!(
+            find(&none, None).unwrap_err().to_string(),
+            "images.toml has no `upstream`"
+        );
+    }
 
     #[test]
     fn the_name_is_kept_as_written() {
