@@ -146,3 +146,73 @@ fn targets(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request<'a>(variants: &'a [String], suites: &'a [String]) -> Request<'a> {
+        Request {
+            variants,
+            image: None,
+            platform: None,
+            suites,
+            timeout: Duration::from_secs(1),
+            record: false,
+        }
+    }
+
+    #[test]
+    fn named_suites_and_variants_must_be_declared() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let manifest = Manifest::load(&root.join("images.toml")).unwrap();
+        let (go, rust) = (vec!["go".to_string()], vec!["rust".to_string()]);
+        assert!(validate(&manifest, &request(&go, &go)).is_ok());
+        let suite = validate(&manifest, &request(&[], &rust)).unwrap_err();
+        assert!(suite.to_string().contains("smoke suite"), "{suite}");
+        let variant = validate(&manifest, &request(&rust, &[])).unwrap_err();
+        assert!(variant.to_string().contains("variant"), "{variant}");
+    }
+
+    #[test]
+    fn an_image_is_checked_as_its_labelled_variant_or_the_one_named() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let manifest = Manifest::load(&root.join("images.toml")).unwrap();
+        let engine = crate::engine::fake::FakeEngine::default();
+        let info = |labels: &[(&str, &str)]| crate::engine::ImageInfo {
+            id: "sha256:1".into(),
+            size: 1,
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            healthcheck: None,
+            user: String::new(),
+            layers: vec![],
+            repo_tags: vec![],
+            repo_digests: vec![],
+            platform: "linux/amd64".into(),
+        };
+        let mut images = engine.images.lock().unwrap();
+        images.insert("mine:1".into(), info(&[(labels::VARIANT, "go")]));
+        images.insert("bare:1".into(), info(&[]));
+        drop(images);
+        let family = Family::default();
+        let at = |image, variants: &[String]| {
+            let request = Request {
+                image: Some(image),
+                ..request(variants, &[])
+            };
+            targets(&manifest, &family, &engine, &request)
+        };
+        let labelled = at("mine:1", &[]).unwrap();
+        assert_eq!(labelled, [("go".to_string(), "mine:1".to_string())]);
+        let named = at("bare:1", &["python".to_string()]).unwrap();
+        assert_eq!(named, [("python".to_string(), "bare:1".to_string())]);
+        let err = at("bare:1", &[]).unwrap_err().to_string();
+        assert!(
+            err.starts_with("bare:1 has no dev.sunaba.variant label"),
+            "{err}"
+        );
+    }
+}
