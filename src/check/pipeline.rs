@@ -3,14 +3,52 @@
 //! with the smoke suites asked for, and the pass recorded on it. Commands
 //! parse, call [`run`], and print the reports it returns.
 
-use super::{CheckReport, check_image};
+use super::{CheckError, CheckReport, check_image};
 use crate::build::Family;
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineError};
 use crate::labels;
 use crate::manifest::Manifest;
 use crate::name::Unknown;
-use anyhow::Context as _;
 use std::time::Duration;
+
+/// Why `check` could not check what it was asked to. An image that fails
+/// its check is a report, not one of these.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("reaching the container engine")]
+    Reach(#[source] EngineError),
+    #[error("pulling {reference}")]
+    Pull {
+        reference: String,
+        #[source]
+        source: EngineError,
+    },
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(
+        "{reference} has no {} label: name the variant it should be checked as \
+         (`check VARIANT --image {reference}`)",
+        labels::VARIANT
+    )]
+    NoVariantLabel { reference: String },
+    /// Names from the command line are known by now; this one came from
+    /// the image's label (not a usage error: the image is wrong).
+    #[error(
+        "{reference} is labelled as variant `{variant}`, which images.toml does not \
+         declare (declares: {declared}); name the variant to check it as"
+    )]
+    UnknownLabel {
+        reference: String,
+        variant: String,
+        declared: String,
+    },
+    #[error("recording the pass on {reference}")]
+    Record {
+        reference: String,
+        #[source]
+        source: Box<CheckError>,
+    },
+}
 
 /// What `check` is asked for.
 pub struct Request<'a> {
@@ -52,19 +90,18 @@ pub fn run(
     engine: &dyn Engine,
     request: &Request,
     note: &mut dyn FnMut(String),
-) -> anyhow::Result<Vec<CheckReport>> {
+) -> Result<Vec<CheckReport>, PipelineError> {
     let targets = targets(manifest, family, engine, request)?;
     let mut reports = Vec::new();
     for (variant, reference) in &targets {
-        // Names from the command line are known by now; this one came
-        // from the image's label (not a usage error: the image is wrong).
-        let mut expect = family.expectation(variant).with_context(|| {
-            format!(
-                "{reference} is labelled as variant `{variant}`, which images.toml does not \
-                 declare (declares: {}); name the variant to check it as",
-                family.order.join(", ")
-            )
-        })?;
+        let mut expect =
+            family
+                .expectation(variant)
+                .ok_or_else(|| PipelineError::UnknownLabel {
+                    reference: reference.clone(),
+                    variant: variant.clone(),
+                    declared: family.order.join(", "),
+                })?;
         if !request.suites.is_empty() {
             expect.smoke = expect.smoke.only(request.suites);
         }
@@ -81,9 +118,13 @@ pub fn run(
             ));
         }
         if report.passed && request.record && request.suites.is_empty() {
-            report.recorded_id = family
-                .record_pass(engine, reference, &report)
-                .with_context(|| format!("recording the pass on {reference}"))?;
+            report.recorded_id =
+                family
+                    .record_pass(engine, reference, &report)
+                    .map_err(|source| PipelineError::Record {
+                        reference: reference.clone(),
+                        source: Box::new(source),
+                    })?;
             if report.recorded_id.is_none() {
                 note(format!(
                     "note: {reference} is not a local tag of this family, so the pass is not recorded on it"
@@ -103,26 +144,25 @@ fn targets(
     family: &Family,
     engine: &dyn Engine,
     request: &Request,
-) -> anyhow::Result<Vec<(String, String)>> {
-    let native = engine.platform().context("reaching the container engine")?;
+) -> Result<Vec<(String, String)>, PipelineError> {
+    let native = engine.platform().map_err(PipelineError::Reach)?;
     Ok(match request.image {
         Some(reference) => {
             if engine.inspect(reference)?.is_none() {
                 engine
                     .pull(reference, None)
-                    .with_context(|| format!("pulling {reference}"))?;
+                    .map_err(|source| PipelineError::Pull {
+                        reference: reference.to_string(),
+                        source,
+                    })?;
             }
             let variant = match request.variants {
                 [v] => v.clone(),
                 _ => engine
                     .inspect(reference)?
                     .and_then(|i| i.labels.get(labels::VARIANT).cloned())
-                    .with_context(|| {
-                        format!(
-                            "{reference} has no {} label: name the variant it \
-                             should be checked as (`check VARIANT --image {reference}`)",
-                            labels::VARIANT
-                        )
+                    .ok_or_else(|| PipelineError::NoVariantLabel {
+                        reference: reference.to_string(),
                     })?,
             };
             vec![(variant, reference.to_string())]
