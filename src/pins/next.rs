@@ -9,7 +9,6 @@ use crate::build::needs::Published;
 use crate::labels::{self, CheckRecord};
 use crate::policy::{self, NextVersion, parse_tag};
 use crate::registry::{Client, Reference};
-use anyhow::Context as _;
 use std::collections::BTreeMap;
 
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +26,20 @@ pub enum NextError {
     Pinned {
         reference: String,
         source: SourceError,
+    },
+}
+
+/// Why what a variant's current release says could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishedError {
+    #[error(transparent)]
+    Reference(#[from] crate::registry::Error),
+    #[error("{variant}: reading the pinned image {reference}")]
+    Read {
+        variant: String,
+        reference: String,
+        #[source]
+        source: Box<crate::registry::Error>,
     },
 }
 
@@ -52,7 +65,7 @@ pub fn published(
     variants: &[String],
     client: &Client,
     rt: &tokio::runtime::Runtime,
-) -> anyhow::Result<BTreeMap<String, Published>> {
+) -> Result<BTreeMap<String, Published>, PublishedError> {
     let mut published: BTreeMap<String, Published> = BTreeMap::new();
     for v in variants {
         let Some((_, pin)) = current_pin(pins, specs, v) else {
@@ -61,7 +74,11 @@ pub fn published(
         let reference: Reference = pin.reference().parse()?;
         let config = rt
             .block_on(client.image_config(&reference, None))
-            .with_context(|| format!("{v}: reading the pinned image {reference}"))?;
+            .map_err(|source| PublishedError::Read {
+                variant: v.clone(),
+                reference: reference.to_string(),
+                source: Box::new(source),
+            })?;
         published.insert(
             v.clone(),
             Published {
