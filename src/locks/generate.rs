@@ -423,3 +423,33 @@ pub fn needs_image(fragment: &Fragment) -> bool {
         .iter()
         .any(|p| matches!(p.source, Source::Npm | Source::Pypi))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fragments_locked_are_those_named_each_with_something_to_lock() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let manifest = Manifest::load(&root.join("images.toml")).unwrap();
+        let all = select(&manifest, &[]).unwrap();
+        assert!(!all.is_empty());
+        assert!(all.iter().all(|f| f.lock_dir().is_some()));
+        let one = all[0].name.clone();
+        let named = select(&manifest, std::slice::from_ref(&one)).unwrap();
+        assert_eq!(named.len(), 1);
+        assert_eq!(named[0].name, one);
+        let unknown = select(&manifest, &["nope".into()]).unwrap_err();
+        assert!(matches!(unknown, SelectError::Unknown(_)), "{unknown}");
+        if let Some(bare) = manifest.fragments.values().find(|f| f.lock_dir().is_none()) {
+            let err = select(&manifest, std::slice::from_ref(&bare.name)).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "fragment `{}` installs nothing from npm or PyPI: there is nothing to lock",
+                    bare.name
+                )
+            );
+        }
+    }
+}
