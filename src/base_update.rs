@@ -127,7 +127,8 @@ pub async fn plan(
     platforms: &[Platform],
     force: bool,
 ) -> Result<Plan, UpdateError> {
-    let tag_ref = Reference::with_tag(tracked.repo(), tracked.tag().unwrap_or("latest"))?;
+    let tag_ref = Reference::with_tag(tracked.repo(), tracked.tag().unwrap_or("latest"))
+        .map_err(registry::Error::from)?;
     let current = snapshot(client, &tag_ref, platforms).await?;
     let old = match pinned {
         None => None,

@@ -76,11 +76,13 @@ pub fn find(editor: &Editor, profile: Option<&str>) -> Result<Target, TargetErro
             (Slot::File(vec!["upstream".into()]), text, None)
         }
     };
-    let reference: Reference = text.parse()?;
+    let reference: Reference = text.parse().map_err(registry::Error::from)?;
     let tracked: Reference = match tracks {
-        Some(t) => t.parse()?,
+        Some(t) => t.parse().map_err(registry::Error::from)?,
         None => match reference.tag() {
-            Some(tag) => Reference::with_tag(reference.repo(), tag)?,
+            Some(tag) => {
+                Reference::with_tag(reference.repo(), tag).map_err(registry::Error::from)?
+            }
             None => return Err(TargetError::NoTag { text }),
         },
     };
@@ -139,7 +141,10 @@ pub fn platforms(editor: &Editor) -> Result<Vec<Platform>, registry::Error> {
     if declared.is_empty() {
         Ok(vec![Platform::host()])
     } else {
-        declared.iter().map(|p| p.parse()).collect()
+        declared
+            .iter()
+            .map(|p| p.parse().map_err(registry::Error::from))
+            .collect()
     }
 }
 

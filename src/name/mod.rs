@@ -1,8 +1,29 @@
 //! Names: what the project calls things, apart from how they are fetched.
+//!
+//! - `reference.rs`: [`Reference`] (`registry/path[:tag][@digest]`, with the
+//!   Docker Hub defaults) and [`Repository`] (registry and path);
+//! - `digest.rs`: [`Digest`], computed over exact bytes;
+//! - `platform.rs`: [`Platform`] (`os/arch[/variant]`), normalised once
+//!   where text enters, then compared as a value;
+//! - `error.rs`: [`Invalid`] and [`InvalidDigest`], why text is not a name.
+//!
+//! Nothing here talks to a registry or knows HTTP; `registry` builds on
+//! these types and re-exports them.
+//!
 //! [`Unknown`] is the one error for a name the project does not declare —
 //! a variant, alias, fragment, language or platform given on the command
 //! line — so the same mistake reads and exits the same way in every command
 //! (`exit` maps it to the usage status, 64).
+
+mod digest;
+mod error;
+mod platform;
+pub(crate) mod reference;
+
+pub use digest::{Algorithm, Digest};
+pub use error::{Invalid, InvalidDigest};
+pub use platform::{Platform, best_match, normalized_platform, platform_slug, same_platform};
+pub use reference::{Reference, Repository};
 
 use std::fmt;
 

@@ -71,7 +71,10 @@ pub fn published(
         let Some((_, pin)) = current_pin(pins, specs, v) else {
             continue;
         };
-        let reference: Reference = pin.reference().parse()?;
+        let reference: Reference = pin
+            .reference()
+            .parse()
+            .map_err(crate::registry::Error::from)?;
         let config = rt
             .block_on(client.image_config(&reference, None))
             .map_err(|source| PublishedError::Read {

@@ -53,13 +53,16 @@ impl RegistrySource {
     fn reference(repository: &str, reference: &str) -> Result<Reference, SourceError> {
         let sep = if reference.contains(':') { '@' } else { ':' };
         let text = format!("{repository}{sep}{reference}");
-        text.parse().map_err(|e: registry::Error| err(&text, e))
+        text.parse()
+            .map_err(|e: crate::name::Invalid| err(&text, e.into()))
     }
 }
 
 impl ImageSource for RegistrySource {
     fn tags(&self, repository: &str) -> Result<Vec<String>, SourceError> {
-        let repo: Repository = repository.parse().map_err(|e| err(repository, e))?;
+        let repo: Repository = repository
+            .parse()
+            .map_err(|e: crate::name::Invalid| err(repository, e.into()))?;
         self.rt
             .block_on(self.client.list_tags(&repo))
             .map_err(|e| err(repository, e))
@@ -142,10 +145,12 @@ impl ImageSource for RegistrySource {
             Ok(ManifestCheck::Missing) => Ok(DigestCheck::Missing),
             Err(e) => match e.kind() {
                 ErrorKind::DigestMismatch { actual, .. } => Ok(DigestCheck::Mismatch {
-                    actual: actual.parse().map_err(|why: String| SourceError {
-                        reference: name.clone(),
-                        message: format!("bad digest {actual:?}: {why}"),
-                        not_found: false,
+                    actual: actual.parse().map_err(|why: crate::name::InvalidDigest| {
+                        SourceError {
+                            reference: name.clone(),
+                            message: format!("bad digest {actual:?}: {why}"),
+                            not_found: false,
+                        }
                     })?,
                 }),
                 _ => Err(err(&name, e)),

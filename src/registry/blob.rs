@@ -6,7 +6,7 @@
 //! mapped file (`release::publish`), configs and manifests from memory.
 
 use super::client::Client;
-use super::reference::api_host;
+use super::host::api_host;
 use super::transport::bearer::Scope;
 use super::transport::limits::Limit;
 use super::transport::{NotHere, Request, Response};

@@ -2,6 +2,7 @@
 //! the context (the reference or repository, the registry) every message
 //! names. Messages say what to do; they never contain credentials or tokens.
 
+use crate::name::Invalid;
 use std::fmt;
 
 /// A registry failure. Match on [`Error::kind`]:
@@ -149,19 +150,7 @@ impl Error {
     }
 
     pub(crate) fn invalid_reference(input: &str, reason: impl Into<String>) -> Error {
-        let kind = ErrorKind::InvalidReference {
-            input: input.to_string(),
-            reason: reason.into(),
-        };
-        Error::new(kind, "", "")
-    }
-
-    pub(crate) fn invalid_platform(input: &str, reason: impl Into<String>) -> Error {
-        let kind = ErrorKind::InvalidPlatform {
-            input: input.to_string(),
-            reason: reason.into(),
-        };
-        Error::new(kind, "", "")
+        Error::from(Invalid::reference(input, reason))
     }
 
     pub(crate) fn credentials(registry: &str, reason: impl Into<String>) -> Error {
@@ -308,6 +297,18 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// A name that did not parse, on the way to a request: the same message,
+/// and a kind callers can match like any other.
+impl From<Invalid> for Error {
+    fn from(e: Invalid) -> Error {
+        let kind = match e {
+            Invalid::Reference { input, reason } => ErrorKind::InvalidReference { input, reason },
+            Invalid::Platform { input, reason } => ErrorKind::InvalidPlatform { input, reason },
+        };
+        Error::new(kind, "", "")
+    }
+}
+
 /// A short, credential-free summary of a registry error body, prefixed with
 /// ": " (empty for an empty body).
 pub(crate) fn error_detail(body: &[u8]) -> String {
@@ -381,6 +382,10 @@ mod tests {
             }
         );
         assert_eq!(e.registry(), Some("r.io"));
+        let bad = "linux".parse::<crate::name::Platform>().unwrap_err();
+        let e = Error::from(bad.clone());
+        assert!(matches!(e.kind(), ErrorKind::InvalidPlatform { input, .. } if input == "linux"));
+        assert_eq!(e.to_string(), bad.to_string(), "wrapping keeps the message");
         let e = Error::config("no runtime");
         assert_eq!(e.to_string(), "registry client configuration: no runtime");
         assert_eq!((e.context(), e.registry()), ("", None));

@@ -1,8 +1,8 @@
 //! Image indexes (manifest lists): their entries, and choosing the entry
 //! that runs on a platform.
 
-use super::platform::best_match;
 use super::{Digest, Error, ErrorKind, Platform, Result};
+use crate::name::best_match;
 
 /// One manifest an index lists.
 #[derive(Debug)]

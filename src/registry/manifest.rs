@@ -166,8 +166,8 @@ impl Client {
         let bytes = &resp.body;
         let mut algorithm = Algorithm::Sha256;
         if let Some(h) = resp.header("docker-content-digest") {
-            let claimed: Digest = h.parse().map_err(|reason| {
-                Error::malformed(&context, "Docker-Content-Digest header", reason)
+            let claimed: Digest = h.parse().map_err(|reason: crate::name::InvalidDigest| {
+                Error::malformed(&context, "Docker-Content-Digest header", reason.to_string())
             })?;
             check_claimed(&claimed, bytes, &context, "Docker-Content-Digest header")?;
             algorithm = claimed.algorithm();

@@ -15,7 +15,12 @@
 //!   cross-repository mount) and manifests (exact bytes, digest checked);
 //! - `assemble.rs`: an index from platform images already in a repository,
 //!   byte-identical on re-assembly;
-//! - `reference.rs`, `digest.rs`, `platform.rs`: the names involved;
+//! - `host.rs`: where a registry's API is served (Docker Hub's is not
+//!   `docker.io`) and whether it may be reached over plain http;
+//! - the names involved ([`Reference`], [`Repository`], [`Digest`],
+//!   [`Platform`]) live in [`crate::name`], which knows no HTTP; they are
+//!   re-exported here, and a name that does not parse becomes
+//!   [`ErrorKind::InvalidReference`] or [`ErrorKind::InvalidPlatform`];
 //! - `error.rs`: the one [`Error`], whose [`Error::kind`] callers match.
 //!
 //! # Why `reqwest` and not `oci-client`
@@ -43,33 +48,33 @@ mod assemble;
 mod blob;
 mod client;
 mod config;
-mod digest;
 mod error;
 #[cfg(test)]
 pub(crate) mod fake;
+mod host;
 mod index;
 mod manifest;
-mod platform;
 #[cfg(test)]
 mod proptests;
 mod push;
-mod reference;
 mod resolve;
 mod tags;
 mod transport;
 
+pub use crate::name::{
+    Algorithm, Digest, Platform, Reference, Repository, best_match, normalized_platform,
+    platform_slug, same_platform,
+};
 pub use assemble::{
     AssembleError, AssembledIndex, Child, ChildRef, IndexReport, PlatformEntry, assemble,
 };
 pub use blob::{BlobCopy, MAX_COPIED_BLOB};
 pub use client::{Client, ClientBuilder};
 pub use config::{ImageConfig, config_descriptor};
-pub use digest::{Algorithm, Digest};
 pub use error::{Error, ErrorKind, Result};
+pub use host::{api_host, is_loopback};
 pub(crate) use index::Index;
 pub use manifest::{Manifest, ManifestCheck};
-pub use platform::{Platform, best_match, normalized_platform, platform_slug, same_platform};
-pub use reference::{Reference, Repository, api_host, is_loopback};
 pub use resolve::{ResolveOptions, Resolved};
 pub use transport::credentials::{self, CredentialStore};
 pub use transport::retry::RetryPolicy;

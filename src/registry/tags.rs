@@ -1,7 +1,7 @@
 //! Tag listing with `Link` pagination.
 
 use super::client::Client;
-use super::reference::api_host;
+use super::host::api_host;
 use super::transport::bearer::Scope;
 use super::transport::limits::Limit;
 use super::transport::{NotHere, Request};

@@ -14,8 +14,8 @@
 //! `index.docker.io` / `registry-1.docker.io` mean `docker.io`. A key may name
 //! a repository namespace (`quay.io/org`); the longest matching key wins.
 
+use crate::name::reference::DOCKER_HUB;
 use crate::registry::Error;
-use crate::registry::reference::DOCKER_HUB;
 use base64::Engine as _;
 use reqwest::header::HeaderValue;
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@
 use super::redirect::{self, Outgoing, Redirects};
 use super::{Failure, Request, Response, Session, retry};
 use crate::registry::ErrorKind;
-use crate::registry::reference::{api_host, is_loopback};
+use crate::registry::host::{api_host, is_loopback};
 use reqwest::StatusCode;
 use reqwest::header::HeaderValue;
 use std::sync::Mutex;

@@ -1,5 +1,6 @@
 //! Platforms (`os/arch[/variant]`) and choosing the best child of an index.
 
+use super::Invalid;
 use std::fmt;
 use std::str::FromStr;
 
@@ -88,9 +89,9 @@ impl fmt::Display for Platform {
 }
 
 impl FromStr for Platform {
-    type Err = super::Error;
+    type Err = Invalid;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = |reason: &str| super::Error::invalid_platform(s, reason);
+        let bad = |reason: &str| Invalid::platform(s, reason);
         let parts: Vec<&str> = s.split('/').collect();
         if parts.iter().any(|p| p.is_empty()) {
             return Err(bad(

@@ -5,6 +5,7 @@
 //! because that parser reports one generic "invalid reference format" for most
 //! mistakes; a user pinning images needs to be told *which* part is wrong.
 
+use super::Invalid;
 use super::digest::Digest;
 use std::fmt;
 use std::str::FromStr;
@@ -28,10 +29,9 @@ static PATH_COMPONENT_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
 static TAG_RE: LazyLock<regex::Regex> =
     LazyLock::new(|| regex::Regex::new(r"^[\w][\w.-]{0,127}$").expect("tag regex"));
 
-/// Why a reference was rejected (the `reason` of
-/// [`super::ErrorKind::InvalidReference`]).
-fn invalid(input: &str, reason: impl Into<String>) -> super::Error {
-    super::Error::invalid_reference(input, reason)
+/// Why a reference was rejected.
+fn invalid(input: &str, reason: impl Into<String>) -> Invalid {
+    Invalid::reference(input, reason)
 }
 
 /// A repository: registry host (with port) and path, e.g.
@@ -60,7 +60,7 @@ impl fmt::Display for Repository {
 }
 
 impl FromStr for Repository {
-    type Err = super::Error;
+    type Err = Invalid;
     /// Parses `[registry/]path`; a tag or digest is an error here.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let (registry, path) = split_name(s, s)?;
@@ -130,7 +130,7 @@ impl Reference {
         }
     }
     /// The same repository with another tag (and no digest).
-    pub fn with_tag(repo: &Repository, tag: &str) -> Result<Reference, super::Error> {
+    pub fn with_tag(repo: &Repository, tag: &str) -> Result<Reference, Invalid> {
         if !TAG_RE.is_match(tag) {
             return Err(invalid(tag, tag_reason(tag)));
         }
@@ -156,7 +156,7 @@ impl fmt::Display for Reference {
 }
 
 impl FromStr for Reference {
-    type Err = super::Error;
+    type Err = Invalid;
     fn from_str(input: &str) -> Result<Self, Self::Err> {
         if input.is_empty() {
             return Err(invalid(input, "the reference is empty"));
@@ -218,7 +218,7 @@ fn tag_reason(tag: &str) -> String {
 
 /// Splits `name` (no tag, no digest) into registry and path, applying the
 /// Docker Hub defaults (`docker.io`, `library/` for single-component names).
-fn split_name(input: &str, name: &str) -> Result<(String, String), super::Error> {
+fn split_name(input: &str, name: &str) -> Result<(String, String), Invalid> {
     if name.is_empty() {
         return Err(invalid(input, "the repository name is empty"));
     }
@@ -292,43 +292,6 @@ fn split_name(input: &str, name: &str) -> Result<(String, String), super::Error>
     Ok((registry, path))
 }
 
-/// The host:port that serves the registry API for `registry`.
-pub fn api_host(registry: &str) -> &str {
-    if registry == DOCKER_HUB {
-        DOCKER_HUB_API_HOST
-    } else {
-        registry
-    }
-}
-
-/// True for registries on the loopback interface, which may use plain http
-/// without being listed as insecure.
-pub fn is_loopback(registry: &str) -> bool {
-    let host = host_of(registry);
-    if host.eq_ignore_ascii_case("localhost") {
-        return true;
-    }
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.parse::<std::net::IpAddr>()
-        .map(|ip| ip.is_loopback())
-        .unwrap_or(false)
-}
-
-/// `registry` without its port.
-pub fn host_of(registry: &str) -> &str {
-    if let Some(rest) = registry.strip_prefix('[') {
-        // [::1]:5000
-        return match rest.find(']') {
-            Some(end) => &registry[..end + 2],
-            None => registry,
-        };
-    }
-    match registry.rsplit_once(':') {
-        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host,
-        _ => registry,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,7 +318,6 @@ mod tests {
             parse("index.docker.io/debian:12").to_string(),
             "docker.io/library/debian:12"
         );
-        assert_eq!(api_host(parse("debian").registry()), "registry-1.docker.io");
     }
 
     #[test]
@@ -416,26 +378,5 @@ mod tests {
         );
         assert_eq!(r.to_string(), "127.0.0.1:5000/sunaba/sandbox");
         assert!("ubuntu".parse::<Repository>().unwrap().to_string() == "docker.io/library/ubuntu");
-    }
-
-    #[test]
-    fn loopback_detection() {
-        for r in [
-            "localhost:5000",
-            "127.0.0.1:5000",
-            "127.1.2.3",
-            "[::1]:5000",
-            "localhost",
-        ] {
-            assert!(is_loopback(r), "{r}");
-        }
-        for r in [
-            "10.0.0.1:5000",
-            "ghcr.io",
-            "localhost.example.com",
-            "[::2]:5000",
-        ] {
-            assert!(!is_loopback(r), "{r}");
-        }
     }
 }

@@ -2,6 +2,7 @@
 //! exact bytes received — never over re-serialized JSON, which would differ
 //! from the registry's digest for any manifest not in canonical form.
 
+use super::InvalidDigest;
 use sha2::Digest as _;
 use std::fmt;
 use std::str::FromStr;
@@ -76,30 +77,31 @@ impl fmt::Display for Digest {
 
 impl FromStr for Digest {
     /// The reason, for the caller to put in context.
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = InvalidDigest;
+    fn from_str(s: &str) -> Result<Self, InvalidDigest> {
+        let bad = |reason: String| InvalidDigest(reason);
         let (alg, hex) = s.split_once(':').ok_or_else(|| {
-            "a digest is <algorithm>:<hex>, e.g. sha256:<64 hex digits>".to_string()
+            bad("a digest is <algorithm>:<hex>, e.g. sha256:<64 hex digits>".to_string())
         })?;
         let algorithm = match alg {
             "sha256" => Algorithm::Sha256,
             "sha384" => Algorithm::Sha384,
             "sha512" => Algorithm::Sha512,
             other => {
-                return Err(format!(
+                return Err(bad(format!(
                     "unsupported digest algorithm {other:?} (sha256, sha384 and sha512 are supported)"
-                ));
+                )));
             }
         };
         let want = algorithm.hex_len();
         if hex.len() != want || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(format!(
+            return Err(bad(format!(
                 "{alg} digests have exactly {want} hex digits, got {:?}",
                 hex
-            ));
+            )));
         }
         if hex.bytes().any(|b| b.is_ascii_uppercase()) {
-            return Err(format!("{alg} digest hex must be lowercase"));
+            return Err(bad(format!("{alg} digest hex must be lowercase")));
         }
         Ok(Digest {
             algorithm,
@@ -149,21 +151,30 @@ mod tests {
             "sha256"
                 .parse::<Digest>()
                 .unwrap_err()
+                .reason()
                 .contains("<algorithm>:<hex>")
         );
         assert!(
             "md5:00"
                 .parse::<Digest>()
                 .unwrap_err()
+                .reason()
                 .contains("unsupported")
         );
         assert!(
             "sha256:abc"
                 .parse::<Digest>()
                 .unwrap_err()
+                .reason()
                 .contains("64 hex")
         );
         let upper = format!("sha256:{}", "A".repeat(64));
-        assert!(upper.parse::<Digest>().unwrap_err().contains("lowercase"));
+        assert!(
+            upper
+                .parse::<Digest>()
+                .unwrap_err()
+                .reason()
+                .contains("lowercase")
+        );
     }
 }
