@@ -13,13 +13,13 @@ pub struct RegistrySource {
 }
 
 fn err(reference: &str, e: registry::Error) -> SourceError {
-    // The registry's message opens with the reference it was about; the
-    // SourceError names it once already.
-    let text = e.to_string();
-    let message = text
-        .strip_prefix(reference)
-        .and_then(|rest| rest.strip_prefix(": "))
-        .map_or_else(|| text.clone(), str::to_string);
+    // The SourceError names the reference once already; the registry's
+    // message about that same reference does not repeat it.
+    let message = if e.context() == reference {
+        e.without_context()
+    } else {
+        e.to_string()
+    };
     SourceError {
         reference: reference.to_string(),
         not_found: matches!(e.kind(), ErrorKind::NotFound { .. }),
@@ -156,5 +156,30 @@ impl ImageSource for RegistrySource {
                 _ => Err(err(&name, e)),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reference_is_named_once() {
+        let e = err(
+            "r.io/a:1",
+            registry::Error::status("r.io/a:1", "r.io", 404, b""),
+        );
+        assert_eq!(e.message, "not found in registry r.io (HTTP 404)");
+        assert!(e.not_found);
+        // An error about another reference (a child) keeps its own.
+        let e = err(
+            "r.io/a:1",
+            registry::Error::status("r.io/a@sha256:x", "r.io", 503, b""),
+        );
+        assert_eq!(
+            e.message,
+            "r.io/a@sha256:x: registry r.io answered HTTP 503"
+        );
+        assert!(!e.not_found);
     }
 }

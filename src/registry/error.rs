@@ -199,21 +199,22 @@ impl Error {
     }
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Error {
+    /// The message without the context it opens with, for a caller that
+    /// names the context itself (`r.io/a:1: not found …` → `not found …`).
+    pub fn without_context(&self) -> String {
+        struct Kind<'a>(&'a Error);
+        impl fmt::Display for Kind<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt_kind(f)
+            }
+        }
+        Kind(self).to_string()
+    }
+
+    fn fmt_kind(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use ErrorKind as K;
         let registry = self.registry().unwrap_or("(unknown)");
-        // Every message about an operation starts with what it was about.
-        let kind_needs_context = !matches!(
-            self.kind,
-            K::InvalidReference { .. }
-                | K::InvalidPlatform { .. }
-                | K::Config { .. }
-                | K::Credentials { .. }
-        );
-        if kind_needs_context && !self.context.is_empty() {
-            write!(f, "{}: ", self.context)?;
-        }
         match &self.kind {
             K::InvalidReference { input, reason } => {
                 write!(f, "invalid image reference {input:?}: {reason}")
@@ -295,6 +296,24 @@ impl fmt::Display for Error {
     }
 }
 
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use ErrorKind as K;
+        // Every message about an operation starts with what it was about.
+        let kind_needs_context = !matches!(
+            self.kind,
+            K::InvalidReference { .. }
+                | K::InvalidPlatform { .. }
+                | K::Config { .. }
+                | K::Credentials { .. }
+        );
+        if kind_needs_context && !self.context.is_empty() {
+            write!(f, "{}: ", self.context)?;
+        }
+        self.fmt_kind(f)
+    }
+}
+
 impl std::error::Error for Error {}
 
 /// A name that did not parse, on the way to a request: the same message,
@@ -373,6 +392,7 @@ mod tests {
             e.to_string(),
             "r.io/a:1: not found in registry r.io (HTTP 404)"
         );
+        assert_eq!(e.without_context(), "not found in registry r.io (HTTP 404)");
         let e = Error::status("r.io/a:1", "r.io", 503, b"busy");
         assert_eq!(
             e.kind(),
