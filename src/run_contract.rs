@@ -365,7 +365,7 @@ pub struct Sandbox {
     pub env: Vec<String>,
     pub directives: Vec<Directive>,
     /// `--platform` for an emulated run, if any.
-    pub platform: Option<String>,
+    pub platform: Option<crate::name::Platform>,
     /// Replaces the image's entrypoint (the healthcheck's program).
     pub entrypoint: Option<String>,
     /// Keep stdin open (`-i`), and allocate a terminal (`-t`).
@@ -471,7 +471,7 @@ impl Sandbox {
         }
         if let Some(platform) = &self.platform {
             push("--platform");
-            push(platform);
+            push(&platform.to_string());
         }
         // Workspace: --mount, whose value is CSV, so a path with commas,
         // quotes or newlines is one quoted field (`-v` would split on `:`).

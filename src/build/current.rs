@@ -8,6 +8,7 @@ use super::inputs::{self, HashMeta, StagedFile};
 use super::{BuildError, Family};
 use crate::engine::Engine;
 use crate::labels::INPUTS as LABEL_INPUTS;
+use crate::name::Platform;
 use std::collections::BTreeMap;
 
 /// A variant's inputs, hashed.
@@ -25,7 +26,7 @@ impl Family {
     pub fn inputs(
         &self,
         variant: &str,
-        platform: &str,
+        platform: &Platform,
         from_ref: &str,
         from_id: &str,
     ) -> Result<Inputs, BuildError> {
@@ -34,9 +35,10 @@ impl Family {
         let mut build_args = plan.build_args.clone();
         build_args.insert(plan.from_arg.clone(), from_ref.to_string());
         let static_labels = self.static_labels(variant);
+        let platform = platform.to_string();
         let hash = inputs::inputs_hash(
             &HashMeta {
-                platform,
+                platform: &platform,
                 dockerfile: &plan.dockerfile,
                 build_args: &build_args,
                 from_image_id: from_id,

@@ -6,6 +6,7 @@ use crate::check::{self, CheckError, CheckReport, Expectation};
 use crate::engine::Engine;
 use crate::labels;
 use crate::manifest::{Manifest, Settings, Upstream};
+use crate::name::Platform;
 use crate::render::Rendered;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -31,7 +32,7 @@ pub struct VariantPlan {
     pub smoke: crate::smoke::Plan,
     /// The platforms it is built for: its own `platforms`, else its
     /// parent's, else the family's (empty: the engine's own).
-    pub platforms: Vec<String>,
+    pub platforms: Vec<Platform>,
 }
 
 /// The image family as the build sees it.
@@ -46,7 +47,7 @@ pub struct Family {
     /// pinned by digest.
     pub upstream: Upstream,
     /// The platforms the family is built for (empty: the engine's own).
-    pub platforms: Vec<String>,
+    pub platforms: Vec<Platform>,
     pub source: String,
     /// SPDX expression, when images.toml gives one.
     pub licenses: Option<String>,
@@ -65,7 +66,7 @@ impl Family {
             root: manifest.root.clone(),
             repository: settings.repository.clone(),
             upstream: settings.upstream.clone(),
-            platforms: manifest.platforms.iter().map(|p| p.to_string()).collect(),
+            platforms: manifest.platforms.clone(),
             source: manifest.source.clone().unwrap_or_default(),
             licenses: manifest.licenses.clone(),
             order: manifest.build_order(),
@@ -87,11 +88,7 @@ impl Family {
                             owed_tools: manifest.owed_tools(name),
                             size_budget: v.size_budget,
                             smoke: crate::smoke::plan(manifest, name),
-                            platforms: manifest
-                                .platforms_of(name)
-                                .iter()
-                                .map(ToString::to_string)
-                                .collect(),
+                            platforms: manifest.platforms_of(name).to_vec(),
                         },
                     )
                 })
@@ -123,24 +120,19 @@ impl Family {
         labels
     }
 
-    /// `platform` when it is one of the family's `platforms` (compared
-    /// normalised: `linux/arm64/v8` is `linux/arm64`).
+    /// `platform` when it is one of the family's `platforms` (both are
+    /// normalised where they were read: `linux/arm64/v8` is `linux/arm64`).
     /// A family without `platforms` is built for the engine's own, whatever
     /// that is, so any platform may be asked for.
-    pub fn check_platform(&self, platform: &str) -> Result<(), crate::name::Unknown> {
-        if self.platforms.is_empty()
-            || self
-                .platforms
-                .iter()
-                .any(|p| crate::registry::same_platform(p, platform))
-        {
+    pub fn check_platform(&self, platform: &Platform) -> Result<(), crate::name::Unknown> {
+        if self.platforms.is_empty() || self.platforms.contains(platform) {
             Ok(())
         } else {
             Err(crate::name::Unknown::new(
                 "platform",
-                platform,
+                platform.to_string(),
                 "images.toml `platforms`",
-                &self.platforms,
+                self.platforms.iter().map(ToString::to_string),
             ))
         }
     }
@@ -194,11 +186,11 @@ impl Family {
     /// engine's own: `repo:python-arm64` (the engine keeps one image per
     /// tag, so each platform needs its own); [`Self::variant_tag`] for the
     /// engine's own (`None`).
-    pub fn platform_tag(&self, variant: &str, foreign: Option<&str>) -> String {
+    pub fn platform_tag(&self, variant: &str, foreign: Option<&Platform>) -> String {
         match foreign {
             None => self.variant_tag(variant),
             Some(p) => {
-                let slug = crate::registry::platform_slug(p);
+                let slug = p.slug();
                 format!("{}:{variant}-{slug}", self.repository)
             }
         }
@@ -226,7 +218,7 @@ impl Family {
         if check::already_recorded(&info, report) {
             return Ok(Some(info.id));
         }
-        let foreign = report.emulated.then_some(report.platform.as_str());
+        let foreign = report.platform.as_ref().filter(|_| report.emulated);
         let mut tags = vec![
             reference.to_string(),
             self.platform_tag(&report.variant, foreign),
@@ -313,12 +305,12 @@ mod tests {
         assert_eq!(f.platform_tag("go", None), f.variant_tag("go"));
         for p in ["linux/arm64", "linux/arm64/v8"] {
             assert_eq!(
-                f.platform_tag("go", Some(p)),
+                f.platform_tag("go", Some(&p.parse().unwrap())),
                 "127.0.0.1:5000/sunaba/sandbox:go-arm64"
             );
         }
         assert_eq!(
-            f.platform_tag("go", Some("linux/arm/v7")),
+            f.platform_tag("go", Some(&"linux/arm/v7".parse().unwrap())),
             "127.0.0.1:5000/sunaba/sandbox:go-armv7"
         );
     }

@@ -117,7 +117,7 @@ pub struct Options {
     pub source_date_epoch: u64,
     /// The platform to build for (`linux/arm64`); `None`: the engine's own.
     /// Another platform is built and checked under emulation.
-    pub platform: Option<String>,
+    pub platform: Option<crate::name::Platform>,
     /// For another platform than the engine's own: the pinned upstream's
     /// image for it, by its own digest (the index's child, which the
     /// command resolves in the registry). The build pulls it and builds

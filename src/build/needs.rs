@@ -148,7 +148,7 @@ pub struct Matrix {
 /// other platform runs emulated on an amd64 one).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Leg {
-    pub platform: String,
+    pub platform: crate::name::Platform,
     pub slug: String,
     pub runner: String,
 }
@@ -160,12 +160,12 @@ pub struct Legs {
 }
 
 impl Legs {
-    pub fn new(platforms: &[String]) -> Legs {
+    pub fn new(platforms: &[crate::name::Platform]) -> Legs {
         Legs {
             include: platforms
                 .iter()
                 .map(|p| {
-                    let slug = crate::registry::platform_slug(p);
+                    let slug = p.slug();
                     Leg {
                         platform: p.clone(),
                         runner: match slug.as_str() {
@@ -193,7 +193,7 @@ pub struct BuildPlan {
 }
 
 impl BuildPlan {
-    pub fn new(variants: Vec<Need>, platforms: &[String]) -> BuildPlan {
+    pub fn new(variants: Vec<Need>, platforms: &[crate::name::Platform]) -> BuildPlan {
         let include: Vec<Job> = variants
             .iter()
             .filter(|n| n.build)
@@ -307,13 +307,16 @@ mod tests {
             jobs[0].1,
             "base-1.0.0 records no dev.sunaba.definition label"
         );
-        let empty = BuildPlan::new(Vec::new(), &["linux/amd64".into()]);
+        let empty = BuildPlan::new(Vec::new(), &["linux/amd64".parse().unwrap()]);
         assert!(!empty.has_work);
         assert_eq!(
             serde_json::to_string(&empty).unwrap(),
             r#"{"has_work":false,"matrix":{"include":[]},"legs":{"include":[{"platform":"linux/amd64","slug":"amd64","runner":"ubuntu-24.04"}]},"variants":[]}"#
         );
-        let two = Legs::new(&["linux/amd64".into(), "linux/arm64".into()]);
+        let two = Legs::new(&[
+            "linux/amd64".parse().unwrap(),
+            "linux/arm64".parse().unwrap(),
+        ]);
         let runners: Vec<(&str, &str)> = two
             .include
             .iter()

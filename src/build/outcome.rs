@@ -108,7 +108,7 @@ pub struct VariantResult {
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     pub engine: String,
-    pub platform: String,
+    pub platform: crate::name::Platform,
     pub results: Vec<VariantResult>,
     pub wall_seconds: f64,
     /// Image builds the engine was asked to run (0 for a no-op build).

@@ -11,7 +11,7 @@ use super::{Family, Options, Summary};
 use crate::engine::Engine;
 use crate::labels::{CheckRecord, Inventory};
 use crate::manifest::{Manifest, Settings};
-use crate::registry::normalized_platform;
+use crate::name::Platform;
 use crate::registry::{Client, Reference, Repository};
 use anyhow::Context as _;
 use std::collections::BTreeMap;
@@ -75,7 +75,7 @@ impl BuildOptions {
 pub struct Request<'a> {
     pub variants: &'a [String],
     /// `None`: the engine's own platform.
-    pub platforms: Vec<Option<String>>,
+    pub platforms: Vec<Option<Platform>>,
     pub build: &'a BuildOptions,
     pub no_cache: bool,
     pub check: bool,
@@ -87,7 +87,7 @@ pub struct Request<'a> {
 /// What a run ended with, for the command to print.
 pub struct Outcome {
     /// The engine's own platform.
-    pub native: String,
+    pub native: Platform,
     /// One per platform, in the order asked.
     pub summaries: Vec<Summary>,
     /// Variants whose tools answered differently on two platforms, with
@@ -108,8 +108,8 @@ impl Outcome {
 }
 
 /// `--platform` as given: none (the engine's own), `all` (the family's), or
-/// a list, each parsed and within the family's.
-pub fn platforms(family: &Family, given: &[String]) -> anyhow::Result<Vec<Option<String>>> {
+/// a list, each parsed (and normalised) here and within the family's.
+pub fn platforms(family: &Family, given: &[String]) -> anyhow::Result<Vec<Option<Platform>>> {
     Ok(match given {
         [] => vec![None],
         [all] if all == "all" => {
@@ -120,12 +120,14 @@ pub fn platforms(family: &Family, given: &[String]) -> anyhow::Result<Vec<Option
             }
         }
         given => {
+            let mut out = Vec::new();
             for p in given {
-                p.parse::<crate::registry::Platform>()
+                let p = Platform::parse_normalized(p)
                     .map_err(|e| anyhow::anyhow!("--platform {p}: {e}"))?;
-                family.check_platform(p)?;
+                family.check_platform(&p)?;
+                out.push(Some(p));
             }
-            given.iter().cloned().map(Some).collect()
+            out
         }
     })
 }
@@ -157,13 +159,8 @@ pub struct Services<'a> {
 
 /// Whether the run needs a registry client: for the pushes of `push_to`,
 /// or for the upstream's image of a platform the engine only emulates.
-pub fn needs_registry(request: &Request, native: &str) -> bool {
-    request.push_to.is_some()
-        || request
-            .platforms
-            .iter()
-            .flatten()
-            .any(|p| !crate::registry::same_platform(p, native))
+pub fn needs_registry(request: &Request, native: &Platform) -> bool {
+    request.push_to.is_some() || request.platforms.iter().flatten().any(|p| p != native)
 }
 
 /// Builds (and checks) the family on every platform asked, then holds the
@@ -173,16 +170,14 @@ pub fn run(
     manifest: &Manifest,
     settings: &Settings,
     engine: &dyn Engine,
-    native: &str,
+    native: &Platform,
     request: &Request,
     services: &Services,
 ) -> anyhow::Result<Outcome> {
     let base = request.build.options(manifest, settings)?;
     let mut summaries = Vec::new();
     for platform in &request.platforms {
-        let foreign = platform
-            .as_deref()
-            .filter(|p| !crate::registry::same_platform(p, native));
+        let foreign = platform.as_ref().filter(|p| *p != native);
         // Another platform builds FROM the pinned index's image for it.
         let upstream_for_platform = match (foreign, services.registry) {
             (Some(p), Some((client, rt))) => Some(upstream_for(client, rt, family, p)?),
@@ -193,7 +188,7 @@ pub fn run(
             check: request.check,
             // Another platform's logs beside, not over, the native ones.
             log_dir: match foreign {
-                Some(p) => base.log_dir.join(crate::registry::platform_slug(p)),
+                Some(p) => base.log_dir.join(p.slug()),
                 None => base.log_dir.clone(),
             },
             platform: platform.clone(),
@@ -203,7 +198,7 @@ pub fn run(
         if request.platforms.len() > 1 || foreign.is_some() {
             (services.progress)(format!(
                 "platform: {}{}",
-                platform.as_deref().unwrap_or(native),
+                platform.as_ref().unwrap_or(native),
                 if foreign.is_some() { " (emulated)" } else { "" }
             ));
         }
@@ -231,7 +226,7 @@ pub fn run(
         }
     }
     Ok(Outcome {
-        native: native.to_string(),
+        native: native.clone(),
         summaries,
         mismatches,
     })
@@ -240,12 +235,12 @@ pub fn run(
 /// Where a tool's version differs between platforms (or a platform lacks
 /// it): one line per tool, `ruff 0.17.6 on linux/amd64, 0.17.5 on
 /// linux/arm64`. Empty when every platform agrees.
-pub fn tool_mismatches(by_platform: &BTreeMap<String, Inventory>) -> Vec<String> {
+pub fn tool_mismatches<P: std::fmt::Display>(by_platform: &BTreeMap<P, Inventory>) -> Vec<String> {
     let tools: std::collections::BTreeSet<&String> =
         by_platform.values().flat_map(|inv| inv.keys()).collect();
     let mut out = Vec::new();
     for tool in tools {
-        let seen: Vec<(&String, Option<&String>)> = by_platform
+        let seen: Vec<(&P, Option<&String>)> = by_platform
             .iter()
             .map(|(p, inv)| (p, inv.get(tool)))
             .collect();
@@ -270,8 +265,8 @@ pub fn tool_mismatches(by_platform: &BTreeMap<String, Inventory>) -> Vec<String>
 pub fn records(
     engine: &dyn Engine,
     summaries: &[Summary],
-) -> anyhow::Result<BTreeMap<String, BTreeMap<String, CheckRecord>>> {
-    let mut out: BTreeMap<String, BTreeMap<String, CheckRecord>> = BTreeMap::new();
+) -> anyhow::Result<BTreeMap<String, BTreeMap<Platform, CheckRecord>>> {
+    let mut out: BTreeMap<String, BTreeMap<Platform, CheckRecord>> = BTreeMap::new();
     for summary in summaries {
         for r in &summary.results {
             let Some((reference, _)) = r.outcome.image() else {
@@ -283,7 +278,7 @@ pub fn records(
             if let Some(record) = crate::check::passing_record(&info) {
                 out.entry(r.variant.clone())
                     .or_default()
-                    .insert(normalized_platform(&summary.platform), record);
+                    .insert(summary.platform.clone(), record);
             }
         }
     }
@@ -296,15 +291,14 @@ fn upstream_for(
     client: &Client,
     rt: &tokio::runtime::Runtime,
     family: &Family,
-    platform: &str,
+    want: &Platform,
 ) -> anyhow::Result<Reference> {
     let pinned = family.upstream.pinned()?;
-    let want: crate::registry::Platform = platform.parse()?;
     // `resolve` picks the index's child, and refuses a single image of
     // another platform.
     let resolved = rt
-        .block_on(client.resolve(&pinned, Some(&want)))
-        .with_context(|| format!("finding the {platform} image of the upstream {pinned}"))?;
+        .block_on(client.resolve(&pinned, Some(want)))
+        .with_context(|| format!("finding the {want} image of the upstream {pinned}"))?;
     Ok(pinned.by_digest(resolved.digest))
 }
 

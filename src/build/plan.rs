@@ -45,7 +45,7 @@ pub fn plan(
         .collect();
     // One leg per platform; without `platforms`, the one a runner has.
     let platforms = if family.platforms.is_empty() {
-        vec![crate::registry::Platform::host().normalized().to_string()]
+        vec![crate::registry::Platform::host().normalized()]
     } else {
         family.platforms.clone()
     };
@@ -112,7 +112,10 @@ mod tests {
                 ("base".into(), plan("base", None)),
                 ("go".into(), plan("go", Some("base"))),
             ]),
-            platforms: vec!["linux/amd64".into(), "linux/arm64".into()],
+            platforms: vec![
+                "linux/amd64".parse().unwrap(),
+                "linux/arm64".parse().unwrap(),
+            ],
             ..Default::default()
         }
     }
@@ -126,7 +129,12 @@ mod tests {
         let plan = plan(&family(), &definitions, &BTreeMap::new()).unwrap();
         assert!(plan.has_work);
         assert!(plan.variants.iter().all(|n| n.build && n.pinned.is_none()));
-        let legs: Vec<_> = plan.legs.include.iter().map(|l| &l.platform).collect();
+        let legs: Vec<String> = plan
+            .legs
+            .include
+            .iter()
+            .map(|l| l.platform.to_string())
+            .collect();
         assert_eq!(legs, ["linux/amd64", "linux/arm64"]);
         let summary = summary(&plan);
         assert!(

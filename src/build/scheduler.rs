@@ -6,7 +6,8 @@ use super::progress::{Event, Reporter};
 use super::variant::{Shared, build_one, failed};
 use super::{BuildError, Family, Options, Outcome, Stage, Summary, VariantResult, rfc3339};
 use crate::engine::{Engine, EngineError};
-use crate::registry::{Reference, same_platform};
+use crate::name::Platform;
+use crate::registry::Reference;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc;
 use std::time::Instant;
@@ -20,7 +21,7 @@ use std::time::Instant;
 pub fn resolve_upstream(
     engine: &dyn Engine,
     pinned: &Reference,
-    platform: Option<&str>,
+    platform: Option<&Platform>,
 ) -> Result<String, BuildError> {
     let by_digest = match pinned.digest() {
         Some(d) => pinned.by_digest(d.clone()).to_string(),
@@ -31,12 +32,10 @@ pub fn resolve_upstream(
         source,
     };
     let want = match platform {
-        Some(p) => p.to_string(),
+        Some(p) => p.clone(),
         None => engine.platform().map_err(err)?,
     };
-    let fits = |info: &crate::engine::ImageInfo| {
-        info.platform.is_empty() || same_platform(&info.platform, &want)
-    };
+    let fits = |info: &crate::engine::ImageInfo| info.platform.as_ref().is_none_or(|p| *p == want);
     let there = engine.inspect(&by_digest).map_err(err)?;
     if let Some(info) = &there
         && fits(info)
@@ -55,7 +54,7 @@ pub fn resolve_upstream(
                     detail: format!(
                         "the engine holds {by_digest} as its {} image and keeps one image per \
                      reference; `docker rmi {by_digest}` drops that reference",
-                        info.platform
+                        platform_or_unknown(info)
                     ),
                 })
             }
@@ -65,13 +64,23 @@ pub fn resolve_upstream(
         Some(info) if fits(&info) => Ok(info.id),
         Some(info) => Err(err(EngineError::Parse {
             command: format!("pull {by_digest}"),
-            detail: format!("the engine pulled it for {}, not {want}", info.platform),
+            detail: format!(
+                "the engine pulled it for {}, not {want}",
+                platform_or_unknown(&info)
+            ),
         })),
         None => Err(err(EngineError::Parse {
             command: format!("pull {by_digest}"),
             detail: "the image is still missing after a successful pull".into(),
         })),
     }
+}
+
+/// An image's platform for a message (the engine may not say).
+fn platform_or_unknown(info: &crate::engine::ImageInfo) -> String {
+    info.platform
+        .as_ref()
+        .map_or_else(|| "unknown".to_string(), ToString::to_string)
 }
 
 /// Builds (and checks) the selected variants. Failures of single variants are
@@ -87,9 +96,14 @@ pub fn run(
     let mut selected = family.select(targets)?;
     let native = engine.platform()?;
     let platform = opts.platform.clone().unwrap_or_else(|| native.clone());
-    if !family.platforms.is_empty() && !family.platforms.iter().any(|p| same_platform(p, &platform))
-    {
-        let declared = family.platforms.join(", ");
+    if !family.platforms.is_empty() && !family.platforms.contains(&platform) {
+        let declared = family
+            .platforms
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let platform = platform.to_string();
         return Err(match &opts.platform {
             Some(_) => BuildError::UnknownPlatform { platform, declared },
             None => BuildError::Platform {
@@ -102,11 +116,11 @@ pub fn run(
     // are its children, which inherit them).
     selected.retain(|v| {
         let ps = &family.variants[v].platforms;
-        ps.is_empty() || ps.iter().any(|p| same_platform(p, &platform))
+        ps.is_empty() || ps.contains(&platform)
     });
     // Another platform than the engine's own: built and checked under
     // emulation, which must work before anything starts.
-    let foreign = (!same_platform(&platform, &native)).then(|| platform.clone());
+    let foreign = (platform != native).then(|| platform.clone());
     if let Some(path) = &opts.ca_bundle {
         std::fs::File::open(path).map_err(|source| BuildError::CaBundle {
             path: path.clone(),
@@ -123,13 +137,13 @@ pub fn run(
         (Some(_), Some(child)) => child.clone(),
         (Some(p), None) => {
             return Err(BuildError::NoPlatformUpstream {
-                platform: p.clone(),
+                platform: p.to_string(),
             });
         }
     };
     let needs_upstream = selected.iter().any(|v| family.variants[v].parent.is_none());
     let upstream_id = if needs_upstream || foreign.is_some() {
-        Some(resolve_upstream(engine, &upstream, foreign.as_deref())?)
+        Some(resolve_upstream(engine, &upstream, foreign.as_ref())?)
     } else {
         None
     };
@@ -138,8 +152,8 @@ pub fn run(
         engine
             .runs_on(&upstream.to_string(), p)
             .map_err(|detail| BuildError::Emulation {
-                platform: p.clone(),
-                native: native.clone(),
+                platform: p.to_string(),
+                native: native.to_string(),
                 detail,
             })?;
     }
@@ -337,7 +351,7 @@ mod tests {
                 layers: vec![],
                 repo_tags: vec!["up:latest".into()],
                 repo_digests: vec![pinned],
-                platform: "linux/amd64".into(),
+                platform: Some("linux/amd64".parse().unwrap()),
             },
         );
         engine
@@ -453,27 +467,34 @@ mod tests {
     fn another_platform_builds_under_its_own_tags_and_inputs_and_an_undeclared_one_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let mut family = fake_family(dir.path());
-        family.platforms = vec!["linux/amd64".into(), "linux/arm64".into()];
+        family.platforms = vec![
+            "linux/amd64".parse().unwrap(),
+            "linux/arm64".parse().unwrap(),
+        ];
         let engine = upstream_engine(&[]);
         // An upstream the engine does not say the platform of fits any.
         for info in engine.images.lock().unwrap().values_mut() {
-            info.platform.clear();
+            info.platform = None;
         }
         let mut arm = options(dir.path(), 2);
-        arm.platform = Some("linux/arm64/v8".into());
+        // As `--platform linux/arm64/v8` reads: normalised there.
+        arm.platform = Some(Platform::parse_normalized("linux/arm64/v8").unwrap());
         let err = run(&family, &[], &engine, &arm, &Quiet).unwrap_err();
         assert!(
             err.to_string()
-                .starts_with("a build for linux/arm64/v8 needs the upstream's image"),
+                .starts_with("a build for linux/arm64 needs the upstream's image"),
             "{err}"
         );
         arm.upstream_for_platform = Some(family.upstream.pinned().unwrap());
         let summary = run(&family, &[], &engine, &arm, &Quiet).unwrap();
-        assert_eq!(summary.platform, "linux/arm64/v8");
+        assert_eq!(summary.platform.to_string(), "linux/arm64");
         assert!(results(&summary).values().all(|r| *r == "built"));
         {
             let images = engine.images.lock().unwrap();
-            assert_eq!(images["fake/sandbox:a-arm64"].platform, "linux/arm64/v8");
+            assert_eq!(
+                images["fake/sandbox:a-arm64"].platform,
+                Some(summary.platform.clone())
+            );
             assert!(
                 !images.contains_key("fake/sandbox:a"),
                 "the host's tag is not taken"
@@ -484,7 +505,10 @@ mod tests {
         let host = run(&family, &[], &engine, &options(dir.path(), 2), &Quiet).unwrap();
         assert!(results(&host).values().all(|r| *r == "built"));
         let images = engine.images.lock().unwrap();
-        assert_eq!(images["fake/sandbox:a"].platform, "linux/amd64");
+        assert_eq!(
+            images["fake/sandbox:a"].platform,
+            Some("linux/amd64".parse().unwrap())
+        );
         assert_ne!(
             images["fake/sandbox:a"].labels[LABEL_INPUTS],
             images["fake/sandbox:a-arm64"].labels[LABEL_INPUTS]
@@ -493,7 +517,7 @@ mod tests {
 
         // A variant narrowed to amd64 (and so its children) is not built for arm64.
         let mut narrowed = family.clone();
-        narrowed.variants.get_mut("a").unwrap().platforms = vec!["linux/amd64".into()];
+        narrowed.variants.get_mut("a").unwrap().platforms = vec!["linux/amd64".parse().unwrap()];
         let arm_only = run(&narrowed, &[], &engine, &arm, &Quiet).unwrap();
         assert!(
             !results(&arm_only).contains_key("a"),
@@ -503,7 +527,7 @@ mod tests {
         assert!(results(&arm_only).contains_key("b"));
 
         let mut other = options(dir.path(), 2);
-        other.platform = Some("linux/s390x".into());
+        other.platform = Some("linux/s390x".parse().unwrap());
         let err = run(&family, &[], &engine, &other, &Quiet).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -516,7 +540,7 @@ mod tests {
     fn an_engine_platform_outside_the_family_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let mut family = fake_family(dir.path());
-        family.platforms = vec!["linux/arm64".into()];
+        family.platforms = vec!["linux/arm64".parse().unwrap()];
         let engine = upstream_engine(&[]);
         let err = run(&family, &[], &engine, &options(dir.path(), 1), &Quiet).unwrap_err();
         assert!(

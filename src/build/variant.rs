@@ -9,6 +9,7 @@ use super::{CA_SECRET_ID, Family, Options, Outcome, Stage};
 use crate::check::{self, CheckReport, LABEL_INPUTS};
 use crate::engine::{BuildRequest, Engine, EngineError};
 use crate::labels;
+use crate::name::Platform;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,9 +24,9 @@ pub(super) struct Shared<'a> {
     pub(super) engine: &'a dyn Engine,
     pub(super) opts: &'a Options,
     pub(super) reporter: &'a dyn Reporter,
-    pub(super) platform: String,
+    pub(super) platform: Platform,
     /// `platform`, when it is not the engine's own (emulated).
-    pub(super) foreign: Option<String>,
+    pub(super) foreign: Option<Platform>,
     /// The pinned upstream (`name:tag@sha256:…`), the FROM of root variants.
     pub(super) upstream: String,
     /// `org.opencontainers.image.base.name` / `base.digest`.
@@ -115,7 +116,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
         Err(e) => return failed(Stage::Prepare, e, None),
     };
     let inputs_tag = family.inputs_tag(variant, &inputs);
-    let variant_tag = family.platform_tag(variant, sh.foreign.as_deref());
+    let variant_tag = family.platform_tag(variant, sh.foreign.as_ref());
     let tags = vec![inputs_tag.clone(), variant_tag.clone()];
     let log_path = sh.opts.log_dir.join(format!("{variant}.log"));
 
@@ -327,7 +328,7 @@ fn reuse(
 ) -> Outcome {
     // The variant tag names the latest build: it moves here first, so a
     // check recorded below moves it along with the inputs tag.
-    let variant_tag = sh.family.platform_tag(variant, sh.foreign.as_deref());
+    let variant_tag = sh.family.platform_tag(variant, sh.foreign.as_ref());
     if !info.repo_tags.contains(&variant_tag)
         && let Err(e) = sh.engine.tag(&inputs_tag, &variant_tag)
     {

@@ -8,7 +8,6 @@ use super::healthcheck::{evaluate, healthcheck_argv};
 use super::report::{CheckReport, EMULATION_TIMEOUT_FACTOR, ToolStatus};
 use super::{CheckError, Expectation, LABEL_INPUTS};
 use crate::engine::Engine;
-use crate::registry::same_platform;
 use crate::run_contract::{self as rc, Sandbox};
 use crate::smoke::{self, driver, workspace::Workspace};
 use std::time::{Duration, Instant};
@@ -46,7 +45,7 @@ pub fn check_image(
 
     let resources = engine.resources()?;
     let native = engine.platform()?;
-    let emulated = !info.platform.is_empty() && !same_platform(&info.platform, &native);
+    let emulated = info.platform.as_ref().is_some_and(|p| *p != native);
     let timeout = if emulated {
         timeout * EMULATION_TIMEOUT_FACTOR
     } else {
@@ -64,7 +63,7 @@ pub fn check_image(
         rand::random::<u32>()
     );
     if emulated {
-        sandbox.platform = Some(info.platform.clone());
+        sandbox.platform = info.platform.clone();
     }
     let script = driver::script(&healthcheck, cases);
     sandbox.entrypoint = Some("/bin/sh".into());

@@ -189,7 +189,7 @@ mod tests {
             notes: Vec::new(),
             seconds: 0.0,
             recorded_id: None,
-            platform: "linux/amd64".into(),
+            platform: Some("linux/amd64".parse().unwrap()),
             emulated: false,
         }
     }

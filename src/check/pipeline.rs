@@ -57,7 +57,7 @@ pub struct Request<'a> {
     /// Check this image instead of the variants' own.
     pub image: Option<&'a str>,
     /// Check the variants' images of this platform.
-    pub platform: Option<&'a str>,
+    pub platform: Option<&'a crate::name::Platform>,
     /// Run only these smoke suites (a partial smoke is never recorded).
     pub suites: &'a [String],
     pub timeout: Duration,
@@ -173,9 +173,7 @@ fn targets(
             } else {
                 request.variants.to_vec()
             };
-            let foreign = request
-                .platform
-                .filter(|p| !crate::registry::same_platform(p, &native));
+            let foreign = request.platform.filter(|p| **p != native);
             names
                 .into_iter()
                 .map(|v| {
@@ -231,7 +229,7 @@ mod tests {
             layers: vec![],
             repo_tags: vec![],
             repo_digests: vec![],
-            platform: "linux/amd64".into(),
+            platform: Some("linux/amd64".parse().unwrap()),
         };
         let mut images = engine.images.lock().unwrap();
         images.insert("mine:1".into(), info(&[(labels::VARIANT, "go")]));

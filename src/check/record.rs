@@ -128,7 +128,7 @@ mod tests {
             layers: vec![],
             repo_tags: vec![],
             repo_digests: vec![],
-            platform: "linux/amd64".into(),
+            platform: Some("linux/amd64".parse().unwrap()),
         };
         assert!(already_recorded(&info, &r));
         assert!(passing_record(&info).is_some());

@@ -1,6 +1,7 @@
 //! What a check found, for people and for CI: the per-tool results, the
 //! report of one image, the table and the JUnit XML.
 
+use crate::name::Platform;
 use crate::smoke::{Skipped, SmokeResult};
 use crate::table::{Column, Table};
 use quick_xml::Writer;
@@ -81,11 +82,20 @@ pub struct CheckReport {
     pub seconds: f64,
     /// The labelled image, when the result was recorded.
     pub recorded_id: Option<String>,
-    /// The image's platform (`linux/arm64`), from its config.
-    pub platform: String,
+    /// The image's platform (`linux/arm64`), from its config; written `""`
+    /// when the engine did not say or the image was never looked at.
+    #[serde(serialize_with = "platform_or_empty")]
+    pub platform: Option<Platform>,
     /// It ran under emulation (not the engine's own platform), with the
     /// time limit multiplied by [`EMULATION_TIMEOUT_FACTOR`].
     pub emulated: bool,
+}
+
+fn platform_or_empty<S: serde::Serializer>(p: &Option<Platform>, s: S) -> Result<S::Ok, S::Error> {
+    match p {
+        Some(p) => s.collect_str(p),
+        None => s.serialize_str(""),
+    }
 }
 
 /// How much longer a check may take under emulation: qemu-user ran the
@@ -114,7 +124,7 @@ impl CheckReport {
             seconds: 0.0,
             recorded_id: None,
             // Never looked at: no platform to say.
-            platform: String::new(),
+            platform: None,
             emulated: false,
         }
     }
@@ -442,7 +452,7 @@ pub(crate) mod tests {
             notes: vec![],
             seconds: 1.5,
             recorded_id: None,
-            platform: "linux/amd64".into(),
+            platform: Some("linux/amd64".parse().unwrap()),
             emulated: false,
         }
     }

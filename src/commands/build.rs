@@ -167,7 +167,7 @@ fn print_outcome(
         return super::write_json(&summaries[0]);
     }
     for s in summaries {
-        if summaries.len() > 1 || !crate::registry::same_platform(&s.platform, &outcome.native) {
+        if summaries.len() > 1 || s.platform != outcome.native {
             out!("\n== {} ==", s.platform)?;
         }
         out!("{}", summary_text(s))?;

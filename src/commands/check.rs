@@ -55,15 +55,17 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
             "--image checks one image: name at most one variant",
         ));
     }
-    if let Some(p) = &args.platform
-        && let Err(e) = p.parse::<crate::registry::Platform>()
-    {
-        return Err(exit::Error::usage(format!("--platform {p}: {e}")));
-    }
+    let platform = match &args.platform {
+        Some(p) => Some(
+            crate::name::Platform::parse_normalized(p)
+                .map_err(|e| exit::Error::usage(format!("--platform {p}: {e}")))?,
+        ),
+        None => None,
+    };
     let request = check::pipeline::Request {
         variants: &args.variants,
         image: args.image.as_deref(),
-        platform: args.platform.as_deref(),
+        platform: platform.as_ref(),
         suites: &args.suites,
         timeout: args.timeout,
         record: !args.no_record,
@@ -71,7 +73,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
     let manifest = ctx.manifest()?;
     check::pipeline::validate(manifest, &request)?;
     let family = ctx.family()?;
-    if let Some(p) = &args.platform {
+    if let Some(p) = &platform {
         family.check_platform(p)?;
     }
     let engine = ctx.engine()?;

@@ -1,6 +1,7 @@
 //! The Docker CLI driver.
 
 use super::{BuildRequest, Engine, EngineError, LogFormat, Resources};
+use crate::name::Platform;
 use crate::process::Cmd;
 use std::path::{Path, PathBuf};
 
@@ -109,7 +110,7 @@ impl Engine for Docker {
         LogFormat::BuildKit
     }
 
-    fn platform(&self) -> Result<String, EngineError> {
+    fn platform(&self) -> Result<Platform, EngineError> {
         self.platform.get_or_ask(|| {
             let out = Cmd::new(&self.program)
                 .args(["version", "--format", "{{.Server.Os}}/{{.Server.Arch}}"])
@@ -122,7 +123,7 @@ impl Engine for Docker {
                     stderr: out.stderr.trim().to_string(),
                 });
             }
-            Ok(platform)
+            super::parse_platform("version", &platform)
         })
     }
 
@@ -172,7 +173,7 @@ pub(super) fn common_build_args(mut cmd: Cmd, req: &BuildRequest) -> Cmd {
         cmd = cmd.arg("--no-cache");
     }
     if let Some(p) = &req.platform {
-        cmd = cmd.args(["--platform", p]);
+        cmd = cmd.args(["--platform".to_string(), p.to_string()]);
     }
     cmd.arg(&req.context)
 }

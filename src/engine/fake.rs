@@ -4,6 +4,7 @@
 
 use super::{BuildRequest, Engine, EngineError, ImageInfo, LogFormat, Resources};
 use crate::labels::VARIANT as LABEL_VARIANT;
+use crate::name::Platform;
 use crate::process::Cmd;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -35,8 +36,8 @@ impl Engine for FakeEngine {
     fn log_format(&self) -> LogFormat {
         LogFormat::BuildKit
     }
-    fn platform(&self) -> Result<String, EngineError> {
-        Ok("linux/amd64".into())
+    fn platform(&self) -> Result<Platform, EngineError> {
+        Ok("linux/amd64".parse().expect("a platform"))
     }
     fn resources(&self) -> Result<Resources, EngineError> {
         Ok(Resources {
@@ -80,7 +81,7 @@ impl Engine for FakeEngine {
             layers: vec![],
             repo_tags: req.tags.clone(),
             repo_digests: vec![],
-            platform: req.platform.clone().unwrap_or_else(|| "linux/amd64".into()),
+            platform: Some(req.platform.clone().unwrap_or(self.platform()?)),
         };
         let mut images = self.images.lock().unwrap();
         for t in &req.tags {
@@ -88,7 +89,7 @@ impl Engine for FakeEngine {
         }
         Ok(id)
     }
-    fn runs_on(&self, _image: &str, _platform: &str) -> Result<(), String> {
+    fn runs_on(&self, _image: &str, _platform: &Platform) -> Result<(), String> {
         Ok(())
     }
     fn inspect(&self, reference: &str) -> Result<Option<ImageInfo>, EngineError> {

@@ -13,6 +13,7 @@ mod podman;
 pub use docker::{Docker, DockerMode};
 pub use podman::Podman;
 
+use crate::name::Platform;
 use crate::process::{Cmd, ProcessError};
 use crate::run_contract::Sandbox;
 use serde::Deserialize;
@@ -89,7 +90,7 @@ pub struct BuildRequest {
     pub iidfile: PathBuf,
     /// `--platform`: set only for a platform other than the engine's own
     /// (a build for its own platform stays the command it always was).
-    pub platform: Option<String>,
+    pub platform: Option<Platform>,
 }
 
 /// A throw-away container that runs a tool with the network (e.g. a package
@@ -117,9 +118,9 @@ pub struct ImageInfo {
     pub layers: Vec<String>,
     pub repo_tags: Vec<String>,
     pub repo_digests: Vec<String>,
-    /// `os/architecture[/variant]` from the image's config (`linux/arm64`);
-    /// empty when the engine does not say.
-    pub platform: String,
+    /// `os/architecture[/variant]` from the image's config, normalised
+    /// (`linux/arm64`); `None` when the engine does not say.
+    pub platform: Option<Platform>,
 }
 
 /// The engine's platform, asked once per process: it cannot change while we
@@ -127,19 +128,30 @@ pub struct ImageInfo {
 /// every variant (9 times for one `check` of the family). A failure is not
 /// kept, so a daemon started meanwhile is found.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct PlatformOnce(std::sync::OnceLock<String>);
+pub(crate) struct PlatformOnce(std::sync::OnceLock<Platform>);
 
 impl PlatformOnce {
     pub(crate) fn get_or_ask(
         &self,
-        ask: impl FnOnce() -> Result<String, EngineError>,
-    ) -> Result<String, EngineError> {
+        ask: impl FnOnce() -> Result<Platform, EngineError>,
+    ) -> Result<Platform, EngineError> {
         if let Some(p) = self.0.get() {
             return Ok(p.clone());
         }
         let p = ask()?;
         Ok(self.0.get_or_init(|| p).clone())
     }
+}
+
+/// The engine's own platform from what `command` printed
+/// (`linux/aarch64`), parsed and normalised where it enters (`linux/arm64`).
+pub(crate) fn parse_platform(command: &str, text: &str) -> Result<Platform, EngineError> {
+    text.parse::<Platform>()
+        .map(|p| p.normalized())
+        .map_err(|e| EngineError::Parse {
+            command: command.to_string(),
+            detail: e.to_string(),
+        })
 }
 
 /// What the engine's host has to give, for the run contract's caps.
@@ -188,7 +200,7 @@ pub trait Engine: Send + Sync {
     fn log_format(&self) -> LogFormat;
     /// Fails with [`EngineError::NotRunning`] when the daemon cannot be reached;
     /// returns the engine's platform (`linux/amd64`).
-    fn platform(&self) -> Result<String, EngineError>;
+    fn platform(&self) -> Result<Platform, EngineError>;
     /// Memory, CPUs and GPU support of the engine's host.
     fn resources(&self) -> Result<Resources, EngineError>;
     /// The build command for `req` (pure; exposed for tests and `--dry-run`).
@@ -256,10 +268,10 @@ pub trait Engine: Send + Sync {
     }
     /// Pulls `reference`; from an index, the image for `platform` (the
     /// engine's own when `None`).
-    fn pull(&self, reference: &str, platform: Option<&str>) -> Result<(), EngineError> {
+    fn pull(&self, reference: &str, platform: Option<&Platform>) -> Result<(), EngineError> {
         let mut cmd = Cmd::new(self.program()).args(["pull", "--quiet"]);
         if let Some(p) = platform {
-            cmd = cmd.args(["--platform", p]);
+            cmd = cmd.args(["--platform".to_string(), p.to_string()]);
         }
         cmd.arg(reference).run()?;
         Ok(())
@@ -267,14 +279,14 @@ pub trait Engine: Send + Sync {
     /// Whether the engine can start a container of `image` for `platform`
     /// (a platform other than its own needs an emulator: binfmt_misc with
     /// qemu-user-static). `Err` says why not, in words.
-    fn runs_on(&self, image: &str, platform: &str) -> Result<(), String> {
+    fn runs_on(&self, image: &str, platform: &Platform) -> Result<(), String> {
         let cmd = Cmd::new(self.program()).args([
             "run",
             "--rm",
             "--network",
             "none",
             "--platform",
-            platform,
+            &platform.to_string(),
             "--entrypoint",
             "/bin/true",
             image,
@@ -527,9 +539,8 @@ pub fn parse_inspect(json: &str) -> Result<ImageInfo, String> {
             raw.architecture.as_str(),
             raw.variant.as_deref(),
         ) {
-            ("", _, _) | (_, "", _) => String::new(),
-            (os, arch, None | Some("")) => format!("{os}/{arch}"),
-            (os, arch, Some(v)) => format!("{os}/{arch}/{v}"),
+            ("", _, _) | (_, "", _) => None,
+            (os, arch, variant) => Some(Platform::new(os, arch, variant).normalized()),
         },
     })
 }
@@ -537,6 +548,24 @@ pub fn parse_inspect(json: &str) -> Result<ImageInfo, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn platform(s: &str) -> Platform {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_engine_s_platform_is_normalised_where_it_is_read() {
+        assert_eq!(
+            parse_platform("version", "linux/aarch64").unwrap(),
+            platform("linux/arm64")
+        );
+        assert_eq!(
+            parse_platform("version", "linux/arm64/v8").unwrap(),
+            platform("linux/arm64")
+        );
+        let e = parse_platform("version", "linux").unwrap_err().to_string();
+        assert!(e.contains("invalid platform \"linux\""), "{e}");
+    }
 
     #[test]
     fn the_platform_is_asked_once_and_a_failure_is_asked_again() {
@@ -552,10 +581,10 @@ mod tests {
         assert!(once.get_or_ask(down).is_err());
         let up = || {
             asked.set(asked.get() + 1);
-            Ok("linux/arm64".to_string())
+            Ok(platform("linux/arm64"))
         };
-        assert_eq!(once.get_or_ask(up).unwrap(), "linux/arm64");
-        assert_eq!(once.get_or_ask(up).unwrap(), "linux/arm64");
+        assert_eq!(once.get_or_ask(up).unwrap(), platform("linux/arm64"));
+        assert_eq!(once.get_or_ask(up).unwrap(), platform("linux/arm64"));
         assert_eq!(asked.get(), 2, "asked after the failure, then kept");
     }
 

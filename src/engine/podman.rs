@@ -3,6 +3,7 @@
 
 use super::docker::common_build_args;
 use super::{BuildRequest, Engine, EngineError, LogFormat, Resources};
+use crate::name::Platform;
 use crate::process::Cmd;
 use std::path::{Path, PathBuf};
 
@@ -34,7 +35,7 @@ impl Engine for Podman {
         LogFormat::Buildah
     }
 
-    fn platform(&self) -> Result<String, EngineError> {
+    fn platform(&self) -> Result<Platform, EngineError> {
         self.platform.get_or_ask(|| {
             let out = Cmd::new(&self.program)
                 .args(["info", "--format", "{{.Host.OS}}/{{.Host.Arch}}"])
@@ -49,7 +50,7 @@ impl Engine for Podman {
                     stderr: out.stderr.trim().to_string(),
                 });
             }
-            Ok(platform)
+            super::parse_platform("info", &platform)
         })
     }
 

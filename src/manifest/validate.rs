@@ -147,7 +147,7 @@ fn platform_list<'a>(
     let key = key.into();
     let mut out: Vec<Platform> = Vec::new();
     for pl in items {
-        match pl.get_ref().parse::<Platform>() {
+        match Platform::parse_normalized(pl.get_ref()) {
             Ok(parsed) if out.contains(&parsed) => p.at(
                 pl,
                 &key,

@@ -22,7 +22,7 @@ pub(crate) mod reference;
 
 pub use digest::{Algorithm, Digest};
 pub use error::{Invalid, InvalidDigest};
-pub use platform::{Platform, best_match, normalized_platform, platform_slug, same_platform};
+pub use platform::{Platform, best_match};
 pub use reference::{Reference, Repository};
 
 use std::fmt;

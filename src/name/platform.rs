@@ -6,7 +6,11 @@ use std::str::FromStr;
 
 /// An image platform. Architecture names are normalised to the OCI/Go names
 /// (`x86_64` -> `amd64`, `aarch64` -> `arm64`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// Platforms order as their text does (`linux/arm` < `linux/arm/v7` <
+/// `linux/arm64`), so a map keyed by them lists its keys as the map keyed
+/// by strings did, in files and output.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Platform {
     pub os: String,
     pub architecture: String,
@@ -53,6 +57,33 @@ impl Platform {
 
     fn effective_variant(&self) -> Option<&str> {
         self.variant.as_deref().or(self.default_variant())
+    }
+
+    /// Text the project reads a platform from (images.toml, a flag, a file
+    /// it wrote), parsed and [`normalized`](Platform::normalized) there, so
+    /// every later comparison is `==`.
+    pub fn parse_normalized(s: &str) -> Result<Platform, Invalid> {
+        s.parse::<Platform>().map(|p| p.normalized())
+    }
+
+    /// The platform as a tag fragment: its architecture and variant,
+    /// normalised (`linux/arm64/v8` → `arm64`, `linux/arm/v7` → `armv7`).
+    pub fn slug(&self) -> String {
+        let p = self.normalized();
+        format!("{}{}", p.architecture, p.variant.as_deref().unwrap_or(""))
+    }
+
+    /// The bytes of the text form, without building it.
+    fn text_bytes(&self) -> impl Iterator<Item = u8> + '_ {
+        let variant = self
+            .variant
+            .as_deref()
+            .map(|v| std::iter::once(b'/').chain(v.bytes()));
+        self.os
+            .bytes()
+            .chain(std::iter::once(b'/'))
+            .chain(self.architecture.bytes())
+            .chain(variant.into_iter().flatten())
     }
 
     /// The platform as pins and `resolve` name it: an `arm64` variant `v8`
@@ -116,9 +147,32 @@ impl FromStr for Platform {
     }
 }
 
+impl Ord for Platform {
+    /// As the text compares (a derived order on the parts would not: `-`
+    /// and `.` sort before `/`).
+    fn cmp(&self, other: &Platform) -> std::cmp::Ordering {
+        self.text_bytes().cmp(other.text_bytes())
+    }
+}
+
+impl PartialOrd for Platform {
+    fn partial_cmp(&self, other: &Platform) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl serde::Serialize for Platform {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
+    }
+}
+
+/// Reads a platform the project wrote (a key of `image_pins.json`, the
+/// journal): parsed and normalised, the one way text becomes a platform.
+impl<'de> serde::Deserialize<'de> for Platform {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = std::borrow::Cow::<str>::deserialize(d)?;
+        Platform::parse_normalized(&s).map_err(serde::de::Error::custom)
     }
 }
 
@@ -151,33 +205,6 @@ pub fn best_match(wanted: &Platform, candidates: &[Option<Platform>]) -> Option<
     best.map(|(_, i)| i)
 }
 
-/// An `os/arch[/variant]` string normalised (`linux/arm64/v8` →
-/// `linux/arm64`); an unparsable one as it is.
-pub fn normalized_platform(platform: &str) -> String {
-    platform
-        .parse::<Platform>()
-        .map(|p| p.normalized().to_string())
-        .unwrap_or_else(|_| platform.to_string())
-}
-
-/// Two `os/arch[/variant]` strings name one platform (`linux/arm64/v8` is
-/// `linux/arm64`); unparsable ones only equal themselves.
-pub fn same_platform(a: &str, b: &str) -> bool {
-    normalized_platform(a) == normalized_platform(b)
-}
-
-/// A platform as a tag fragment: its architecture and variant, normalised
-/// (`linux/arm64/v8` → `arm64`, `linux/arm/v7` → `armv7`).
-pub fn platform_slug(platform: &str) -> String {
-    match platform.parse::<Platform>() {
-        Ok(p) => {
-            let p = p.normalized();
-            format!("{}{}", p.architecture, p.variant.as_deref().unwrap_or(""))
-        }
-        Err(_) => platform.replace(['/', ':'], "-"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +229,53 @@ mod tests {
             let err = bad.parse::<Platform>().unwrap_err().to_string();
             assert!(err.contains(&format!("{bad:?}")), "{err}");
         }
+    }
+
+    #[test]
+    fn orders_as_the_text_does() {
+        let texts = [
+            "linux/amd64",
+            "linux/arm",
+            "linux/arm/v7",
+            "linux/arm64",
+            "linux/arm64/v9",
+            "linux-x/amd64",
+            "linux.y/amd64",
+            "linux/riscv64",
+            "linux/s390x",
+            "windows/amd64",
+            "linux/amd64/v2",
+            "a/b",
+            "a-b/c",
+        ];
+        let by_text: Vec<&str> = texts
+            .iter()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let by_platform: Vec<String> = texts
+            .iter()
+            .map(|t| p(t))
+            .collect::<std::collections::BTreeSet<_>>()
+            .iter()
+            .map(Platform::to_string)
+            .collect();
+        assert_eq!(by_platform, by_text);
+    }
+
+    #[test]
+    fn reads_normalised_and_writes_as_text() {
+        let read: std::collections::BTreeMap<Platform, u8> =
+            serde_json::from_str(r#"{"linux/arm64/v8": 1, "linux/amd64": 2}"#).unwrap();
+        assert_eq!(
+            serde_json::to_string(&read).unwrap(),
+            r#"{"linux/amd64":2,"linux/arm64":1}"#
+        );
+        let e = serde_json::from_str::<Platform>(r#""linux""#).unwrap_err();
+        assert!(e.to_string().contains("invalid platform \"linux\""), "{e}");
+        assert_eq!(p("linux/arm64/v8").slug(), "arm64");
+        assert_eq!(p("linux/arm/v7").slug(), "armv7");
     }
 
     #[test]

@@ -103,8 +103,8 @@ pub(super) mod tests {
         fn log_format(&self) -> LogFormat {
             LogFormat::BuildKit
         }
-        fn platform(&self) -> Result<String, EngineError> {
-            Ok("linux/amd64".into())
+        fn platform(&self) -> Result<crate::name::Platform, EngineError> {
+            Ok("linux/amd64".parse().expect("a platform"))
         }
         fn resources(&self) -> Result<Resources, EngineError> {
             unreachable!()

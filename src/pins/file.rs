@@ -217,7 +217,7 @@ mod tests {
             tag: "python-1.1.0".into(),
             version: Version::new(1, 1, 0),
             digest: d('a'),
-            platforms: [("linux/amd64".to_string(), d('b'))].into(),
+            platforms: [("linux/amd64".parse().unwrap(), d('b'))].into(),
             tools: [
                 ("ruff".to_string(), "0.13.2".to_string()),
                 ("gofmt".to_string(), "present".to_string()),

@@ -15,6 +15,8 @@ pub use file::{PinsError, PinsFile, locate_alias, remove_stale_temps};
 /// The digests a pin names are the registry's: serialised as `sha256:<hex>`.
 pub use crate::registry::Digest;
 
+use crate::name::Platform;
+
 use crate::policy::Inventory;
 use semver::Version;
 use serde::{Deserialize, Serialize};
@@ -32,8 +34,9 @@ pub struct Pin {
     pub version: Version,
     /// The digest to run: the index digest for a multi-platform image.
     pub digest: Digest,
-    /// `os/arch[/variant]` -> the platform's manifest digest.
-    pub platforms: BTreeMap<String, Digest>,
+    /// `os/arch[/variant]` -> the platform's manifest digest; keys are
+    /// normalised as they are read (`linux/arm64/v8` is `linux/arm64`).
+    pub platforms: BTreeMap<Platform, Digest>,
     /// Tool -> version, from the image's check record.
     pub tools: Inventory,
 }
@@ -48,21 +51,20 @@ impl Pin {
     /// multi-platform image its platform's own image, by digest (an engine
     /// that keeps one image per reference would otherwise run whichever
     /// platform it pulled the index for first); a single image as it is.
-    pub fn reference_for(&self, platform: &str) -> Result<String, String> {
+    pub fn reference_for(&self, platform: &Platform) -> Result<String, String> {
         if self.platforms.len() <= 1 {
             return Ok(self.reference());
         }
         self.platforms
-            .iter()
-            .find(|(p, _)| crate::registry::same_platform(p, platform))
-            .map(|(_, d)| format!("{}@{d}", self.repository))
+            .get(&platform.normalized())
+            .map(|d| format!("{}@{d}", self.repository))
             .ok_or_else(|| {
                 format!(
                     "{} has no image for {platform} (it has {})",
                     self.reference(),
                     self.platforms
                         .keys()
-                        .cloned()
+                        .map(ToString::to_string)
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
@@ -89,28 +91,33 @@ mod tests {
             digest: d('f'),
             platforms: platforms
                 .iter()
-                .map(|(p, c)| (p.to_string(), d(*c)))
+                .map(|(p, c)| (p.parse().unwrap(), d(*c)))
                 .collect(),
             tools: Default::default(),
         };
         let two = pin(&[("linux/amd64", 'a'), ("linux/arm64", 'b')]);
         assert_eq!(
-            two.reference_for("linux/arm64/v8").unwrap(),
+            two.reference_for(&"linux/arm64/v8".parse().unwrap())
+                .unwrap(),
             format!("r/x@{}", d('b'))
         );
         assert_eq!(
-            two.reference_for("linux/amd64").unwrap(),
+            two.reference_for(&"linux/amd64".parse().unwrap()).unwrap(),
             format!("r/x@{}", d('a'))
         );
         assert_eq!(
-            two.reference_for("linux/s390x").unwrap_err(),
+            two.reference_for(&"linux/s390x".parse().unwrap())
+                .unwrap_err(),
             format!(
                 "r/x@{} has no image for linux/s390x (it has linux/amd64, linux/arm64)",
                 d('f')
             )
         );
         let one = pin(&[("linux/amd64", 'a')]);
-        assert_eq!(one.reference_for("linux/arm64").unwrap(), one.reference());
+        assert_eq!(
+            one.reference_for(&"linux/arm64".parse().unwrap()).unwrap(),
+            one.reference()
+        );
     }
 
     #[test]

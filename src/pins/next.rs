@@ -157,8 +157,12 @@ pub fn next_for_image(
         if reference.contains(':') { "@" } else { ":" }
     );
     let image = source.inspect(repository, reference)?;
+    let preferred = specs
+        .iter()
+        .find(|s| s.variant == variant)
+        .map_or(&[][..], |s| &s.platforms[..]);
     let labels = image
-        .primary()
+        .primary(preferred)
         .map(|i| i.labels.clone())
         .unwrap_or_default();
     let record = CheckRecord::from_labels(&labels)
@@ -182,7 +186,9 @@ pub fn next_for_image(
                     reference: pin.reference(),
                     source,
                 })?;
-            let old = pinned.primary().and_then(|i| i.labels.get(labels::INPUTS));
+            let old = pinned
+                .primary(preferred)
+                .and_then(|i| i.labels.get(labels::INPUTS));
             inputs_changed(old, labels.get(labels::INPUTS))
         }
     };

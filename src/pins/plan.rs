@@ -21,6 +21,9 @@ pub struct AliasSpec {
     pub owed: Vec<String>,
     /// The smoke suites the variant runs: its record must have passed each.
     pub smoke: Vec<String>,
+    /// The variant's platforms, first the one whose record stands for a
+    /// multi-platform image ([`Inspected::primary`]).
+    pub platforms: Vec<crate::name::Platform>,
 }
 
 impl AliasSpec {
@@ -45,6 +48,7 @@ impl AliasSpec {
             .map(|(alias, variant)| AliasSpec {
                 owed: manifest.owed_tools(&variant),
                 smoke: crate::smoke::suites(manifest, &variant),
+                platforms: manifest.platforms_of(&variant).to_vec(),
                 alias,
                 variant,
             })
@@ -442,7 +446,7 @@ fn gate_all(inspected: &Inspected, spec: &AliasSpec) -> Result<Inventory, Refusa
                     r
                 }
             })?;
-        if Some(image) == inspected.primary() {
+        if Some(image) == inspected.primary(&spec.platforms) {
             primary = Some(inv);
         }
     }
@@ -479,7 +483,7 @@ pub(crate) mod tests {
         Inspected {
             digest: digest_of(&format!("index {tag} {record:?}")),
             images: vec![PlatformImage {
-                platform: "linux/amd64".into(),
+                platform: "linux/amd64".parse().unwrap(),
                 digest: digest_of(&format!("amd64 {tag} {record:?}")),
                 labels,
             }],
@@ -492,6 +496,7 @@ pub(crate) mod tests {
             variant: variant.into(),
             owed: owed.iter().map(|s| s.to_string()).collect(),
             smoke: Vec::new(),
+            platforms: Vec::new(),
         }
     }
 

@@ -93,7 +93,7 @@ impl ImageSource for RegistrySource {
                         .await
                         .map_err(|e| err(&name, e))?;
                     images.push(PlatformImage {
-                        platform: platform.normalized().to_string(),
+                        platform: platform.normalized(),
                         digest: d.clone(),
                         labels: config.labels,
                     });
@@ -105,7 +105,7 @@ impl ImageSource for RegistrySource {
                     .await
                     .map_err(|e| err(&name, e))?;
                 images.push(PlatformImage {
-                    platform: config.platform.normalized().to_string(),
+                    platform: config.platform.normalized(),
                     digest: resolved.digest.clone(),
                     labels: config.labels,
                 });

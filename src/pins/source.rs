@@ -2,14 +2,15 @@
 //! and verification rules are testable with an in-memory registry.
 
 use super::Digest;
+use crate::name::Platform;
 use std::collections::BTreeMap;
 
 /// One platform image of a tag or digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlatformImage {
-    /// `os/arch[/variant]`, normalised (`linux/arm64`, never
-    /// `linux/arm64/v8`: see `registry::Platform::normalized`).
-    pub platform: String,
+    /// Normalised (`linux/arm64`, never `linux/arm64/v8`: see
+    /// [`Platform::normalized`]).
+    pub platform: Platform,
     pub digest: Digest,
     /// Config labels (read from a config blob whose digest was verified).
     pub labels: BTreeMap<String, String>,
@@ -23,15 +24,19 @@ pub struct Inspected {
 }
 
 impl Inspected {
-    /// The image whose labels stand for the whole tag: linux/amd64 when
-    /// present (what the servers run), otherwise the first platform.
-    pub fn primary(&self) -> Option<&PlatformImage> {
-        self.images
+    /// The image whose labels stand for the whole tag: the image of the
+    /// first of `preferred` it has, otherwise its first. `preferred` is the
+    /// variant's `platforms` in images.toml, whose first is the one the
+    /// family is built for first (what the servers run); every platform's
+    /// record passed the gate and a release refuses platforms whose tools
+    /// differ, so this picks whose labels are quoted, not what is allowed.
+    pub fn primary(&self, preferred: &[Platform]) -> Option<&PlatformImage> {
+        preferred
             .iter()
-            .find(|i| i.platform == "linux/amd64")
+            .find_map(|p| self.images.iter().find(|i| i.platform == *p))
             .or_else(|| self.images.first())
     }
-    pub fn platforms(&self) -> BTreeMap<String, Digest> {
+    pub fn platforms(&self) -> BTreeMap<Platform, Digest> {
         self.images
             .iter()
             .map(|i| (i.platform.clone(), i.digest.clone()))

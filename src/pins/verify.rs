@@ -114,15 +114,14 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
         );
     }
 
-    let mut digests: Vec<(&str, &Digest)> = vec![("", &pin.digest)];
-    digests.extend(pin.platforms.iter().map(|(p, d)| (p.as_str(), d)));
+    let mut digests: Vec<(Option<&crate::name::Platform>, &Digest)> = vec![(None, &pin.digest)];
+    digests.extend(pin.platforms.iter().map(|(p, d)| (Some(p), d)));
     digests.dedup_by(|a, b| a.1 == b.1);
     let mut intact = true;
     for (platform, digest) in digests {
-        let what = if platform.is_empty() {
-            format!("{}@{digest}", pin.repository)
-        } else {
-            format!("{}@{digest} ({platform})", pin.repository)
+        let what = match platform {
+            None => format!("{}@{digest}", pin.repository),
+            Some(platform) => format!("{}@{digest} ({platform})", pin.repository),
         };
         match source.check_digest(&pin.repository, digest) {
             Ok(DigestCheck::Intact) => {}
@@ -218,8 +217,8 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
 /// `platforms` differ, one message each.
 fn platform_differences(
     digest: &Digest,
-    listed: &BTreeMap<String, Digest>,
-    pinned: &BTreeMap<String, Digest>,
+    listed: &BTreeMap<crate::name::Platform, Digest>,
+    pinned: &BTreeMap<crate::name::Platform, Digest>,
 ) -> Vec<String> {
     let mut out = Vec::new();
     for (platform, want) in pinned {
@@ -355,7 +354,7 @@ mod tests {
         reg.tampered.borrow_mut().clear();
 
         // Deleted platform manifest.
-        let amd = pin.platforms["linux/amd64"].clone();
+        let amd = pin.platforms[&"linux/amd64".parse().unwrap()].clone();
         reg.deleted.borrow_mut().push(amd.clone());
         let found = check(&file, &specs, &reg);
         assert_eq!(found.len(), 1, "{found:?}");
@@ -393,12 +392,12 @@ mod tests {
             digest: digest_of("index 3.0.0"),
             images: vec![
                 PlatformImage {
-                    platform: "linux/amd64".into(),
+                    platform: "linux/amd64".parse().unwrap(),
                     digest: digest_of("amd64 3.0.0"),
                     labels: labels(&tools),
                 },
                 PlatformImage {
-                    platform: "linux/arm64".into(),
+                    platform: "linux/arm64".parse().unwrap(),
                     digest: digest_of("arm64 3.0.0"),
                     labels: labels(arm_tools),
                 },
@@ -420,15 +419,19 @@ mod tests {
         let (reg, pin) = two_platform(&[("ruff", "0.13.0"), ("pytest", "8.4.1")]);
         assert_eq!(check(&file(&pin), &specs, &reg), Vec::<String>::new());
         let (amd, arm) = (
-            pin.platforms["linux/amd64"].clone(),
-            pin.platforms["linux/arm64"].clone(),
+            pin.platforms[&"linux/amd64".parse().unwrap()].clone(),
+            pin.platforms[&"linux/arm64".parse().unwrap()].clone(),
         );
 
         // The children swapped in the file: both exist, neither is where
         // the index has it.
         let mut swapped = pin.clone();
-        swapped.platforms.insert("linux/amd64".into(), arm.clone());
-        swapped.platforms.insert("linux/arm64".into(), amd.clone());
+        swapped
+            .platforms
+            .insert("linux/amd64".parse().unwrap(), arm.clone());
+        swapped
+            .platforms
+            .insert("linux/arm64".parse().unwrap(), amd.clone());
         let found = check(&file(&swapped), &specs, &reg);
         assert_eq!(
             found,
@@ -447,13 +450,13 @@ mod tests {
         // A platform left out, and one the index does not have (its digest
         // exists: another image's).
         let mut partial = pin.clone();
-        partial.platforms.remove("linux/arm64");
+        partial.platforms.remove(&"linux/arm64".parse().unwrap());
         let other = reg.inspect(REPO, "python-2.0.0").unwrap().images[0]
             .digest
             .clone();
         partial
             .platforms
-            .insert("linux/riscv64".into(), other.clone());
+            .insert("linux/riscv64".parse().unwrap(), other.clone());
         let found = check(&file(&partial), &specs, &reg);
         assert_eq!(
             found,

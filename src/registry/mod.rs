@@ -61,10 +61,7 @@ mod resolve;
 mod tags;
 mod transport;
 
-pub use crate::name::{
-    Algorithm, Digest, Platform, Reference, Repository, best_match, normalized_platform,
-    platform_slug, same_platform,
-};
+pub use crate::name::{Algorithm, Digest, Platform, Reference, Repository, best_match};
 pub use assemble::{
     AssembleError, AssembledIndex, Child, ChildRef, IndexReport, PlatformEntry, assemble,
 };

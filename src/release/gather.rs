@@ -33,7 +33,7 @@ pub enum Origin<'a> {
     Legs {
         repo: &'a Repository,
         files: &'a [std::path::PathBuf],
-        host: Option<String>,
+        host: Option<Platform>,
         write: bool,
     },
 }
@@ -144,7 +144,7 @@ impl Releasable {
     fn candidate(
         &self,
         labels: BTreeMap<String, String>,
-        platform: String,
+        platforms: Vec<Platform>,
         source: Source,
     ) -> Candidate {
         Candidate {
@@ -153,7 +153,7 @@ impl Releasable {
             owed: self.owed.clone(),
             smoke: self.smoke.clone(),
             labels,
-            platform,
+            platforms,
             source,
         }
     }
@@ -226,7 +226,7 @@ pub fn from_engine(
             .with_context(|| format!("{reference} vanished after the build"))?;
         out.push(r.candidate(
             info.labels,
-            summary.platform.clone(),
+            vec![summary.platform.clone()],
             Source::Engine {
                 reference: reference.to_string(),
                 image_id: info.id,
@@ -268,18 +268,18 @@ pub async fn from_registry(
                 .with_context(not_there)?
                 .digest
                 .clone();
-            let platforms: Vec<String> = index
+            let platforms: Vec<Platform> = index
                 .platforms()
                 .iter()
-                .map(|(p, _)| p.normalized().to_string())
+                .map(|(p, _)| p.normalized())
                 .collect();
             let child = client
                 .fetch_manifest(&reference.by_digest(child))
                 .await
                 .with_context(not_there)?;
-            (child, platforms.join(","))
+            (child, platforms)
         } else {
-            (top.clone(), String::new())
+            (top.clone(), Vec::new())
         };
         let config = client
             .config_of(&reference, &manifest)
@@ -288,7 +288,7 @@ pub async fn from_registry(
         out.push(r.candidate(
             config.labels,
             if platform.is_empty() {
-                config.platform.to_string()
+                vec![config.platform.normalized()]
             } else {
                 platform
             },
@@ -314,42 +314,33 @@ pub async fn from_legs(
     client: &Client,
     from: &Repository,
     legs: &crate::release::legs::LegsByVariant,
-    platforms: &BTreeMap<String, Vec<String>>,
+    platforms: &BTreeMap<String, Vec<Platform>>,
     variants: &[Releasable],
     write: bool,
 ) -> anyhow::Result<Vec<Candidate>> {
     let mut out = Vec::new();
     for r in variants {
         let variant = &r.variant;
-        let want: Vec<String> = platforms
-            .get(variant)
-            .map(|ps| {
-                ps.iter()
-                    .map(|p| crate::registry::normalized_platform(p))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let want: Vec<Platform> = platforms.get(variant).cloned().unwrap_or_default();
         let mine = legs.get(variant).with_context(|| {
             format!("{variant}: no leg in the legs files (each leg builds every variant)")
         })?;
-        let have: Vec<&str> = mine.keys().map(String::as_str).collect();
-        let missing: Vec<&str> = want
-            .iter()
-            .map(String::as_str)
-            .filter(|p| !mine.contains_key(*p))
-            .collect();
+        let list = |ps: &mut dyn Iterator<Item = &Platform>| {
+            ps.map(ToString::to_string).collect::<Vec<_>>().join(", ")
+        };
+        let missing: Vec<&Platform> = want.iter().filter(|p| !mine.contains_key(*p)).collect();
         if !missing.is_empty() {
             bail!(
                 "{variant}: no leg for {} (the legs give {}); it is released for {}",
-                missing.join(", "),
-                have.join(", "),
-                want.join(", ")
+                list(&mut missing.into_iter()),
+                list(&mut mine.keys()),
+                list(&mut want.iter())
             );
         }
         if let Some(extra) = mine.keys().find(|p| !want.contains(p)) {
             bail!(
                 "{variant}: a leg for {extra}, which is not one of its platforms ({})",
-                want.join(", ")
+                list(&mut want.iter())
             );
         }
         let mut labels_by_platform = BTreeMap::new();
@@ -361,7 +352,7 @@ pub async fn from_legs(
                 .await
                 .with_context(|| format!("{variant} {platform}: reading the leg's image {at}"))?;
             let config = client.config_of(&at, &manifest).await?;
-            if config.platform.normalized().to_string() != *platform {
+            if config.platform.normalized() != *platform {
                 bail!(
                     "{variant}: the {platform} leg {at} is an image for {}",
                     config.platform
@@ -387,7 +378,7 @@ pub async fn from_legs(
         if write && client.manifest_digest(&at).await?.as_ref() != Some(&index.digest) {
             client.put_index(&at, &index).await?;
         }
-        let host = Platform::host().normalized().to_string();
+        let host = Platform::host().normalized();
         let labels = labels_by_platform
             .get(&host)
             .or_else(|| labels_by_platform.values().next())
@@ -395,7 +386,7 @@ pub async fn from_legs(
             .unwrap_or_default();
         out.push(r.candidate(
             labels,
-            want.join(","),
+            want,
             Source::Registry {
                 reference: at.to_string(),
             },

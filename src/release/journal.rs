@@ -51,7 +51,7 @@ pub struct Staged {
     /// For an index: each platform (normalised, `linux/arm64`) and its
     /// stamped image. Empty for a single-platform image.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub platforms: BTreeMap<String, Digest>,
+    pub platforms: BTreeMap<crate::name::Platform, Digest>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -272,7 +272,7 @@ pub(crate) mod tests {
             why: "first release".into(),
             changes: Vec::new(),
             tools: Default::default(),
-            platform: "linux/amd64".into(),
+            platforms: vec!["linux/amd64".parse().unwrap()],
             source: Source::Registry {
                 reference: format!("r/src@sha256:{}", "0".repeat(64)),
             },

@@ -12,7 +12,8 @@
 
 use crate::build::{Outcome, Summary};
 use crate::engine::Engine;
-use crate::registry::{Client, Digest, Reference, Repository, normalized_platform, platform_slug};
+use crate::name::Platform;
+use crate::registry::{Client, Digest, Reference, Repository};
 use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -24,8 +25,8 @@ pub const SCHEMA: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Leg {
     pub variant: String,
-    /// Normalised (`linux/arm64`).
-    pub platform: String,
+    /// Normalised (`linux/arm64`), also when read.
+    pub platform: Platform,
     pub digest: Digest,
     /// `dev.sunaba.inputs` of the image.
     pub inputs: String,
@@ -80,7 +81,7 @@ impl LegsFile {
 }
 
 /// Legs by variant, then by (normalised) platform.
-pub type LegsByVariant = BTreeMap<String, BTreeMap<String, Leg>>;
+pub type LegsByVariant = BTreeMap<String, BTreeMap<Platform, Leg>>;
 
 /// The legs of several files, by variant then platform. Every file must
 /// name the same repository; a variant and platform given twice must be
@@ -89,7 +90,7 @@ pub fn merge(files: &[(String, LegsFile)]) -> anyhow::Result<(String, LegsByVari
     let Some((_, first)) = files.first() else {
         bail!("no legs file given");
     };
-    let mut out: BTreeMap<String, BTreeMap<String, Leg>> = BTreeMap::new();
+    let mut out: LegsByVariant = BTreeMap::new();
     for (name, file) in files {
         if file.repository != first.repository {
             bail!(
@@ -134,7 +135,7 @@ pub fn push(
 ) -> anyhow::Result<Vec<Leg>> {
     let mut legs = Vec::new();
     for summary in summaries {
-        let platform = normalized_platform(&summary.platform);
+        let platform = &summary.platform;
         for r in &summary.results {
             let (reference, image_id, inputs) = match &r.outcome {
                 Outcome::Built {
@@ -154,7 +155,7 @@ pub fn push(
             let tag = format!(
                 "{}-{}-{}",
                 r.variant,
-                platform_slug(&platform),
+                platform.slug(),
                 crate::build::short_hex(inputs)
             );
             let target = Reference::with_tag(repo, &tag)?;
@@ -182,7 +183,7 @@ mod tests {
     fn leg(variant: &str, platform: &str, n: u8) -> Leg {
         Leg {
             variant: variant.into(),
-            platform: platform.into(),
+            platform: platform.parse().unwrap(),
             digest: Digest::sha256(&[n]),
             inputs: "sha256:i".into(),
             image_id: "sha256:c".into(),
@@ -203,7 +204,7 @@ mod tests {
         );
         let (repo, merged) = merge(&[("a".into(), a.clone()), ("b".into(), b)]).unwrap();
         assert_eq!(repo, "r/x");
-        let platforms: Vec<&String> = merged["base"].keys().collect();
+        let platforms: Vec<String> = merged["base"].keys().map(ToString::to_string).collect();
         assert_eq!(platforms, ["linux/amd64", "linux/arm64"]);
 
         let other = file("r/y", vec![]);

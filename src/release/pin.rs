@@ -5,7 +5,6 @@
 use super::journal::Journal;
 use crate::fsutil::FileLock;
 use crate::pins::{Pin, PinsFile};
-use crate::registry::normalized_platform;
 use anyhow::{Context as _, bail};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -21,7 +20,10 @@ pub fn pins_of(journal: &Journal) -> anyhow::Result<BTreeMap<String, Pin>> {
         let digest = staged.digest.clone();
         // An index: its platform images; a single image: itself.
         let platforms = if staged.platforms.is_empty() {
-            BTreeMap::from([(normalized_platform(&v.platform), digest.clone())])
+            v.platforms
+                .iter()
+                .map(|p| (p.clone(), digest.clone()))
+                .collect()
         } else {
             staged.platforms.clone()
         };

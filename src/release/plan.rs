@@ -5,6 +5,7 @@
 
 use super::tags;
 use crate::labels;
+use crate::name::Platform;
 use crate::pins::next::inputs_changed;
 use crate::pins::{Pin, PinsFile};
 use crate::policy::{self, Bump, Inventory, Refusal, ToolChange};
@@ -37,9 +38,9 @@ pub struct Candidate {
     /// The labels of its config (for an index: of the image for this
     /// machine's platform).
     pub labels: BTreeMap<String, String>,
-    /// `os/arch[/variant]`; for an index, its platforms (normalised),
-    /// comma-separated.
-    pub platform: String,
+    /// Its platform; for an index, its platforms in the index's order.
+    /// Normalised where they were read.
+    pub platforms: Vec<Platform>,
     pub source: Source,
 }
 
@@ -76,7 +77,10 @@ pub struct Planned {
     pub why: String,
     pub changes: Vec<ToolChange>,
     pub tools: Inventory,
-    pub platform: String,
+    /// Written as one string, the platforms comma-separated
+    /// (`linux/amd64,linux/arm64`), as plans and journals always were.
+    #[serde(rename = "platform", with = "platform_list")]
+    pub platforms: Vec<Platform>,
     pub source: Source,
     pub immutable: String,
     /// Most specific first.
@@ -166,7 +170,7 @@ pub fn plan(input: Input) -> Result<Plan, PlanErrors> {
         // new capability (minor), one dropped breaks its users (major).
         let platform_change = current
             .as_ref()
-            .and_then(|c| platform_bump(&c.pin.platforms, &candidate.platform));
+            .and_then(|c| platform_bump(&c.pin.platforms, &candidate.platforms));
         if let (Some((bump, _)), Some(now)) = (&platform_change, &next.current)
             && *bump > next.bump
         {
@@ -201,7 +205,7 @@ pub fn plan(input: Input) -> Result<Plan, PlanErrors> {
             version,
             tools,
             aliases: candidate.aliases,
-            platform: candidate.platform,
+            platforms: candidate.platforms,
             source: candidate.source,
             variant,
         };
@@ -231,26 +235,45 @@ pub fn plan(input: Input) -> Result<Plan, PlanErrors> {
 /// pinned ones: the bump that announces it and the words; `None` when the
 /// same (or the pin predates platforms).
 fn platform_bump(
-    pinned: &BTreeMap<String, crate::registry::Digest>,
-    candidate: &str,
+    pinned: &BTreeMap<Platform, crate::registry::Digest>,
+    candidate: &[Platform],
 ) -> Option<(policy::Bump, String)> {
-    let now: std::collections::BTreeSet<String> = candidate
-        .split(',')
-        .filter(|p| !p.is_empty())
-        .map(crate::registry::normalized_platform)
-        .collect();
-    let was: std::collections::BTreeSet<String> = pinned.keys().cloned().collect();
+    let now: std::collections::BTreeSet<&Platform> = candidate.iter().collect();
+    let was: std::collections::BTreeSet<&Platform> = pinned.keys().collect();
     if was.is_empty() || now.is_empty() || was == now {
         return None;
     }
-    let list =
-        |s: &std::collections::BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
+    let list = |s: &std::collections::BTreeSet<&Platform>| {
+        s.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let bump = if was.is_subset(&now) {
         policy::Bump::Minor
     } else {
         policy::Bump::Major
     };
     Some((bump, format!("platforms {} -> {}", list(&was), list(&now))))
+}
+
+/// [`Planned::platforms`] as the one string plans have always held.
+mod platform_list {
+    use crate::name::Platform;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(ps: &[Platform], s: S) -> Result<S::Ok, S::Error> {
+        let text: Vec<String> = ps.iter().map(ToString::to_string).collect();
+        s.serialize_str(&text.join(","))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Platform>, D::Error> {
+        String::deserialize(d)?
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(|p| Platform::parse_normalized(p).map_err(serde::de::Error::custom))
+            .collect()
+    }
 }
 
 /// The bump in one line: the tool that proves it, or what else changed.
@@ -278,29 +301,40 @@ mod tests {
     #[test]
     fn a_platform_added_is_a_minor_release_and_one_dropped_a_major() {
         let d = crate::registry::Digest::sha256(b"x");
-        let pinned = |ps: &[&str]| -> BTreeMap<String, crate::registry::Digest> {
-            ps.iter().map(|p| (p.to_string(), d.clone())).collect()
+        let list = |ps: &str| -> Vec<Platform> {
+            ps.split(',')
+                .map(|p| Platform::parse_normalized(p).unwrap())
+                .collect()
+        };
+        let pinned = |ps: &[&str]| -> BTreeMap<Platform, crate::registry::Digest> {
+            ps.iter().map(|p| (p.parse().unwrap(), d.clone())).collect()
         };
         assert_eq!(
-            platform_bump(&pinned(&["linux/amd64"]), "linux/amd64,linux/arm64/v8"),
+            platform_bump(
+                &pinned(&["linux/amd64"]),
+                &list("linux/amd64,linux/arm64/v8")
+            ),
             Some((
                 policy::Bump::Minor,
                 "platforms linux/amd64 -> linux/amd64, linux/arm64".to_string()
             ))
         );
         assert_eq!(
-            platform_bump(&pinned(&["linux/amd64", "linux/arm64"]), "linux/amd64"),
+            platform_bump(
+                &pinned(&["linux/amd64", "linux/arm64"]),
+                &list("linux/amd64")
+            ),
             Some((
                 policy::Bump::Major,
                 "platforms linux/amd64, linux/arm64 -> linux/amd64".to_string()
             ))
         );
         assert_eq!(
-            platform_bump(&pinned(&["linux/amd64"]), "linux/amd64"),
+            platform_bump(&pinned(&["linux/amd64"]), &list("linux/amd64")),
             None
         );
         assert_eq!(
-            platform_bump(&BTreeMap::new(), "linux/amd64,linux/arm64"),
+            platform_bump(&BTreeMap::new(), &list("linux/amd64,linux/arm64")),
             None
         );
     }
@@ -331,7 +365,7 @@ mod tests {
                 (labels::CHECK.to_string(), record(status, variant, tools)),
                 (labels::INPUTS.to_string(), inputs.to_string()),
             ]),
-            platform: "linux/amd64".into(),
+            platforms: vec!["linux/amd64".parse().unwrap()],
             source: Source::Engine {
                 reference: format!("r/s:{variant}"),
                 image_id: "sha256:id".into(),

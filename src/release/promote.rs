@@ -87,11 +87,11 @@ pub async fn verify(
         let fail =
             |why: String| anyhow::anyhow!("{}: staged image {reference}: {why}", planned.variant);
         if media_type::is_index(&manifest.media_type) {
-            let listed: BTreeMap<String, Digest> =
+            let listed: BTreeMap<crate::name::Platform, Digest> =
                 Index::parse(&reference.to_string(), &manifest.bytes)?
                     .platforms()
                     .into_iter()
-                    .map(|(p, d)| (p.normalized().to_string(), d))
+                    .map(|(p, d)| (p.normalized(), d))
                     .collect();
             if listed != staged.platforms {
                 return Err(fail(format!(
@@ -171,7 +171,7 @@ fn gate(labels: &BTreeMap<String, String>, planned: &Planned) -> Result<(), Stri
 }
 
 /// `linux/amd64 (sha256:…), …` for messages.
-fn describe(platforms: &BTreeMap<String, Digest>) -> String {
+fn describe(platforms: &BTreeMap<crate::name::Platform, Digest>) -> String {
     if platforms.is_empty() {
         return "no platform images".into();
     }

@@ -213,7 +213,7 @@ mod tests {
         let staged = journal.staged["a"].clone();
         assert_eq!(staged.media_type, mt::OCI_INDEX, "an OCI child among them");
         assert_eq!(staged.config, None);
-        let platforms: Vec<&str> = staged.platforms.keys().map(String::as_str).collect();
+        let platforms: Vec<String> = staged.platforms.keys().map(ToString::to_string).collect();
         assert_eq!(platforms, ["linux/amd64", "linux/arm64"], "no attestation");
 
         // What the tags name is the staged index, byte for byte, listing
@@ -232,10 +232,10 @@ mod tests {
         drop(s);
         let index = Index::parse("i", &staged_bytes).unwrap();
         assert_eq!(index.entries.len(), 2);
-        let listed: BTreeMap<String, Digest> = index
+        let listed: BTreeMap<crate::name::Platform, Digest> = index
             .platforms()
             .into_iter()
-            .map(|(p, d)| (p.normalized().to_string(), d))
+            .map(|(p, d)| (p.normalized(), d))
             .collect();
         assert_eq!(listed, staged.platforms);
         let repo: crate::registry::Repository = format!("{}/rel/y", reg.authority).parse().unwrap();

@@ -48,6 +48,7 @@ use super::journal::Staged;
 use super::plan::{Planned, Source};
 use crate::engine::Engine;
 use crate::labels;
+use crate::name::Platform;
 use crate::registry::{self, Client, Digest, Index, Manifest, Reference, Repository};
 use anyhow::{Context as _, bail};
 use bytes::Bytes;
@@ -226,20 +227,16 @@ impl Stager<'_> {
             stamped.push(image.digest);
         }
         let assembled = client.assemble_index(to, &stamped).await?;
-        let named: BTreeSet<String> = children
-            .iter()
-            .map(|(p, _)| p.normalized().to_string())
-            .collect();
-        let platforms: BTreeMap<String, Digest> = assembled
-            .platforms
-            .iter()
-            .map(|(p, d)| (p.to_string(), d.clone()))
-            .collect();
+        let named: BTreeSet<Platform> = children.iter().map(|(p, _)| p.normalized()).collect();
+        let platforms: BTreeMap<Platform, Digest> = assembled.platforms.iter().cloned().collect();
         if platforms.keys().cloned().collect::<BTreeSet<_>>() != named {
+            let list = |ps: &mut dyn Iterator<Item = &Platform>| {
+                ps.map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            };
             bail!(
                 "the index {context} names the platforms {}, but its images' configs say {}",
-                named.into_iter().collect::<Vec<_>>().join(", "),
-                platforms.keys().cloned().collect::<Vec<_>>().join(", ")
+                list(&mut named.iter()),
+                list(&mut platforms.keys())
             );
         }
         if client.manifest_digest(staging).await?.as_ref() != Some(&assembled.digest) {
