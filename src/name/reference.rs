@@ -68,6 +68,21 @@ impl FromStr for Repository {
     }
 }
 
+impl serde::Serialize for Repository {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Reads a repository a file names (a legs file's): parsed, with the
+/// Docker Hub defaults, as `FromStr` does.
+impl<'de> serde::Deserialize<'de> for Repository {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = std::borrow::Cow::<str>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// A parsed image reference: `registry/path[:tag][@digest]`. A reference with
 /// neither tag nor digest gets the tag `latest`, as the docker CLI does.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -378,5 +393,13 @@ mod tests {
         );
         assert_eq!(r.to_string(), "127.0.0.1:5000/sunaba/sandbox");
         assert!("ubuntu".parse::<Repository>().unwrap().to_string() == "docker.io/library/ubuntu");
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(json, r#""127.0.0.1:5000/sunaba/sandbox""#);
+        assert_eq!(serde_json::from_str::<Repository>(&json).unwrap(), r);
+        let e = serde_json::from_str::<Repository>(r#""a//b""#).unwrap_err();
+        assert!(
+            e.to_string().contains("invalid image reference \"a//b\""),
+            "{e}"
+        );
     }
 }

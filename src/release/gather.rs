@@ -64,7 +64,7 @@ pub fn candidates(
                 .map(|p| Ok((p.display().to_string(), super::legs::LegsFile::load(p)?)))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let (in_repo, legs) = super::legs::merge(&files)?;
-            if in_repo != repo.to_string() {
+            if in_repo != *repo {
                 bail!("the legs are in {in_repo}, not in --from {repo}");
             }
             // Each variant's own platforms (a variant may narrow the family's).

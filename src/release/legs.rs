@@ -39,7 +39,7 @@ pub struct Leg {
 pub struct LegsFile {
     pub schema: u32,
     /// Where the legs' images are (`REGISTRY/REPO`).
-    pub repository: String,
+    pub repository: Repository,
     pub legs: Vec<Leg>,
 }
 
@@ -48,7 +48,7 @@ impl LegsFile {
     pub fn new(repository: &Repository, legs: Vec<Leg>) -> LegsFile {
         LegsFile {
             schema: SCHEMA,
-            repository: repository.to_string(),
+            repository: repository.clone(),
             legs,
         }
     }
@@ -86,7 +86,7 @@ pub type LegsByVariant = BTreeMap<String, BTreeMap<Platform, Leg>>;
 /// The legs of several files, by variant then platform. Every file must
 /// name the same repository; a variant and platform given twice must be
 /// the same image.
-pub fn merge(files: &[(String, LegsFile)]) -> anyhow::Result<(String, LegsByVariant)> {
+pub fn merge(files: &[(String, LegsFile)]) -> anyhow::Result<(Repository, LegsByVariant)> {
     let Some((_, first)) = files.first() else {
         bail!("no legs file given");
     };
@@ -194,7 +194,7 @@ mod tests {
     fn legs_files_merge_by_variant_and_platform_and_disagreements_are_refused() {
         let file = |repo: &str, legs: Vec<Leg>| LegsFile {
             schema: SCHEMA,
-            repository: repo.into(),
+            repository: format!("127.0.0.1:5000/{repo}").parse().unwrap(),
             legs,
         };
         let a = file("r/x", vec![leg("base", "linux/amd64", 1)]);
@@ -203,7 +203,7 @@ mod tests {
             vec![leg("base", "linux/arm64", 2), leg("base", "linux/amd64", 1)],
         );
         let (repo, merged) = merge(&[("a".into(), a.clone()), ("b".into(), b)]).unwrap();
-        assert_eq!(repo, "r/x");
+        assert_eq!(repo.to_string(), "127.0.0.1:5000/r/x");
         let platforms: Vec<String> = merged["base"].keys().map(ToString::to_string).collect();
         assert_eq!(platforms, ["linux/amd64", "linux/arm64"]);
 
@@ -211,7 +211,8 @@ mod tests {
         let err = merge(&[("a".into(), a.clone()), ("c".into(), other)]).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "c: its legs are in r/y, the first file's in r/x; give legs of one repository"
+            "c: its legs are in 127.0.0.1:5000/r/y, the first file's in 127.0.0.1:5000/r/x; \
+             give legs of one repository"
         );
         let clash = file("r/x", vec![leg("base", "linux/amd64", 9)]);
         let err = merge(&[("a".into(), a), ("d".into(), clash)]).unwrap_err();
@@ -229,7 +230,7 @@ mod tests {
         let path = dir.path().join("legs.json");
         let file = LegsFile {
             schema: SCHEMA,
-            repository: "r/x".into(),
+            repository: "127.0.0.1:5000/r/x".parse().unwrap(),
             legs: vec![leg("base", "linux/arm64", 3)],
         };
         file.save(&path).unwrap();
