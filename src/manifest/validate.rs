@@ -1187,6 +1187,28 @@ mod tests {
                 .iter()
                 .any(|p| p.message.contains("no package for linux/arm64"))
         );
+        // `linux/arm64/v8` is `linux/arm64` in both lists: normalised where read.
+        let v8 = with("x = { from = \"npm-tarball\", arg = \"A_VERSION\", platforms = { \"linux/amd64\" = \"y\", \"linux/arm64/v8\" = \"z\" } }")
+            .replace("default = \"top\"", "default = \"top\"\nplatforms = [\"linux/amd64\", \"linux/arm64\"]");
+        let (_dir, path) = project(&v8);
+        let loaded = Manifest::load(&path).expect("no problems");
+        let keys: Vec<String> = loaded.fragments["a"].packages[0]
+            .platforms
+            .keys()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(keys, ["linux/amd64", "linux/arm64"]);
+        let twice = with("x = { from = \"npm\", arg = \"A_VERSION\" }").replace(
+            "default = \"top\"",
+            "default = \"top\"\nplatforms = [\"linux/arm64\", \"linux/arm64/v8\"]",
+        );
+        assert!(
+            problems(&twice)
+                .iter()
+                .any(|p| p.message.contains("`linux/arm64` is listed twice")),
+            "{:?}",
+            problems(&twice)
+        );
         let scripts = GOOD.replace(
             "[fragments.b]\n",
             "[fragments.b]\nallow_scripts = [\"x\"]\n",
