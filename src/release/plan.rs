@@ -339,6 +339,25 @@ mod tests {
         );
     }
 
+    #[test]
+    fn planned_platforms_are_one_comma_separated_string_as_before() {
+        #[derive(Serialize, Deserialize)]
+        struct W {
+            #[serde(with = "platform_list")]
+            platform: Vec<Platform>,
+        }
+        let w: W = serde_json::from_str(r#"{"platform":"linux/arm64/v8,linux/amd64"}"#).unwrap();
+        assert_eq!(
+            serde_json::to_string(&w).unwrap(),
+            r#"{"platform":"linux/arm64,linux/amd64"}"#,
+            "normalised where read, in the order given"
+        );
+        let none: W = serde_json::from_str(r#"{"platform":""}"#).unwrap();
+        assert!(none.platform.is_empty());
+        assert_eq!(serde_json::to_string(&none).unwrap(), r#"{"platform":""}"#);
+        assert!(serde_json::from_str::<W>(r#"{"platform":"linux"}"#).is_err());
+    }
+
     fn record(status: &str, variant: &str, tools: &[(&str, &str)]) -> String {
         CheckRecord {
             schema: 1,
