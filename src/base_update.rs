@@ -8,14 +8,14 @@
 //! as the dev environment makes) is its own one child. Where the pin is
 //! kept in images.toml is [`target`].
 
-pub mod target;
+pub(crate) mod target;
 
 use crate::registry::{self, Client, Digest, ErrorKind, Platform, Reference, ResolveOptions};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 #[derive(Debug, thiserror::Error)]
-pub enum UpdateError {
+pub(crate) enum UpdateError {
     #[error(
         "the pinned upstream {pinned} is gone from the registry (the tag now points at {current}); \
          builds on a machine without a copy cannot pull it. `update-base --write --force` pins \
@@ -41,7 +41,7 @@ pub enum UpdateError {
 
 /// What one reference resolves to, for the family's platforms.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// The top-level digest: the index, or the one manifest.
     pub digest: Digest,
     pub index: bool,
@@ -53,7 +53,7 @@ pub struct Snapshot {
 /// How one platform's image moved. A platform neither the pin nor the tag
 /// offers (the dev environment's one-platform base) has neither digest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PlatformChange {
+pub(crate) struct PlatformChange {
     pub platform: String,
     pub old: Option<Digest>,
     pub new: Option<Digest>,
@@ -62,7 +62,7 @@ pub struct PlatformChange {
 
 /// The decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The tag followed, `name:tag`.
     pub tag: String,
     pub pinned: Option<Snapshot>,
@@ -75,7 +75,7 @@ pub struct Plan {
 
 /// Resolves `reference` (a tag or a digest) and picks, for every platform,
 /// the image that builds there.
-pub async fn snapshot(
+pub(crate) async fn snapshot(
     client: &Client,
     reference: &Reference,
     platforms: &[Platform],
@@ -120,7 +120,7 @@ pub async fn snapshot(
 /// Resolves the tag `tracked` follows and the digest it is pinned to
 /// (`pinned`, if any) and decides. `force` moves the pin to the tag's
 /// current image even when it is unchanged or the pinned one is gone.
-pub async fn plan(
+pub(crate) async fn plan(
     client: &Client,
     tracked: &Reference,
     pinned: Option<&Digest>,
@@ -150,7 +150,7 @@ pub async fn plan(
 }
 
 /// The pure part of [`plan`]: compare the children platform by platform.
-pub fn decide(
+pub(crate) fn decide(
     tag: &Reference,
     platforms: &[Platform],
     old: Option<Snapshot>,

@@ -4,7 +4,7 @@
 
 /// `e` and its sources, each cause once ("error sending request: connection
 /// refused"), for messages.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(cause) = src {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
     about = "Build, verify and pin the Sunaba sandbox images",
     after_help = "Exit status: 0 ok, 1 operational failure, 2 a gate found problems, 64 usage error."
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Path to the image family manifest.
     #[arg(
         long,
@@ -28,7 +28,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Render docker/Dockerfile.<variant> and healthchecks from templates/.
     Render(crate::commands::render::Args),
     /// Detect the languages of a path and resolve the tools verify would run.

@@ -49,16 +49,16 @@ impl From<Status> for ExitCode {
 
 /// A failed command: its exit status and, unless the command reported it
 /// already (a gate's findings), the error to print.
-pub struct Error {
+pub(crate) struct Error {
     status: Status,
     error: Option<anyhow::Error>,
 }
 
-pub type Result<T = ()> = std::result::Result<T, Error>;
+pub(crate) type Result<T = ()> = std::result::Result<T, Error>;
 
 impl Error {
     /// The gate found problems and the command has printed them.
-    pub fn gate() -> Error {
+    pub(crate) fn gate() -> Error {
         Error {
             status: Status::Gate,
             error: None,
@@ -66,7 +66,7 @@ impl Error {
     }
 
     /// A failure the command has already reported in full.
-    pub fn reported(status: Status) -> Error {
+    pub(crate) fn reported(status: Status) -> Error {
         Error {
             status,
             error: None,
@@ -74,28 +74,22 @@ impl Error {
     }
 
     /// The command line asks for something that cannot be done as asked.
-    pub fn usage(message: impl fmt::Display) -> Error {
+    pub(crate) fn usage(message: impl fmt::Display) -> Error {
         Error {
             status: Status::Usage,
             error: Some(anyhow::anyhow!("{message}")),
         }
     }
 
-    pub fn status(&self) -> Status {
+    #[cfg(test)]
+    pub(crate) fn status(&self) -> Status {
         self.status
     }
 
     /// The error still to be printed, if any.
-    pub fn unreported(&self) -> Option<&anyhow::Error> {
+    #[cfg(test)]
+    pub(crate) fn unreported(&self) -> Option<&anyhow::Error> {
         self.error.as_ref()
-    }
-
-    /// Adds context to an unreported error (as `anyhow::Context` would).
-    pub fn context(self, context: impl fmt::Display + Send + Sync + 'static) -> Error {
-        Error {
-            status: self.status,
-            error: self.error.map(|e| e.context(context)),
-        }
     }
 
     /// True when the error is our stdout having been closed by its reader.
@@ -113,7 +107,7 @@ impl Error {
 /// (`commands::write_stdout`), so a closed stdout cannot be confused with a
 /// broken pipe anywhere else.
 #[derive(Debug, thiserror::Error)]
-pub enum StdoutError {
+pub(crate) enum StdoutError {
     /// The reader went away (`sunaba-images resolve … | head -1`).
     #[error("stdout was closed by its reader")]
     Closed,
@@ -132,7 +126,7 @@ impl From<std::io::Error> for StdoutError {
 }
 
 /// The status a command's outcome exits with (what [`report`] returns).
-pub fn status_of(outcome: &Result) -> Status {
+pub(crate) fn status_of(outcome: &Result) -> Status {
     match outcome {
         Ok(()) => Status::Success,
         Err(e) if e.is_stdout_closed() => Status::Success,
@@ -163,7 +157,7 @@ impl<E: Into<anyhow::Error>> From<E> for Error {
 
 /// `run`'s outcome from the sandboxed command's exit status: its own code
 /// passed through (1 when it does not fit), 128 + the signal that killed it.
-pub fn sandboxed(status: std::process::ExitStatus) -> Result {
+pub(crate) fn sandboxed(status: std::process::ExitStatus) -> Result {
     use std::os::unix::process::ExitStatusExt;
     match status.code() {
         Some(0) => Ok(()),
@@ -195,7 +189,7 @@ fn status_for(error: &anyhow::Error) -> Status {
 }
 
 /// Sets a status on the errors of a `Result` (`.status(Status::Usage)?`).
-pub trait WithStatus<T> {
+pub(crate) trait WithStatus<T> {
     fn status(self, status: Status) -> Result<T>;
 }
 
@@ -212,7 +206,7 @@ impl<T, E: Into<Error>> WithStatus<T> for std::result::Result<T, E> {
 /// Prints what is left to print of a command's outcome and returns the exit
 /// status. A closed stdout (`sunaba-images resolve … | head -1`) ends the
 /// program quietly with status 0, as ripgrep does.
-pub fn report(outcome: Result) -> ExitCode {
+pub(crate) fn report(outcome: Result) -> ExitCode {
     let status = status_of(&outcome);
     if let Err(e) = &outcome
         && status != Status::Success

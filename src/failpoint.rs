@@ -15,7 +15,7 @@
 /// Dies here when `SUNABA_FAILPOINT` names this point (and this is the
 /// N-th time it is reached).
 #[inline]
-pub fn hit(point: &str) {
+pub(crate) fn hit(point: &str) {
     #[cfg(debug_assertions)]
     armed::hit(point);
     #[cfg(not(debug_assertions))]

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
-pub enum FeedError {
+pub(crate) enum FeedError {
     #[error("cannot read the CA file {path}: {reason}")]
     Ca { path: PathBuf, reason: String },
     #[error("{url}: {reason}")]
@@ -24,7 +24,7 @@ pub enum FeedError {
 
 /// One client for both registries.
 #[derive(Clone)]
-pub struct Feeds {
+pub(crate) struct Feeds {
     http: reqwest::Client,
     npm: String,
     pypi: String,
@@ -32,31 +32,26 @@ pub struct Feeds {
 
 /// What the npm registry says about one version.
 #[derive(Debug, Clone, Deserialize)]
-pub struct NpmVersion {
-    pub version: String,
+pub(crate) struct NpmVersion {
     pub dist: NpmDist,
-    #[serde(default)]
-    pub deprecated: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct NpmDist {
+pub(crate) struct NpmDist {
     pub tarball: String,
     pub integrity: Option<String>,
 }
 
 /// The parts of a packument `outdated` reads.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Packument {
-    #[serde(rename = "dist-tags", default)]
-    pub dist_tags: BTreeMap<String, String>,
+pub(crate) struct Packument {
     #[serde(default)]
     pub versions: BTreeMap<String, serde_json::Value>,
 }
 
 impl Packument {
     /// Published versions that are not deprecated.
-    pub fn live_versions(&self) -> Vec<String> {
+    pub(crate) fn live_versions(&self) -> Vec<String> {
         self.versions
             .iter()
             .filter(|(_, v)| {
@@ -86,7 +81,7 @@ fn env(keys: &[&str]) -> Option<String> {
 
 impl Feeds {
     /// A client trusting the system roots plus `ca_files`.
-    pub fn new(ca_files: &[PathBuf], timeout: Duration) -> Result<Feeds, FeedError> {
+    pub(crate) fn new(ca_files: &[PathBuf], timeout: Duration) -> Result<Feeds, FeedError> {
         let mut builder = reqwest::Client::builder()
             .user_agent(concat!("sunaba-images/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(10))
@@ -173,7 +168,11 @@ impl Feeds {
     }
 
     /// Metadata of one published version.
-    pub async fn npm_version(&self, name: &str, version: &str) -> Result<NpmVersion, FeedError> {
+    pub(crate) async fn npm_version(
+        &self,
+        name: &str,
+        version: &str,
+    ) -> Result<NpmVersion, FeedError> {
         self.json(
             &format!("{}/{version}", self.npm_url(name)),
             "application/json",
@@ -182,18 +181,18 @@ impl Feeds {
     }
 
     /// The abbreviated packument (dist-tags and versions).
-    pub async fn npm_packument(&self, name: &str) -> Result<Packument, FeedError> {
+    pub(crate) async fn npm_packument(&self, name: &str) -> Result<Packument, FeedError> {
         self.json(&self.npm_url(name), "application/vnd.npm.install-v1+json")
             .await
     }
 
     /// The bytes at a tarball URL.
-    pub async fn download(&self, url: &str) -> Result<bytes::Bytes, FeedError> {
+    pub(crate) async fn download(&self, url: &str) -> Result<bytes::Bytes, FeedError> {
         self.get(url, "application/octet-stream").await
     }
 
     /// Every release of a PyPI project that has files and is not yanked.
-    pub async fn pypi_releases(&self, name: &str) -> Result<Vec<String>, FeedError> {
+    pub(crate) async fn pypi_releases(&self, name: &str) -> Result<Vec<String>, FeedError> {
         let project: PypiProject = self
             .json(
                 &format!("{}/pypi/{name}/json", self.pypi),

@@ -22,7 +22,7 @@ pub enum FsError {
 /// Writes `bytes` to `path` atomically: a temp file in the same directory,
 /// fsync, rename over the target, fsync the directory. Readers see either the
 /// old content or the new, never a mix; a crash leaves the old file intact.
-pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
+pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
     let err = |source| FsError::Write {
         path: path.to_path_buf(),
         source,
@@ -67,14 +67,13 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
 
 /// An exclusive advisory lock on `<path>.lock`, held until dropped. Used around
 /// read-modify-write cycles so concurrent writers cannot lose an update.
-pub struct FileLock {
+pub(crate) struct FileLock {
     _file: File,
-    pub path: PathBuf,
 }
 
 impl FileLock {
     /// Blocks until the lock is acquired.
-    pub fn acquire(target: &Path) -> Result<FileLock, FsError> {
+    pub(crate) fn acquire(target: &Path) -> Result<FileLock, FsError> {
         let mut name = target.file_name().unwrap_or_default().to_os_string();
         name.push(".lock");
         let path = target.with_file_name(name);
@@ -89,7 +88,7 @@ impl FileLock {
             .open(&path)
             .map_err(err)?;
         file.lock().map_err(err)?;
-        Ok(FileLock { _file: file, path })
+        Ok(FileLock { _file: file })
     }
 }
 
@@ -137,7 +136,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("pins.json");
         let first = FileLock::acquire(&target).unwrap();
-        let other = OpenOptions::new().write(true).open(&first.path).unwrap();
+        let other = OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("pins.json.lock"))
+            .unwrap();
         assert!(
             other.try_lock().is_err(),
             "second lock must not be granted while held"

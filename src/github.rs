@@ -12,7 +12,7 @@ use std::path::Path;
 /// How a command reports: for people, or for a GitHub Actions runner as
 /// well (annotations, step summary, outputs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// `github` when `GITHUB_ACTIONS=true` (inside a workflow), else `human`.
     Auto,
     Human,
@@ -21,7 +21,7 @@ pub enum Format {
 
 impl Format {
     /// Whether to write GitHub's annotations and summary.
-    pub fn github(self) -> bool {
+    pub(crate) fn github(self) -> bool {
         match self {
             Format::Github => true,
             Format::Human => false,
@@ -31,10 +31,9 @@ impl Format {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
+pub(crate) enum Level {
     Error,
     Warning,
-    Notice,
 }
 
 impl Level {
@@ -42,14 +41,13 @@ impl Level {
         match self {
             Level::Error => "error",
             Level::Warning => "warning",
-            Level::Notice => "notice",
         }
     }
 }
 
 /// One annotation. `rank` orders annotations of one level: lower first.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Annotation {
+pub(crate) struct Annotation {
     pub level: Level,
     pub rank: u32,
     pub file: Option<String>,
@@ -59,7 +57,7 @@ pub struct Annotation {
 }
 
 impl Annotation {
-    pub fn error(rank: u32, message: impl Into<String>) -> Annotation {
+    pub(crate) fn error(rank: u32, message: impl Into<String>) -> Annotation {
         Annotation {
             level: Level::Error,
             rank,
@@ -69,18 +67,18 @@ impl Annotation {
             message: message.into(),
         }
     }
-    pub fn warning(rank: u32, message: impl Into<String>) -> Annotation {
+    pub(crate) fn warning(rank: u32, message: impl Into<String>) -> Annotation {
         Annotation {
             level: Level::Warning,
             ..Annotation::error(rank, message)
         }
     }
-    pub fn at(mut self, file: impl AsRef<Path>, line: Option<usize>) -> Annotation {
+    pub(crate) fn at(mut self, file: impl AsRef<Path>, line: Option<usize>) -> Annotation {
         self.file = Some(file.as_ref().display().to_string());
         self.line = line;
         self
     }
-    pub fn title(mut self, title: impl Into<String>) -> Annotation {
+    pub(crate) fn title(mut self, title: impl Into<String>) -> Annotation {
         self.title = Some(title.into());
         self
     }
@@ -114,20 +112,20 @@ impl fmt::Display for Annotation {
 }
 
 /// A message as the runner decodes it: `%`, CR and LF escaped.
-pub fn escape_data(text: &str) -> String {
+pub(crate) fn escape_data(text: &str) -> String {
     text.replace('%', "%25")
         .replace('\r', "%0D")
         .replace('\n', "%0A")
 }
 
 /// A property value: also `:` and `,`, which end a property.
-pub fn escape_property(text: &str) -> String {
+pub(crate) fn escape_property(text: &str) -> String {
     escape_data(text).replace(':', "%3A").replace(',', "%2C")
 }
 
 /// The annotations, most important first: errors before warnings, then by
 /// rank, keeping the given order among equals.
-pub fn ordered(mut annotations: Vec<Annotation>) -> Vec<Annotation> {
+pub(crate) fn ordered(mut annotations: Vec<Annotation>) -> Vec<Annotation> {
     annotations.sort_by(|a, b| match a.level.cmp(&b.level) {
         Ordering::Equal => a.rank.cmp(&b.rank),
         other => other,
@@ -136,13 +134,13 @@ pub fn ordered(mut annotations: Vec<Annotation>) -> Vec<Annotation> {
 }
 
 /// Appends `markdown` to the step summary (nothing outside a workflow).
-pub fn summary(markdown: &str) -> std::io::Result<()> {
+pub(crate) fn summary(markdown: &str) -> std::io::Result<()> {
     append_env_file("GITHUB_STEP_SUMMARY", markdown)
 }
 
 /// Sets the step output `name` (nothing outside a workflow). Values with
 /// newlines use the heredoc form with a delimiter the value cannot hold.
-pub fn set_output(name: &str, value: &str) -> std::io::Result<()> {
+pub(crate) fn set_output(name: &str, value: &str) -> std::io::Result<()> {
     let line = if value.contains('\n') {
         let mut delimiter = "SUNABA_EOF".to_string();
         while value.contains(&delimiter) {
@@ -168,7 +166,7 @@ fn append_env_file(var: &str, text: &str) -> std::io::Result<()> {
 
 /// The 1-based line of table `[name]` in a TOML text, or of `key = …`
 /// inside it: where an annotation about images.toml points.
-pub fn toml_line(text: &str, table: &str, key: Option<&str>) -> Option<usize> {
+pub(crate) fn toml_line(text: &str, table: &str, key: Option<&str>) -> Option<usize> {
     let header = format!("[{table}]");
     let mut lines = text.lines().enumerate();
     let (start, _) = lines.find(|(_, l)| l.trim() == header)?;

@@ -6,36 +6,36 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// The check record of a checked image (compact JSON, [`CheckRecord`]).
-pub const CHECK: &str = "dev.sunaba.check";
+pub(crate) const CHECK: &str = "dev.sunaba.check";
 /// `sha256:<hex>` of the build inputs.
-pub const INPUTS: &str = "dev.sunaba.inputs";
+pub(crate) const INPUTS: &str = "dev.sunaba.inputs";
 /// The variant the image was built as.
-pub const VARIANT: &str = "dev.sunaba.variant";
+pub(crate) const VARIANT: &str = "dev.sunaba.variant";
 
 /// The OCI annotations docker/metadata-action sets, as image labels.
-pub const OCI_TITLE: &str = "org.opencontainers.image.title";
-pub const OCI_DESCRIPTION: &str = "org.opencontainers.image.description";
-pub const OCI_SOURCE: &str = "org.opencontainers.image.source";
-pub const OCI_URL: &str = "org.opencontainers.image.url";
-pub const OCI_LICENSES: &str = "org.opencontainers.image.licenses";
-pub const OCI_REVISION: &str = "org.opencontainers.image.revision";
-pub const OCI_CREATED: &str = "org.opencontainers.image.created";
+pub(crate) const OCI_TITLE: &str = "org.opencontainers.image.title";
+pub(crate) const OCI_DESCRIPTION: &str = "org.opencontainers.image.description";
+pub(crate) const OCI_SOURCE: &str = "org.opencontainers.image.source";
+pub(crate) const OCI_URL: &str = "org.opencontainers.image.url";
+pub(crate) const OCI_LICENSES: &str = "org.opencontainers.image.licenses";
+pub(crate) const OCI_REVISION: &str = "org.opencontainers.image.revision";
+pub(crate) const OCI_CREATED: &str = "org.opencontainers.image.created";
 /// The upstream every variant is built on, with its tag.
-pub const OCI_BASE_NAME: &str = "org.opencontainers.image.base.name";
+pub(crate) const OCI_BASE_NAME: &str = "org.opencontainers.image.base.name";
 /// The digest that upstream is pinned to (written by the build, read by `plan`).
-pub const OCI_BASE_DIGEST: &str = "org.opencontainers.image.base.digest";
+pub(crate) const OCI_BASE_DIGEST: &str = "org.opencontainers.image.base.digest";
 /// What images.toml and the render say the image is (see `build::definition`).
-pub const DEFINITION: &str = "dev.sunaba.definition";
+pub(crate) const DEFINITION: &str = "dev.sunaba.definition";
 
 /// The release version (`X.Y.Z`), stamped on the image's config at release
 /// time: it depends on image_pins.json then, so no build can know it.
-pub const VERSION: &str = "org.opencontainers.image.version";
+pub(crate) const VERSION: &str = "org.opencontainers.image.version";
 
 /// The schema of the check record this build writes.
-pub const CHECK_SCHEMA: u32 = 1;
+pub(crate) const CHECK_SCHEMA: u32 = 1;
 
 /// Tool → version, as a check record lists it.
-pub type Inventory = BTreeMap<String, String>;
+pub(crate) type Inventory = BTreeMap<String, String>;
 
 /// The verdict of a check record. Any other word a record carries is kept
 /// as it was, so a refusal can quote it.

@@ -13,7 +13,7 @@ use std::fmt;
 
 /// Tool name -> version string as the check record reports it
 /// (`"14.1.1"`, `"1.24"`, `"present"`).
-pub use crate::labels::Inventory;
+pub(crate) use crate::labels::Inventory;
 use crate::labels::{CHECK as CHECK_LABEL, CheckRecord};
 
 /// The kind of release a change is. Ordered: a larger bump subsumes a smaller.
@@ -39,7 +39,7 @@ impl fmt::Display for Bump {
 
 /// A tool version as reported by a check record.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToolVersion {
+pub(crate) enum ToolVersion {
     /// A presence-only tool: only whether it is there matters.
     Present,
     /// A version, padded to three components (`1.24` -> `1.24.0`).
@@ -49,7 +49,7 @@ pub enum ToolVersion {
 }
 
 impl ToolVersion {
-    pub fn parse(text: &str) -> ToolVersion {
+    pub(crate) fn parse(text: &str) -> ToolVersion {
         let text = text.trim();
         if text == "present" {
             return ToolVersion::Present;
@@ -98,7 +98,7 @@ impl fmt::Display for ToolChange {
 }
 
 /// Classifies a tool's change. `None` on either side means absent.
-pub fn classify(old: Option<&str>, new: Option<&str>) -> (Bump, String) {
+pub(crate) fn classify(old: Option<&str>, new: Option<&str>) -> (Bump, String) {
     let (old, new) = match (old, new) {
         (None, None) => return (Bump::None, "absent".into()),
         (Some(_), None) => return (Bump::Major, "removed".into()),
@@ -153,7 +153,7 @@ impl Delta {
     }
 }
 
-pub fn inventory_delta(old: &Inventory, new: &Inventory) -> Delta {
+pub(crate) fn inventory_delta(old: &Inventory, new: &Inventory) -> Delta {
     let mut tools: Vec<&String> = old.keys().chain(new.keys()).collect();
     tools.sort();
     tools.dedup();
@@ -177,7 +177,7 @@ pub fn inventory_delta(old: &Inventory, new: &Inventory) -> Delta {
 
 /// Applies a bump to an image version (0.x: a major bump raises the minor,
 /// minor and patch bumps raise the patch). A pre-release loses its suffix.
-pub fn bump_version(current: &Version, bump: Bump) -> Option<Version> {
+pub(crate) fn bump_version(current: &Version, bump: Bump) -> Option<Version> {
     let (ma, mi, pa) = (current.major, current.minor, current.patch);
     let next = match (bump, ma) {
         (Bump::None, _) => return None,
@@ -191,7 +191,7 @@ pub fn bump_version(current: &Version, bump: Bump) -> Option<Version> {
 }
 
 /// The version the first image of a variant gets.
-pub const FIRST_VERSION: Version = Version::new(1, 0, 0);
+pub(crate) const FIRST_VERSION: Version = Version::new(1, 0, 0);
 
 /// The next version of a variant, or `None` when nothing changed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -205,7 +205,7 @@ pub struct NextVersion {
 /// Rule 1: the version of a newly built image from its inventory compared
 /// with the pinned one. `inputs_changed` says whether anything at all differs
 /// (a base refresh changes no tool but still deserves a patch release).
-pub fn next_version(
+pub(crate) fn next_version(
     current: Option<(&Version, &Inventory)>,
     new: &Inventory,
     inputs_changed: bool,
@@ -235,7 +235,7 @@ pub fn next_version(
 
 /// The kind of release a step between two versions announces, read the same
 /// way as `bump_version` writes it (so for 0.x a patch step admits a minor).
-pub fn version_step(a: &Version, b: &Version) -> Bump {
+pub(crate) fn version_step(a: &Version, b: &Version) -> Bump {
     let (lo, hi) = if a.cmp_precedence(b) == Ordering::Greater {
         (b, a)
     } else {
@@ -255,7 +255,7 @@ pub fn version_step(a: &Version, b: &Version) -> Bump {
 
 /// An inventory that changed more than the version step admits.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MisVersioned {
+pub(crate) struct MisVersioned {
     pub from: Version,
     pub to: Version,
     pub claimed: Bump,
@@ -284,7 +284,7 @@ impl fmt::Display for MisVersioned {
 /// Rule 3b: the inventory delta between two pinned versions must not be
 /// larger than their version step. Compared from the lower version to the
 /// higher, so a downgrade is judged like the upgrade it undoes.
-pub fn check_versioning(
+pub(crate) fn check_versioning(
     old: (&Version, &Inventory),
     new: (&Version, &Inventory),
 ) -> Result<Delta, Box<MisVersioned>> {
@@ -312,7 +312,7 @@ pub fn check_versioning(
 
 /// Why an image may not be pinned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     #[error("no {CHECK_LABEL} label: the image was never checked (run `sunaba-images check`)")]
     NoCheckRecord,
     #[error("unreadable {CHECK_LABEL} label: {0}")]
@@ -337,7 +337,7 @@ pub enum Refusal {
 /// Rule 3a: reads the check label of an image's config and returns its
 /// inventory when the image passed, covers every owed tool and passed every
 /// smoke suite in `smoke` (the suites the variant runs today).
-pub fn gate(
+pub(crate) fn gate(
     labels: &BTreeMap<String, String>,
     variant: &str,
     owed: &[String],
@@ -374,7 +374,7 @@ pub fn gate(
 }
 
 /// Owed tools absent from an inventory, in owed order.
-pub fn missing_tools(inventory: &Inventory, owed: &[String]) -> Vec<String> {
+pub(crate) fn missing_tools(inventory: &Inventory, owed: &[String]) -> Vec<String> {
     owed.iter()
         .filter(|t| !inventory.contains_key(*t))
         .cloned()
@@ -391,7 +391,7 @@ pub struct SelectOptions {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     pub tag: String,
     pub version: Version,
 }
@@ -407,7 +407,7 @@ pub enum SelectError {
 }
 
 /// The version of a `<variant>-X.Y.Z` tag; `None` for anything else.
-pub fn parse_tag(variant: &str, tag: &str) -> Option<Version> {
+pub(crate) fn parse_tag(variant: &str, tag: &str) -> Option<Version> {
     let rest = tag.strip_prefix(variant)?.strip_prefix('-')?;
     // The semver crate is strict (no `v`, no leading zeros, three parts),
     // which is exactly what a release tag must be.
@@ -421,7 +421,7 @@ fn same_line(current: &Version, v: &Version) -> bool {
 /// Rule 2: the tags `pin` may move to, best first. The planner walks the list
 /// so a candidate refused by the gate falls through to the next. The current
 /// version is included (reaching it means "stay").
-pub fn candidates(
+pub(crate) fn candidates(
     variant: &str,
     tags: &[String],
     current: Option<&Version>,

@@ -67,7 +67,7 @@ fn stderr_suffix(stderr: &str) -> String {
 }
 
 /// The last `n` lines of `text`.
-pub fn tail_lines(text: &str, n: usize) -> String {
+pub(crate) fn tail_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     let start = lines.len().saturating_sub(n);
     lines[start..].join("\n")
@@ -547,7 +547,7 @@ fn spawn_reader(
     })
 }
 
-pub fn describe_status(status: &ExitStatus) -> String {
+pub(crate) fn describe_status(status: &ExitStatus) -> String {
     match status.code() {
         Some(code) => format!("exit status {code}"),
         None => {
@@ -564,7 +564,7 @@ pub fn describe_status(status: &ExitStatus) -> String {
 /// are, anything else is single-quoted. The one quoter of the crate: command
 /// lines shown to people ([`Cmd::display`], `run --print`) and the words the
 /// rendered healthcheck passes to its `check` function.
-pub fn sh_quote(word: &str) -> String {
+pub(crate) fn sh_quote(word: &str) -> String {
     // An allowlist, not a list of specials: a character a shell might treat
     // specially (`!`, `{`, `~`, non-ASCII) gets quoted rather than missed.
     let safe = !word.is_empty()

@@ -14,19 +14,19 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// Where the workspace is mounted read-write; also the working directory.
-pub const WORKSPACE: &str = "/workspace";
+pub(crate) const WORKSPACE: &str = "/workspace";
 /// The image's non-root user (`USER` of every rendered image).
-pub const USER: &str = "sandbox";
-pub const UID: u32 = 1000;
-pub const GID: u32 = 1000;
+pub(crate) const USER: &str = "sandbox";
+pub(crate) const UID: u32 = 1000;
+pub(crate) const GID: u32 = 1000;
 /// The sandbox user's HOME: a tmpfs at run time, where every cache goes.
-pub const HOME: &str = "/home/sandbox";
+pub(crate) const HOME: &str = "/home/sandbox";
 /// The environment every image sets for the posture (the Dockerfile
 /// template's posture block, before any fragment): HOME is the tmpfs the
 /// contract mounts and caches go under it, text is UTF-8, and git takes no
 /// optional locks (a read-only `git status` would otherwise rewrite
 /// `.git/index`). Fragments' `env` may refer to these as `${NAME}`.
-pub fn image_env() -> Vec<(&'static str, String)> {
+pub(crate) fn image_env() -> Vec<(&'static str, String)> {
     vec![
         ("HOME", HOME.to_string()),
         ("XDG_CACHE_HOME", format!("{HOME}/.cache")),
@@ -35,22 +35,22 @@ pub fn image_env() -> Vec<(&'static str, String)> {
     ]
 }
 /// Size caps of the two tmpfs mounts.
-pub const TMP_SIZE: &str = "1g";
-pub const HOME_SIZE: &str = "1g";
+pub(crate) const TMP_SIZE: &str = "1g";
+pub(crate) const HOME_SIZE: &str = "1g";
 /// Processes one sandbox may have: enough for `go test ./...` and jest
 /// workers, few enough that a fork bomb stops.
-pub const PIDS_LIMIT: u32 = 4096;
+pub(crate) const PIDS_LIMIT: u32 = 4096;
 /// Memory the host keeps for itself when the cap is derived.
-pub const HOST_RESERVE_GIB: u64 = 3;
+pub(crate) const HOST_RESERVE_GIB: u64 = 3;
 /// No derived or asked memory cap goes below this.
-pub const MEMORY_FLOOR_GIB: u64 = 4;
+pub(crate) const MEMORY_FLOOR_GIB: u64 = 4;
 
 const GIB: u64 = 1 << 30;
 
 /// Labels every sandbox carries (docs/contracts.md).
-pub const LABEL_ALIAS: &str = "dev.sunaba.sandbox.alias";
-pub const LABEL_IMAGE: &str = "dev.sunaba.sandbox.image";
-pub const LABEL_WORKSPACE: &str = "dev.sunaba.sandbox.workspace";
+pub(crate) const LABEL_ALIAS: &str = "dev.sunaba.sandbox.alias";
+pub(crate) const LABEL_IMAGE: &str = "dev.sunaba.sandbox.image";
+pub(crate) const LABEL_WORKSPACE: &str = "dev.sunaba.sandbox.workspace";
 
 const NAME_PREFIX: &str = "sunaba-";
 const SLUG_MAX: usize = 40;
@@ -86,7 +86,7 @@ pub enum ContractError {
 /// The container name for a workspace: `sunaba-<slug>-<hash8>`, where the
 /// slug is the directory's name made safe and the hash names the exact path,
 /// so two checkouts called `app` never share a container.
-pub fn container_name(workspace: &Path) -> String {
+pub(crate) fn container_name(workspace: &Path) -> String {
     let hash = hex::encode(sha2::Sha256::digest(
         workspace.as_os_str().as_encoded_bytes(),
     ));
@@ -117,13 +117,17 @@ fn slug(name: &str) -> String {
 
 /// The parts of a sandbox container's name, or `None` for any name this
 /// contract did not compose (never a plausible guess).
+// The inverse the server applies to the names this contract composes
+// (docs/contracts.md); this tool itself never needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SandboxName {
+#[allow(dead_code)]
+pub(crate) struct SandboxName {
     pub slug: String,
     pub hash8: String,
 }
 
-pub fn parse_container_name(name: &str) -> Option<SandboxName> {
+#[allow(dead_code)]
+pub(crate) fn parse_container_name(name: &str) -> Option<SandboxName> {
     let rest = name.strip_prefix(NAME_PREFIX)?;
     let (slug, hash8) = rest.rsplit_once('-')?;
     let hash_ok = hash8.len() == 8
@@ -151,7 +155,10 @@ pub fn parse_container_name(name: &str) -> Option<SandboxName> {
 /// the number typed, the floor still holding — the owner may give the
 /// sandbox all of their machine, so neither the reserve nor the engine's
 /// size applies.
-pub fn memory_cap(engine_total_bytes: u64, asked_gib: Option<u64>) -> Result<u64, ContractError> {
+pub(crate) fn memory_cap(
+    engine_total_bytes: u64,
+    asked_gib: Option<u64>,
+) -> Result<u64, ContractError> {
     let gib = match asked_gib {
         Some(0) => return Err(ContractError::NoMemory),
         Some(asked) => asked.max(MEMORY_FLOOR_GIB),
@@ -163,7 +170,7 @@ pub fn memory_cap(engine_total_bytes: u64, asked_gib: Option<u64>) -> Result<u64
 }
 
 /// CPUs: unbounded unless asked; an ask is whole cores, at most the engine's.
-pub fn cpu_cap(engine_cpus: u32, asked: Option<u32>) -> Result<Option<u32>, ContractError> {
+pub(crate) fn cpu_cap(engine_cpus: u32, asked: Option<u32>) -> Result<Option<u32>, ContractError> {
     match asked {
         None => Ok(None),
         Some(0) => Err(ContractError::NoCpus),
@@ -180,7 +187,7 @@ pub fn cpu_cap(engine_cpus: u32, asked: Option<u32>) -> Result<Option<u32>, Cont
 /// Names that never cross, whatever the caller asks: credentials, tokens,
 /// keys, and settings that would point a tool inside at the host's engine or
 /// cloud accounts. Matched case-insensitively; `*` is any run of characters.
-pub const ENV_DENY: &[&str] = &[
+pub(crate) const ENV_DENY: &[&str] = &[
     "DOCKER_*",
     "CONTAINER_*",
     "PODMAN_*",
@@ -220,7 +227,7 @@ pub const ENV_DENY: &[&str] = &[
 ];
 
 /// Set in every sandbox by the contract (the image's own ENV carries the rest).
-pub fn fixed_env() -> Vec<(&'static str, String)> {
+pub(crate) fn fixed_env() -> Vec<(&'static str, String)> {
     vec![("HOME", HOME.to_string())]
 }
 
@@ -238,7 +245,7 @@ fn glob_match(pattern: &str, name: &str) -> bool {
 }
 
 /// The deny rule a name matches, if any.
-pub fn denied_by(name: &str) -> Option<&'static str> {
+pub(crate) fn denied_by(name: &str) -> Option<&'static str> {
     ENV_DENY.iter().copied().find(|rule| glob_match(rule, name))
 }
 
@@ -250,7 +257,7 @@ fn valid_env_name(name: &str) -> bool {
 
 /// Our own environment, the names that are text (what [`allowed_env`]
 /// picks from).
-pub fn caller_env() -> BTreeMap<String, OsString> {
+pub(crate) fn caller_env() -> BTreeMap<String, OsString> {
     std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
         .collect()
@@ -259,7 +266,7 @@ pub fn caller_env() -> BTreeMap<String, OsString> {
 /// The variables that cross: exactly the names asked for, each allowed and
 /// set in `caller_env`. A name on the deny list is an error (said, never
 /// silently dropped); a name the caller does not have is skipped.
-pub fn allowed_env(
+pub(crate) fn allowed_env(
     asked: &[String],
     caller_env: &BTreeMap<String, OsString>,
 ) -> Result<Vec<String>, ContractError> {
@@ -293,7 +300,7 @@ pub enum Directive {
     ShmSize(String),
 }
 
-pub const DIRECTIVES_ALLOWED: &str = "--gpus=all, --shm-size=<n>[k|m|g]";
+pub(crate) const DIRECTIVES_ALLOWED: &str = "--gpus=all, --shm-size=<n>[k|m|g]";
 
 impl Directive {
     pub fn parse(text: &str) -> Result<Directive, ContractError> {
@@ -534,7 +541,7 @@ fn mount_value(source: &Path) -> OsString {
 /// What an owner asks of a sandbox (`run`'s flags), before the engine's
 /// resources set the caps.
 #[derive(Debug, Clone, Default)]
-pub struct Ask {
+pub(crate) struct Ask {
     pub alias: Option<String>,
     pub network: bool,
     /// Whole GiB (default: the engine's memory minus 3 GiB; at least 4).
@@ -559,7 +566,7 @@ impl ContractError {
 /// The sandbox `ask` gets on an engine with `resources`: an optional
 /// directive the engine cannot honour is dropped (`dropped` hears of it),
 /// memory and CPUs are capped by what the engine has.
-pub fn sandbox(
+pub(crate) fn sandbox(
     image: impl Into<String>,
     workspace: &Path,
     resources: &crate::engine::Resources,

@@ -23,7 +23,7 @@ use toml_edit::DocumentMut;
 
 /// What to scaffold.
 #[derive(Debug, Clone, Default)]
-pub struct Request {
+pub(crate) struct Request {
     /// The fragment (and, unless `variant` says otherwise, the variant).
     pub name: String,
     /// The tools it provides (default: one named like the fragment).
@@ -42,7 +42,7 @@ pub struct Request {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ScaffoldError {
+pub(crate) enum ScaffoldError {
     #[error("invalid {what} name `{name}`: use lowercase letters, digits, `-` and `_`")]
     BadName { what: &'static str, name: String },
     #[error(
@@ -73,7 +73,7 @@ pub enum ScaffoldError {
 
 /// What a probe container saw.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Probe {
+pub(crate) struct Probe {
     /// Tool -> the first line its `--version` printed (empty: nothing).
     pub versions: std::collections::BTreeMap<String, String>,
     /// Bytes the packages added to the file system.
@@ -82,7 +82,7 @@ pub struct Probe {
 
 /// The shell script of a probe container: refuse missing packages, install
 /// them, measure what they added, print each tool's `--version`.
-pub fn probe_script(apt: &[String], tools: &[String]) -> String {
+pub(crate) fn probe_script(apt: &[String], tools: &[String]) -> String {
     let quote = |items: &[String]| {
         items
             .iter()
@@ -113,7 +113,7 @@ pub fn probe_script(apt: &[String], tools: &[String]) -> String {
 /// `text` as a literal in a POSIX ERE that is also a Rust regex (the
 /// healthcheck greps with the one, validation compiles the other): only
 /// the characters special to both are escaped (`-` must stay bare in ERE).
-pub fn ere_escape(text: &str) -> String {
+pub(crate) fn ere_escape(text: &str) -> String {
     let mut out = String::new();
     for c in text.chars() {
         if ".[]()*+?{}|^$\\".contains(c) {
@@ -125,7 +125,7 @@ pub fn ere_escape(text: &str) -> String {
 }
 
 /// What a probe container printed.
-pub fn parse_probe(stdout: &str) -> Result<Probe, ScaffoldError> {
+pub(crate) fn parse_probe(stdout: &str) -> Result<Probe, ScaffoldError> {
     let mut probe = Probe::default();
     let mut missing = Vec::new();
     for line in stdout.lines() {
@@ -151,7 +151,7 @@ pub fn parse_probe(stdout: &str) -> Result<Probe, ScaffoldError> {
 /// A version pattern for what a probe printed, and the version it finds:
 /// the text before the first `X.Y[.Z]` kept literally (from its last word
 /// on), the version captured; checked against `printed`.
-pub fn proposed_pattern(printed: &str) -> Option<(String, String)> {
+pub(crate) fn proposed_pattern(printed: &str) -> Option<(String, String)> {
     let version = regex::Regex::new(r"[0-9]+\.[0-9]+(\.[0-9]+)?").ok()?;
     let m = version.find(printed)?;
     let before = &printed[..m.start()];
@@ -177,7 +177,7 @@ pub fn proposed_pattern(printed: &str) -> Option<(String, String)> {
 
 /// A planned scaffold: new files (project-relative) and the new images.toml.
 #[derive(Debug)]
-pub struct Scaffold {
+pub(crate) struct Scaffold {
     pub files: Vec<(PathBuf, String)>,
     pub manifest_text: String,
     /// The variants the fragment is in (its own, the default when joined).
@@ -192,7 +192,7 @@ fn valid_name(name: &str) -> bool {
 }
 
 /// Plans the scaffold of `req` in `manifest` (whose text is `text`).
-pub fn plan(
+pub(crate) fn plan(
     manifest: &Manifest,
     text: &str,
     req: &Request,
@@ -457,7 +457,7 @@ fn install_script(name: &str, tools: &[String], apt: &[String]) -> String {
 /// files first (each refused if it exists), then the whole is validated,
 /// and only then images.toml is replaced. On any problem the files written
 /// are removed again. Returns the files written, images.toml last.
-pub fn write(
+pub(crate) fn write(
     root: &Path,
     manifest_path: &Path,
     scaffold: &Scaffold,

@@ -8,14 +8,14 @@
 
 /// How a cell sits in its column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Align {
+pub(crate) enum Align {
     Left,
     Right,
 }
 
 /// One column: its alignment, its width and what stands before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Column {
+pub(crate) struct Column {
     align: Align,
     /// `None`: as wide as the widest cell.
     width: Option<usize>,
@@ -25,7 +25,7 @@ pub struct Column {
 
 impl Column {
     /// A left-aligned column as wide as its widest cell.
-    pub fn left() -> Column {
+    pub(crate) fn left() -> Column {
         Column {
             align: Align::Left,
             width: None,
@@ -34,7 +34,7 @@ impl Column {
     }
 
     /// A right-aligned column as wide as its widest cell.
-    pub fn right() -> Column {
+    pub(crate) fn right() -> Column {
         Column {
             align: Align::Right,
             ..Column::left()
@@ -44,7 +44,7 @@ impl Column {
     /// Pads every cell to `width` instead of fitting the widest one; a
     /// longer cell overflows its own row only, so one odd value does not
     /// push every other row right.
-    pub fn width(self, width: usize) -> Column {
+    pub(crate) fn width(self, width: usize) -> Column {
         Column {
             width: Some(width),
             ..self
@@ -52,7 +52,7 @@ impl Column {
     }
 
     /// What stands before this column (for the first, the row's indent).
-    pub fn gap(self, gap: &'static str) -> Column {
+    pub(crate) fn gap(self, gap: &'static str) -> Column {
         Column {
             gap: Some(gap),
             ..self
@@ -62,13 +62,13 @@ impl Column {
 
 /// Rows of cells under a fixed set of columns.
 #[derive(Debug, Clone)]
-pub struct Table {
+pub(crate) struct Table {
     columns: Vec<Column>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
-    pub fn new(columns: impl IntoIterator<Item = Column>) -> Table {
+    pub(crate) fn new(columns: impl IntoIterator<Item = Column>) -> Table {
         Table {
             columns: columns.into_iter().collect(),
             rows: Vec::new(),
@@ -76,7 +76,7 @@ impl Table {
     }
 
     /// Adds a row; missing cells are empty, extra cells are dropped.
-    pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
+    pub(crate) fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
         let mut row: Vec<String> = cells
             .into_iter()
             .take(self.columns.len())
@@ -88,7 +88,7 @@ impl Table {
 
     /// Each row as one line, without its newline. A left-aligned last
     /// column is not padded (no trailing blanks from it).
-    pub fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         let widths: Vec<usize> = self
             .columns
             .iter()
@@ -118,7 +118,7 @@ impl Table {
     }
 
     /// Every line followed by a newline.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         self.lines().into_iter().map(|l| l + "\n").collect()
     }
 }

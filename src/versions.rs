@@ -8,7 +8,7 @@ use semver::Version;
 /// A version as tools print them and images.toml's `min` states them
 /// (`1.24`, `v20.1.0`, `1.02.3`, `2.0.0-rc.1`): one to three numeric parts,
 /// padded to three, leading zeros dropped, a `-pre`/`+build` suffix kept.
-pub fn lenient_version(text: &str) -> Option<Version> {
+pub(crate) fn lenient_version(text: &str) -> Option<Version> {
     let text = text.trim();
     let body = text.strip_prefix('v').unwrap_or(text);
     let split = body

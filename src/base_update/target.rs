@@ -6,7 +6,7 @@ use crate::manifest::edit::Editor;
 use crate::registry::{self, Digest, Platform, Reference};
 
 #[derive(Debug, thiserror::Error)]
-pub enum TargetError {
+pub(crate) enum TargetError {
     #[error("the profile takes its upstream from ${var}, which is not set")]
     EnvUnset { var: String },
     #[error("images.toml has no `upstream`")]
@@ -19,7 +19,7 @@ pub enum TargetError {
 
 /// Where the pin in force is kept.
 #[derive(Debug)]
-pub enum Slot {
+pub(crate) enum Slot {
     /// A string in images.toml at this key path.
     File(Vec<String>),
     /// An environment variable (a profile's `upstream_env`): not ours to write.
@@ -29,7 +29,7 @@ pub enum Slot {
 /// The pin in force, read leniently from images.toml (a tag-only upstream
 /// is what this command exists to pin).
 #[derive(Debug)]
-pub struct Target {
+pub(crate) struct Target {
     pub slot: Slot,
     /// The text of the pin as written (`debian:trixie-slim@sha256:…`).
     pub text: String,
@@ -40,7 +40,7 @@ pub struct Target {
 
 impl Target {
     /// Where the pin is, for messages.
-    pub fn origin(&self) -> String {
+    pub(crate) fn origin(&self) -> String {
         match &self.slot {
             Slot::File(path) => format!("images.toml `{}`", path.join(".")),
             Slot::Env(var) => format!("${var}"),
@@ -50,7 +50,7 @@ impl Target {
 
 /// The pin in force for `profile`: its `upstream_env`, its `upstream`, or
 /// the top-level `upstream`.
-pub fn find(editor: &Editor, profile: Option<&str>) -> Result<Target, TargetError> {
+pub(crate) fn find(editor: &Editor, profile: Option<&str>) -> Result<Target, TargetError> {
     let in_profile = |key: &str| profile.and_then(|p| editor.string(&["profiles", p, key]));
     let (slot, text, tracks) = match (in_profile("upstream_env"), in_profile("upstream")) {
         (Some(var), tracks) => {
@@ -95,14 +95,14 @@ pub fn find(editor: &Editor, profile: Option<&str>) -> Result<Target, TargetErro
 }
 
 /// The new text of the pin: the name as written, the new digest.
-pub fn pinned_text(text: &str, digest: &Digest) -> String {
+pub(crate) fn pinned_text(text: &str, digest: &Digest) -> String {
     let name = text.split_once('@').map_or(text, |(name, _)| name);
     format!("{name}@{digest}")
 }
 
 /// `update-base --json`: the pin in force, the decision and what was done.
 #[derive(Debug, serde::Serialize)]
-pub struct Report<'a> {
+pub(crate) struct Report<'a> {
     pub origin: String,
     pub tag: &'a str,
     pub reference: &'a str,
@@ -115,7 +115,7 @@ pub struct Report<'a> {
 }
 
 impl<'a> Report<'a> {
-    pub fn new(
+    pub(crate) fn new(
         target: &'a Target,
         plan: &'a super::Plan,
         new_reference: &'a str,
@@ -136,7 +136,7 @@ impl<'a> Report<'a> {
 }
 
 /// The platforms images.toml's `platforms` names; the host's without any.
-pub fn platforms(editor: &Editor) -> Result<Vec<Platform>, registry::Error> {
+pub(crate) fn platforms(editor: &Editor) -> Result<Vec<Platform>, registry::Error> {
     let declared = editor.strings(&["platforms"]);
     if declared.is_empty() {
         Ok(vec![Platform::host()])

@@ -12,7 +12,7 @@ use crate::name::Platform;
 use std::collections::BTreeMap;
 
 /// A variant's inputs, hashed.
-pub struct Inputs {
+pub(crate) struct Inputs {
     pub files: Vec<StagedFile>,
     /// Every build argument, the FROM argument included.
     pub build_args: BTreeMap<String, String>,
@@ -23,7 +23,7 @@ pub struct Inputs {
 
 impl Family {
     /// Hashes `variant`'s inputs when built FROM `from_ref` (image ID `from_id`).
-    pub fn inputs(
+    pub(crate) fn inputs(
         &self,
         variant: &str,
         platform: &Platform,
@@ -56,7 +56,7 @@ impl Family {
 
     /// The local image (inputs tag, image ID) built from exactly the current
     /// inputs of `variant` and its ancestors; `None` when it is not built.
-    pub fn current_image(
+    pub(crate) fn current_image(
         &self,
         engine: &dyn Engine,
         variant: &str,

@@ -12,7 +12,7 @@ use super::{BuildError, Family};
 use std::collections::BTreeMap;
 
 /// The definition of `variant` (`sha256:<hex>`).
-pub fn of(family: &Family, variant: &str) -> Result<String, BuildError> {
+pub(crate) fn of(family: &Family, variant: &str) -> Result<String, BuildError> {
     let plan = family
         .variants
         .get(variant)
@@ -38,7 +38,7 @@ pub fn of(family: &Family, variant: &str) -> Result<String, BuildError> {
 }
 
 /// Every variant's definition, by name.
-pub fn all(family: &Family) -> Result<BTreeMap<String, String>, BuildError> {
+pub(crate) fn all(family: &Family) -> Result<BTreeMap<String, String>, BuildError> {
     family
         .order
         .iter()

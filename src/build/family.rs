@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 /// What the build of one variant needs, from images.toml and the render.
 #[derive(Debug, Clone, Default)]
-pub struct VariantPlan {
+pub(crate) struct VariantPlan {
     pub name: String,
     pub parent: Option<String>,
     /// Repo-relative rendered Dockerfile.
@@ -38,7 +38,7 @@ pub struct VariantPlan {
 /// The image family as the build sees it.
 #[derive(Debug, Clone)]
 #[cfg_attr(test, derive(Default))]
-pub struct Family {
+pub(crate) struct Family {
     /// Directory of images.toml (fragment paths are relative to it).
     pub root: PathBuf,
     /// Local repository of the built tags (the profile's `repository`).
@@ -61,7 +61,7 @@ pub struct Family {
 impl Family {
     /// The family as the build sees it: the manifest, its render and the
     /// settings of the active profile.
-    pub fn new(manifest: &Manifest, rendered: &Rendered, settings: &Settings) -> Family {
+    pub(crate) fn new(manifest: &Manifest, rendered: &Rendered, settings: &Settings) -> Family {
         Family {
             root: manifest.root.clone(),
             repository: settings.repository.clone(),
@@ -101,7 +101,7 @@ impl Family {
     /// build to build (so they are part of its inputs): the OCI title,
     /// description, source, url and licenses docker/metadata-action would
     /// set, and `dev.sunaba.variant`. The version is stamped at release.
-    pub fn static_labels(&self, variant: &str) -> BTreeMap<String, String> {
+    pub(crate) fn static_labels(&self, variant: &str) -> BTreeMap<String, String> {
         let mut labels = BTreeMap::from([
             (labels::OCI_TITLE.to_string(), format!("sunaba-{variant}")),
             (labels::OCI_SOURCE.to_string(), self.source.clone()),
@@ -124,7 +124,7 @@ impl Family {
     /// normalised where they were read: `linux/arm64/v8` is `linux/arm64`).
     /// A family without `platforms` is built for the engine's own, whatever
     /// that is, so any platform may be asked for.
-    pub fn check_platform(&self, platform: &Platform) -> Result<(), crate::name::Unknown> {
+    pub(crate) fn check_platform(&self, platform: &Platform) -> Result<(), crate::name::Unknown> {
         if self.platforms.is_empty() || self.platforms.contains(platform) {
             Ok(())
         } else {
@@ -138,13 +138,13 @@ impl Family {
     }
 
     /// The error for a variant the family does not have.
-    pub fn unknown_variant(&self, name: &str) -> crate::name::Unknown {
+    pub(crate) fn unknown_variant(&self, name: &str) -> crate::name::Unknown {
         crate::name::Unknown::new("variant", name, "images.toml", self.variants.keys())
     }
 
     /// The targets and their ancestors, parents first; all variants when
     /// `targets` is empty.
-    pub fn select(&self, targets: &[String]) -> Result<Vec<String>, crate::name::Unknown> {
+    pub(crate) fn select(&self, targets: &[String]) -> Result<Vec<String>, crate::name::Unknown> {
         if targets.is_empty() {
             return Ok(self.order.clone());
         }
@@ -169,7 +169,7 @@ impl Family {
     }
 
     /// The tag that names one exact set of inputs; children are built FROM it.
-    pub fn inputs_tag(&self, variant: &str, inputs: &str) -> String {
+    pub(crate) fn inputs_tag(&self, variant: &str, inputs: &str) -> String {
         format!(
             "{}:{variant}-inputs-{}",
             self.repository,
@@ -178,7 +178,7 @@ impl Family {
     }
 
     /// The convenience tag of the latest checked build of a variant.
-    pub fn variant_tag(&self, variant: &str) -> String {
+    pub(crate) fn variant_tag(&self, variant: &str) -> String {
         format!("{}:{variant}", self.repository)
     }
 
@@ -186,7 +186,7 @@ impl Family {
     /// engine's own: `repo:python-arm64` (the engine keeps one image per
     /// tag, so each platform needs its own); [`Self::variant_tag`] for the
     /// engine's own (`None`).
-    pub fn platform_tag(&self, variant: &str, foreign: Option<&Platform>) -> String {
+    pub(crate) fn platform_tag(&self, variant: &str, foreign: Option<&Platform>) -> String {
         match foreign {
             None => self.variant_tag(variant),
             Some(p) => {
@@ -203,7 +203,7 @@ impl Family {
     /// the image stay put. Returns the labelled image's ID, or `None` when
     /// `reference` is not a local tag of this family: BuildKit cannot build
     /// FROM a bare image ID, so there is nothing to record on.
-    pub fn record_pass(
+    pub(crate) fn record_pass(
         &self,
         engine: &dyn Engine,
         reference: &str,
@@ -234,7 +234,7 @@ impl Family {
         check::record(engine, report, from, &tags).map(Some)
     }
 
-    pub fn expectation(&self, variant: &str) -> Option<Expectation> {
+    pub(crate) fn expectation(&self, variant: &str) -> Option<Expectation> {
         self.variants.get(variant).map(|p| Expectation {
             variant: variant.to_string(),
             owed_tools: p.owed_tools.clone(),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// One file of a staged context.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StagedFile {
+pub(crate) struct StagedFile {
     pub path: PathBuf,
     pub bytes: Vec<u8>,
     pub executable: bool,
@@ -20,7 +20,7 @@ pub struct StagedFile {
 /// Collects the bytes of every file a variant's build reads. Rendered files
 /// come from the render and must match what is committed (a build never uses a
 /// stale Dockerfile silently); other files (fragments) come from disk.
-pub fn collect(
+pub(crate) fn collect(
     root: &Path,
     plan: &VariantPlan,
     generated: &BTreeMap<PathBuf, String>,
@@ -67,7 +67,7 @@ pub fn collect(
 /// Writes the staged files under `dir` (a fresh directory), each with the
 /// modification time `epoch` (seconds): what a `COPY` puts in a layer is
 /// then the same on every build of the same inputs.
-pub fn stage(dir: &Path, files: &[StagedFile], epoch: u64) -> Result<(), std::io::Error> {
+pub(crate) fn stage(dir: &Path, files: &[StagedFile], epoch: u64) -> Result<(), std::io::Error> {
     let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(epoch);
     for f in files {
         let dest = dir.join(&f.path);
@@ -87,7 +87,7 @@ pub fn stage(dir: &Path, files: &[StagedFile], epoch: u64) -> Result<(), std::io
 
 /// Everything that determines a variant's image besides the staged files.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HashMeta<'a> {
+pub(crate) struct HashMeta<'a> {
     pub platform: &'a str,
     pub dockerfile: &'a Path,
     /// Every build argument, including the FROM argument.
@@ -100,7 +100,7 @@ pub struct HashMeta<'a> {
 
 /// `sha256:<hex>` over the inputs. Every field is length-prefixed, so no two
 /// different input sets can serialize to the same bytes.
-pub fn inputs_hash(meta: &HashMeta, files: &[StagedFile]) -> String {
+pub(crate) fn inputs_hash(meta: &HashMeta, files: &[StagedFile]) -> String {
     let mut h = Sha256::new();
     let mut field = |tag: &str, bytes: &[u8]| {
         h.update(tag.as_bytes());

@@ -10,22 +10,21 @@
 //! hash) and [`progress`] (what people see meanwhile).
 
 mod current;
-pub mod definition;
+pub(crate) mod definition;
 mod family;
-pub mod inputs;
-pub mod needs;
+pub(crate) mod inputs;
+pub(crate) mod needs;
 mod outcome;
-pub mod pipeline;
-pub mod plan;
-pub mod progress;
+pub(crate) mod pipeline;
+pub(crate) mod plan;
+pub(crate) mod progress;
 mod scheduler;
 mod variant;
 
-pub use current::Inputs;
-pub use family::{Family, VariantPlan};
-pub use outcome::{Outcome, Stage, Summary, VariantResult};
-pub use pipeline::BuildOptions;
-pub use scheduler::{resolve_upstream, run};
+pub(crate) use family::{Family, VariantPlan};
+pub(crate) use outcome::{Outcome, Stage, Summary, VariantResult};
+pub(crate) use pipeline::BuildOptions;
+pub(crate) use scheduler::{resolve_upstream, run};
 
 use crate::engine::EngineError;
 use crate::manifest::UpstreamError;
@@ -35,10 +34,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The BuildKit secret id the rendered Dockerfiles mount the CA bundle from.
-pub const CA_SECRET_ID: &str = "ca_bundle";
+pub(crate) const CA_SECRET_ID: &str = "ca_bundle";
 
 #[derive(Debug, thiserror::Error)]
-pub enum BuildError {
+pub(crate) enum BuildError {
     #[error(transparent)]
     Unknown(#[from] crate::name::Unknown),
     #[error(
@@ -102,7 +101,7 @@ pub enum BuildError {
 }
 
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     pub jobs: usize,
     pub no_cache: bool,
     pub check: bool,
@@ -132,18 +131,18 @@ pub struct Options {
 
 /// The first 12 hex digits of a `sha256:…` image ID or inputs hash: what
 /// tags (`go-inputs-0123456789ab`) and tables show of it.
-pub fn short_hex(id: &str) -> &str {
+pub(crate) fn short_hex(id: &str) -> &str {
     let hex = id.strip_prefix("sha256:").unwrap_or(id);
     &hex[..12.min(hex.len())]
 }
 
 /// The build argument (and environment variable) of reproducible builds.
-pub const SOURCE_DATE_EPOCH: &str = "SOURCE_DATE_EPOCH";
+pub(crate) const SOURCE_DATE_EPOCH: &str = "SOURCE_DATE_EPOCH";
 
 /// `SOURCE_DATE_EPOCH`: the environment's value when set (as
 /// reproducible-builds.org defines it), else the commit time of HEAD, else 0
 /// (not a git checkout: a fixed time is still better than the clock).
-pub fn source_date_epoch(root: &Path) -> Result<u64, String> {
+pub(crate) fn source_date_epoch(root: &Path) -> Result<u64, String> {
     if let Some(value) = std::env::var(SOURCE_DATE_EPOCH)
         .ok()
         .filter(|v| !v.is_empty())
@@ -164,13 +163,13 @@ pub fn source_date_epoch(root: &Path) -> Result<u64, String> {
 }
 
 /// RFC 3339 (UTC, seconds) of an epoch time.
-pub fn rfc3339(epoch: u64) -> String {
+pub(crate) fn rfc3339(epoch: u64) -> String {
     let t = std::time::UNIX_EPOCH + Duration::from_secs(epoch);
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
 /// `org.opencontainers.image.revision`: HEAD, `-dirty` with local changes.
-pub fn git_revision(root: &Path) -> String {
+pub(crate) fn git_revision(root: &Path) -> String {
     let head = Cmd::new("git")
         .arg("-C")
         .arg(root)

@@ -12,7 +12,7 @@ use std::fmt;
 /// Why a variant needs building.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum Reason {
+pub(crate) enum Reason {
     /// No alias of the variant is pinned.
     NewVariant,
     /// Its definition is not the one of the pinned image.
@@ -54,7 +54,7 @@ pub struct Published {
 
 /// One variant of the plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Need {
+pub(crate) struct Need {
     pub variant: String,
     pub build: bool,
     pub reasons: Vec<Reason>,
@@ -66,7 +66,7 @@ pub struct Need {
 }
 
 /// A variant of the family, for [`needs`].
-pub struct Variant<'a> {
+pub(crate) struct Variant<'a> {
     pub name: &'a str,
     pub parent: Option<&'a str>,
     pub definition: &'a str,
@@ -75,7 +75,7 @@ pub struct Variant<'a> {
 
 /// The needs of every variant, parents first (`variants` is in build
 /// order). `base_now` is the upstream's digest now, when it was resolved.
-pub fn needs(variants: &[Variant], base_now: Option<&str>) -> Vec<Need> {
+pub(crate) fn needs(variants: &[Variant], base_now: Option<&str>) -> Vec<Need> {
     let mut out: Vec<Need> = Vec::new();
     for v in variants {
         let mut reasons = Vec::new();
@@ -127,7 +127,7 @@ pub fn needs(variants: &[Variant], base_now: Option<&str>) -> Vec<Need> {
 
 /// One job of the matrix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Job {
+pub(crate) struct Job {
     pub variant: String,
     /// The reasons, in one line.
     pub why: String,
@@ -138,7 +138,7 @@ pub struct Job {
 
 /// A GitHub Actions matrix (`strategy.matrix: ${{ fromJSON(…).matrix }}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Matrix {
+pub(crate) struct Matrix {
     pub include: Vec<Job>,
 }
 
@@ -147,7 +147,7 @@ pub struct Matrix {
 /// that builds it natively (GitHub's arm64 runners for linux/arm64; any
 /// other platform runs emulated on an amd64 one).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Leg {
+pub(crate) struct Leg {
     pub platform: crate::name::Platform,
     pub slug: String,
     pub runner: String,
@@ -155,12 +155,12 @@ pub struct Leg {
 
 /// A GitHub Actions matrix of legs, one per platform of the family.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Legs {
+pub(crate) struct Legs {
     pub include: Vec<Leg>,
 }
 
 impl Legs {
-    pub fn new(platforms: &[crate::name::Platform]) -> Legs {
+    pub(crate) fn new(platforms: &[crate::name::Platform]) -> Legs {
         Legs {
             include: platforms
                 .iter()
@@ -184,7 +184,7 @@ impl Legs {
 /// What `plan --json` prints: `has_work` first, so a workflow can skip the
 /// build job instead of handing `strategy` an empty matrix (an error).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BuildPlan {
+pub(crate) struct BuildPlan {
     pub has_work: bool,
     pub matrix: Matrix,
     /// The platforms' legs (`strategy.matrix: ${{ fromJSON(…).legs }}`).
@@ -193,7 +193,7 @@ pub struct BuildPlan {
 }
 
 impl BuildPlan {
-    pub fn new(variants: Vec<Need>, platforms: &[crate::name::Platform]) -> BuildPlan {
+    pub(crate) fn new(variants: Vec<Need>, platforms: &[crate::name::Platform]) -> BuildPlan {
         let include: Vec<Job> = variants
             .iter()
             .filter(|n| n.build)

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 /// Where in one variant's pipeline a failure happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Stage {
+pub(crate) enum Stage {
     /// Collecting, hashing or staging the inputs; the log; the engine's view.
     Prepare,
     /// The engine's build.
@@ -38,7 +38,7 @@ impl std::fmt::Display for Stage {
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "result", rename_all = "kebab-case")]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Built {
         image_id: String,
         reference: String,
@@ -70,7 +70,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The (reference, image ID) a built or skipped variant ended with.
-    pub fn image(&self) -> Option<(&str, &str)> {
+    pub(crate) fn image(&self) -> Option<(&str, &str)> {
         match self {
             Outcome::Built {
                 image_id,
@@ -85,10 +85,10 @@ impl Outcome {
             _ => None,
         }
     }
-    pub fn is_failure(&self) -> bool {
+    pub(crate) fn is_failure(&self) -> bool {
         matches!(self, Outcome::Failed { .. } | Outcome::NotAttempted { .. })
     }
-    pub fn check(&self) -> Option<&CheckReport> {
+    pub(crate) fn check(&self) -> Option<&CheckReport> {
         match self {
             Outcome::Built { check, .. }
             | Outcome::Skipped { check, .. }
@@ -99,14 +99,14 @@ impl Outcome {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct VariantResult {
+pub(crate) struct VariantResult {
     pub variant: String,
     #[serde(flatten)]
     pub outcome: Outcome,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub engine: String,
     pub platform: crate::name::Platform,
     pub results: Vec<VariantResult>,
@@ -118,14 +118,14 @@ pub struct Summary {
 impl Summary {
     /// A variant failed before or outside its check (an operational failure,
     /// not a gate finding).
-    pub fn build_failed(&self) -> bool {
+    pub(crate) fn build_failed(&self) -> bool {
         self.results
             .iter()
             .any(|r| matches!(&r.outcome, Outcome::Failed { stage, .. } if *stage != Stage::Check))
     }
 
     /// Some variant did not end built or skipped.
-    pub fn any_failed(&self) -> bool {
+    pub(crate) fn any_failed(&self) -> bool {
         self.results.iter().any(|r| r.outcome.is_failure())
     }
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 /// definition, one set of defaults.
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Build options")]
-pub struct BuildOptions {
+pub(crate) struct BuildOptions {
     /// How many variants may build at the same time.
     #[arg(long, short = 'j', default_value_t = 4)]
     pub jobs: usize,
@@ -42,7 +42,11 @@ pub struct BuildOptions {
 impl BuildOptions {
     /// The options of one graph run on the engine's own platform; the
     /// times and revision are read from the checkout.
-    pub fn options(&self, manifest: &Manifest, settings: &Settings) -> anyhow::Result<Options> {
+    pub(crate) fn options(
+        &self,
+        manifest: &Manifest,
+        settings: &Settings,
+    ) -> anyhow::Result<Options> {
         Ok(Options {
             jobs: self.jobs,
             no_cache: false,
@@ -72,7 +76,7 @@ impl BuildOptions {
 }
 
 /// What `build` is asked for.
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     pub variants: &'a [String],
     /// `None`: the engine's own platform.
     pub platforms: Vec<Option<Platform>>,
@@ -85,7 +89,7 @@ pub struct Request<'a> {
 }
 
 /// What a run ended with, for the command to print.
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// The engine's own platform.
     pub native: Platform,
     /// One per platform, in the order asked.
@@ -97,19 +101,22 @@ pub struct Outcome {
 
 impl Outcome {
     /// A build, a check or the tool rule failed somewhere.
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         self.summaries.iter().any(Summary::any_failed) || !self.mismatches.is_empty()
     }
 
     /// A build itself failed (not only a check).
-    pub fn build_failed(&self) -> bool {
+    pub(crate) fn build_failed(&self) -> bool {
         self.summaries.iter().any(Summary::build_failed)
     }
 }
 
 /// `--platform` as given: none (the engine's own), `all` (the family's), or
 /// a list, each parsed (and normalised) here and within the family's.
-pub fn platforms(family: &Family, given: &[String]) -> anyhow::Result<Vec<Option<Platform>>> {
+pub(crate) fn platforms(
+    family: &Family,
+    given: &[String],
+) -> anyhow::Result<Vec<Option<Platform>>> {
     Ok(match given {
         [] => vec![None],
         [all] if all == "all" => {
@@ -136,7 +143,10 @@ pub fn platforms(family: &Family, given: &[String]) -> anyhow::Result<Vec<Option
 /// longer matches images.toml would fail deep inside a fragment (or
 /// install something else than images.toml says), so they are refused
 /// before any engine work.
-pub fn stale_locks(manifest: &Manifest, selected: &[String]) -> Vec<crate::locks::LockProblem> {
+pub(crate) fn stale_locks(
+    manifest: &Manifest,
+    selected: &[String],
+) -> Vec<crate::locks::LockProblem> {
     crate::locks::check(manifest)
         .into_iter()
         .filter(|p| {
@@ -148,7 +158,7 @@ pub fn stale_locks(manifest: &Manifest, selected: &[String]) -> Vec<crate::locks
 }
 
 /// What a run talks to besides the engine.
-pub struct Services<'a> {
+pub(crate) struct Services<'a> {
     /// For another platform's upstream image.
     pub registry: Option<(&'a Client, &'a tokio::runtime::Runtime)>,
     /// A new reporter for the variants of one platform's run.
@@ -159,13 +169,13 @@ pub struct Services<'a> {
 
 /// Whether the run needs a registry client: for the pushes of `push_to`,
 /// or for the upstream's image of a platform the engine only emulates.
-pub fn needs_registry(request: &Request, native: &Platform) -> bool {
+pub(crate) fn needs_registry(request: &Request, native: &Platform) -> bool {
     request.push_to.is_some() || request.platforms.iter().flatten().any(|p| p != native)
 }
 
 /// Builds (and checks) the family on every platform asked, then holds the
 /// variants to the same tools everywhere.
-pub fn run(
+pub(crate) fn run(
     family: &Family,
     manifest: &Manifest,
     settings: &Settings,
@@ -235,7 +245,9 @@ pub fn run(
 /// Where a tool's version differs between platforms (or a platform lacks
 /// it): one line per tool, `ruff 0.17.6 on linux/amd64, 0.17.5 on
 /// linux/arm64`. Empty when every platform agrees.
-pub fn tool_mismatches<P: std::fmt::Display>(by_platform: &BTreeMap<P, Inventory>) -> Vec<String> {
+pub(crate) fn tool_mismatches<P: std::fmt::Display>(
+    by_platform: &BTreeMap<P, Inventory>,
+) -> Vec<String> {
     let tools: std::collections::BTreeSet<&String> =
         by_platform.values().flat_map(|inv| inv.keys()).collect();
     let mut out = Vec::new();
@@ -262,7 +274,7 @@ pub fn tool_mismatches<P: std::fmt::Display>(by_platform: &BTreeMap<P, Inventory
 
 /// Each variant's passing check record per platform, read from the images
 /// the builds of `summaries` ended with (one summary per platform).
-pub fn records(
+pub(crate) fn records(
     engine: &dyn Engine,
     summaries: &[Summary],
 ) -> anyhow::Result<BTreeMap<String, BTreeMap<Platform, CheckRecord>>> {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 /// What needs building, from each variant's `definitions` hash and what
 /// its pinned image says (`published`, [`crate::pins::next::published`]),
 /// one leg per platform.
-pub fn plan(
+pub(crate) fn plan(
     family: &Family,
     definitions: &BTreeMap<String, String>,
     published: &BTreeMap<String, Published>,
@@ -56,7 +56,7 @@ pub fn plan(
 }
 
 /// The plan for people: a row per variant, whether it builds and why.
-pub fn table(plan: &BuildPlan) -> String {
+pub(crate) fn table(plan: &BuildPlan) -> String {
     let mut table = Table::new([Column::left(); 3]);
     table.row(["VARIANT", "BUILD", "WHY"]);
     for n in &plan.variants {
@@ -75,7 +75,7 @@ pub fn table(plan: &BuildPlan) -> String {
 }
 
 /// The plan as a step summary section.
-pub fn summary(plan: &BuildPlan) -> String {
+pub(crate) fn summary(plan: &BuildPlan) -> String {
     let mut out =
         String::from("### What needs building\n\n| variant | build | why |\n| --- | --- | --- |\n");
     for n in &plan.variants {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// A step of a build as the engine's log announces it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Step {
+pub(crate) struct Step {
     pub index: u32,
     pub total: u32,
     pub text: String,
@@ -24,7 +24,7 @@ impl std::fmt::Display for Step {
 }
 
 #[derive(Debug, Clone)]
-pub enum Event {
+pub(crate) enum Event {
     Queued,
     Skipped(String),
     Building(Option<Step>),
@@ -34,19 +34,19 @@ pub enum Event {
     NotAttempted(String),
 }
 
-pub trait Reporter: Sync {
+pub(crate) trait Reporter: Sync {
     fn event(&self, variant: &str, event: Event);
     /// Stops live rendering so a summary can be printed below it.
     fn finish(&self) {}
 }
 
 /// Plain timestamped lines on stderr (CI logs).
-pub struct PlainReporter {
+pub(crate) struct PlainReporter {
     out: Mutex<Box<dyn Write + Send>>,
 }
 
 impl PlainReporter {
-    pub fn stderr() -> PlainReporter {
+    pub(crate) fn stderr() -> PlainReporter {
         PlainReporter {
             out: Mutex::new(Box::new(std::io::stderr())),
         }
@@ -72,13 +72,13 @@ impl Reporter for PlainReporter {
 }
 
 /// One live line per variant on a terminal.
-pub struct TtyReporter {
+pub(crate) struct TtyReporter {
     _multi: MultiProgress,
     bars: BTreeMap<String, ProgressBar>,
 }
 
 impl TtyReporter {
-    pub fn new(variants: &[String]) -> TtyReporter {
+    pub(crate) fn new(variants: &[String]) -> TtyReporter {
         let multi = MultiProgress::new();
         let width = variants.iter().map(|v| v.len()).max().unwrap_or(4);
         let style = ProgressStyle::with_template(&format!(
@@ -164,7 +164,7 @@ fn step_text(raw: &str) -> String {
 
 /// Follows a build log: the step in progress, and the step that failed.
 #[derive(Debug)]
-pub struct StepTracker {
+pub(crate) struct StepTracker {
     format: LogFormat,
     steps: BTreeMap<String, Step>,
     pub current: Option<Step>,
@@ -175,7 +175,7 @@ pub struct StepTracker {
 }
 
 impl StepTracker {
-    pub fn new(format: LogFormat) -> StepTracker {
+    pub(crate) fn new(format: LogFormat) -> StepTracker {
         StepTracker {
             format,
             steps: BTreeMap::new(),
@@ -186,7 +186,7 @@ impl StepTracker {
     }
 
     /// Feeds one log line; returns the step when a new one starts.
-    pub fn line(&mut self, line: &str) -> Option<Step> {
+    pub(crate) fn line(&mut self, line: &str) -> Option<Step> {
         let lower = line.to_ascii_lowercase();
         if lower.starts_with("error") || lower.starts_with("failed to solve") {
             self.last_error = Some(line.trim().to_string());
@@ -228,7 +228,7 @@ impl StepTracker {
     }
 
     /// The failing step, for the failure report.
-    pub fn failure(&self) -> String {
+    pub(crate) fn failure(&self) -> String {
         match &self.failed {
             Some((Some(step), err)) => format!("step {step} failed: {err}"),
             Some((None, err)) => err.clone(),

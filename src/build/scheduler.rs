@@ -18,7 +18,7 @@ use std::time::Instant;
 /// inputs of every root variant. From an index, the image for `platform`
 /// (the engine's own when `None`): the engine keeps one image per
 /// reference, so one that is there for another platform is pulled again.
-pub fn resolve_upstream(
+pub(crate) fn resolve_upstream(
     engine: &dyn Engine,
     pinned: &Reference,
     platform: Option<&Platform>,
@@ -85,7 +85,7 @@ fn platform_or_unknown(info: &crate::engine::ImageInfo) -> String {
 
 /// Builds (and checks) the selected variants. Failures of single variants are
 /// reported in the summary; an `Err` means nothing could be attempted.
-pub fn run(
+pub(crate) fn run(
     family: &Family,
     targets: &[String],
     engine: &dyn Engine,

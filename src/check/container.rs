@@ -13,7 +13,7 @@ use crate::smoke::{self, driver, workspace::Workspace};
 use std::time::{Duration, Instant};
 
 /// Runs the check of the local image `reference` and judges it.
-pub fn check_image(
+pub(crate) fn check_image(
     engine: &dyn Engine,
     reference: &str,
     expect: &Expectation,

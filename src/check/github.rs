@@ -25,7 +25,7 @@ fn severity(status: ToolStatus) -> u32 {
 
 /// What `check --format github` writes: the annotations of `reports`, at
 /// their lines of images.toml, and the step summary.
-pub fn output(
+pub(crate) fn output(
     reports: &[CheckReport],
     manifest: &crate::manifest::Manifest,
 ) -> (Vec<Annotation>, String) {
@@ -38,7 +38,7 @@ pub fn output(
 
 /// The annotations of `reports`; `manifest` is images.toml's path and text,
 /// `default` the variant every language depends on.
-pub fn annotations(
+pub(crate) fn annotations(
     reports: &[CheckReport],
     manifest: (&Path, &str),
     default: &str,
@@ -127,7 +127,7 @@ pub fn annotations(
 }
 
 /// The step summary: a row per image, then what failed.
-pub fn summary(reports: &[CheckReport]) -> String {
+pub(crate) fn summary(reports: &[CheckReport]) -> String {
     let mut out = String::from(
         "### Image checks\n\n| variant | result | size / budget | tools | failing |\n| --- | --- | --- | --- | --- |\n",
     );

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Splits healthcheck output into tool lines. Lines that do not follow the
 /// contract are returned separately.
-pub fn parse_output(stdout: &str) -> (Vec<ToolResult>, Vec<String>) {
+pub(crate) fn parse_output(stdout: &str) -> (Vec<ToolResult>, Vec<String>) {
     let mut tools = Vec::new();
     let mut bad = Vec::new();
     for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
@@ -32,7 +32,7 @@ pub fn parse_output(stdout: &str) -> (Vec<ToolResult>, Vec<String>) {
 }
 
 /// Judges one healthcheck run against what the variant owes.
-pub fn evaluate(
+pub(crate) fn evaluate(
     expect: &Expectation,
     exit_code: Option<i32>,
     stdout: &str,
@@ -126,7 +126,7 @@ pub fn evaluate(
 
 /// An image over its size budget: by how much, where the budget is, and a
 /// value that fits with headroom.
-pub fn over_budget(variant: &str, size: u64, budget: u64) -> String {
+pub(super) fn over_budget(variant: &str, size: u64, budget: u64) -> String {
     format!(
         "size {} exceeds the budget of {} by {}: raise images.toml \
          variants.{variant}.size_budget (size_budget = \"{}\" leaves about 10% headroom), \
@@ -152,7 +152,10 @@ fn suggested_budget(size: u64) -> String {
 }
 
 /// The argv to run for a `Config.Healthcheck.Test` value.
-pub fn healthcheck_argv(reference: &str, test: &[String]) -> Result<Vec<String>, CheckError> {
+pub(crate) fn healthcheck_argv(
+    reference: &str,
+    test: &[String],
+) -> Result<Vec<String>, CheckError> {
     let bad = |why: &str| CheckError::BadHealthcheck {
         reference: reference.to_string(),
         test: test.to_vec(),

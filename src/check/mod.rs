@@ -10,25 +10,22 @@
 //! Healthcheck output and the check record are fixed in docs/contracts.md.
 
 mod container;
-pub mod github;
+pub(crate) mod github;
 mod healthcheck;
-pub mod pipeline;
+pub(crate) mod pipeline;
 mod record;
 pub(crate) mod report;
 
-pub use container::check_image;
-pub use healthcheck::{evaluate, healthcheck_argv, parse_output};
-pub use record::{
-    already_recorded, check_record, passing_record, record, record_json, smoke_is_current,
-};
-pub use report::{CheckReport, ToolResult, ToolStatus, human_bytes, junit, table, write_junit};
+pub(crate) use container::check_image;
+pub(crate) use record::{already_recorded, passing_record, record, smoke_is_current};
+pub(crate) use report::{CheckReport, ToolStatus, table, write_junit};
 
 use crate::engine::EngineError;
 
-pub use crate::labels::{CHECK as LABEL_CHECK, INPUTS as LABEL_INPUTS, VARIANT as LABEL_VARIANT};
+pub(crate) use crate::labels::{CHECK as LABEL_CHECK, INPUTS as LABEL_INPUTS};
 
 #[derive(Debug, thiserror::Error)]
-pub enum CheckError {
+pub(crate) enum CheckError {
     #[error(
         "image {reference} not found locally; build it first (`sunaba-images build {variant}`)"
     )]
@@ -64,7 +61,7 @@ pub enum CheckError {
 
 /// What a variant owes, from images.toml.
 #[derive(Debug, Clone)]
-pub struct Expectation {
+pub(crate) struct Expectation {
     pub variant: String,
     /// In manifest order (parent's tools first).
     pub owed_tools: Vec<String>,

@@ -14,7 +14,7 @@ use std::time::Duration;
 /// Why `check` could not check what it was asked to. An image that fails
 /// its check is a report, not one of these.
 #[derive(Debug, thiserror::Error)]
-pub enum PipelineError {
+pub(crate) enum PipelineError {
     #[error("reaching the container engine")]
     Reach(#[source] EngineError),
     #[error("pulling {reference}")]
@@ -51,7 +51,7 @@ pub enum PipelineError {
 }
 
 /// What `check` is asked for.
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// Variants named on the command line (all when empty).
     pub variants: &'a [String],
     /// Check this image instead of the variants' own.
@@ -66,7 +66,7 @@ pub struct Request<'a> {
 }
 
 /// The suites and variants `request` names, each one images.toml declares.
-pub fn validate(manifest: &Manifest, request: &Request) -> Result<(), Unknown> {
+pub(crate) fn validate(manifest: &Manifest, request: &Request) -> Result<(), Unknown> {
     for suite in request.suites {
         Unknown::check(
             "smoke suite",
@@ -84,7 +84,7 @@ pub fn validate(manifest: &Manifest, request: &Request) -> Result<(), Unknown> {
 /// Checks each image `request` asks for, in build order; `note` hears of a
 /// pass that could not be recorded. An image that cannot be checked is a
 /// failed report, not an error.
-pub fn run(
+pub(crate) fn run(
     manifest: &Manifest,
     family: &Family,
     engine: &dyn Engine,

@@ -15,7 +15,7 @@ use crate::labels::{CHECK_SCHEMA, CheckRecord, CheckStatus, SmokeRecord};
 use std::collections::BTreeMap;
 
 /// The check record of a report.
-pub fn check_record(report: &CheckReport) -> CheckRecord {
+pub(crate) fn check_record(report: &CheckReport) -> CheckRecord {
     CheckRecord {
         schema: CHECK_SCHEMA,
         status: if report.passed {
@@ -47,7 +47,7 @@ pub fn check_record(report: &CheckReport) -> CheckRecord {
 /// Whether a record's smoke is the one `expect` runs today (same digest):
 /// a pass recorded before the smoke suite or its projects changed does not
 /// count, so an unchanged image is checked again.
-pub fn smoke_is_current(record: &CheckRecord, expect: &super::Expectation) -> bool {
+pub(crate) fn smoke_is_current(record: &CheckRecord, expect: &super::Expectation) -> bool {
     match (&record.smoke, expect.smoke.digest()) {
         (Some(smoke), Ok(digest)) => smoke.digest == digest,
         _ => false,
@@ -55,14 +55,14 @@ pub fn smoke_is_current(record: &CheckRecord, expect: &super::Expectation) -> bo
 }
 
 /// The `dev.sunaba.check` label value for a report.
-pub fn record_json(report: &CheckReport) -> String {
+pub(crate) fn record_json(report: &CheckReport) -> String {
     check_record(report).to_label()
 }
 
 /// True when `info` already carries a passing record for these inputs and
 /// this tool inventory (re-recording would only move the image ID, and with
 /// it every child's inputs).
-pub fn already_recorded(info: &ImageInfo, report: &CheckReport) -> bool {
+pub(crate) fn already_recorded(info: &ImageInfo, report: &CheckReport) -> bool {
     let Some(Ok(recorded)) = CheckRecord::from_labels(&info.labels) else {
         return false;
     };
@@ -75,14 +75,14 @@ pub fn already_recorded(info: &ImageInfo, report: &CheckReport) -> bool {
 }
 
 /// A passing check record read from an image's labels, if any.
-pub fn passing_record(info: &ImageInfo) -> Option<CheckRecord> {
+pub(crate) fn passing_record(info: &ImageInfo) -> Option<CheckRecord> {
     CheckRecord::passing_for(&info.labels)
 }
 
 /// Records a passing report on the image `from_ref` (its config gets the
 /// label; layers, `created` and history stay) and points `tags` at the
 /// result. Returns the labelled image's ID.
-pub fn record(
+pub(crate) fn record(
     engine: &dyn Engine,
     report: &CheckReport,
     from_ref: &str,

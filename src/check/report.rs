@@ -102,7 +102,7 @@ fn platform_or_empty<S: serde::Serializer>(p: &Option<Platform>, s: S) -> Result
 /// family's arm64 builds ~13x slower than amd64 on the 2-core development
 /// machine (base: 676 s against 50 s), CPU-bound tools in the smoke (pyright,
 /// tsc) about as much.
-pub const EMULATION_TIMEOUT_FACTOR: u32 = 15;
+pub(crate) const EMULATION_TIMEOUT_FACTOR: u32 = 15;
 
 impl CheckReport {
     /// The report of an image that could not be checked at all.
@@ -193,12 +193,12 @@ fn smoke_rows(r: &CheckReport) -> String {
 }
 
 /// Bytes for people with one decimal (`2.0 KiB`, `512 B`).
-pub fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     bytesize::ByteSize(n).display().iec().to_string()
 }
 
 /// A table for people: one block per image, one row per tool.
-pub fn table(reports: &[CheckReport]) -> String {
+pub(crate) fn table(reports: &[CheckReport]) -> String {
     let mut out = String::new();
     for r in reports {
         out.push_str(&format!(
@@ -316,7 +316,7 @@ fn xml_text(s: &str) -> String {
 /// quick-xml (escaping); quick-junit is not used because its fixed attribute
 /// order (`tests skipped failures errors`) breaks the `tests=".." failures=".."`
 /// that CI readers and the tests look for.
-pub fn junit(reports: &[CheckReport]) -> String {
+pub(crate) fn junit(reports: &[CheckReport]) -> String {
     let suites: Vec<(&CheckReport, Vec<Case>)> = reports.iter().map(|r| (r, cases(r))).collect();
     let failures = |cases: &[Case]| cases.iter().filter(|c| c.failure.is_some()).count();
     let total: usize = suites.iter().map(|(_, c)| c.len()).sum();
@@ -406,7 +406,10 @@ pub fn junit(reports: &[CheckReport]) -> String {
 }
 
 /// Writes the JUnit report for CI test reporters.
-pub fn write_junit(path: &Path, reports: &[CheckReport]) -> Result<(), crate::fsutil::FsError> {
+pub(crate) fn write_junit(
+    path: &Path,
+    reports: &[CheckReport],
+) -> Result<(), crate::fsutil::FsError> {
     crate::fsutil::atomic_write(path, junit(reports).as_bytes())
 }
 

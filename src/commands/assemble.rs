@@ -11,7 +11,7 @@ use crate::registry::{ChildRef, Digest, IndexReport, Reference, Repository};
 use anyhow::anyhow;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Where the index goes: `REGISTRY/REPO:TAG`, or `REGISTRY/REPO` to put it
     /// by its digest only.
     #[arg(value_name = "TARGET")]
@@ -30,7 +30,7 @@ pub struct Args {
     pub registry: RegistryOptions,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let target: Reference = args.target.parse().status(Status::Usage)?;
     if target.digest().is_some() {
         return Err(anyhow!(

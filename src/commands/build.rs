@@ -14,7 +14,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Progress {
+pub(crate) enum Progress {
     /// A live view on a terminal, plain lines otherwise.
     Auto,
     Tty,
@@ -39,7 +39,7 @@ impl Progress {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Variants to build (with their ancestors); all when none are named.
     pub variants: Vec<String>,
     /// Rebuild the named variants (all, when none are named) even when an
@@ -74,7 +74,7 @@ pub struct Args {
     pub registry: RegistryOptions,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let (manifest, settings, family) = (ctx.manifest()?, ctx.settings()?, ctx.family()?);
     let selected = family.select(&args.variants)?;
     let stale = pipeline::stale_locks(manifest, &selected);
@@ -193,7 +193,7 @@ fn print_outcome(
 
 /// The summary for people: one row per variant, then the check tables, then
 /// every failure with its log.
-pub fn summary_text(s: &Summary) -> String {
+pub(crate) fn summary_text(s: &Summary) -> String {
     let mut out = String::from("\n");
     let mut rows = Table::new([
         Column::left(),

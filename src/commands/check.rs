@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Variants to check (their `<repository>:<variant>` images); all when
     /// none are named.
     pub variants: Vec<String>,
@@ -48,7 +48,7 @@ pub struct Args {
     pub suites: Vec<String>,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     // Before anything is loaded or pulled.
     if args.image.is_some() && args.variants.len() > 1 {
         return Err(exit::Error::usage(

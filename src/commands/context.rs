@@ -18,7 +18,7 @@ use std::time::Duration;
 /// Options for every command that talks to a registry.
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Registry options")]
-pub struct RegistryOptions {
+pub(crate) struct RegistryOptions {
     /// Extra trusted root CA certificate (PEM), on top of the system roots.
     #[arg(long = "ca-cert", value_name = "PEM")]
     pub ca_certs: Vec<PathBuf>,
@@ -36,7 +36,7 @@ pub struct RegistryOptions {
 
 /// How a command reports: for people, or also for a GitHub Actions runner.
 #[derive(Debug, Clone, clap::Args)]
-pub struct OutputOptions {
+pub(crate) struct OutputOptions {
     /// `github` adds `::error` annotations, a step summary and step outputs
     /// to the usual output; `auto` means github when GITHUB_ACTIONS=true.
     #[arg(long, value_enum, default_value_t = crate::github::Format::Auto)]
@@ -44,21 +44,21 @@ pub struct OutputOptions {
 }
 
 impl OutputOptions {
-    pub fn github(&self) -> bool {
+    pub(crate) fn github(&self) -> bool {
         self.format.github()
     }
 }
 
 /// Where the pins file is.
 #[derive(Debug, Clone, clap::Args)]
-pub struct PinsOptions {
+pub(crate) struct PinsOptions {
     /// The pins file (default: image_pins.json beside images.toml).
     #[arg(long = "pins", value_name = "PATH", env = "SUNABA_PINS")]
     pub path: Option<PathBuf>,
 }
 
 /// The project as commands see it. Nothing is read until a command asks.
-pub struct Context {
+pub(crate) struct Context {
     manifest_path: PathBuf,
     profile: Option<String>,
     manifest: OnceCell<Manifest>,
@@ -66,7 +66,7 @@ pub struct Context {
 }
 
 impl Context {
-    pub fn new(manifest_path: PathBuf, profile: Option<String>) -> Context {
+    pub(crate) fn new(manifest_path: PathBuf, profile: Option<String>) -> Context {
         Context {
             manifest_path,
             // `SUNABA_PROFILE=` (empty) selects no profile.
@@ -77,7 +77,7 @@ impl Context {
     }
 
     /// images.toml, parsed and validated.
-    pub fn manifest(&self) -> anyhow::Result<&Manifest> {
+    pub(crate) fn manifest(&self) -> anyhow::Result<&Manifest> {
         if let Some(m) = self.manifest.get() {
             return Ok(m);
         }
@@ -86,7 +86,7 @@ impl Context {
     }
 
     /// The manifest's defaults with the selected profile applied.
-    pub fn settings(&self) -> anyhow::Result<&Settings> {
+    pub(crate) fn settings(&self) -> anyhow::Result<&Settings> {
         if let Some(s) = self.settings.get() {
             return Ok(s);
         }
@@ -98,24 +98,24 @@ impl Context {
     }
 
     /// Every generated file, rendered in memory.
-    pub fn rendered(&self) -> anyhow::Result<Rendered> {
+    pub(crate) fn rendered(&self) -> anyhow::Result<Rendered> {
         crate::render::render(self.manifest()?).context("rendering the generated files")
     }
 
     /// The family as the build sees it (manifest + render + profile).
-    pub fn family(&self) -> anyhow::Result<Family> {
+    pub(crate) fn family(&self) -> anyhow::Result<Family> {
         let rendered = self.rendered()?;
         Ok(Family::new(self.manifest()?, &rendered, self.settings()?))
     }
 
     /// Every alias images.toml declares, with what its variant owes.
-    pub fn alias_specs(&self) -> anyhow::Result<Vec<AliasSpec>> {
+    pub(crate) fn alias_specs(&self) -> anyhow::Result<Vec<AliasSpec>> {
         Ok(AliasSpec::all(self.manifest()?))
     }
 
     /// The pins file: `--pins`, else image_pins.json beside images.toml. Needs
     /// no manifest (a server host may only have the pins file).
-    pub fn pins_path(&self, options: &PinsOptions) -> PathBuf {
+    pub(crate) fn pins_path(&self, options: &PinsOptions) -> PathBuf {
         options.path.clone().unwrap_or_else(|| {
             self.manifest_path
                 .parent()
@@ -126,7 +126,7 @@ impl Context {
 
     /// The container engine of the profile (or `$SUNABA_ENGINE`, or PATH).
     /// Outside a project (no manifest file, no profile) there is no profile.
-    pub fn engine(&self) -> anyhow::Result<Box<dyn Engine>> {
+    pub(crate) fn engine(&self) -> anyhow::Result<Box<dyn Engine>> {
         let profile_engine = match self.project_settings()? {
             Some(settings) => settings.engine.clone(),
             None => None,
@@ -135,23 +135,23 @@ impl Context {
     }
 
     /// The manifest file as given (`--manifest`), whether or not it loads.
-    pub fn manifest_path(&self) -> &Path {
+    pub(crate) fn manifest_path(&self) -> &Path {
         &self.manifest_path
     }
 
     /// The selected profile's name.
-    pub fn profile(&self) -> Option<&str> {
+    pub(crate) fn profile(&self) -> Option<&str> {
         self.profile.as_deref()
     }
 
     /// A registry client configured from `options` and the profile.
-    pub fn registry(&self, options: &RegistryOptions) -> anyhow::Result<Client> {
+    pub(crate) fn registry(&self, options: &RegistryOptions) -> anyhow::Result<Client> {
         self.registry_with(options, self.profile_insecure_registries()?)
     }
 
     /// A registry client from `options` and the given plain-http registries
     /// (for commands that read the profile without validating the manifest).
-    pub fn registry_with(
+    pub(crate) fn registry_with(
         &self,
         options: &RegistryOptions,
         insecure: Vec<String>,
@@ -173,7 +173,7 @@ impl Context {
     }
 
     /// The registry as the pin commands read it.
-    pub fn image_source(&self, options: &RegistryOptions) -> anyhow::Result<RegistrySource> {
+    pub(crate) fn image_source(&self, options: &RegistryOptions) -> anyhow::Result<RegistrySource> {
         RegistrySource::new(self.registry(options)?).context("starting the registry client")
     }
 
@@ -202,7 +202,7 @@ impl Context {
 }
 
 /// A runtime for the async registry client, from synchronous command code.
-pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -8,7 +8,7 @@ use crate::table::{Column, Table};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// File or directory verify would run on.
     pub path: PathBuf,
     /// Skip detection and use this language (a key of images.toml [languages]).
@@ -30,7 +30,7 @@ pub struct Args {
     pub max_entries: usize,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let manifest = ctx.manifest()?;
     if let Some(language) = &args.language {
         let known = manifest.languages.keys().map(String::as_str);
@@ -71,7 +71,7 @@ pub fn run(ctx: &Context, args: Args) -> exit::Result {
 }
 
 /// One line per language: `go  backend  tools: go (global), gofmt (global)`.
-pub fn human(detection: &Detection) -> String {
+pub(crate) fn human(detection: &Detection) -> String {
     let mut table = Table::new([Column::left(), Column::left(), Column::left()]);
     for l in &detection.languages {
         let tools = l

@@ -6,7 +6,7 @@ use super::context::Context;
 use crate::exit;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Print only the engine program's path.
     #[arg(long, conflicts_with = "json")]
     pub path: bool,
@@ -15,7 +15,7 @@ pub struct Args {
     pub json: bool,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let engine = ctx.engine()?;
     let program = engine.program().display().to_string();
     if args.path {

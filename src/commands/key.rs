@@ -8,13 +8,13 @@ use anyhow::Context as _;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     pub action: Action,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum Action {
+pub(crate) enum Action {
     /// Generate an ECDSA P-256 key pair: the private key (PKCS#8 PEM, mode
     /// 0600, never printed) for CI's secret store, the public key to commit.
     ///
@@ -23,7 +23,7 @@ pub enum Action {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct GenerateArgs {
+pub(crate) struct GenerateArgs {
     /// Where to write the private key. Keep it out of the repository: store
     /// its contents as a CI secret and let `release` read it from there.
     #[arg(long, value_name = "FILE")]
@@ -39,7 +39,7 @@ pub struct GenerateArgs {
     pub json: bool,
 }
 
-pub fn run(_ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(_ctx: &Context, args: Args) -> exit::Result {
     let Action::Generate(args) = args.action;
     if args.public_key.exists() && !args.force {
         return Err(anyhow::anyhow!(

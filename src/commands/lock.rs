@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Fragments to lock; all that install from npm or PyPI when none are named.
     pub fragments: Vec<String>,
     /// CA bundle the lock containers trust (default: the profile's `ca_bundle`).
@@ -25,7 +25,7 @@ pub struct Args {
     pub timeout: u64,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let manifest = ctx.manifest()?;
     let settings = ctx.settings()?;
     let fragments = generate::select(manifest, &args.fragments).status(Status::Usage)?;

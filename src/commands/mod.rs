@@ -21,33 +21,33 @@ macro_rules! out {
     };
 }
 
-pub mod assemble;
-pub mod build;
-pub mod check;
-pub mod context;
-pub mod detect;
-pub mod engine;
-pub mod key;
-pub mod lock;
-pub mod new;
-pub mod outdated;
-pub mod pin;
-pub mod pins;
-pub mod plan;
-pub mod release;
-pub mod render;
-pub mod resolve;
-pub mod run;
-pub mod sbom;
-pub mod tags;
-pub mod update_base;
-pub mod version;
+pub(crate) mod assemble;
+pub(crate) mod build;
+pub(crate) mod check;
+pub(crate) mod context;
+pub(crate) mod detect;
+pub(crate) mod engine;
+pub(crate) mod key;
+pub(crate) mod lock;
+pub(crate) mod new;
+pub(crate) mod outdated;
+pub(crate) mod pin;
+pub(crate) mod pins;
+pub(crate) mod plan;
+pub(crate) mod release;
+pub(crate) mod render;
+pub(crate) mod resolve;
+pub(crate) mod run;
+pub(crate) mod sbom;
+pub(crate) mod tags;
+pub(crate) mod update_base;
+pub(crate) mod version;
 
 use crate::cli::{Cli, Command};
 use crate::exit;
 use context::Context;
 
-pub fn run(cli: Cli) -> exit::Result {
+pub(crate) fn run(cli: Cli) -> exit::Result {
     let ctx = Context::new(cli.manifest, cli.profile);
     match cli.command {
         Command::Render(args) => render::run(&ctx, args),
@@ -75,7 +75,7 @@ pub fn run(cli: Cli) -> exit::Result {
 
 /// Writes to stdout, flushing line by line. A reader that went away is
 /// [`exit::StdoutError::Closed`], which `main` ends quietly on.
-pub fn write_stdout(args: std::fmt::Arguments) -> Result<(), exit::StdoutError> {
+pub(crate) fn write_stdout(args: std::fmt::Arguments) -> Result<(), exit::StdoutError> {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
     stdout.write_fmt(args)?;
@@ -83,14 +83,14 @@ pub fn write_stdout(args: std::fmt::Arguments) -> Result<(), exit::StdoutError> 
 }
 
 /// Pretty JSON on stdout, one document.
-pub fn write_json(value: &impl serde::Serialize) -> exit::Result {
+pub(crate) fn write_json(value: &impl serde::Serialize) -> exit::Result {
     outln!("{}", serde_json::to_string_pretty(value)?)?;
     Ok(())
 }
 
 /// Prints GitHub annotations where the runner reads them: stdout, or stderr
 /// when stdout holds JSON (workflow commands are read from both streams).
-pub fn annotate(annotations: Vec<crate::github::Annotation>, json: bool) -> exit::Result {
+pub(crate) fn annotate(annotations: Vec<crate::github::Annotation>, json: bool) -> exit::Result {
     for a in annotations {
         if json {
             eprintln!("{a}");

@@ -10,13 +10,13 @@ use anyhow::Context as _;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     pub what: What,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum What {
+pub(crate) enum What {
     /// A toolchain fragment: its install script, its images.toml entries (tools,
     /// fragment, a variant, optionally a language with a smoke suite stub and sample
     /// projects). Refuses to overwrite anything.
@@ -24,7 +24,7 @@ pub enum What {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct FragmentArgs {
+pub(crate) struct FragmentArgs {
     /// The fragment's name (also the variant's, unless --variant).
     pub name: String,
     /// The tools it provides [default: NAME].
@@ -96,7 +96,7 @@ fn probe(ctx: &Context, request: &Request) -> anyhow::Result<scaffold::Probe> {
     Ok(scaffold::parse_probe(&out.stdout)?)
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let What::Fragment(args) = args.what;
     let manifest = ctx.manifest()?;
     // A name the command line gives that images.toml lacks is a usage

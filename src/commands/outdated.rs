@@ -14,7 +14,7 @@ use crate::table::{Column, Table};
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Print the rows as JSON (for a scheduled job or a bot).
     #[arg(long)]
     pub json: bool,
@@ -22,7 +22,7 @@ pub struct Args {
     pub registry: RegistryOptions,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let manifest = ctx.manifest()?;
     let settings = ctx.settings()?;
     let mut ca_files = args.registry.ca_certs.clone();

@@ -11,7 +11,7 @@ use crate::table::{Column, Table};
 use anyhow::Context as _;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Aliases to move (default: every alias in images.toml).
     pub aliases: Vec<String>,
     /// Consider pre-release versions (X.Y.Z-rc.N).
@@ -41,7 +41,7 @@ pub struct Args {
     pub registry: RegistryOptions,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     if args.to.is_some() && args.aliases.len() != 1 {
         return Err(exit::Error::usage(
             "--to picks one version of one variant: name exactly one alias",

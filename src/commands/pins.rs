@@ -7,13 +7,13 @@ use crate::pins::PinsFile;
 use crate::pins::verify::{self, Severity};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     pub command: Sub,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum Sub {
+pub(crate) enum Sub {
     /// Print `repository@digest` of an alias (all aliases when none is named).
     Show(ShowArgs),
     /// Check the pins against images.toml and the registry (the CI gate).
@@ -21,7 +21,7 @@ pub enum Sub {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     pub alias: Option<String>,
     #[arg(long)]
     pub json: bool,
@@ -30,7 +30,7 @@ pub struct ShowArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -39,7 +39,7 @@ pub struct VerifyArgs {
     pub registry: RegistryOptions,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     match args.command {
         Sub::Show(a) => show(ctx, a),
         Sub::Verify(a) => verify(ctx, a),

@@ -10,7 +10,7 @@ use crate::pins::{PinsFile, next};
 use anyhow::Context as _;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Print `{"has_work", "matrix": {"include": […]}, "legs": {"include":
     /// [one per platform]}, "variants"}`.
     #[arg(long)]
@@ -23,7 +23,7 @@ pub struct Args {
     pub registry: RegistryOptions,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let family = ctx.family()?;
     let definitions = definition::all(&family).context("computing the definitions")?;
     let specs = ctx.alias_specs()?;

@@ -18,7 +18,7 @@ use anyhow::Context as _;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Variants to release (default: every variant with an alias).
     pub variants: Vec<String>,
     /// Carry the plan out (default: print it and change nothing).
@@ -57,7 +57,7 @@ pub struct Args {
     pub registry: RegistryOptions,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let manifest = ctx.manifest()?;
     let dir = journal::dir(&manifest.root);
     let pins_path = ctx.pins_path(&args.file);

@@ -11,7 +11,7 @@ use crate::render::{self, Plan};
 use anyhow::Context as _;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Render in memory and exit non-zero with a diff when committed files
     /// differ or stray generated files remain. Writes nothing (the CI gate).
     #[arg(long)]
@@ -23,7 +23,7 @@ pub struct Args {
     pub output: OutputOptions,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let manifest = ctx.manifest()?;
     // The default image must carry every toolchain verify can dispatch to:
     // a gap is a gate failure here, never a user's first verify.

@@ -5,7 +5,7 @@ use crate::exit::{self, Status, WithStatus};
 use crate::registry::{Platform, Reference, ResolveOptions, Resolved};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Image references, e.g. 127.0.0.1:5000/library/debian:trixie-slim.
     #[arg(value_name = "REF", required = true)]
     pub references: Vec<String>,
@@ -20,7 +20,7 @@ pub struct Args {
     pub registry: RegistryOptions,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let references = args
         .references
         .iter()

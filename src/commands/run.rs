@@ -12,7 +12,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The alias whose pinned digest runs (image_pins.json). With `--image`,
     /// only a label.
     #[arg(required_unless_present = "image")]
@@ -61,7 +61,7 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let pin = match (&args.image, &args.alias) {
         (Some(_), _) => None,
         (None, Some(alias)) => Some(pinned(ctx, &args.file, alias)?),

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 #[command(
     after_help = "Example: sunaba-images sbom --image sunaba/sandbox:python --output python.spdx.json"
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// The local image (a reference or an image ID).
     #[arg(long, value_name = "REF")]
     pub image: String,
@@ -21,7 +21,7 @@ pub struct Args {
     pub output: Option<PathBuf>,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let engine = ctx.engine()?;
     let (doc, packages) = crate::attest::sbom::of_local_image(
         engine.as_ref(),

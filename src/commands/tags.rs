@@ -5,7 +5,7 @@ use crate::exit::{self, Status, WithStatus};
 use crate::registry::Repository;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Repository, e.g. 127.0.0.1:5000/sunaba/sandbox (no tag).
     #[arg(value_name = "REPO")]
     pub repository: String,
@@ -16,7 +16,7 @@ pub struct Args {
     pub registry: RegistryOptions,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let repo: Repository = args.repository.parse().status(Status::Usage)?;
     let client = ctx.registry(&args.registry)?;
     let tags = runtime()?.block_on(client.list_tags(&repo))?;

@@ -15,7 +15,7 @@ use crate::table::{Column, Table};
 use anyhow::Context as _;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Write the new pin into images.toml (comments and layout kept) and
     /// re-render the generated files.
     #[arg(long)]
@@ -31,7 +31,7 @@ pub struct Args {
     pub registry: RegistryOptions,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let path = ctx.manifest_path().to_path_buf();
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;

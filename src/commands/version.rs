@@ -8,7 +8,7 @@ use crate::pins::next::next_for_image;
 use crate::pins::registry_source::RegistrySource;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The variant the image was built for.
     pub variant: String,
     /// The newly built image (`host/repo:tag` or `host/repo@sha256:…`).
@@ -22,7 +22,7 @@ pub struct Args {
     pub registry: RegistryOptions,
 }
 
-pub fn run(ctx: &Context, args: Args) -> exit::Result {
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     ctx.manifest()?.variant(&args.variant)?;
     let specs = ctx.alias_specs()?;
     let source = ctx.image_source(&args.registry)?;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// The language a marker file name selects (validation keeps each marker to
 /// one language).
-pub fn marker_language<'a>(
+pub(crate) fn marker_language<'a>(
     languages: &'a BTreeMap<String, Language>,
     file_name: &str,
 ) -> Option<&'a str> {
@@ -20,7 +20,7 @@ pub fn marker_language<'a>(
 }
 
 /// The language a single file's extension selects.
-pub fn extension_language<'a>(
+pub(crate) fn extension_language<'a>(
     languages: &'a BTreeMap<String, Language>,
     path: &Path,
 ) -> Option<&'a str> {

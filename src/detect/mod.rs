@@ -33,9 +33,11 @@ mod classify;
 mod tools;
 mod walk;
 
-pub use classify::{extension_language, marker_language};
-pub use tools::{NODE_LANGUAGES, Resolution, ResolvedTool, local_tool};
-pub use walk::{Limits, SKIPPED_DIRS, WalkStats, Warning};
+pub(crate) use classify::extension_language;
+#[cfg(test)]
+use tools::Resolution;
+pub(crate) use tools::{NODE_LANGUAGES, ResolvedTool, local_tool};
+pub(crate) use walk::{Limits, WalkStats, Warning};
 
 use crate::manifest::Language;
 use classify::{all_extensions, all_markers, find_upward};
@@ -46,7 +48,7 @@ use walk::{fold_nested, walk_markers};
 
 /// What to detect and where verify would run.
 #[derive(Debug, Clone, Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// Skip detection and use this language (rule 1).
     pub language: Option<String>,
     /// The verify working directory: scopes are reported relative to it and a
@@ -57,7 +59,7 @@ pub struct Options {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Detection {
+pub(crate) struct Detection {
     /// The target, canonicalised.
     #[serde(serialize_with = "lossy")]
     pub target: PathBuf,
@@ -72,7 +74,7 @@ pub struct Detection {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DetectedLanguage {
+pub(crate) struct DetectedLanguage {
     pub language: String,
     /// Where verify runs for this language, relative to the workdir (`.` is
     /// the workdir itself; absolute when outside it). A file for file targets.
@@ -85,7 +87,7 @@ pub struct DetectedLanguage {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "rule", rename_all = "kebab-case")]
-pub enum Evidence {
+pub(crate) enum Evidence {
     /// Named explicitly.
     Override,
     /// A single file's extension.
@@ -105,7 +107,7 @@ pub enum Evidence {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum DetectError {
+pub(crate) enum DetectError {
     #[error("cannot read {path}: {source}", path = path.display())]
     Path {
         path: PathBuf,
@@ -141,7 +143,7 @@ pub enum DetectError {
 
 /// Detects the languages of `target` by the markers and extensions of
 /// `languages` (images.toml `[languages]`) and resolves each one's tools.
-pub fn detect(
+pub(crate) fn detect(
     target: &Path,
     options: &Options,
     languages: &BTreeMap<String, Language>,

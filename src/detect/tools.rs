@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 /// Languages whose tools resolve local-before-global from
 /// `<scope>/node_modules/.bin/<tool>`.
-pub const NODE_LANGUAGES: &[&str] = &["js", "ts"];
+pub(crate) const NODE_LANGUAGES: &[&str] = &["js", "ts"];
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ResolvedTool {
+pub(crate) struct ResolvedTool {
     pub tool: String,
     #[serde(flatten)]
     pub resolution: Resolution,
@@ -19,7 +19,7 @@ pub struct ResolvedTool {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "resolution", rename_all = "lowercase")]
-pub enum Resolution {
+pub(crate) enum Resolution {
     /// An executable `node_modules/.bin/<tool>` (workdir-relative path).
     Local {
         #[serde(serialize_with = "lossy")]
@@ -61,7 +61,7 @@ pub(super) fn resolve(
 
 /// `<dir>/node_modules/.bin/<tool>` when it is an executable file (symlinks
 /// followed, as npm makes them), the same test as the server's `test -x`.
-pub fn local_tool(dir: &Path, tool: &str) -> Option<PathBuf> {
+pub(crate) fn local_tool(dir: &Path, tool: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join("node_modules").join(".bin").join(tool);
     let meta = std::fs::metadata(&path).ok()?;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// Directories never descended into: installed or vendored third-party code,
 /// whose own manifests describe dependencies, not the project.
-pub const SKIPPED_DIRS: &[&str] = &[
+pub(crate) const SKIPPED_DIRS: &[&str] = &[
     "node_modules",
     "vendor",
     "third_party",
@@ -23,7 +23,7 @@ pub const SKIPPED_DIRS: &[&str] = &[
 
 /// Bounds on the directory walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Deepest entry examined; the target's children are depth 1.
     pub max_depth: usize,
     /// Entries (files and directories) examined before the walk stops.
@@ -40,7 +40,7 @@ impl Default for Limits {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct WalkStats {
+pub(crate) struct WalkStats {
     /// Entries examined.
     pub entries: usize,
     /// The walk stopped at a bound, so languages may be missing.
@@ -49,7 +49,7 @@ pub struct WalkStats {
 
 /// Something that did not stop detection but may make it incomplete.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Warning {
+pub(crate) enum Warning {
     /// A directory or entry could not be read; what is below it is unknown.
     Unreadable {
         path: Option<PathBuf>,

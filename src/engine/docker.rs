@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// How this Docker CLI reaches BuildKit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DockerMode {
+pub(crate) enum DockerMode {
     /// `docker buildx build --load` (the buildx plugin is installed).
     Buildx,
     /// `DOCKER_BUILDKIT=1 docker build`: CLIs before 23.0 carry BuildKit.
@@ -15,7 +15,7 @@ pub enum DockerMode {
 }
 
 #[derive(Debug, Clone)]
-pub struct Docker {
+pub(crate) struct Docker {
     program: PathBuf,
     mode: DockerMode,
     version: String,
@@ -27,7 +27,8 @@ pub struct Docker {
 const BUILDX_REQUIRED_FROM: u64 = 23;
 
 impl Docker {
-    pub fn with_mode(program: PathBuf, mode: DockerMode) -> Docker {
+    #[cfg(test)]
+    pub(crate) fn with_mode(program: PathBuf, mode: DockerMode) -> Docker {
         Docker {
             program,
             mode,
@@ -36,13 +37,9 @@ impl Docker {
         }
     }
 
-    pub fn mode(&self) -> DockerMode {
-        self.mode
-    }
-
     /// Finds out how `program` can build with BuildKit. `Ok(Err(version))`
     /// means it cannot (no buildx, and too new for built-in BuildKit).
-    pub fn probe(program: &Path) -> Result<Result<Docker, String>, EngineError> {
+    pub(crate) fn probe(program: &Path) -> Result<Result<Docker, String>, EngineError> {
         let version = client_version(program)?;
         let buildx = Cmd::new(program).args(["buildx", "version"]).output()?;
         let mode = if buildx.success() {

@@ -10,8 +10,10 @@ mod docker;
 pub(crate) mod fake;
 mod podman;
 
-pub use docker::{Docker, DockerMode};
-pub use podman::Podman;
+pub(crate) use docker::Docker;
+#[cfg(test)]
+use docker::DockerMode;
+pub(crate) use podman::Podman;
 
 use crate::name::Platform;
 use crate::process::{Cmd, ProcessError};
@@ -22,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The environment variable naming the engine binary (after the profile).
-pub const ENGINE_ENV: &str = "SUNABA_ENGINE";
+pub(crate) const ENGINE_ENV: &str = "SUNABA_ENGINE";
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -363,7 +365,7 @@ pub trait Engine: Send + Sync {
 /// cannot build is refused with the name of one on PATH that can. This is
 /// the one place the rule lives: `scripts/dev-env` asks `sunaba-images
 /// engine` rather than repeating it.
-pub fn select(profile_engine: Option<&str>) -> Result<Box<dyn Engine>, EngineError> {
+pub(crate) fn select(profile_engine: Option<&str>) -> Result<Box<dyn Engine>, EngineError> {
     let env = std::env::var(ENGINE_ENV).ok().filter(|v| !v.is_empty());
     let (name, origin) = match (profile_engine, env) {
         (Some(p), _) => (p.to_string(), "from the profile".to_string()),
@@ -411,7 +413,7 @@ fn resolve_program(name: &str) -> Option<PathBuf> {
 
 /// Opens the engine at `program`, finding out whether it is Docker or Podman
 /// and, for Docker, how it can reach BuildKit.
-pub fn open(program: &Path) -> Result<Box<dyn Engine>, EngineError> {
+pub(crate) fn open(program: &Path) -> Result<Box<dyn Engine>, EngineError> {
     let out = Cmd::new(program).arg("--version").output()?;
     let said = format!("{}{}", out.stdout, out.stderr);
     let lower = said.to_lowercase();
@@ -505,7 +507,7 @@ struct RawRootFs {
 }
 
 /// Parses `image inspect` output (a JSON array with one object).
-pub fn parse_inspect(json: &str) -> Result<ImageInfo, String> {
+pub(crate) fn parse_inspect(json: &str) -> Result<ImageInfo, String> {
     let mut images: Vec<RawImage> = serde_json::from_str(json).map_err(|e| e.to_string())?;
     if images.len() != 1 {
         return Err(format!("expected one image, got {}", images.len()));

@@ -8,13 +8,13 @@ use crate::process::Cmd;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone)]
-pub struct Podman {
+pub(crate) struct Podman {
     program: PathBuf,
     platform: super::PlatformOnce,
 }
 
 impl Podman {
-    pub fn new(program: PathBuf) -> Podman {
+    pub(crate) fn new(program: PathBuf) -> Podman {
         Podman {
             program,
             platform: Default::default(),

@@ -10,11 +10,11 @@ use base64::Engine as _;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-pub const DOWNLOADS_LOCK: &str = "downloads.lock";
+pub(crate) const DOWNLOADS_LOCK: &str = "downloads.lock";
 
 /// One line of the file.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Download {
+pub(crate) struct Download {
     pub name: String,
     pub version: String,
     /// `sha512-<base64>`, as npm's `dist.integrity` writes it.
@@ -22,7 +22,7 @@ pub struct Download {
 }
 
 /// Whether `integrity` is a sha512 SRI value.
-pub fn valid_integrity(integrity: &str) -> bool {
+pub(crate) fn valid_integrity(integrity: &str) -> bool {
     integrity
         .strip_prefix("sha512-")
         .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
@@ -30,7 +30,7 @@ pub fn valid_integrity(integrity: &str) -> bool {
 }
 
 /// The lines of the file; malformed lines are returned as errors.
-pub fn parse(text: &str) -> (Vec<Download>, Vec<String>) {
+pub(crate) fn parse(text: &str) -> (Vec<Download>, Vec<String>) {
     let (mut out, mut bad) = (Vec::new(), Vec::new());
     for line in text.lines().map(str::trim) {
         if line.is_empty() || line.starts_with('#') {
@@ -49,7 +49,7 @@ pub fn parse(text: &str) -> (Vec<Download>, Vec<String>) {
 }
 
 /// The file for `downloads`, sorted, with a header saying what it is.
-pub fn render(fragment: &str, downloads: &[Download]) -> String {
+pub(crate) fn render(fragment: &str, downloads: &[Download]) -> String {
     let mut text = format!(
         "# Direct downloads of fragment `{fragment}`: npm registry tarballs and their sha512\n\
          # integrity, verified at build time against these committed values only.\n\
@@ -65,14 +65,14 @@ pub fn render(fragment: &str, downloads: &[Download]) -> String {
 }
 
 /// What images.toml asks of the file: (registry name, version) pairs.
-pub fn wanted(fragment: &Fragment) -> BTreeSet<(String, String)> {
+pub(crate) fn wanted(fragment: &Fragment) -> BTreeSet<(String, String)> {
     pinned(fragment, Source::NpmTarball)
         .filter_map(|p| Some((p, p.pinned.clone()?)))
         .flat_map(|(p, v)| p.registry_names().into_iter().map(move |n| (n, v.clone())))
         .collect()
 }
 
-pub fn check(root: &Path, dir: &Path, fragment: &Fragment) -> Vec<LockProblem> {
+pub(crate) fn check(root: &Path, dir: &Path, fragment: &Fragment) -> Vec<LockProblem> {
     let rel = dir.join(DOWNLOADS_LOCK);
     let mut f = Findings::new(&fragment.name, rel.clone());
     let Some(text) = read(root, &rel, &mut f) else {

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
-pub enum LockError {
+pub(crate) enum LockError {
     #[error("{name}@{version}: {source}")]
     Feed {
         name: String,
@@ -61,7 +61,7 @@ pub enum LockError {
 }
 
 /// What locking one fragment needs.
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     pub manifest: &'a Manifest,
     pub fragment: &'a Fragment,
     pub feeds: &'a Feeds,
@@ -74,7 +74,7 @@ pub struct Request<'a> {
 
 /// What was written, and what a maintainer should know.
 #[derive(Debug, Default)]
-pub struct Report {
+pub(crate) struct Report {
     pub written: Vec<PathBuf>,
     pub notes: Vec<String>,
 }
@@ -100,7 +100,7 @@ fn put(root: &Path, rel: &Path, text: &str, report: &mut Report) -> Result<(), L
 
 /// Locks every kind of package the fragment installs, then checks the
 /// result against images.toml.
-pub async fn lock(req: &Request<'_>) -> Result<Report, LockError> {
+pub(crate) async fn lock(req: &Request<'_>) -> Result<Report, LockError> {
     let fragment = req.fragment;
     let root = &req.manifest.root;
     let dir = PathBuf::from(LOCK_DIR).join(&fragment.name);
@@ -309,7 +309,7 @@ fn lock_pypi(req: &Request<'_>, dir: &Path, report: &mut Report) -> Result<(), L
 
 /// Why `lock` cannot take the fragments it is asked for.
 #[derive(Debug, thiserror::Error)]
-pub enum SelectError {
+pub(crate) enum SelectError {
     #[error(transparent)]
     Unknown(#[from] crate::name::Unknown),
     #[error("fragment `{name}` installs nothing from npm or PyPI: there is nothing to lock")]
@@ -318,7 +318,7 @@ pub enum SelectError {
 
 /// The fragments named (all that install from npm or PyPI when none are),
 /// each declared and with something to lock.
-pub fn select<'a>(
+pub(crate) fn select<'a>(
     manifest: &'a Manifest,
     names: &[String],
 ) -> Result<Vec<&'a Fragment>, SelectError> {
@@ -347,7 +347,7 @@ pub fn select<'a>(
 
 /// Why there is no image to lock a fragment in.
 #[derive(Debug, thiserror::Error)]
-pub enum ImageError {
+pub(crate) enum ImageError {
     #[error(
         "locking `{fragment}` runs its package manager in the `{variant}` image, which is \
          not built for the current inputs: run `sunaba-images build {variant}` first"
@@ -363,7 +363,7 @@ pub enum ImageError {
 /// parent variant's image of exactly the current inputs (a plain variant
 /// tag may be another checkout's build), else the pinned upstream, pulled
 /// when missing.
-pub fn image_for(
+pub(crate) fn image_for(
     manifest: &Manifest,
     family: &crate::build::Family,
     engine: &dyn Engine,
@@ -389,7 +389,7 @@ pub fn image_for(
 
 /// Which image a fragment's package managers run in for locking.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Base {
+pub(crate) enum Base {
     /// The image of this variant (the parent of the first variant that
     /// installs the fragment first).
     Variant(String),
@@ -399,7 +399,7 @@ pub enum Base {
 
 /// The image the fragment is installed on: the parent of a variant that
 /// installs it as its first fragment, else of the first that installs it.
-pub fn base_of(manifest: &Manifest, fragment: &str) -> Option<Base> {
+pub(crate) fn base_of(manifest: &Manifest, fragment: &str) -> Option<Base> {
     let order = manifest.build_order();
     let variants = order.iter().map(|v| &manifest.variants[v]);
     let pick = variants
@@ -417,7 +417,7 @@ pub fn base_of(manifest: &Manifest, fragment: &str) -> Option<Base> {
 }
 
 /// Whether locking the fragment needs a container (npm or PyPI trees).
-pub fn needs_image(fragment: &Fragment) -> bool {
+pub(crate) fn needs_image(fragment: &Fragment) -> bool {
     fragment
         .packages
         .iter()

@@ -13,10 +13,10 @@
 //!
 //! A problem names the fragment and the package, and says to re-lock.
 
-pub mod downloads;
-pub mod generate;
-pub mod npm;
-pub mod pypi;
+pub(crate) mod downloads;
+pub(crate) mod generate;
+pub(crate) mod npm;
+pub(crate) mod pypi;
 
 use crate::manifest::{Fragment, Manifest, Package, Source};
 use std::fmt;
@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 /// One way a fragment's lock no longer matches images.toml.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct LockProblem {
+pub(crate) struct LockProblem {
     pub fragment: String,
     /// The package concerned (empty when it is about the whole lock).
     pub package: String,
@@ -50,7 +50,7 @@ impl fmt::Display for LockProblem {
 }
 
 /// `render --format github`: one annotation per stale lock, at its lock file.
-pub fn annotations(stale: &[LockProblem]) -> Vec<crate::github::Annotation> {
+pub(crate) fn annotations(stale: &[LockProblem]) -> Vec<crate::github::Annotation> {
     stale
         .iter()
         .map(|p| {
@@ -87,7 +87,7 @@ impl<'a> Findings<'a> {
 }
 
 /// The packages of `fragment` from `source`, with their pinned versions.
-pub fn pinned(fragment: &Fragment, source: Source) -> impl Iterator<Item = &Package> {
+pub(crate) fn pinned(fragment: &Fragment, source: Source) -> impl Iterator<Item = &Package> {
     fragment.packages.iter().filter(move |p| p.source == source)
 }
 
@@ -107,7 +107,7 @@ pub(crate) fn read(root: &Path, rel: &Path, findings: &mut Findings) -> Option<S
 }
 
 /// Every problem of every fragment's locks, in fragment order.
-pub fn check(manifest: &Manifest) -> Vec<LockProblem> {
+pub(crate) fn check(manifest: &Manifest) -> Vec<LockProblem> {
     manifest
         .fragments
         .values()
@@ -116,7 +116,7 @@ pub fn check(manifest: &Manifest) -> Vec<LockProblem> {
 }
 
 /// The problems of one fragment's locks.
-pub fn check_fragment(root: &Path, fragment: &Fragment) -> Vec<LockProblem> {
+pub(crate) fn check_fragment(root: &Path, fragment: &Fragment) -> Vec<LockProblem> {
     let Some(dir) = fragment.lock_dir() else {
         return Vec::new();
     };

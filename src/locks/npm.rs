@@ -8,8 +8,8 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub const PACKAGE_JSON: &str = "package.json";
-pub const PACKAGE_LOCK: &str = "package-lock.json";
+pub(crate) const PACKAGE_JSON: &str = "package.json";
+pub(crate) const PACKAGE_LOCK: &str = "package-lock.json";
 
 /// What images.toml asks of the npm lock: name -> version.
 fn wanted(fragment: &Fragment) -> BTreeMap<String, String> {
@@ -20,7 +20,7 @@ fn wanted(fragment: &Fragment) -> BTreeMap<String, String> {
 
 /// `package.json` for the fragment's npm packages; `approved` are the
 /// `allowScripts` entries (`name@version`).
-pub fn package_json(fragment: &Fragment, approved: &[String]) -> String {
+pub(crate) fn package_json(fragment: &Fragment, approved: &[String]) -> String {
     let deps: Map<String, Value> = wanted(fragment)
         .into_iter()
         .map(|(k, v)| (k, Value::String(v)))
@@ -56,12 +56,12 @@ fn tree(lock: &Value) -> impl Iterator<Item = (&String, &Value)> {
 }
 
 /// The version the lock installs for a top-level package.
-pub fn locked_version<'a>(lock: &'a Value, name: &str) -> Option<&'a str> {
+pub(crate) fn locked_version<'a>(lock: &'a Value, name: &str) -> Option<&'a str> {
     lock["packages"][format!("node_modules/{name}")]["version"].as_str()
 }
 
 /// Packages of the tree that declare install scripts (`name@version`).
-pub fn install_scripts(lock: &Value) -> Vec<String> {
+pub(crate) fn install_scripts(lock: &Value) -> Vec<String> {
     tree(lock)
         .filter(|(_, e)| e["hasInstallScript"] == true)
         .map(|(path, e)| {
@@ -74,7 +74,7 @@ pub fn install_scripts(lock: &Value) -> Vec<String> {
 }
 
 /// How many packages the tree holds.
-pub fn tree_size(lock: &Value) -> usize {
+pub(crate) fn tree_size(lock: &Value) -> usize {
     tree(lock).count()
 }
 
@@ -88,7 +88,7 @@ fn parse(text: &str, findings: &mut Findings) -> Option<Value> {
     }
 }
 
-pub fn check(root: &Path, dir: &Path, fragment: &Fragment) -> Vec<LockProblem> {
+pub(crate) fn check(root: &Path, dir: &Path, fragment: &Fragment) -> Vec<LockProblem> {
     let want = wanted(fragment);
     let mut out = Vec::new();
 

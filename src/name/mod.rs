@@ -21,7 +21,7 @@ mod platform;
 pub(crate) mod reference;
 
 pub use digest::{Algorithm, Digest};
-pub use error::{Invalid, InvalidDigest};
+pub(crate) use error::{Invalid, InvalidDigest};
 pub use platform::{Platform, best_match};
 pub use reference::{Reference, Repository};
 

@@ -12,9 +12,9 @@ use std::str::FromStr;
 use std::sync::LazyLock;
 
 /// The registry that names without a domain belong to.
-pub const DOCKER_HUB: &str = "docker.io";
+pub(crate) const DOCKER_HUB: &str = "docker.io";
 /// The host that actually serves Docker Hub's registry API.
-pub const DOCKER_HUB_API_HOST: &str = "registry-1.docker.io";
+pub(crate) const DOCKER_HUB_API_HOST: &str = "registry-1.docker.io";
 const NAME_TOTAL_LENGTH_MAX: usize = 255;
 
 static DOMAIN_RE: LazyLock<regex::Regex> = LazyLock::new(|| {

@@ -157,7 +157,11 @@ pub(super) fn write_config_and_manifest(
 
 impl Staged {
     /// Writes the normalised archive to `output`.
-    pub fn write(&self, output: impl Write, opts: &Options) -> Result<Report, NormalizeError> {
+    pub(crate) fn write(
+        &self,
+        output: impl Write,
+        opts: &Options,
+    ) -> Result<Report, NormalizeError> {
         let image = &self.image;
         let Parts {
             config,

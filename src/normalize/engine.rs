@@ -10,7 +10,7 @@ use crate::process::PipeError;
 /// was done. On any error nothing is loaded or tagged: the archive is only
 /// written once the save stream has been read and checked whole, and a
 /// `load` whose input fails midway is killed before it sees the end.
-pub fn normalize_image(
+pub(crate) fn normalize_image(
     engine: &dyn Engine,
     image: &str,
     opts: &Options,

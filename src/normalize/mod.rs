@@ -78,25 +78,26 @@
 
 mod archive;
 mod config;
-pub mod engine;
+pub(crate) mod engine;
 mod layer;
 mod read;
 mod relabel;
 
 use engine::load_and_verify;
-pub use engine::normalize_image;
-pub use read::{Staged, read};
-pub use relabel::relabel;
+pub(crate) use engine::normalize_image;
+pub(crate) use read::read;
+pub(crate) use relabel::relabel;
 
 /// Whether a file of a save stream is a layer (see [`read`]).
-pub fn is_layer_file(name: &str, entry: &mut impl std::io::BufRead) -> std::io::Result<bool> {
+pub(crate) fn is_layer_file(
+    name: &str,
+    entry: &mut impl std::io::BufRead,
+) -> std::io::Result<bool> {
     read::is_layer(name.trim_start_matches("./"), entry)
 }
 
-use std::io::Write;
-
 #[derive(Debug, thiserror::Error)]
-pub enum NormalizeError {
+pub(crate) enum NormalizeError {
     #[error("{image}: the save stream is truncated: {detail}")]
     Truncated { image: String, detail: String },
     #[error("{image}: the save stream is corrupt: {detail}")]
@@ -156,7 +157,7 @@ pub enum NormalizeError {
 
 /// How to normalise one image.
 #[derive(Debug, Clone, Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// The commit time: every mtime is clamped to it, and it is `created`.
     pub source_date_epoch: u64,
     /// The diff_ids of the image this one was built FROM: the layers the
@@ -168,7 +169,7 @@ pub struct Options {
 
 /// What normalising one image did.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Report {
+pub(crate) struct Report {
     pub layers: Vec<LayerReport>,
     /// `sha256:…` of the written config: the image ID after a load.
     pub config_digest: String,
@@ -177,7 +178,7 @@ pub struct Report {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct LayerReport {
+pub(crate) struct LayerReport {
     pub diff_id_before: String,
     pub diff_id_after: String,
     /// Copied byte for byte (a layer of the FROM image).
@@ -189,10 +190,11 @@ pub struct LayerReport {
 
 /// Reads a save stream and writes the normalised `docker load` archive:
 /// [`read`] then [`Staged::write`].
-pub fn normalize(
+#[cfg(test)]
+pub(crate) fn normalize(
     image: &str,
     input: impl std::io::Read,
-    output: impl Write,
+    output: impl std::io::Write,
     opts: &Options,
     spill_dir: &std::path::Path,
 ) -> Result<Report, NormalizeError> {

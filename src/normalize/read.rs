@@ -58,7 +58,7 @@ pub(super) struct Layer {
 }
 
 /// A save stream, read: ready to be written normalised.
-pub struct Staged {
+pub(crate) struct Staged {
     pub(super) image: String,
     pub(super) spill: std::fs::File,
     pub(super) layers: BTreeMap<String, Layer>,
@@ -73,7 +73,11 @@ pub struct Staged {
 
 /// Reads a `docker save` stream of `image` (named in errors) into a spill
 /// under `spill_dir`.
-pub fn read(image: &str, input: impl Read, spill_dir: &Path) -> Result<Staged, NormalizeError> {
+pub(crate) fn read(
+    image: &str,
+    input: impl Read,
+    spill_dir: &Path,
+) -> Result<Staged, NormalizeError> {
     let io = |context: &str| {
         let context = context.to_string();
         move |source| NormalizeError::Io {

@@ -27,7 +27,7 @@ use tar::EntryType;
 /// Loads `image` again with `labels` added to its config (a label of the
 /// same key is replaced) and tagged `tags`; returns the new image's ID.
 /// On any error nothing is loaded or tagged.
-pub fn relabel(
+pub(crate) fn relabel(
     engine: &dyn Engine,
     image: &str,
     labels: &BTreeMap<String, String>,

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// `apt-cache policy` output: package -> candidate (`None` for `(none)`).
-pub fn parse_policy(text: &str) -> BTreeMap<String, Option<String>> {
+pub(crate) fn parse_policy(text: &str) -> BTreeMap<String, Option<String>> {
     let mut out = BTreeMap::new();
     let mut current: Option<String> = None;
     for line in text.lines() {
@@ -31,14 +31,14 @@ pub fn parse_policy(text: &str) -> BTreeMap<String, Option<String>> {
 }
 
 /// The upstream part of a Debian version: `2:1.27.4-1~bpo13+1` -> `1.27.4`.
-pub fn upstream_version(debian: &str) -> &str {
+pub(crate) fn upstream_version(debian: &str) -> &str {
     let no_epoch = debian.split_once(':').map_or(debian, |(_, v)| v);
     no_epoch.rsplit_once('-').map_or(no_epoch, |(v, _)| v)
 }
 
 /// The other names a series template matches: `golang-${GO_SERIES}-go`
 /// with `golang-1.28-go` gives `1.28`.
-pub fn series_of(template: &str, arg: &str, name: &str) -> Option<String> {
+pub(crate) fn series_of(template: &str, arg: &str, name: &str) -> Option<String> {
     let (prefix, suffix) = template.split_once(&format!("${{{arg}}}"))?;
     let middle = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
     (!middle.is_empty() && middle.chars().all(|c| c.is_ascii_digit() || c == '.'))
@@ -96,7 +96,7 @@ fn script(list: &[(&str, &Package)]) -> String {
 }
 
 /// One row per Debian package, from one container run.
-pub fn rows(manifest: &Manifest, engine: &dyn Engine, image: &str, lib: &Path) -> Vec<Row> {
+pub(crate) fn rows(manifest: &Manifest, engine: &dyn Engine, image: &str, lib: &Path) -> Vec<Row> {
     let list = packages(manifest);
     if list.is_empty() {
         return Vec::new();
@@ -123,7 +123,7 @@ pub fn rows(manifest: &Manifest, engine: &dyn Engine, image: &str, lib: &Path) -
 }
 
 /// The rows when the archive could not be asked, each saying why.
-pub fn rows_failed(manifest: &Manifest, why: &str) -> Vec<Row> {
+pub(crate) fn rows_failed(manifest: &Manifest, why: &str) -> Vec<Row> {
     packages(manifest)
         .into_iter()
         .map(|(fragment, p)| Row {

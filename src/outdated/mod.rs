@@ -7,7 +7,7 @@
 //! ([`crate::feeds`]) and `debian` the archive, through a throw-away
 //! container of the upstream image (the same sources the build uses).
 
-pub mod debian;
+pub(crate) mod debian;
 
 use crate::feeds::Feeds;
 use crate::manifest::{Manifest, Package, Source};
@@ -19,7 +19,7 @@ use serde::Serialize;
 /// Where a row stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Status {
+pub(crate) enum Status {
     /// The pin is the newest release on its track.
     Current,
     /// A newer release on its track exists.
@@ -32,7 +32,7 @@ pub enum Status {
 
 /// One pinned thing and what its registry offers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     pub fragment: String,
     pub package: String,
     /// npm, pypi, debian, oci.
@@ -56,14 +56,14 @@ fn stable(text: &str) -> Option<Version> {
 }
 
 /// Whether `v` is on the release line `track` (`5` = 5.x, `5.9` = 5.9.x).
-pub fn on_track(v: &Version, track: &str) -> bool {
+pub(crate) fn on_track(v: &Version, track: &str) -> bool {
     let parts: Vec<u64> = track.split('.').filter_map(|p| p.parse().ok()).collect();
     let have = [v.major, v.minor, v.patch];
     parts.iter().zip(have).all(|(a, b)| *a == b)
 }
 
 /// What the registry's `versions` mean for a package pinned at `pinned`.
-pub fn assess(
+pub(crate) fn assess(
     pinned: &str,
     versions: &[String],
     track: Option<&str>,
@@ -135,7 +135,7 @@ fn fill(mut r: Row, versions: &[String], p: &Package) -> Row {
 
 /// The npm and PyPI rows (one per package; per-platform tarballs count the
 /// releases every platform's package has).
-pub async fn registry_rows(manifest: &Manifest, feeds: &Feeds) -> Vec<Row> {
+pub(crate) async fn registry_rows(manifest: &Manifest, feeds: &Feeds) -> Vec<Row> {
     let mut rows = Vec::new();
     for fragment in manifest.fragments.values() {
         for p in &fragment.packages {
@@ -176,7 +176,7 @@ async fn npm_versions(feeds: &Feeds, p: &Package) -> Result<Vec<String>, String>
 }
 
 /// The upstream's row from `update-base`'s decision.
-pub fn base_row(pinned: &str, result: Result<crate::base_update::Plan, String>) -> Row {
+pub(crate) fn base_row(pinned: &str, result: Result<crate::base_update::Plan, String>) -> Row {
     let mut r = Row {
         fragment: "-".into(),
         package: "upstream".into(),

@@ -462,20 +462,20 @@ pub(crate) mod tests {
     use semver::Version;
     use std::collections::BTreeMap;
 
-    pub const REPO: &str = "127.0.0.1:5000/sunaba/sandbox";
+    pub(crate) const REPO: &str = "127.0.0.1:5000/sunaba/sandbox";
 
-    pub fn digest_of(s: &str) -> Digest {
+    pub(crate) fn digest_of(s: &str) -> Digest {
         Digest::sha256(s.as_bytes())
     }
 
-    pub fn record(status: &str, variant: &str, tools: &[(&str, &str)]) -> String {
+    pub(crate) fn record(status: &str, variant: &str, tools: &[(&str, &str)]) -> String {
         let tools: BTreeMap<_, _> = tools.iter().copied().collect();
         serde_json::json!({"schema": 1, "status": status, "variant": variant, "tools": tools})
             .to_string()
     }
 
     /// An image whose digests derive from its tag and record.
-    pub fn image(tag: &str, record: Option<String>) -> Inspected {
+    pub(crate) fn image(tag: &str, record: Option<String>) -> Inspected {
         let mut labels = BTreeMap::new();
         if let Some(r) = &record {
             labels.insert(crate::labels::CHECK.to_string(), r.clone());
@@ -490,7 +490,7 @@ pub(crate) mod tests {
         }
     }
 
-    pub fn spec(alias: &str, variant: &str, owed: &[&str]) -> AliasSpec {
+    pub(crate) fn spec(alias: &str, variant: &str, owed: &[&str]) -> AliasSpec {
         AliasSpec {
             alias: alias.into(),
             variant: variant.into(),
@@ -505,7 +505,7 @@ pub(crate) mod tests {
     const PY_TOOLS_2_0: &[(&str, &str)] = &[("ruff", "0.13.0"), ("pytest", "8.4.1")];
 
     /// The acceptance registry: 1.0.0, 1.1.0, 1.2.0-rc.1, 2.0.0.
-    pub fn acceptance_registry() -> FakeRegistry {
+    pub(crate) fn acceptance_registry() -> FakeRegistry {
         let reg = FakeRegistry::default();
         for (tag, tools) in [
             ("python-1.0.0", PY_TOOLS_1_0),
@@ -520,7 +520,7 @@ pub(crate) mod tests {
     }
 
     /// The pin a python tag of the fake registry would become.
-    pub fn pin_of(reg: &FakeRegistry, tag: &str) -> Pin {
+    pub(crate) fn pin_of(reg: &FakeRegistry, tag: &str) -> Pin {
         let i = reg.inspect(REPO, tag).unwrap();
         let labels = &i.images[0].labels;
         Pin {

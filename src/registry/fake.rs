@@ -34,7 +34,7 @@ pub(crate) struct State {
 }
 
 impl State {
-    pub fn count(&self, method: &str, fragment: &str) -> usize {
+    pub(crate) fn count(&self, method: &str, fragment: &str) -> usize {
         let prefix = format!("{method} ");
         self.log
             .iter()
@@ -56,7 +56,7 @@ impl Drop for FakeRegistry {
 }
 
 impl FakeRegistry {
-    pub async fn start() -> FakeRegistry {
+    pub(crate) async fn start() -> FakeRegistry {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let authority = listener.local_addr().unwrap().to_string();
         let state = Arc::new(Mutex::new(State::default()));
@@ -74,7 +74,7 @@ impl FakeRegistry {
     }
 
     /// A client for it: anonymous, plain http (loopback), fast retries.
-    pub fn client(&self) -> Client {
+    pub(crate) fn client(&self) -> Client {
         Client::builder()
             .anonymous()
             .retry(RetryPolicy {
@@ -87,12 +87,12 @@ impl FakeRegistry {
             .unwrap()
     }
 
-    pub fn state(&self) -> std::sync::MutexGuard<'_, State> {
+    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap()
     }
 
     /// Stores a blob in `repo` directly; returns its digest.
-    pub fn put_blob(&self, repo: &str, bytes: &[u8]) -> Digest {
+    pub(crate) fn put_blob(&self, repo: &str, bytes: &[u8]) -> Digest {
         let digest = Digest::sha256(bytes);
         self.state()
             .blobs
@@ -102,7 +102,7 @@ impl FakeRegistry {
 
     /// Stores a manifest in `repo` directly (and tags it, when `tag` is
     /// given); returns its digest.
-    pub fn put_manifest(
+    pub(crate) fn put_manifest(
         &self,
         repo: &str,
         tag: Option<&str>,
@@ -124,7 +124,12 @@ impl FakeRegistry {
     /// Stores a tiny image in `repo` directly: one layer of its own, the
     /// `config` document (with a `rootfs` of that layer) as its config
     /// blob, a manifest of `media_type`. Returns the manifest's digest.
-    pub fn put_image(&self, repo: &str, config: &serde_json::Value, media_type: &str) -> Digest {
+    pub(crate) fn put_image(
+        &self,
+        repo: &str,
+        config: &serde_json::Value,
+        media_type: &str,
+    ) -> Digest {
         let layer_bytes = format!("layer of {config}");
         let layer = self.put_blob(repo, layer_bytes.as_bytes());
         let mut config = config.clone();

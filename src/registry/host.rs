@@ -27,7 +27,7 @@ pub fn is_loopback(registry: &str) -> bool {
 }
 
 /// `registry` without its port.
-pub fn host_of(registry: &str) -> &str {
+pub(super) fn host_of(registry: &str) -> &str {
     if let Some(rest) = registry.strip_prefix('[') {
         // [::1]:5000
         return match rest.find(']') {

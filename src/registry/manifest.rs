@@ -13,7 +13,7 @@ use reqwest::header::{self, HeaderMap, HeaderValue};
 
 /// Every manifest type we can read. Distribution answers 404 for an OCI
 /// image when the Accept header lacks the OCI types, so all four are sent.
-pub const ACCEPT_MANIFESTS: &str = "application/vnd.oci.image.index.v1+json, \
+pub(super) const ACCEPT_MANIFESTS: &str = "application/vnd.oci.image.index.v1+json, \
      application/vnd.oci.image.manifest.v1+json, \
      application/vnd.docker.distribution.manifest.list.v2+json, \
      application/vnd.docker.distribution.manifest.v2+json";

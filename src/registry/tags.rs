@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 
 /// Page size asked for; registries may return less and must not send more
 /// than asked (distribution caps `n` at 1000 by default).
-pub const PAGE_SIZE: usize = 1000;
+pub(super) const PAGE_SIZE: usize = 1000;
 /// Loop guard: no repository we pin has anywhere near this many pages.
 const MAX_PAGES: usize = 10_000;
 /// Cap on one page: 1000 tags of at most 128 characters, generously.
@@ -31,12 +31,12 @@ static DIGEST_TAG_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
 });
 
 /// Whether a listed tag names an image (not empty, valid, not digest-shaped).
-pub fn is_image_tag(tag: &str) -> bool {
+pub(super) fn is_image_tag(tag: &str) -> bool {
     TAG_RE.is_match(tag) && !DIGEST_TAG_RE.is_match(tag)
 }
 
 /// The `rel="next"` target of a `Link` header value.
-pub fn next_link(value: &str) -> Option<String> {
+pub(super) fn next_link(value: &str) -> Option<String> {
     for part in value.split(',') {
         let part = part.trim();
         let Some(rest) = part.strip_prefix('<') else {

@@ -22,11 +22,11 @@ use sha2::Digest as _;
 use std::io::{Read, Write};
 
 /// The compressor and its settings, as the layer cache keys them.
-pub const COMPRESSOR: &str = "gzip-6-miniz_oxide-0.9.1";
+pub(crate) const COMPRESSOR: &str = "gzip-6-miniz_oxide-0.9.1";
 
 /// What compressing one layer gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Compressed {
+pub(crate) struct Compressed {
     /// `sha256:…` of the uncompressed layer (its diff_id).
     pub diff_id: String,
     /// `sha256:…` of the gzip stream (the blob's digest).
@@ -59,7 +59,7 @@ fn hex(h: sha2::Sha256) -> String {
 
 /// Compresses `input` (an uncompressed layer tar) into `output`, hashing
 /// both sides as it goes; nothing is held in memory but the buffers.
-pub fn gzip(mut input: impl Read, output: impl Write) -> std::io::Result<Compressed> {
+pub(crate) fn gzip(mut input: impl Read, output: impl Write) -> std::io::Result<Compressed> {
     let out = Hashing {
         inner: output,
         hash: sha2::Sha256::new(),

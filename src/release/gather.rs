@@ -17,7 +17,7 @@ use anyhow::{Context as _, bail};
 use std::collections::BTreeMap;
 
 /// Where a release takes each variant's checked image from.
-pub enum Origin<'a> {
+pub(crate) enum Origin<'a> {
     /// The engine's images, built (and checked) where missing, on the
     /// engine's own platform.
     Engine {
@@ -39,7 +39,7 @@ pub enum Origin<'a> {
 }
 
 /// Each variant's candidate image, from `origin`.
-pub fn candidates(
+pub(crate) fn candidates(
     client: &Client,
     rt: &tokio::runtime::Runtime,
     family: &Family,
@@ -86,7 +86,7 @@ pub fn candidates(
 
 /// The release plan of `candidates`: each variant's current release (the
 /// pins, else the repository's newest), the repository's tags, a new id.
-pub fn plan_release(
+pub(crate) fn plan_release(
     client: &Client,
     rt: &tokio::runtime::Runtime,
     repository: &str,
@@ -111,7 +111,7 @@ pub fn plan_release(
 
 /// The variants `named` (all with an alias when none are), each a name
 /// the family declares with an alias.
-pub fn select_releasable(
+pub(crate) fn select_releasable(
     family_order: &[String],
     specs: &[AliasSpec],
     named: &[String],
@@ -129,7 +129,7 @@ pub fn select_releasable(
 
 /// A variant a release publishes, with what its image must prove.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Releasable {
+pub(crate) struct Releasable {
     pub variant: String,
     pub aliases: Vec<String>,
     /// The tools it owes today.
@@ -161,7 +161,7 @@ impl Releasable {
 
 /// The variants a release publishes: those with aliases, in build order
 /// (a variant without one is never pinned, so it has no version line).
-pub fn releasable(family_order: &[String], specs: &[AliasSpec]) -> Vec<Releasable> {
+pub(crate) fn releasable(family_order: &[String], specs: &[AliasSpec]) -> Vec<Releasable> {
     family_order
         .iter()
         .filter_map(|v| {
@@ -180,7 +180,7 @@ pub fn releasable(family_order: &[String], specs: &[AliasSpec]) -> Vec<Releasabl
 /// The engine's checked images: `build` first, which skips what is built
 /// and checked already (no engine build then) and builds and checks the
 /// rest; a failed build or check stops the release naming the variant.
-pub fn from_engine(
+pub(crate) fn from_engine(
     family: &Family,
     engine: &dyn Engine,
     options: &build::Options,
@@ -242,7 +242,7 @@ pub fn from_engine(
 /// labels, which the plan gates, are those of the image for this machine's
 /// platform, and staging's verify gates every platform image before any
 /// release tag moves.
-pub async fn from_registry(
+pub(crate) async fn from_registry(
     client: &Client,
     from: &Repository,
     variants: &[Releasable],
@@ -310,7 +310,7 @@ pub async fn from_registry(
 /// image's for this machine's platform (else the first), as for an index
 /// in a registry; staging's verify gates every child. `platforms` are each
 /// variant's (a variant may narrow the family's).
-pub async fn from_legs(
+pub(crate) async fn from_legs(
     client: &Client,
     from: &Repository,
     legs: &crate::release::legs::LegsByVariant,
@@ -397,7 +397,7 @@ pub async fn from_legs(
 
 /// Each candidate's current release, with the pinned image's inputs (read
 /// from the registry unless the candidate is that very image).
-pub async fn currents(
+pub(crate) async fn currents(
     client: &Client,
     pins: &PinsFile,
     specs: &[AliasSpec],
@@ -433,7 +433,7 @@ pub async fn currents(
 }
 
 /// Every tag of the release repository (none when it does not exist yet).
-pub async fn tags(client: &Client, repo: &Repository) -> anyhow::Result<Vec<String>> {
+pub(crate) async fn tags(client: &Client, repo: &Repository) -> anyhow::Result<Vec<String>> {
     match client.list_tags(repo).await {
         Ok(tags) => Ok(tags),
         Err(e) if matches!(e.kind(), ErrorKind::NotFound { .. }) => Ok(Vec::new()),

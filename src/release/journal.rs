@@ -12,17 +12,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The journal format this build writes and reads.
-pub const SCHEMA: u32 = 1;
+pub(crate) const SCHEMA: u32 = 1;
 
 /// The directory of the journals, beside images.toml.
-pub fn dir(root: &Path) -> PathBuf {
+pub(crate) fn dir(root: &Path) -> PathBuf {
     root.join("target/sunaba-release")
 }
 
 /// The last step a release finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Step {
+pub(crate) enum Step {
     /// The plan is recorded; nothing written yet.
     Planned,
     /// Every image is at its staging tag.
@@ -39,7 +39,7 @@ pub enum Step {
 
 /// A variant's image at its staging tag.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Staged {
+pub(crate) struct Staged {
     /// The manifest the release tags will point at (version label stamped).
     pub digest: Digest,
     pub media_type: String,
@@ -56,14 +56,14 @@ pub struct Staged {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum TagKind {
+pub(crate) enum TagKind {
     Immutable,
     Moving,
 }
 
 /// One release tag to write.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TagWrite {
+pub(crate) struct TagWrite {
     pub tag: String,
     pub variant: String,
     pub kind: TagKind,
@@ -76,7 +76,7 @@ pub struct TagWrite {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Journal {
+pub(crate) struct Journal {
     pub schema: u32,
     pub id: String,
     pub created: String,
@@ -93,7 +93,7 @@ pub struct Journal {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum JournalError {
+pub(crate) enum JournalError {
     #[error("no release {id} (no {path}); `ls {}` lists the releases", .path.parent().map(|p| p.display().to_string()).unwrap_or_default())]
     Missing { id: String, path: PathBuf },
     #[error("cannot read the release journal {path}: {reason}")]
@@ -104,7 +104,7 @@ pub enum JournalError {
 
 impl Journal {
     /// A new journal for `plan` (not yet saved).
-    pub fn new(dir: &Path, plan: Plan, created: String) -> Journal {
+    pub(crate) fn new(dir: &Path, plan: Plan, created: String) -> Journal {
         let mut tags = Vec::new();
         for kind in [TagKind::Immutable, TagKind::Moving] {
             for v in &plan.variants {
@@ -135,7 +135,7 @@ impl Journal {
         }
     }
 
-    pub fn load(dir: &Path, id: &str) -> Result<Journal, JournalError> {
+    pub(crate) fn load(dir: &Path, id: &str) -> Result<Journal, JournalError> {
         let path = dir.join(format!("{id}.json"));
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
@@ -172,29 +172,29 @@ impl Journal {
 
     /// Replaces the file atomically: a reader (or a resumed run after a
     /// kill) sees the journal before or after a step, never half of it.
-    pub fn save(&self) -> Result<(), JournalError> {
+    pub(crate) fn save(&self) -> Result<(), JournalError> {
         let mut text = serde_json::to_string_pretty(self).expect("a journal serialises");
         text.push('\n');
         fsutil::atomic_write(&self.path, text.as_bytes())?;
         Ok(())
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Some tag write has happened (so the registry is half-released until
     /// the release is resumed or rolled back).
-    pub fn wrote_tags(&self) -> bool {
+    pub(crate) fn wrote_tags(&self) -> bool {
         self.tags.iter().any(|t| t.done)
     }
 
-    pub fn finished(&self) -> bool {
+    pub(crate) fn finished(&self) -> bool {
         matches!(self.step, Step::Pinned | Step::RolledBack)
     }
 
     /// Some image is still to be read from the engine and pushed.
-    pub fn needs_engine(&self) -> bool {
+    pub(crate) fn needs_engine(&self) -> bool {
         self.plan.variants.iter().any(|v| {
             matches!(v.source, super::plan::Source::Engine { .. })
                 && !self.staged.contains_key(&v.variant)
@@ -202,14 +202,14 @@ impl Journal {
     }
 
     /// The digest a tag of `variant` is to point at, once it is staged.
-    pub fn target(&self, variant: &str) -> Option<&Digest> {
+    pub(crate) fn target(&self, variant: &str) -> Option<&Digest> {
         self.staged.get(variant).map(|s| &s.digest)
     }
 }
 
 impl Journal {
     /// A journal to resume: one that was rolled back is not.
-    pub fn load_resumable(dir: &Path, id: &str) -> anyhow::Result<Journal> {
+    pub(crate) fn load_resumable(dir: &Path, id: &str) -> anyhow::Result<Journal> {
         let journal = Journal::load(dir, id)?;
         if journal.step == Step::RolledBack {
             anyhow::bail!("release {id} was rolled back; plan a new release");
@@ -220,7 +220,7 @@ impl Journal {
     /// The journal of a new release of `plan`, saved before anything is
     /// written. A release that wrote tags and did not finish comes first:
     /// resumed or rolled back.
-    pub fn start(dir: &Path, plan: Plan) -> anyhow::Result<Journal> {
+    pub(crate) fn start(dir: &Path, plan: Plan) -> anyhow::Result<Journal> {
         let unfinished = unfinished(dir);
         if !unfinished.is_empty() {
             anyhow::bail!(
@@ -238,7 +238,7 @@ impl Journal {
 
 /// The releases in `dir` that wrote tags and are neither done nor rolled
 /// back, by id: a new release waits until they are resumed or rolled back.
-pub fn unfinished(dir: &Path) -> Vec<String> {
+pub(crate) fn unfinished(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };

@@ -18,7 +18,7 @@ use sha2::Digest as _;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone)]
-pub struct LayerCache {
+pub(crate) struct LayerCache {
     dir: PathBuf,
 }
 
@@ -30,7 +30,7 @@ fn hex_of(digest: &str) -> Option<&str> {
 
 impl LayerCache {
     /// The cache of this user (see the module docs for where).
-    pub fn for_user() -> LayerCache {
+    pub(crate) fn for_user() -> LayerCache {
         let env = |k: &str| {
             std::env::var_os(k)
                 .filter(|v| !v.is_empty())
@@ -43,7 +43,8 @@ impl LayerCache {
         LayerCache { dir }
     }
 
-    pub fn at(dir: &Path) -> LayerCache {
+    #[cfg(test)]
+    pub(crate) fn at(dir: &Path) -> LayerCache {
         LayerCache {
             dir: dir.to_path_buf(),
         }
@@ -60,7 +61,7 @@ impl LayerCache {
 
     /// The compressed form of the layer `diff_id`, if this machine made it.
     /// An unreadable entry is a miss (it is written again).
-    pub fn compressed(&self, diff_id: &str) -> Option<Compressed> {
+    pub(crate) fn compressed(&self, diff_id: &str) -> Option<Compressed> {
         let text = std::fs::read_to_string(self.layer_path(diff_id)?).ok()?;
         let (digest, size) = text.trim().split_once(' ')?;
         hex_of(digest)?;
@@ -73,20 +74,20 @@ impl LayerCache {
 
     /// Remembers a compression. A cache that cannot be written is no
     /// error: the next release compresses again, to the same digest.
-    pub fn remember(&self, c: &Compressed) {
+    pub(crate) fn remember(&self, c: &Compressed) {
         if let Some(path) = self.layer_path(&c.diff_id) {
             let _ = write(&path, format!("{} {}\n", c.digest, c.size).as_bytes());
         }
     }
 
     /// The config whose digest is `digest`, if kept (and still its bytes).
-    pub fn config(&self, digest: &str) -> Option<Vec<u8>> {
+    pub(crate) fn config(&self, digest: &str) -> Option<Vec<u8>> {
         let hex = hex_of(digest)?;
         let bytes = std::fs::read(self.dir.join("configs").join(hex)).ok()?;
         (hex::encode(sha2::Sha256::digest(&bytes)) == hex).then_some(bytes)
     }
 
-    pub fn remember_config(&self, bytes: &[u8]) {
+    pub(crate) fn remember_config(&self, bytes: &[u8]) {
         let hex = hex::encode(sha2::Sha256::digest(bytes));
         let _ = write(&self.dir.join("configs").join(hex), bytes);
     }

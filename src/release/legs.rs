@@ -19,11 +19,11 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub const SCHEMA: u32 = 1;
+pub(crate) const SCHEMA: u32 = 1;
 
 /// One platform image of one variant, pushed by digest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Leg {
+pub(crate) struct Leg {
     pub variant: String,
     /// Normalised (`linux/arm64`), also when read.
     pub platform: Platform,
@@ -36,7 +36,7 @@ pub struct Leg {
 
 /// What `build --push-by-digest --metadata-file` writes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LegsFile {
+pub(crate) struct LegsFile {
     pub schema: u32,
     /// Where the legs' images are (`REGISTRY/REPO`).
     pub repository: Repository,
@@ -45,7 +45,7 @@ pub struct LegsFile {
 
 impl LegsFile {
     /// The legs pushed to `repository`, in this schema.
-    pub fn new(repository: &Repository, legs: Vec<Leg>) -> LegsFile {
+    pub(crate) fn new(repository: &Repository, legs: Vec<Leg>) -> LegsFile {
         LegsFile {
             schema: SCHEMA,
             repository: repository.clone(),
@@ -53,7 +53,7 @@ impl LegsFile {
         }
     }
 
-    pub fn load(path: &Path) -> anyhow::Result<LegsFile> {
+    pub(crate) fn load(path: &Path) -> anyhow::Result<LegsFile> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let file: LegsFile = serde_json::from_str(&text).with_context(|| {
@@ -72,7 +72,7 @@ impl LegsFile {
         Ok(file)
     }
 
-    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+    pub(crate) fn save(&self, path: &Path) -> anyhow::Result<()> {
         let mut bytes = serde_json::to_vec_pretty(self)?;
         bytes.push(b'\n');
         crate::fsutil::atomic_write(path, &bytes)
@@ -81,12 +81,12 @@ impl LegsFile {
 }
 
 /// Legs by variant, then by (normalised) platform.
-pub type LegsByVariant = BTreeMap<String, BTreeMap<Platform, Leg>>;
+pub(crate) type LegsByVariant = BTreeMap<String, BTreeMap<Platform, Leg>>;
 
 /// The legs of several files, by variant then platform. Every file must
 /// name the same repository; a variant and platform given twice must be
 /// the same image.
-pub fn merge(files: &[(String, LegsFile)]) -> anyhow::Result<(Repository, LegsByVariant)> {
+pub(crate) fn merge(files: &[(String, LegsFile)]) -> anyhow::Result<(Repository, LegsByVariant)> {
     let Some((_, first)) = files.first() else {
         bail!("no legs file given");
     };
@@ -118,14 +118,14 @@ pub fn merge(files: &[(String, LegsFile)]) -> anyhow::Result<(Repository, LegsBy
     Ok((first.repository.clone(), out))
 }
 
-pub use crate::build::pipeline::{records, tool_mismatches};
+pub(crate) use crate::build::pipeline::tool_mismatches;
 
 /// Pushes every image `summaries` ended with to `repo` (a tag per
 /// variant, platform and inputs, `python-arm64-0123456789ab`: the engine
 /// can only push a tag, and this one names exactly one image) and reads
 /// each back by the digest the engine reports: it must be an image
 /// manifest whose config is the checked image.
-pub fn push(
+pub(crate) fn push(
     engine: &dyn Engine,
     client: &Client,
     rt: &tokio::runtime::Runtime,

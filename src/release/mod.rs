@@ -42,22 +42,22 @@
 //! variant name can start with, so neither `pin` nor the moving-tag rules
 //! ever read a staging tag as a release.
 
-pub mod compress;
-pub mod gather;
-pub mod journal;
-pub mod layer_cache;
-pub mod legs;
-pub mod notes;
-pub mod pin;
-pub mod plan;
-pub mod promote;
-pub mod publish;
-pub mod run;
-pub mod stage;
-pub mod tags;
+pub(crate) mod compress;
+pub(crate) mod gather;
+pub(crate) mod journal;
+pub(crate) mod layer_cache;
+pub(crate) mod legs;
+pub(crate) mod notes;
+pub(crate) mod pin;
+pub(crate) mod plan;
+pub(crate) mod promote;
+pub(crate) mod publish;
+pub(crate) mod run;
+pub(crate) mod stage;
+pub(crate) mod tags;
 
 /// A new release id: the UTC time and four random hex digits.
-pub fn new_id(now: std::time::SystemTime) -> String {
+pub(crate) fn new_id(now: std::time::SystemTime) -> String {
     let stamp = humantime::format_rfc3339_seconds(now).to_string();
     let compact: String = stamp.chars().filter(|c| *c != '-' && *c != ':').collect();
     format!("{compact}-{:04x}", rand::random::<u16>())

@@ -13,7 +13,7 @@ fn cell(text: &str) -> String {
 }
 
 /// The notes of `plan`; `staged` gives the digests once they are known.
-pub fn markdown(plan: &Plan, staged: &BTreeMap<String, String>) -> String {
+pub(crate) fn markdown(plan: &Plan, staged: &BTreeMap<String, String>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Sandbox images, release {}\n", plan.id);
     if plan.is_noop() {
@@ -82,7 +82,7 @@ pub fn markdown(plan: &Plan, staged: &BTreeMap<String, String>) -> String {
 }
 
 /// The notes of a journaled release.
-pub fn of_journal(journal: &Journal) -> String {
+pub(crate) fn of_journal(journal: &Journal) -> String {
     let staged = journal
         .staged
         .iter()

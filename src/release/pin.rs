@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The pin each alias of the release gets.
-pub fn pins_of(journal: &Journal) -> anyhow::Result<BTreeMap<String, Pin>> {
+pub(crate) fn pins_of(journal: &Journal) -> anyhow::Result<BTreeMap<String, Pin>> {
     let mut pins = BTreeMap::new();
     for v in &journal.plan.variants {
         let staged = journal
@@ -46,7 +46,7 @@ pub fn pins_of(journal: &Journal) -> anyhow::Result<BTreeMap<String, Pin>> {
 /// alias whose pin is neither the one the plan saw nor the release's own
 /// stops the write (someone pinned meanwhile: the plan's versions may be
 /// stale). Returns whether the file changed.
-pub fn write(journal: &Journal, path: &Path) -> anyhow::Result<bool> {
+pub(crate) fn write(journal: &Journal, path: &Path) -> anyhow::Result<bool> {
     let new = pins_of(journal)?;
     let _lock = FileLock::acquire(path).context("cannot lock the pins file")?;
     crate::pins::remove_stale_temps(path);
@@ -75,7 +75,7 @@ pub fn write(journal: &Journal, path: &Path) -> anyhow::Result<bool> {
 
 /// Puts back the pins the plan saw, for aliases that still carry the
 /// release's pin. Returns the aliases restored.
-pub fn restore(journal: &Journal, path: &Path) -> anyhow::Result<Vec<String>> {
+pub(crate) fn restore(journal: &Journal, path: &Path) -> anyhow::Result<Vec<String>> {
     let ours = pins_of(journal)?;
     let _lock = FileLock::acquire(path).context("cannot lock the pins file")?;
     let Some((mut file, _)) = PinsFile::load(path)? else {

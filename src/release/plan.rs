@@ -17,7 +17,7 @@ use std::fmt;
 /// Where a variant's checked image is before it is staged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
-pub enum Source {
+pub(crate) enum Source {
     /// A local image of the engine (its ID is the config digest); the
     /// client pushes it to the staging tag, compressing its layers itself.
     Engine { reference: String, image_id: String },
@@ -28,7 +28,7 @@ pub enum Source {
 
 /// One variant's checked image, as gathered for the plan.
 #[derive(Debug, Clone)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     pub variant: String,
     pub aliases: Vec<String>,
     /// The tools images.toml says the variant owes today.
@@ -46,13 +46,13 @@ pub struct Candidate {
 
 /// A variant's current release: the pinned image's `dev.sunaba.inputs`.
 #[derive(Debug, Clone)]
-pub struct Current {
+pub(crate) struct Current {
     pub pin: Pin,
     pub inputs: Option<String>,
 }
 
 /// Everything the plan is computed from.
-pub struct Input<'a> {
+pub(crate) struct Input<'a> {
     pub id: &'a str,
     /// Where the release publishes (`host/path`).
     pub repository: &'a str,
@@ -67,7 +67,7 @@ pub struct Input<'a> {
 
 /// A variant the release publishes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Planned {
+pub(crate) struct Planned {
     pub variant: String,
     pub aliases: Vec<String>,
     pub version: Version,
@@ -92,14 +92,14 @@ pub struct Planned {
 
 /// A variant the release leaves as it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Unchanged {
+pub(crate) struct Unchanged {
     pub variant: String,
     pub version: Option<Version>,
     pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub id: String,
     pub repository: String,
     pub variants: Vec<Planned>,
@@ -107,13 +107,13 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn is_noop(&self) -> bool {
+    pub(crate) fn is_noop(&self) -> bool {
         self.variants.is_empty()
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlanError {
+pub(crate) enum PlanError {
     #[error("{variant}: cannot be released: {reason}")]
     Refused { variant: String, reason: Refusal },
     #[error(
@@ -128,7 +128,7 @@ pub enum PlanError {
 
 /// Every problem of a plan (all are reported at once).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct PlanErrors(pub Vec<PlanError>);
+pub(crate) struct PlanErrors(pub Vec<PlanError>);
 
 impl fmt::Display for PlanErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -139,7 +139,7 @@ impl fmt::Display for PlanErrors {
 
 /// Computes the plan. A variant whose image is not a passing check of what
 /// it owes refuses the whole release (nothing may be published partially).
-pub fn plan(input: Input) -> Result<Plan, PlanErrors> {
+pub(crate) fn plan(input: Input) -> Result<Plan, PlanErrors> {
     let mut errors = Vec::new();
     let mut variants = Vec::new();
     let mut unchanged = Vec::new();
@@ -262,12 +262,12 @@ mod platform_list {
     use crate::name::Platform;
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(ps: &[Platform], s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(ps: &[Platform], s: S) -> Result<S::Ok, S::Error> {
         let text: Vec<String> = ps.iter().map(ToString::to_string).collect();
         s.serialize_str(&text.join(","))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Platform>, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Platform>, D::Error> {
         String::deserialize(d)?
             .split(',')
             .filter(|p| !p.is_empty())

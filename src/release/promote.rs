@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// A staged manifest as read back: what the tags get.
-pub struct Image {
+pub(crate) struct Image {
     pub digest: Digest,
     pub media_type: String,
     pub bytes: Bytes,
@@ -22,7 +22,7 @@ pub struct Image {
 
 /// An immutable tag that already names another image.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Conflict {
+pub(crate) struct Conflict {
     pub tag: String,
     pub found: String,
     pub planned: String,
@@ -30,7 +30,7 @@ pub struct Conflict {
 
 /// Every conflict at once; nothing was written to a release tag.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct Conflicts(pub Vec<Conflict>);
+pub(crate) struct Conflicts(pub Vec<Conflict>);
 
 impl fmt::Display for Conflicts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -54,7 +54,7 @@ impl fmt::Display for Conflicts {
 }
 
 /// The digest `tag` points at, `None` when it does not exist (one HEAD).
-pub async fn tag_digest(
+pub(crate) async fn tag_digest(
     client: &Client,
     repo: &Repository,
     tag: &str,
@@ -70,7 +70,7 @@ pub async fn tag_digest(
 /// staged platform images, each gated the same way. Then looks at every
 /// tag not yet written: the first run records where each pointed. Returns
 /// the images by variant and where each unwritten tag points now.
-pub async fn verify(
+pub(crate) async fn verify(
     client: &Client,
     repo: &Repository,
     journal: &mut Journal,
@@ -184,7 +184,7 @@ fn describe(platforms: &BTreeMap<crate::name::Platform, Digest>) -> String {
 
 /// Writes every tag not yet written, in the journal's order, saving the
 /// journal after each: a tag already at its image is only marked.
-pub async fn promote(
+pub(crate) async fn promote(
     client: &Client,
     repo: &Repository,
     journal: &mut Journal,
@@ -219,7 +219,7 @@ pub async fn promote(
 /// A tag that did not exist before stays (a DELETE would remove every tag
 /// of its digest); a tag moved since by someone else is left alone.
 /// Returns what was done, one line per tag.
-pub async fn rollback(
+pub(crate) async fn rollback(
     client: &Client,
     repo: &Repository,
     journal: &Journal,

@@ -33,7 +33,7 @@ const DOCKER_LAYER_GZIP: &str = "application/vnd.docker.image.rootfs.diff.tar.gz
 
 /// What pushing one image did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PushStats {
+pub(crate) struct PushStats {
     /// Layers the repository had already (by the cache's digest).
     pub present: usize,
     /// Layers compressed now (read from the engine).
@@ -45,7 +45,7 @@ pub struct PushStats {
 
 /// Pushes the local image `image_id` (the checked image; `local` names it
 /// in messages) to `target` and returns the manifest the registry holds.
-pub fn push_checked(
+pub(crate) fn push_checked(
     engine: &dyn Engine,
     client: &Client,
     rt: &tokio::runtime::Runtime,
@@ -66,7 +66,7 @@ pub fn push_checked(
 }
 
 /// [`push_checked`] with a given cache, saying what it did.
-pub fn push_image(
+pub(crate) fn push_image(
     engine: &dyn Engine,
     client: &Client,
     rt: &tokio::runtime::Runtime,

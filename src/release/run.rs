@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use std::path::Path;
 
 /// What a release talks to.
-pub struct Releaser<'a> {
+pub(crate) struct Releaser<'a> {
     pub client: &'a Client,
     pub rt: &'a tokio::runtime::Runtime,
     /// For an engine source; `None` when every image comes from a registry.
@@ -28,7 +28,7 @@ impl Releaser<'_> {
     /// Runs (or continues) `journal` to its end; on failure the journal
     /// records why, and image_pins.json is untouched unless every tag was
     /// written.
-    pub fn carry_out(&self, journal: &mut Journal) -> anyhow::Result<()> {
+    pub(crate) fn carry_out(&self, journal: &mut Journal) -> anyhow::Result<()> {
         let outcome = self.steps(journal);
         journal.failure = outcome.as_ref().err().map(|e| format!("{e:#}"));
         journal.save()?;
@@ -92,7 +92,7 @@ impl Releaser<'_> {
 
     /// Puts the journal's moving tags back where they were, and the pins
     /// the release wrote back to what they were. Immutable tags stay.
-    pub fn roll_back(&self, journal: &mut Journal) -> anyhow::Result<Vec<String>> {
+    pub(crate) fn roll_back(&self, journal: &mut Journal) -> anyhow::Result<Vec<String>> {
         let repo: Repository = journal.plan.repository.parse()?;
         let mut done = self
             .rt

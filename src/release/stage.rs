@@ -57,7 +57,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The config with the version label set (every other byte's meaning kept).
-pub fn stamp_config(config: &[u8], version: &Version) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn stamp_config(config: &[u8], version: &Version) -> anyhow::Result<Vec<u8>> {
     let mut doc: Value = serde_json::from_slice(config).context("the config is not JSON")?;
     let inner = doc
         .as_object_mut()
@@ -81,7 +81,11 @@ pub fn stamp_config(config: &[u8], version: &Version) -> anyhow::Result<Vec<u8>>
 }
 
 /// The manifest with its config descriptor pointing at another config.
-pub fn restamp_manifest(manifest: &[u8], config: &Digest, size: usize) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn restamp_manifest(
+    manifest: &[u8],
+    config: &Digest,
+    size: usize,
+) -> anyhow::Result<Vec<u8>> {
     let mut doc: Value = serde_json::from_slice(manifest).context("the manifest is not JSON")?;
     let descriptor = doc
         .get_mut("config")
@@ -115,7 +119,7 @@ fn layers(manifest: &Manifest) -> anyhow::Result<Vec<Digest>> {
 }
 
 /// What staging one variant needs.
-pub struct Stager<'a> {
+pub(crate) struct Stager<'a> {
     pub client: &'a Client,
     pub rt: &'a tokio::runtime::Runtime,
     pub engine: Option<&'a dyn Engine>,
@@ -125,7 +129,7 @@ pub struct Stager<'a> {
 
 impl Stager<'_> {
     /// Puts `planned` at its staging tag, stamped; returns what is there.
-    pub fn stage(&self, planned: &Planned) -> anyhow::Result<Staged> {
+    pub(crate) fn stage(&self, planned: &Planned) -> anyhow::Result<Staged> {
         let staging = Reference::with_tag(self.repository, &planned.staging)?;
         let (from, manifest, pushed) = match &planned.source {
             Source::Engine {

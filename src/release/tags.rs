@@ -9,14 +9,14 @@ use semver::Version;
 use std::cmp::Ordering;
 
 /// The one tag a version is published under, never moved afterwards.
-pub fn immutable(variant: &str, version: &Version) -> String {
+pub(crate) fn immutable(variant: &str, version: &Version) -> String {
     format!("{variant}-{version}")
 }
 
 /// Where a release puts an image before any release tag moves. It starts
 /// with `_`, which no variant name can (names start with a letter or digit),
 /// so `pin` and the moving-tag rules never take it for a release tag.
-pub fn staging(variant: &str, version: &Version) -> String {
+pub(crate) fn staging(variant: &str, version: &Version) -> String {
     format!("_staging-{variant}-{version}")
 }
 
@@ -26,7 +26,7 @@ pub fn staging(variant: &str, version: &Version) -> String {
 /// 1.3.5 hotfix after 1.4.0 moves `-1.3` and neither `-1` nor `<variant>`.
 /// 0.x has no `-0` (0.x minors are not compatible with each other); a
 /// pre-release gets only its immutable tag.
-pub fn moving(variant: &str, version: &Version, present: &[Version]) -> Vec<String> {
+pub(crate) fn moving(variant: &str, version: &Version, present: &[Version]) -> Vec<String> {
     if !version.pre.is_empty() {
         return Vec::new();
     }
@@ -51,13 +51,13 @@ pub fn moving(variant: &str, version: &Version, present: &[Version]) -> Vec<Stri
 }
 
 /// The versions of `variant` among a repository's tags.
-pub fn present(variant: &str, tags: &[String]) -> Vec<Version> {
+pub(crate) fn present(variant: &str, tags: &[String]) -> Vec<Version> {
     tags.iter().filter_map(|t| parse_tag(variant, t)).collect()
 }
 
 /// Whether `tag` has the shape of one of `variant`'s release tags:
 /// `<variant>`, `<variant>-N`, `<variant>-N.N` or `<variant>-X.Y.Z…`.
-pub fn in_namespace_of(variant: &str, tag: &str) -> bool {
+pub(crate) fn in_namespace_of(variant: &str, tag: &str) -> bool {
     if tag == variant {
         return true;
     }
@@ -71,7 +71,7 @@ pub fn in_namespace_of(variant: &str, tag: &str) -> bool {
 
 /// The other variant whose namespace `tag` (one of `variant`'s) falls in,
 /// e.g. `python-3` of variant `python-3` against variant `python`.
-pub fn claimed_by_other<'a>(variant: &str, tag: &str, all: &'a [String]) -> Option<&'a str> {
+pub(crate) fn claimed_by_other<'a>(variant: &str, tag: &str, all: &'a [String]) -> Option<&'a str> {
     all.iter()
         .map(String::as_str)
         .find(|other| *other != variant && in_namespace_of(other, tag))

@@ -10,7 +10,7 @@ use crate::manifest::{Manifest, coverage};
 
 /// A coverage gap at the variant it is about: the most important finding,
 /// since a server's verify would fail on it.
-pub fn coverage(manifest: &Manifest, gaps: &[coverage::CoverageProblem]) -> Vec<Annotation> {
+pub(crate) fn coverage(manifest: &Manifest, gaps: &[coverage::CoverageProblem]) -> Vec<Annotation> {
     let text = std::fs::read_to_string(&manifest.path).unwrap_or_default();
     github::ordered(
         gaps.iter()
@@ -36,7 +36,7 @@ pub fn coverage(manifest: &Manifest, gaps: &[coverage::CoverageProblem]) -> Vec<
 
 /// Drifted and missing generated files are errors at their first differing
 /// line; stray ones are warnings.
-pub fn drift(plan: &Plan) -> Vec<Annotation> {
+pub(crate) fn drift(plan: &Plan) -> Vec<Annotation> {
     let mut out = Vec::new();
     for (path, committed, rendered) in &plan.drifted {
         let line = committed
@@ -88,7 +88,7 @@ pub fn drift(plan: &Plan) -> Vec<Annotation> {
 }
 
 /// The step summary of `render --check`.
-pub fn summary(plan: &Plan) -> String {
+pub(crate) fn summary(plan: &Plan) -> String {
     if plan.is_clean() {
         return format!(
             "### render --check\n\n{} generated file(s) up to date.\n\n",

@@ -14,21 +14,21 @@ use std::time::Duration;
 
 /// Each case's time limit inside the container (`timeout`, when the image
 /// has it).
-pub const CASE_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const CASE_TIMEOUT: Duration = Duration::from_secs(120);
 /// The bytes of output a case reports (its tail): `output` patterns are
 /// matched against them.
-pub const OUTPUT_CAP: usize = 64 * 1024;
+pub(crate) const OUTPUT_CAP: usize = 64 * 1024;
 
 /// The script text and the nonce framing its output.
 #[derive(Debug, Clone)]
-pub struct Script {
+pub(crate) struct Script {
     pub text: String,
     pub nonce: String,
 }
 
 /// What one case (or the healthcheck) did.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Ran {
+pub(crate) struct Ran {
     pub exit: Option<i32>,
     pub output: String,
     pub seconds: Option<f64>,
@@ -41,7 +41,7 @@ pub struct Ran {
 
 /// Everything the script reported.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Report {
+pub(crate) struct Report {
     /// `id -u`, `id -g` inside the sandbox.
     pub user: Option<(u32, u32)>,
     /// The healthcheck's stdout (with its exit status) and stderr.
@@ -60,7 +60,7 @@ fn words(argv: &[String]) -> String {
 }
 
 /// The script: `healthcheck` (argv) and every case, one lane per suite.
-pub fn script(healthcheck: &[String], cases: &[Case]) -> Script {
+pub(crate) fn script(healthcheck: &[String], cases: &[Case]) -> Script {
     let nonce = format!("sunaba-{:016x}", rand::random::<u64>());
     let mut s = String::new();
     let _ = write!(
@@ -156,7 +156,7 @@ fn ran(out: &str, nonce: &str, name: &str) -> Option<Ran> {
 }
 
 /// Reads the script's output back.
-pub fn parse(out: &str, nonce: &str, cases: &[Case]) -> Report {
+pub(crate) fn parse(out: &str, nonce: &str, cases: &[Case]) -> Report {
     let field = |key: &str| {
         let marker = format!("{nonce} {key} ");
         out.lines()

@@ -52,7 +52,7 @@ const KNOWN: &[(&str, &str)] = &[
 /// The hint for a read-only case whose copy changed by `changed` (`added
 /// X`, `modified X`, `removed X`): the known causes among the top-level
 /// names it touched, else the general one.
-pub fn workspace_hint(changed: &[String]) -> String {
+pub(super) fn workspace_hint(changed: &[String]) -> String {
     let mut known: Vec<&str> = Vec::new();
     for change in changed {
         let path = change.split_once(' ').map_or(change.as_str(), |(_, p)| p);
@@ -78,7 +78,7 @@ pub fn workspace_hint(changed: &[String]) -> String {
 
 /// `changed` without the entries below an added directory that is itself
 /// listed (`added target` stands for `added target/debug/…`).
-pub fn collapsed(changed: &[String]) -> Vec<&str> {
+pub(super) fn collapsed(changed: &[String]) -> Vec<&str> {
     let added: Vec<&str> = changed
         .iter()
         .filter_map(|c| c.strip_prefix("added "))

@@ -4,9 +4,9 @@
 //! snapshots) and `driver` (the script that runs them all in one sandbox,
 //! and reading its output back). The schema is `manifest::smoke`.
 
-pub mod driver;
+pub(crate) mod driver;
 mod hints;
-pub mod workspace;
+pub(crate) mod workspace;
 
 use crate::manifest::smoke::{DIRTY_SUFFIX, NEUTRAL};
 use crate::manifest::{Manifest, SmokeExpect};
@@ -15,13 +15,13 @@ use sha2::Digest as _;
 use std::path::{Path, PathBuf};
 
 /// How many output lines a result keeps for people (the tail).
-pub const TAIL_LINES: usize = 20;
+pub(crate) const TAIL_LINES: usize = 20;
 /// How many workspace changes a problem names (`changed` has them all).
 const CHANGES_SHOWN: usize = 5;
 
 /// One command on one project, as a variant runs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Case {
+pub(crate) struct Case {
     /// The case's directory in the workspace (`<suite>-<project>-<n>`).
     pub id: String,
     pub suite: String,
@@ -50,7 +50,7 @@ pub struct Skipped {
 
 /// Every case one variant runs, and what it skips.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub cases: Vec<Case>,
     pub skipped: Vec<Skipped>,
 }
@@ -58,7 +58,7 @@ pub struct Plan {
 /// The suites `variant` runs (each with a case, the neutral suite first):
 /// the names of [`plan`]'s suites, without reading any project (what a
 /// passing record must have covered, for pinning).
-pub fn suites(manifest: &Manifest, variant: &str) -> Vec<String> {
+pub(crate) fn suites(manifest: &Manifest, variant: &str) -> Vec<String> {
     let owed = manifest.owed_tools(variant);
     let mut out: Vec<String> = Vec::new();
     for suite in manifest.smoke_suites(variant) {
@@ -82,7 +82,7 @@ fn sort_suites(suites: &mut [String]) {
 /// The cases of `variant`: the neutral suite and those of the languages it
 /// serves; each command on each project it has an expectation for, where
 /// the variant owes the command's tools.
-pub fn plan(manifest: &Manifest, variant: &str) -> Plan {
+pub(crate) fn plan(manifest: &Manifest, variant: &str) -> Plan {
     let owed = manifest.owed_tools(variant);
     let mut plan = Plan::default();
     for suite in manifest.smoke_suites(variant) {
@@ -135,7 +135,7 @@ pub fn plan(manifest: &Manifest, variant: &str) -> Plan {
 
 impl Plan {
     /// The same plan with only the cases (and skips) of `suites`.
-    pub fn only(&self, suites: &[String]) -> Plan {
+    pub(crate) fn only(&self, suites: &[String]) -> Plan {
         Plan {
             cases: self
                 .cases
@@ -152,8 +152,10 @@ impl Plan {
         }
     }
 
-    /// The suites with at least one case, neutral first.
-    pub fn suites(&self) -> Vec<String> {
+    /// The suites with at least one case, neutral first (what
+    /// [`suites`] must agree with; tests hold them to it).
+    #[cfg(test)]
+    pub(crate) fn suites(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for c in &self.cases {
             if !out.contains(&c.suite) {
@@ -167,7 +169,7 @@ impl Plan {
     /// `sha256:<hex>` over every case (what runs, what it must do) and every
     /// byte of the projects: a check record names the smoke it passed, so a
     /// changed smoke re-checks an unchanged image.
-    pub fn digest(&self) -> std::io::Result<String> {
+    pub(crate) fn digest(&self) -> std::io::Result<String> {
         let mut h = sha2::Sha256::new();
         let mut field = |bytes: &[u8]| {
             h.update((bytes.len() as u64).to_le_bytes());
@@ -206,7 +208,7 @@ impl Plan {
 }
 
 /// `<project>.dirty/`, overlaid on a git project's copy after the commit.
-pub fn dirty_overlay(source: &Path) -> PathBuf {
+pub(crate) fn dirty_overlay(source: &Path) -> PathBuf {
     let mut name = source.file_name().unwrap_or_default().to_os_string();
     name.push(DIRTY_SUFFIX);
     source.with_file_name(name)
@@ -259,7 +261,7 @@ impl SmokeResult {
 /// Judges one case: its exit status and output against the expectation,
 /// and (unless it may write) the workspace before and after. `ran` is `None`
 /// when the driver never reported the case.
-pub fn judge(case: &Case, ran: Option<&driver::Ran>, changed: Vec<String>) -> SmokeResult {
+pub(crate) fn judge(case: &Case, ran: Option<&driver::Ran>, changed: Vec<String>) -> SmokeResult {
     let mut problems = Vec::new();
     let (exit, output, seconds, cpu_seconds) = match ran {
         Some(r) => (r.exit, r.output.as_str(), r.seconds, r.cpu),

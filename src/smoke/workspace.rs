@@ -14,14 +14,14 @@ use std::time::{Duration, SystemTime};
 
 /// The owner of the copy when `check` runs as root: not the sandbox user,
 /// like a checkout bind-mounted from a host.
-pub const FOREIGN_UID: u32 = 4242;
+pub(crate) const FOREIGN_UID: u32 = 4242;
 /// Every copied file's mtime (2026-01-01): older than the git index written
 /// right after, so no entry is "racily clean" and a read-only `git diff`
 /// has nothing to refresh.
 const FIXED_MTIME: u64 = 1_767_225_600;
 
 #[derive(Debug, thiserror::Error)]
-pub enum WorkspaceError {
+pub(crate) enum WorkspaceError {
     #[error("preparing the smoke workspace: {context}: {source}")]
     Io {
         context: String,
@@ -37,12 +37,11 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> WorkspaceErr
 }
 
 /// The prepared copies; removed when dropped.
-pub struct Workspace {
-    dir: tempfile::TempDir,
+pub(crate) struct Workspace {
+    // Held: the copies are removed when it drops.
+    _dir: tempfile::TempDir,
     /// What is mounted at /workspace: one directory per case id.
     pub root: PathBuf,
-    /// The copy's owner.
-    pub uid: u32,
     /// Said to the user (e.g. why the copy is not foreign-owned).
     pub notes: Vec<String>,
 }
@@ -61,11 +60,11 @@ struct Entry {
 
 /// Every entry below a case's directory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Snapshot(BTreeMap<PathBuf, Entry>);
+pub(crate) struct Snapshot(BTreeMap<PathBuf, Entry>);
 
 impl Workspace {
     /// Copies each case's project into `<root>/<case id>`.
-    pub fn prepare(cases: &[Case]) -> Result<Workspace, WorkspaceError> {
+    pub(crate) fn prepare(cases: &[Case]) -> Result<Workspace, WorkspaceError> {
         let dir = tempfile::Builder::new()
             .prefix("sunaba-smoke-")
             .tempdir()
@@ -105,31 +104,25 @@ impl Workspace {
         })?;
         own_one(&root, uid)?;
         Ok(Workspace {
-            dir,
+            _dir: dir,
             root,
-            uid,
             notes,
         })
     }
 
     /// The tree of one case's copy.
-    pub fn snapshot(&self, case: &Case) -> Result<Snapshot, WorkspaceError> {
+    pub(crate) fn snapshot(&self, case: &Case) -> Result<Snapshot, WorkspaceError> {
         let mut out = BTreeMap::new();
         let base = self.root.join(&case.id);
         walk(&base, &base, &mut out)?;
         Ok(Snapshot(out))
-    }
-
-    /// Where the workspace lives (for messages).
-    pub fn path(&self) -> &Path {
-        self.dir.path()
     }
 }
 
 impl Snapshot {
     /// What changed from `self` to `after`, one item per path
     /// (`added X`, `removed X`, `modified X`), in path order.
-    pub fn changes(&self, after: &Snapshot) -> Vec<String> {
+    pub(crate) fn changes(&self, after: &Snapshot) -> Vec<String> {
         let mut out = Vec::new();
         for (path, entry) in &after.0 {
             match self.0.get(path) {
@@ -187,7 +180,7 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Entry>) -> Result<(
 
 /// Every regular file below `dir` (relative path, executable, bytes),
 /// sorted; an absent directory has none.
-pub fn files(dir: &Path) -> std::io::Result<Vec<(PathBuf, bool, Vec<u8>)>> {
+pub(crate) fn files(dir: &Path) -> std::io::Result<Vec<(PathBuf, bool, Vec<u8>)>> {
     fn go(base: &Path, dir: &Path, out: &mut Vec<(PathBuf, bool, Vec<u8>)>) -> std::io::Result<()> {
         for entry in std::fs::read_dir(dir)? {
             let path = entry?.path();

@@ -1,3 +1,4 @@
+#![allow(unreachable_pub)] // test support: `pub` is for the sibling modules
 //! The one integration test binary: every module runs the real
 //! `sunaba-images` binary (see `support::Cli`) against real files and, where
 //! needed, the real engine and registry that `scripts/dev-env up` provides.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 /// A challenge this client can answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Challenge {
+pub(crate) enum Challenge {
     Basic,
     Bearer {
         realm: String,
@@ -19,7 +19,7 @@ pub enum Challenge {
 /// One challenge as written: its scheme (lowercased) and parameters (names
 /// lowercased), or the token68 some schemes carry instead.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RawChallenge {
+pub(crate) struct RawChallenge {
     pub scheme: String,
     pub params: BTreeMap<String, String>,
     pub token68: Option<String>,
@@ -30,13 +30,13 @@ pub struct RawChallenge {
 /// the header does not parse. (Responses go through [`preferred`], which
 /// looks at every header line.)
 #[cfg(test)]
-pub fn parse_challenge(header: &str) -> Option<Challenge> {
+pub(crate) fn parse_challenge(header: &str) -> Option<Challenge> {
     preferred(std::iter::once(header))
 }
 
 /// Like [`parse_challenge`], over every `WWW-Authenticate` line of a
 /// response.
-pub fn preferred<'a>(headers: impl IntoIterator<Item = &'a str>) -> Option<Challenge> {
+pub(crate) fn preferred<'a>(headers: impl IntoIterator<Item = &'a str>) -> Option<Challenge> {
     let mut basic = false;
     for header in headers {
         for raw in parse_challenges(header).unwrap_or_default() {
@@ -61,7 +61,7 @@ pub fn preferred<'a>(headers: impl IntoIterator<Item = &'a str>) -> Option<Chall
 
 /// Every challenge in one header value, in order. An error says where the
 /// value stops making sense.
-pub fn parse_challenges(header: &str) -> Result<Vec<RawChallenge>, String> {
+pub(crate) fn parse_challenges(header: &str) -> Result<Vec<RawChallenge>, String> {
     let mut c = Cursor { s: header, pos: 0 };
     let mut out = Vec::new();
     loop {
