@@ -77,13 +77,7 @@ pub(crate) struct Args {
 pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let (manifest, settings, family) = (ctx.manifest()?, ctx.settings()?, ctx.family()?);
     let selected = family.select(&args.variants)?;
-    let stale = pipeline::stale_locks(manifest, &selected);
-    if !stale.is_empty() {
-        stale.iter().for_each(|p| eprintln!("lock: {p}"));
-        let n = stale.len();
-        let why = "the locks do not match images.toml; nothing was built";
-        return Err(anyhow::anyhow!("{n} lock problem(s): {why}").into());
-    }
+    refuse_stale_locks(manifest, &selected)?;
     let push_to: Option<Repository> = (args.push_by_digest.as_deref().map(str::parse))
         .transpose()
         .map_err(anyhow::Error::from)
@@ -120,17 +114,16 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         &request,
         &services,
     )?;
-    let mut pushed = Vec::new();
-    if let (Some(repo), Some((client, rt))) = (&push_to, &registry)
-        && !outcome.failed()
-    {
-        let progress = |line| eprintln!("pushed: {line}");
-        let summaries = &outcome.summaries;
-        pushed = legs::push(engine.as_ref(), client, rt, repo, summaries, &progress)?;
-        if let Some(path) = &args.metadata_file {
-            legs::LegsFile::new(repo, pushed.clone()).save(path)?;
-        }
-    }
+    let pushed = match (&push_to, &registry) {
+        (Some(repo), Some((client, rt))) if !outcome.failed() => push_legs(
+            engine.as_ref(),
+            (client, rt),
+            repo,
+            &outcome,
+            &args.metadata_file,
+        )?,
+        _ => Vec::new(),
+    };
     let multi = !args.platform.is_empty() || push_to.is_some();
     print_outcome(&outcome, &pushed, push_to.as_ref(), multi, args.json)?;
     // The summary names every failure: nothing is left to print.
@@ -141,6 +134,36 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     } else {
         Ok(())
     }
+}
+
+/// The lock gate: a selected fragment whose locks do not match images.toml
+/// stops the build before anything is built, each problem printed.
+fn refuse_stale_locks(manifest: &crate::manifest::Manifest, selected: &[String]) -> exit::Result {
+    let stale = pipeline::stale_locks(manifest, selected);
+    if stale.is_empty() {
+        return Ok(());
+    }
+    stale.iter().for_each(|p| eprintln!("lock: {p}"));
+    let n = stale.len();
+    let why = "the locks do not match images.toml; nothing was built";
+    Err(anyhow::anyhow!("{n} lock problem(s): {why}").into())
+}
+
+/// Pushes every checked platform image to `repo` by digest and writes the
+/// legs file when asked.
+fn push_legs(
+    engine: &dyn crate::engine::Engine,
+    (client, rt): (&crate::registry::Client, &tokio::runtime::Runtime),
+    repo: &Repository,
+    outcome: &pipeline::Outcome,
+    metadata_file: &Option<PathBuf>,
+) -> anyhow::Result<Vec<legs::Leg>> {
+    let progress = |line| eprintln!("pushed: {line}");
+    let pushed = legs::push(engine, client, rt, repo, &outcome.summaries, &progress)?;
+    if let Some(path) = metadata_file {
+        legs::LegsFile::new(repo, pushed.clone()).save(path)?;
+    }
+    Ok(pushed)
 }
 
 /// The run's summaries (a JSON document, or the tables), the tool

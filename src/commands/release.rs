@@ -88,33 +88,14 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let (specs, family) = (ctx.alias_specs()?, ctx.family()?);
     let variants = gather::select_releasable(&family.order, &specs, &args.variants)?;
     let engine = args.from.is_none().then(|| ctx.engine()).transpose()?;
-    let settings = ctx.settings()?;
-    let (pins, _) = PinsFile::load(&pins_path)?.unwrap_or_default();
-    let from: Option<Repository> = args.from.as_deref().map(str::parse).transpose()?;
-    let reporter = PlainReporter::stderr();
-    let origin = match (&from, engine.as_deref()) {
-        (Some(repo), _) if args.legs.is_empty() => gather::Origin::Registry(repo),
-        (Some(repo), _) => gather::Origin::Legs {
-            repo,
-            files: &args.legs,
-            // A family without `platforms` is built for the engine's own.
-            host: match family.platforms.is_empty() {
-                true => Some(ctx.engine()?.platform()?),
-                false => None,
-            },
-            write: args.write,
-        },
-        // The engine's own platform: a multi-platform release is
-        // assembled from legs (`--from REPO --legs FILE`).
-        (None, engine) => gather::Origin::Engine {
-            engine: engine.expect("an engine without --from"),
-            options: Box::new(args.build.options(manifest, settings)?),
-            reporter: &reporter,
-        },
+    let on = Planning {
+        ctx,
+        args: &args,
+        client: &client,
+        rt: &rt,
+        pins_path: &pins_path,
     };
-    let candidates = gather::candidates(&client, &rt, &family, &variants, origin)?;
-    let repository = &settings.repository;
-    let plan = gather::plan_release(&client, &rt, repository, &family, &pins, &specs, candidates)?;
+    let plan = on.plan(&family, &specs, &variants, engine.as_deref())?;
     if !args.write || plan.is_noop() {
         return show_plan(&plan, &args);
     }
@@ -125,6 +106,57 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         journal.path().display()
     ));
     finish(&releaser(engine.as_deref()), &mut journal, &args)
+}
+
+/// What planning a release reads from.
+struct Planning<'a> {
+    ctx: &'a Context,
+    args: &'a Args,
+    client: &'a crate::registry::Client,
+    rt: &'a tokio::runtime::Runtime,
+    pins_path: &'a std::path::Path,
+}
+
+impl Planning<'_> {
+    /// The release of `variants`: their candidates from where `--from`,
+    /// `--legs` or the engine say, against the pins and the registry's tags.
+    fn plan(
+        &self,
+        family: &crate::build::Family,
+        specs: &[crate::pins::plan::AliasSpec],
+        variants: &[gather::Releasable],
+        engine: Option<&dyn crate::engine::Engine>,
+    ) -> anyhow::Result<Plan> {
+        let (ctx, args) = (self.ctx, self.args);
+        let (manifest, settings) = (ctx.manifest()?, ctx.settings()?);
+        let (pins, _) = PinsFile::load(self.pins_path)?.unwrap_or_default();
+        let from: Option<Repository> = args.from.as_deref().map(str::parse).transpose()?;
+        let reporter = PlainReporter::stderr();
+        let origin = match (&from, engine) {
+            (Some(repo), _) if args.legs.is_empty() => gather::Origin::Registry(repo),
+            (Some(repo), _) => gather::Origin::Legs {
+                repo,
+                files: &args.legs,
+                // A family without `platforms` is built for the engine's own.
+                host: match family.platforms.is_empty() {
+                    true => Some(ctx.engine()?.platform()?),
+                    false => None,
+                },
+                write: args.write,
+            },
+            // The engine's own platform: a multi-platform release is
+            // assembled from legs (`--from REPO --legs FILE`).
+            (None, engine) => gather::Origin::Engine {
+                engine: engine.expect("an engine without --from"),
+                options: Box::new(args.build.options(manifest, settings)?),
+                reporter: &reporter,
+            },
+        };
+        let (client, rt) = (self.client, self.rt);
+        let candidates = gather::candidates(client, rt, family, variants, origin)?;
+        let repository = &settings.repository;
+        gather::plan_release(client, rt, repository, family, &pins, specs, candidates)
+    }
 }
 
 /// What `--rollback` did, a line each.
