@@ -15,14 +15,7 @@ pub(crate) fn normalize_image(
     image: &str,
     opts: &Options,
 ) -> Result<(String, Report), NormalizeError> {
-    let engine_err = |source: EngineError| NormalizeError::Engine {
-        image: image.to_string(),
-        source,
-    };
-    let piped = |e: PipeError<NormalizeError>| match e {
-        PipeError::Process(p) => engine_err(p.into()),
-        PipeError::Stream(e) => e,
-    };
+    let piped = piped(image);
     let spill_dir = std::env::temp_dir();
     let staged = engine
         .save_cmd(image)
@@ -39,6 +32,22 @@ pub(crate) fn normalize_image(
     Ok((id, report))
 }
 
+/// The engine's failure, as one of normalising `image`.
+pub(super) fn engine_error(image: &str) -> impl Fn(EngineError) -> NormalizeError + '_ {
+    move |source| NormalizeError::Engine {
+        image: image.to_string(),
+        source,
+    }
+}
+
+/// A piped engine program's failure (save, load) or the stream's own.
+pub(super) fn piped(image: &str) -> impl Fn(PipeError<NormalizeError>) -> NormalizeError + '_ {
+    move |e| match e {
+        PipeError::Process(p) => engine_error(image)(p.into()),
+        PipeError::Stream(e) => e,
+    }
+}
+
 /// Streams what `produce` writes into the engine's `load`, then checks that
 /// the image now under the first of `tags` (or, untagged, the written ID)
 /// is the one written; `id_of` says which that is. Returns the loaded ID.
@@ -49,18 +58,11 @@ pub(super) fn load_and_verify<T>(
     produce: impl FnOnce(&mut dyn std::io::Write) -> Result<T, NormalizeError>,
     id_of: impl Fn(&T) -> String,
 ) -> Result<(String, T), NormalizeError> {
-    let engine_err = |source: EngineError| NormalizeError::Engine {
-        image: image.to_string(),
-        source,
-    };
-    let piped = |e: PipeError<NormalizeError>| match e {
-        PipeError::Process(p) => engine_err(p.into()),
-        PipeError::Stream(e) => e,
-    };
+    let (engine_err, piped) = (engine_error(image), piped(image));
     let (produced, _) = engine.load_cmd().write_stdin(produce).map_err(piped)?;
     let written = id_of(&produced);
     let check = tags.first().unwrap_or(&written);
-    match engine.inspect(check).map_err(engine_err)? {
+    match engine.inspect(check).map_err(&engine_err)? {
         Some(info) if info.id == written => Ok((info.id, produced)),
         other => Err(engine_err(EngineError::Parse {
             command: engine.load_cmd().display(),

@@ -18,7 +18,6 @@ use super::archive::{Parts, parts, write_config_and_manifest};
 use super::read::{SMALL_FILE_LIMIT, clean_outer, is_layer, read, resolve_outer, stream_error};
 use super::{NormalizeError, load_and_verify};
 use crate::engine::Engine;
-use crate::process::PipeError;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufReader, Read, Write};
@@ -33,14 +32,7 @@ pub(crate) fn relabel(
     labels: &BTreeMap<String, String>,
     tags: &[String],
 ) -> Result<String, NormalizeError> {
-    let engine_err = |source: crate::engine::EngineError| NormalizeError::Engine {
-        image: image.to_string(),
-        source,
-    };
-    let piped = |e: PipeError<NormalizeError>| match e {
-        PipeError::Process(p) => engine_err(p.into()),
-        PipeError::Stream(e) => e,
-    };
+    let piped = super::engine::piped(image);
     let save = engine.save_cmd(image);
     if engine.loads_layers_it_has_by_chain_id() {
         let (files, links) = save
