@@ -46,25 +46,12 @@ pub fn read_files(
     let mut outer = tar::Archive::new(input);
     for entry in outer.entries().map_err(|e| bad(e.to_string()))? {
         let mut entry = entry.map_err(|e| bad(e.to_string()))?;
-        let name = String::from_utf8_lossy(&entry.path_bytes())
-            .trim_start_matches("./")
-            .to_string();
+        let name = crate::normalize::clean_outer(&entry.path_bytes());
         match entry.header().entry_type() {
             tar::EntryType::Symlink => {
                 let target = entry.link_name_bytes().unwrap_or_default();
-                let target = String::from_utf8_lossy(&target).to_string();
-                let dir = name.rsplit_once('/').map_or("", |(d, _)| d).to_string();
-                let mut parts: Vec<&str> = dir.split('/').filter(|p| !p.is_empty()).collect();
-                for p in target.split('/') {
-                    match p {
-                        "" | "." => {}
-                        ".." => {
-                            parts.pop();
-                        }
-                        p => parts.push(p),
-                    }
-                }
-                links.insert(name, parts.join("/"));
+                let resolved = crate::normalize::resolve_outer(&name, &target);
+                links.insert(name, resolved);
             }
             tar::EntryType::Regular if name == "manifest.json" => {
                 let mut bytes = Vec::new();

@@ -86,6 +86,7 @@ mod relabel;
 use engine::load_and_verify;
 pub(crate) use engine::normalize_image;
 pub(crate) use read::read;
+pub(crate) use read::{clean_outer, resolve_outer};
 pub(crate) use relabel::relabel;
 
 /// Whether a file of a save stream is a layer (see [`read`]).

@@ -175,14 +175,14 @@ pub(super) fn stream_error(image: &str, e: std::io::Error) -> NormalizeError {
     }
 }
 
-pub(super) fn clean_outer(path: &[u8]) -> String {
+pub(crate) fn clean_outer(path: &[u8]) -> String {
     let s = String::from_utf8_lossy(path);
     s.trim_start_matches("./").to_string()
 }
 
 /// A symlink's target, as a path of the stream (relative to the link's
 /// directory, as Docker writes them: `../<id>/layer.tar`).
-pub(super) fn resolve_outer(link: &str, target: &[u8]) -> String {
+pub(crate) fn resolve_outer(link: &str, target: &[u8]) -> String {
     let target = String::from_utf8_lossy(target);
     let mut parts: Vec<&str> = link.split('/').collect();
     parts.pop();
