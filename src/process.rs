@@ -57,6 +57,17 @@ pub enum PipeError<E> {
     Stream(E),
 }
 
+impl<E: Into<anyhow::Error>> PipeError<E> {
+    /// Either failure as one `anyhow` error (for callers that keep no
+    /// error type of their own): the program's, or the stream code's.
+    pub(crate) fn into_anyhow(self) -> anyhow::Error {
+        match self {
+            PipeError::Process(p) => anyhow::Error::new(p),
+            PipeError::Stream(e) => e.into(),
+        }
+    }
+}
+
 fn stderr_suffix(stderr: &str) -> String {
     let tail = tail_lines(stderr, STDERR_TAIL_LINES);
     if tail.trim().is_empty() {

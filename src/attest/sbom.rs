@@ -195,10 +195,7 @@ pub fn of_local_image(
         .read_stdout(|out| {
             super::image_files::read_files(reference, out, &[STATUS, OS_RELEASE[0], OS_RELEASE[1]])
         })
-        .map_err(|e| match e {
-            crate::process::PipeError::Process(p) => anyhow::Error::new(p),
-            crate::process::PipeError::Stream(e) => anyhow::Error::new(e),
-        })
+        .map_err(crate::process::PipeError::into_anyhow)
         .with_context(|| format!("reading {reference} from the engine"))?;
     let text = |p: &str| {
         read.files

@@ -111,10 +111,7 @@ pub(crate) fn push_image(
                     Ok(())
                 })
             })
-            .map_err(|e| match e {
-                crate::process::PipeError::Process(p) => anyhow::Error::new(p),
-                crate::process::PipeError::Stream(e) => e,
-            })
+            .map_err(crate::process::PipeError::into_anyhow)
             .with_context(|| format!("reading {local} from the engine"))?;
         stats.compressed = compressed.len();
         for c in compressed {
