@@ -33,6 +33,20 @@ fn verifiers() -> Option<PathBuf> {
     require(dir)
 }
 
+/// Runs `script` (a path) with the provisioned Python packages.
+fn python(
+    tools: &Path,
+    script: impl AsRef<std::ffi::OsStr>,
+    args: &[&std::ffi::OsStr],
+) -> std::process::Output {
+    Command::new("python3")
+        .arg(script)
+        .args(args)
+        .env("PYTHONPATH", tools.join("python"))
+        .output()
+        .unwrap()
+}
+
 /// Runs both verifiers on `files` with `public_key`: (sigstore, dsse) passed.
 fn verify(tools: &Path, public_key: &Path, files: &[&Path]) -> (bool, bool, String) {
     let sigstore = Command::new("node")
@@ -42,13 +56,9 @@ fn verify(tools: &Path, public_key: &Path, files: &[&Path]) -> (bool, bool, Stri
         .args(files)
         .output()
         .unwrap();
-    let dsse = Command::new("python3")
-        .arg(repo_root().join("scripts/dsse-verify.py"))
-        .arg(public_key)
-        .args(files)
-        .env("PYTHONPATH", tools.join("python"))
-        .output()
-        .unwrap();
+    let mut args = vec![public_key.as_os_str()];
+    args.extend(files.iter().map(|f| f.as_os_str()));
+    let dsse = python(tools, repo_root().join("scripts/dsse-verify.py"), &args);
     let said = format!(
         "sigstore: {}{}\ndsse: {}{}",
         String::from_utf8_lossy(&sigstore.stdout),
@@ -173,12 +183,12 @@ fn provenance_and_test_result_statements_are_valid_to_in_toto_attestation() {
         statement::statement(&subject, statement::TEST_RESULT, &result),
     )
     .unwrap();
-    let out = Command::new("python3")
-        .arg(repo_root().join("scripts/intoto-validate.py"))
-        .args([&provenance, &test_result])
-        .env("PYTHONPATH", tools.join("python"))
-        .output()
-        .unwrap();
+    let validate = repo_root().join("scripts/intoto-validate.py");
+    let out = python(
+        &tools,
+        &validate,
+        &[provenance.as_os_str(), test_result.as_os_str()],
+    );
     let said =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
@@ -193,12 +203,7 @@ fn provenance_and_test_result_statements_are_valid_to_in_toto_attestation() {
         .unwrap()
         .replace("passedTests", "passTests");
     std::fs::write(&test_result, text).unwrap();
-    let out = Command::new("python3")
-        .arg(repo_root().join("scripts/intoto-validate.py"))
-        .arg(&test_result)
-        .env("PYTHONPATH", tools.join("python"))
-        .output()
-        .unwrap();
+    let out = python(&tools, &validate, &[test_result.as_os_str()]);
     assert!(
         !out.status.success(),
         "{}",
@@ -230,13 +235,11 @@ fn the_sbom_of_an_image_is_valid_spdx_and_lists_what_dpkg_lists() {
         ))
         .run();
     let path = dir.path().join("base.spdx.json");
-    let out = Command::new("python3")
-        .arg(tools.join("python/bin/pyspdxtools"))
-        .arg("-i")
-        .arg(&path)
-        .env("PYTHONPATH", tools.join("python"))
-        .output()
-        .unwrap();
+    let out = python(
+        &tools,
+        tools.join("python/bin/pyspdxtools"),
+        &["-i".as_ref(), path.as_os_str()],
+    );
     assert!(
         out.status.success(),
         "pyspdxtools: {}{}",
@@ -292,12 +295,12 @@ fn the_sbom_of_an_image_is_valid_spdx_and_lists_what_dpkg_lists() {
         .args(["--output", "base.cdx.json"])
         .stderr_like(r"sbom: .* written to base.cdx.json")
         .run();
-    let out = Command::new("python3")
-        .arg(repo_root().join("scripts/cyclonedx-validate.py"))
-        .arg(dir.path().join("base.cdx.json"))
-        .env("PYTHONPATH", tools.join("python"))
-        .output()
-        .unwrap();
+    let bom = dir.path().join("base.cdx.json");
+    let out = python(
+        &tools,
+        repo_root().join("scripts/cyclonedx-validate.py"),
+        &[bom.as_os_str()],
+    );
     assert!(
         out.status.success(),
         "{}",
