@@ -26,6 +26,9 @@ pub(crate) const OCI_BASE_NAME: &str = "org.opencontainers.image.base.name";
 pub(crate) const OCI_BASE_DIGEST: &str = "org.opencontainers.image.base.digest";
 /// What images.toml and the render say the image is (see `build::definition`).
 pub(crate) const DEFINITION: &str = "dev.sunaba.definition";
+/// The Debian packages each fragment installed ([`PackageRecord`]), written
+/// by the normaliser from the layers' dpkg status.
+pub(crate) const PACKAGES: &str = "dev.sunaba.packages";
 
 /// The release version (`X.Y.Z`), stamped on the image's config at release
 /// time: it depends on image_pins.json then, so no build can know it.
@@ -33,6 +36,69 @@ pub(crate) const VERSION: &str = "org.opencontainers.image.version";
 
 /// The schema of the check record this build writes.
 pub(crate) const CHECK_SCHEMA: u32 = 1;
+
+/// The Debian package set of an image, by the fragment whose layer
+/// installed (or changed) each package: `name:arch` → version. A child
+/// image carries its parent's record (labels are inherited) with its own
+/// layers' packages added. The upstream's own packages are not listed:
+/// they are a function of the pinned base digest.
+///
+/// Compact JSON with sorted keys, so equal package sets give equal bytes:
+/// `{"fragments":{"core":{"bash:amd64":"5.2.37-2"}},"schema":1}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct PackageRecord {
+    pub fragments: BTreeMap<String, BTreeMap<String, String>>,
+    pub schema: u32,
+}
+
+impl PackageRecord {
+    pub(crate) const SCHEMA: u32 = 1;
+
+    /// The record of a label value; `None` when it is not one (an image
+    /// built before the record existed, or a label someone else wrote).
+    pub(crate) fn parse(label: &str) -> Option<PackageRecord> {
+        serde_json::from_str::<PackageRecord>(label)
+            .ok()
+            .filter(|r| r.schema == Self::SCHEMA)
+    }
+
+    /// The label value: compact, keys sorted (serde writes the maps in
+    /// order and the fields in this struct's order, which is sorted too).
+    pub(crate) fn to_label(&self) -> String {
+        serde_json::to_string(self).expect("a package record serialises")
+    }
+
+    /// What changed from `self` (the pinned image's) to `other` (a
+    /// rebuild's), one line per package:
+    /// `core: bash:amd64 5.2.37-2 → 5.2.37-2+deb13u1`, `… (new)`, `… (gone)`.
+    pub(crate) fn changes(&self, other: &PackageRecord) -> Vec<String> {
+        let flat = |r: &PackageRecord| -> BTreeMap<(String, String), String> {
+            r.fragments
+                .iter()
+                .flat_map(|(f, pkgs)| {
+                    pkgs.iter()
+                        .map(move |(p, v)| ((f.clone(), p.clone()), v.clone()))
+                })
+                .collect()
+        };
+        let (before, after) = (flat(self), flat(other));
+        let mut out = Vec::new();
+        for (key, was) in &before {
+            match after.get(key) {
+                Some(now) if now != was => out.push(format!("{}: {} {was} → {now}", key.0, key.1)),
+                Some(_) => {}
+                None => out.push(format!("{}: {} {was} (gone)", key.0, key.1)),
+            }
+        }
+        for (key, now) in &after {
+            if !before.contains_key(key) {
+                out.push(format!("{}: {} {now} (new)", key.0, key.1));
+            }
+        }
+        out.sort();
+        out
+    }
+}
 
 /// Tool → version, as a check record lists it.
 pub(crate) type Inventory = BTreeMap<String, String>;
@@ -212,5 +278,47 @@ mod tests {
         assert!(CheckRecord::passing_for(&labels).is_some());
         labels.insert(INPUTS.to_string(), "sha256:other".to_string());
         assert!(CheckRecord::passing_for(&labels).is_none());
+    }
+
+    #[test]
+    fn a_package_record_round_trips_and_says_what_moved() {
+        let pkgs = |v: &[(&str, &str)]| -> BTreeMap<String, String> {
+            v.iter()
+                .map(|(p, v)| (p.to_string(), v.to_string()))
+                .collect()
+        };
+        let pinned = PackageRecord {
+            schema: PackageRecord::SCHEMA,
+            fragments: BTreeMap::from([
+                (
+                    "core".into(),
+                    pkgs(&[("bash:amd64", "5.2.37-2"), ("jq:amd64", "1.7.1-6")]),
+                ),
+                ("go".into(), pkgs(&[("gcc:amd64", "4:14.2.0-1")])),
+            ]),
+        };
+        let label = pinned.to_label();
+        assert_eq!(
+            label,
+            r#"{"fragments":{"core":{"bash:amd64":"5.2.37-2","jq:amd64":"1.7.1-6"},"go":{"gcc:amd64":"4:14.2.0-1"}},"schema":1}"#
+        );
+        assert_eq!(PackageRecord::parse(&label), Some(pinned.clone()));
+        assert_eq!(PackageRecord::parse(r#"{"fragments":{},"schema":9}"#), None);
+        assert_eq!(PackageRecord::parse("not json"), None);
+
+        let mut rebuilt = pinned.clone();
+        let core = rebuilt.fragments.get_mut("core").unwrap();
+        core.insert("bash:amd64".into(), "5.2.37-2+deb13u1".into());
+        core.remove("jq:amd64");
+        core.insert("rg:amd64".into(), "14.1.1-1".into());
+        assert_eq!(
+            pinned.changes(&rebuilt),
+            [
+                "core: bash:amd64 5.2.37-2 → 5.2.37-2+deb13u1",
+                "core: jq:amd64 1.7.1-6 (gone)",
+                "core: rg:amd64 14.1.1-1 (new)",
+            ]
+        );
+        assert!(pinned.changes(&pinned).is_empty());
     }
 }

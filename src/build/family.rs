@@ -56,6 +56,9 @@ pub(crate) struct Family {
     pub variants: BTreeMap<String, VariantPlan>,
     /// Rendered files (repo-relative path -> content).
     pub generated: BTreeMap<PathBuf, String>,
+    /// Each fragment's script file name -> the fragment (the normaliser
+    /// attributes a layer's packages by the script its step ran).
+    pub fragment_scripts: BTreeMap<String, String>,
 }
 
 impl Family {
@@ -94,6 +97,14 @@ impl Family {
                 })
                 .collect(),
             generated: rendered.files.clone(),
+            fragment_scripts: manifest
+                .fragments
+                .values()
+                .filter_map(|f| {
+                    let file = f.script.file_name()?.to_string_lossy().into_owned();
+                    Some((file, f.name.clone()))
+                })
+                .collect(),
         }
     }
 

@@ -285,6 +285,7 @@ fn normalize(
         source_date_epoch: sh.opts.source_date_epoch,
         base_diff_ids,
         tags: tags.to_vec(),
+        fragment_scripts: sh.family.fragment_scripts.clone(),
     };
     let (id, report) = crate::normalize::normalize_image(sh.engine, built, &opts)?;
     if id != built {

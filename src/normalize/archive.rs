@@ -258,6 +258,23 @@ impl Staged {
             reports.push(report);
         }
         let new_ids: Vec<String> = reports.iter().map(|r| r.diff_id_after.clone()).collect();
+        let mut config = config;
+        let in_order: Vec<&Layer> = layers.iter().map(|(_, l)| *l).collect();
+        let record = super::packages::record(
+            &config,
+            &in_order,
+            keep,
+            &self.spill,
+            &opts.fragment_scripts,
+        )
+        .map_err(io("reading the dpkg status of the layers".into()))?;
+        if let Some(record) = record {
+            let label = BTreeMap::from([(crate::labels::PACKAGES.to_string(), record.to_label())]);
+            config::set_labels(&mut config, &label).map_err(|detail| NormalizeError::Corrupt {
+                image: image.clone(),
+                detail: detail.to_string(),
+            })?;
+        }
         let config = config::rewrite(&config, &new_ids, &created);
         let werr = io("writing the archive".into());
         let config_digest =

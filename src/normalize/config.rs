@@ -37,6 +37,57 @@ pub(super) fn rewrite(config: &Value, diff_ids: &[String], created: &str) -> Val
     sorted(c)
 }
 
+/// Sets `labels` in the config's `config.Labels`, creating what is
+/// missing; the error says which part is not an object.
+pub(crate) fn set_labels(
+    config: &mut Value,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> Result<(), &'static str> {
+    let inner = config
+        .as_object_mut()
+        .ok_or("the config is not a JSON object")?
+        .entry("config")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if inner.is_null() {
+        *inner = Value::Object(Map::new());
+    }
+    let current = inner
+        .as_object_mut()
+        .ok_or("the config's `config` is not an object")?
+        .entry("Labels")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if current.is_null() {
+        *current = Value::Object(Map::new());
+    }
+    let current = current
+        .as_object_mut()
+        .ok_or("the config's Labels are not an object")?;
+    for (k, v) in labels {
+        current.insert(k.clone(), Value::String(v.clone()));
+    }
+    Ok(())
+}
+
+/// The `created_by` of each history step that made a layer (steps marked
+/// `empty_layer` made none), in layer order.
+pub(crate) fn layer_steps(config: &Value) -> Vec<String> {
+    config
+        .get("history")
+        .and_then(Value::as_array)
+        .map(|h| {
+            h.iter()
+                .filter(|s| s.get("empty_layer").and_then(Value::as_bool) != Some(true))
+                .map(|s| {
+                    s.get("created_by")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Every object's keys in sorted order (the crate keeps insertion order).
 pub(super) fn sorted(v: Value) -> Value {
     match v {

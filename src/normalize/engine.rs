@@ -144,6 +144,7 @@ pub(super) mod tests {
             source_date_epoch: crate::normalize::tests::SDE,
             base_diff_ids: vec![],
             tags: vec!["r:t".into()],
+            ..Options::default()
         }
     }
 

@@ -69,6 +69,12 @@
 //! (also `config.Hostname`) removed; `rootfs.diff_ids` recomputed; every
 //! object's keys sorted, no whitespace.
 //!
+//! # The package record
+//! The Debian packages each fragment's layer installed are read from the
+//! layers' dpkg status and set as the `dev.sunaba.packages` label
+//! ([`packages`]): the one build input a mirror can move under a commit,
+//! recorded where a rebuild's verdict can name it.
+//!
 //! # Bad input
 //! A truncated or corrupt stream (a short layer, a bad header, a layer
 //! whose bytes do not hash to its diff_id), a path that is absolute or has
@@ -78,8 +84,10 @@
 
 mod archive;
 mod config;
+pub(crate) use config::{layer_steps, set_labels};
 pub(crate) mod engine;
 mod layer;
+mod packages;
 mod read;
 mod relabel;
 
@@ -166,6 +174,9 @@ pub(crate) struct Options {
     pub base_diff_ids: Vec<String>,
     /// Tags the loaded image gets (`RepoTags` of the written archive).
     pub tags: Vec<String>,
+    /// The fragments' script file names → fragment names, to attribute the
+    /// packages a layer installed ([`packages`]).
+    pub fragment_scripts: std::collections::BTreeMap<String, String>,
 }
 
 /// What normalising one image did.

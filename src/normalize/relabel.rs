@@ -100,34 +100,11 @@ fn labelled(
     config: &Value,
     labels: &BTreeMap<String, String>,
 ) -> Result<Value, NormalizeError> {
-    let corrupt = |detail: &str| NormalizeError::Corrupt {
+    let mut config = config.clone();
+    super::config::set_labels(&mut config, labels).map_err(|detail| NormalizeError::Corrupt {
         image: image.to_string(),
         detail: detail.to_string(),
-    };
-    let mut config = config.clone();
-    let inner = config
-        .as_object_mut()
-        .ok_or_else(|| corrupt("the config is not a JSON object"))?
-        .entry("config")
-        .or_insert_with(|| Value::Object(Default::default()));
-    if inner.is_null() {
-        *inner = Value::Object(Default::default());
-    }
-    let inner = inner
-        .as_object_mut()
-        .ok_or_else(|| corrupt("the config's `config` is not an object"))?;
-    let current = inner
-        .entry("Labels")
-        .or_insert_with(|| Value::Object(Default::default()));
-    if current.is_null() {
-        *current = Value::Object(Default::default());
-    }
-    let current = current
-        .as_object_mut()
-        .ok_or_else(|| corrupt("the config's Labels are not an object"))?;
-    for (k, v) in labels {
-        current.insert(k.clone(), Value::String(v.clone()));
-    }
+    })?;
     Ok(super::config::sorted(config))
 }
 

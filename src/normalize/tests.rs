@@ -97,13 +97,25 @@ pub(crate) fn raw_name(h: &mut tar::Header, name: &[u8]) {
 /// A `docker save` stream of one image with these layers: `<id>/layer.tar`
 /// names in an order that is not the image's, the config, manifest.json.
 pub(crate) fn save_stream(layers: &[Vec<u8>], created: &str) -> Vec<u8> {
+    let labels = json!({"dev.sunaba.variant": "t"});
+    save_stream_of_steps(layers, created, &vec!["RUN x"; layers.len()], labels)
+}
+
+/// [`save_stream`] with each layer's history step (`created_by`) and the
+/// config's labels.
+pub(crate) fn save_stream_of_steps(
+    layers: &[Vec<u8>],
+    created: &str,
+    steps: &[&str],
+    labels: serde_json::Value,
+) -> Vec<u8> {
     let diff_ids: Vec<String> = layers.iter().map(|l| digest(l)).collect();
     let config = json!({
         "architecture": "amd64", "os": "linux", "created": created,
         "container": "c0ffee", "docker_version": "20.10.24",
         "container_config": {"Hostname": "c0ffee"},
-        "config": {"Labels": {"dev.sunaba.variant": "t"}, "Hostname": "c0ffee"},
-        "history": layers.iter().map(|_| json!({"created": created, "created_by": "RUN x"})).collect::<Vec<_>>(),
+        "config": {"Labels": labels, "Hostname": "c0ffee"},
+        "history": steps.iter().map(|s| json!({"created": created, "created_by": s})).collect::<Vec<_>>(),
         "rootfs": {"type": "layers", "diff_ids": diff_ids},
     });
     let config = serde_json::to_vec(&config).unwrap();
@@ -145,6 +157,7 @@ fn opts() -> Options {
         source_date_epoch: SDE,
         base_diff_ids: vec![],
         tags: vec!["r:t".into()],
+        fragment_scripts: BTreeMap::new(),
     }
 }
 
@@ -713,4 +726,104 @@ mod bad_input {
             "{msg}"
         );
     }
+}
+
+/// The dpkg status of `packages` (name, version), all installed, amd64.
+fn status(packages: &[(&str, &str)]) -> String {
+    packages
+        .iter()
+        .map(|(p, v)| {
+            format!(
+                "Package: {p}\nStatus: install ok installed\nArchitecture: amd64\nVersion: {v}\n"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn each_fragments_packages_are_recorded_on_the_image_and_the_parents_are_kept() {
+    let status_file = |p: &[(&str, &str)]| -> E {
+        file("var/lib/dpkg/status", Box::leak(status(p).into_boxed_str()))
+    };
+    let label_of = |stream: &[u8], opts: &Options| -> Option<String> {
+        let (report, out) = run(stream, opts).unwrap();
+        let (files, _) = unpack(&out);
+        let config: serde_json::Value =
+            serde_json::from_slice(&files[&format!("{}.json", &report.config_digest[7..])])
+                .unwrap();
+        config["config"]["Labels"][crate::labels::PACKAGES]
+            .as_str()
+            .map(String::from)
+    };
+    let upstream = layer(&[status_file(&[("bash", "5.2.37-2")])]);
+    let core = layer(&[status_file(&[
+        ("bash", "5.2.37-2+deb13u1"),
+        ("jq", "1.7.1-6"),
+    ])]);
+    let posture = layer(&[file("home/sandbox/.keep", "")]);
+    let stream = save_stream_of_steps(
+        &[upstream.clone(), core.clone(), posture.clone()],
+        "2026-12-01T19:00:00Z",
+        &[
+            "ADD rootfs.tar /",
+            "RUN |1 X=1 /bin/sh -c sh /run/sunaba/install-core.sh # buildkit",
+            "RUN /bin/sh -c set -eu; useradd sandbox",
+        ],
+        json!({}),
+    );
+    let scripts = BTreeMap::from([
+        ("install-core.sh".to_string(), "core".to_string()),
+        ("install-go.sh".to_string(), "go".to_string()),
+    ]);
+    let opts = Options {
+        base_diff_ids: vec![digest(&upstream)],
+        fragment_scripts: scripts,
+        ..opts()
+    };
+    // The upstream's bash is not listed; the bash core changed is, with jq.
+    let parent = label_of(&stream, &opts).unwrap();
+    assert_eq!(
+        parent,
+        r#"{"fragments":{"core":{"bash:amd64":"5.2.37-2+deb13u1","jq:amd64":"1.7.1-6"}},"schema":1}"#
+    );
+
+    // A child built FROM it inherits the label and adds its own layer's;
+    // a layer no fragment's script made is named by its position.
+    let go = layer(&[status_file(&[
+        ("bash", "5.2.37-2+deb13u1"),
+        ("gcc", "4:14.2.0-1"),
+        ("jq", "1.7.1-6"),
+    ])]);
+    let other = layer(&[status_file(&[
+        ("bash", "5.2.37-2+deb13u1"),
+        ("gcc", "4:14.2.0-1"),
+        ("jq", "1.7.1-6"),
+        ("make", "4.4.1-2"),
+    ])]);
+    let child = save_stream_of_steps(
+        &[upstream.clone(), core, posture, go, other],
+        "2026-12-01T19:00:00Z",
+        &[
+            "ADD rootfs.tar /",
+            "RUN sh /run/sunaba/install-core.sh",
+            "RUN useradd",
+            "RUN |2 A=1 B=2 /bin/sh -c sh /run/sunaba/install-go.sh # buildkit",
+            "RUN apt-get install make",
+        ],
+        json!({crate::labels::PACKAGES: parent}),
+    );
+    assert_eq!(
+        label_of(&child, &opts).unwrap(),
+        r#"{"fragments":{"core":{"bash:amd64":"5.2.37-2+deb13u1","jq:amd64":"1.7.1-6"},"go":{"gcc:amd64":"4:14.2.0-1"},"layer 5":{"make:amd64":"4.4.1-2"}},"schema":1}"#
+    );
+
+    // No package changed and none inherited: no label.
+    let bare = save_stream_of_steps(
+        &[upstream.clone(), layer(&[file("a", "x")])],
+        "2026-12-01T19:00:00Z",
+        &["ADD", "RUN x"],
+        json!({}),
+    );
+    assert_eq!(label_of(&bare, &opts), None);
 }

@@ -59,24 +59,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The config with the version label set (every other byte's meaning kept).
 pub(crate) fn stamp_config(config: &[u8], version: &Version) -> anyhow::Result<Vec<u8>> {
     let mut doc: Value = serde_json::from_slice(config).context("the config is not JSON")?;
-    let inner = doc
-        .as_object_mut()
-        .context("the config is not a JSON object")?
-        .entry("config")
-        .or_insert_with(|| Value::Object(Default::default()));
-    let inner = inner
-        .as_object_mut()
-        .context("the config's `config` is not an object")?;
-    let labels = inner
-        .entry("Labels")
-        .or_insert_with(|| Value::Object(Default::default()));
-    if labels.is_null() {
-        *labels = Value::Object(Default::default());
-    }
-    labels
-        .as_object_mut()
-        .context("the config's Labels are not an object")?
-        .insert(labels::VERSION.into(), Value::String(version.to_string()));
+    let label = BTreeMap::from([(labels::VERSION.to_string(), version.to_string())]);
+    crate::normalize::set_labels(&mut doc, &label).map_err(anyhow::Error::msg)?;
     Ok(serde_json::to_vec(&doc)?)
 }
 
@@ -278,29 +262,41 @@ impl Stager<'_> {
             .fetch_blob(from, &source_config, 16 << 20)
             .await
             .context("reading the checked config")?;
-        let config = Bytes::from(stamp_config(&config, version)?);
-        let config_digest = Digest::sha256(&config);
-        if client.blob_size(to, &config_digest).await?.is_none() {
-            client.upload_blob(to, config.clone()).await?;
+        let (stamped, config) = stamp(&manifest.bytes, &config, version)?;
+        if client.blob_size(to, &stamped.config).await?.is_none() {
+            client.upload_blob(to, config).await?;
         }
-        let bytes = Bytes::from(restamp_manifest(
-            &manifest.bytes,
-            &config_digest,
-            config.len(),
-        )?);
-        Ok(Stamped {
-            digest: Digest::sha256(&bytes),
-            bytes,
-            config: config_digest,
-        })
+        Ok(stamped)
     }
 }
 
 /// A stamped image manifest, not yet at any tag.
-struct Stamped {
-    bytes: Bytes,
-    digest: Digest,
-    config: Digest,
+pub(crate) struct Stamped {
+    pub bytes: Bytes,
+    pub digest: Digest,
+    pub config: Digest,
+}
+
+/// The image of `manifest` and `config` with the version stamped: the
+/// manifest a release puts (its digest is the pin's) and the new config.
+/// Pure, so `pins verify --rebuild` computes a pin's digest without a
+/// registry.
+pub(crate) fn stamp(
+    manifest: &[u8],
+    config: &[u8],
+    version: &Version,
+) -> anyhow::Result<(Stamped, Bytes)> {
+    let config = Bytes::from(stamp_config(config, version)?);
+    let config_digest = Digest::sha256(&config);
+    let bytes = Bytes::from(restamp_manifest(manifest, &config_digest, config.len())?);
+    Ok((
+        Stamped {
+            digest: Digest::sha256(&bytes),
+            bytes,
+            config: config_digest,
+        },
+        config,
+    ))
 }
 
 #[cfg(test)]
