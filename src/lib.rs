@@ -26,6 +26,7 @@ pub(crate) mod outdated;
 pub mod pins;
 pub(crate) mod policy;
 pub(crate) mod process;
+pub(crate) mod rebuild;
 pub mod registry;
 pub(crate) mod release;
 pub(crate) mod render;

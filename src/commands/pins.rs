@@ -5,6 +5,7 @@ use super::context::{Context, PinsOptions, RegistryOptions};
 use crate::exit;
 use crate::pins::PinsFile;
 use crate::pins::verify::{self, Severity};
+use anyhow::Context as _;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -30,9 +31,34 @@ pub(crate) struct ShowArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images pins verify\n  sunaba-images pins verify --rebuild python go"
+)]
 pub(crate) struct VerifyArgs {
+    /// With --rebuild: the aliases to rebuild (all pinned ones when none
+    /// are named).
+    #[arg(requires = "rebuild")]
+    pub aliases: Vec<String>,
+    /// Also build the pinned aliases again from this checkout (no cache,
+    /// every ancestor too, under the scratch local repository
+    /// `<repository>-rebuild`; nothing is pushed) and hold each rebuild's
+    /// release digest to its pin, per platform; a difference names the
+    /// packages, the first differing layer and its entries.
+    #[arg(long)]
+    pub rebuild: bool,
+    /// With --rebuild: the platforms to rebuild (comma-separated, or `all`);
+    /// default: the engine's own.
+    #[arg(
+        long,
+        value_name = "PLATFORM",
+        value_delimiter = ',',
+        requires = "rebuild"
+    )]
+    pub platform: Vec<String>,
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub build: crate::build::BuildOptions,
     #[command(flatten)]
     pub file: PinsOptions,
     #[command(flatten)]
@@ -89,11 +115,43 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
     let path = ctx.pins_path(&args.file);
     let (file, text) = load(&path)?;
     let source = ctx.image_source(&args.registry)?;
-    let findings = verify::verify(&file, &text, &path, &specs, &source);
+    let mut findings = verify::verify(&file, &text, &path, &specs, &source);
+    let verdicts = match args.rebuild {
+        true => rebuild(ctx, &args, &file, &specs)?,
+        false => Vec::new(),
+    };
+    for v in &verdicts {
+        if args.json {
+            continue;
+        }
+        match v.same {
+            true => outln!("ok: {} {}", v.alias, v.describe())?,
+            false => findings.push(verify::Finding {
+                severity: Severity::Problem,
+                alias: v.alias.clone(),
+                message: v.describe(),
+            }),
+        }
+    }
+    if args.json {
+        findings.extend(
+            verdicts
+                .iter()
+                .filter(|v| !v.same)
+                .map(|v| verify::Finding {
+                    severity: Severity::Problem,
+                    alias: v.alias.clone(),
+                    message: v.describe(),
+                }),
+        );
+    }
     let count = |severity| findings.iter().filter(|f| f.severity == severity).count();
     let (problems, errors) = (count(Severity::Problem), count(Severity::Error));
     if args.json {
-        let out = serde_json::json!({"ok": problems + errors == 0, "findings": findings});
+        let mut out = serde_json::json!({"ok": problems + errors == 0, "findings": findings});
+        if args.rebuild {
+            out["rebuild"] = serde_json::to_value(&verdicts)?;
+        }
         super::write_json(&out)?;
     } else {
         for f in &findings {
@@ -122,4 +180,53 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
             Err(exit::Error::reported(exit::Status::Failure))
         }
     }
+}
+
+/// `--rebuild`: the named (or all pinned) aliases built again and held to
+/// their pins.
+fn rebuild(
+    ctx: &Context,
+    args: &VerifyArgs,
+    file: &PinsFile,
+    specs: &[crate::pins::plan::AliasSpec],
+) -> anyhow::Result<Vec<crate::rebuild::Verdict>> {
+    let path = ctx.pins_path(&args.file);
+    let names: Vec<&String> = match args.aliases.is_empty() {
+        true => file.images.keys().collect(),
+        false => args.aliases.iter().collect(),
+    };
+    let mut targets = Vec::new();
+    for alias in names {
+        let pin = file.pin(alias, &path)?;
+        let spec = specs
+            .iter()
+            .find(|s| &s.alias == alias)
+            .with_context(|| format!("{alias} is pinned but not declared in images.toml"))?;
+        targets.push(crate::rebuild::Target {
+            alias: alias.clone(),
+            variant: spec.variant.clone(),
+            pin: pin.clone(),
+        });
+    }
+    let family = crate::rebuild::scratch(&ctx.family()?);
+    let engine = ctx.engine()?;
+    eprintln!("engine: {}", engine.describe());
+    let native = engine.platform().context("rebuilding the pinned images")?;
+    let platforms = crate::build::pipeline::platforms(&family, &args.platform)?;
+    let (client, rt) = (ctx.registry(&args.registry)?, super::context::runtime()?);
+    let reporter = || -> Box<dyn crate::build::progress::Reporter> {
+        Box::new(crate::build::progress::PlainReporter::stderr())
+    };
+    let r = crate::rebuild::Rebuild {
+        family: &family,
+        manifest: ctx.manifest()?,
+        settings: ctx.settings()?,
+        engine: engine.as_ref(),
+        native: &native,
+        registry: (&client, &rt),
+        build: &args.build,
+        reporter: &reporter,
+        progress: &|line| eprintln!("{line}"),
+    };
+    crate::rebuild::run(&r, &targets, platforms)
 }

@@ -117,12 +117,7 @@ pub(crate) fn push_image(
         for c in compressed {
             have.entry(c.diff_id.clone()).or_insert(c);
         }
-        let found = small.into_iter().find(|bytes| {
-            format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes))) == image_id
-        });
-        config = Some(found.with_context(|| {
-            format!("the engine's save of {local} has no config whose digest is {image_id}")
-        })?);
+        config = Some(config_in(small, local, image_id)?);
     }
     let config = config.expect("read from the cache or the save");
     cache.remember_config(&config);
@@ -133,15 +128,7 @@ pub(crate) fn push_image(
     {
         rt.block_on(client.upload_blob(repo, Bytes::from(config.clone())))?;
     }
-    let layers = info
-        .layers
-        .iter()
-        .map(|d| {
-            have.get(d)
-                .with_context(|| format!("layer {d} of {local} was not in the engine's save"))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let bytes = manifest_bytes(&config_digest, config.len(), &layers);
+    let bytes = manifest_of(local, &info.layers, &have, &config_digest, config.len())?;
     let digest = rt.block_on(client.put_manifest(
         target,
         media_type::DOCKER_MANIFEST,
@@ -155,6 +142,84 @@ pub(crate) fn push_image(
         },
         stats,
     ))
+}
+
+/// The manifest and config a push of the local image `image_id` would
+/// put (`local` names it in messages), made without a registry: each
+/// layer's compressed digest from the cache, else compressed now from one
+/// `save`. A pure function of the image, as the push's is: `pins verify
+/// --rebuild` holds a rebuild to a pin with it.
+pub(crate) fn local_manifest(
+    engine: &dyn Engine,
+    local: &str,
+    image_id: &str,
+    cache: &LayerCache,
+) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
+    let info = engine
+        .inspect(image_id)?
+        .with_context(|| format!("{local} ({image_id}) is not in the engine"))?;
+    let mut have: BTreeMap<String, Compressed> = info
+        .layers
+        .iter()
+        .filter_map(|d| cache.compressed(d).map(|c| (d.clone(), c)))
+        .collect();
+    let mut config = cache.config(image_id);
+    if have.len() < info.layers.len() || config.is_none() {
+        let (small, compressed) = engine
+            .save_cmd(image_id)
+            .read_stdout(|out| {
+                read_and_compress(out, |c, _| {
+                    cache.remember(c);
+                    Ok(())
+                })
+            })
+            .map_err(crate::process::PipeError::into_anyhow)
+            .with_context(|| format!("reading {local} from the engine"))?;
+        for c in compressed {
+            have.entry(c.diff_id.clone()).or_insert(c);
+        }
+        config = Some(config_in(small, local, image_id)?);
+    }
+    let config = config.expect("read from the cache or the save");
+    cache.remember_config(&config);
+    let manifest = manifest_of(
+        local,
+        &info.layers,
+        &have,
+        &parse_digest(image_id)?,
+        config.len(),
+    )?;
+    Ok((manifest, config))
+}
+
+/// The config among a save stream's small files: the one whose digest is
+/// the image ID.
+fn config_in(small: Vec<Vec<u8>>, local: &str, image_id: &str) -> anyhow::Result<Vec<u8>> {
+    small
+        .into_iter()
+        .find(|bytes| format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes))) == image_id)
+        .with_context(|| {
+            format!("the engine's save of {local} has no config whose digest is {image_id}")
+        })
+}
+
+/// The manifest of the layers `diff_ids` (in order), each compressed as
+/// `have` says.
+fn manifest_of(
+    local: &str,
+    diff_ids: &[String],
+    have: &BTreeMap<String, Compressed>,
+    config: &Digest,
+    config_size: usize,
+) -> anyhow::Result<Vec<u8>> {
+    let layers = diff_ids
+        .iter()
+        .map(|d| {
+            have.get(d)
+                .with_context(|| format!("layer {d} of {local} was not in the engine's save"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(manifest_bytes(config, config_size, &layers))
 }
 
 fn parse_digest(s: &str) -> anyhow::Result<Digest> {

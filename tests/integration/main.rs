@@ -16,6 +16,7 @@ mod multiarch;
 mod pins;
 mod plan;
 mod posture;
+mod rebuild;
 mod registry;
 mod release;
 mod render;
