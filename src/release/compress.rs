@@ -35,10 +35,25 @@ pub(crate) struct Compressed {
 }
 
 /// Counts and hashes what is written through it.
-struct Hashing<W> {
+pub(crate) struct Hashing<W> {
     inner: W,
     hash: sha2::Sha256,
     bytes: u64,
+}
+
+impl<W> Hashing<W> {
+    pub(crate) fn new(inner: W) -> Hashing<W> {
+        Hashing {
+            inner,
+            hash: sha2::Sha256::new(),
+            bytes: 0,
+        }
+    }
+
+    /// `sha256:…` of what was written, and the writer.
+    pub(crate) fn finish(self) -> (String, W) {
+        (hex(self.hash), self.inner)
+    }
 }
 
 impl<W: Write> Write for Hashing<W> {

@@ -103,13 +103,17 @@ pub(crate) fn push_image(
         let save = engine.save_cmd(image_id);
         let (small, compressed) = save
             .read_stdout(|out| {
-                read_and_compress(out, |c, file| {
-                    cache.remember(c);
-                    if wanted.contains(&c.diff_id) && !have.contains_key(&c.diff_id) {
-                        upload(client, rt, target, c, file, &mut stats)?;
-                    }
-                    Ok(())
-                })
+                read_and_compress(
+                    out,
+                    |d| have.contains_key(d),
+                    |c, file| {
+                        cache.remember(c);
+                        if wanted.contains(&c.diff_id) && !have.contains_key(&c.diff_id) {
+                            upload(client, rt, target, c, file, &mut stats)?;
+                        }
+                        Ok(())
+                    },
+                )
             })
             .map_err(crate::process::PipeError::into_anyhow)
             .with_context(|| format!("reading {local} from the engine"))?;
@@ -168,10 +172,14 @@ pub(crate) fn local_manifest(
         let (small, compressed) = engine
             .save_cmd(image_id)
             .read_stdout(|out| {
-                read_and_compress(out, |c, _| {
-                    cache.remember(c);
-                    Ok(())
-                })
+                read_and_compress(
+                    out,
+                    |d| have.contains_key(d),
+                    |c, _| {
+                        cache.remember(c);
+                        Ok(())
+                    },
+                )
             })
             .map_err(crate::process::PipeError::into_anyhow)
             .with_context(|| format!("reading {local} from the engine"))?;
@@ -274,13 +282,22 @@ fn upload(
     Ok(())
 }
 
-/// One pass over a save stream: each layer compressed into a temporary
-/// file and handed to `each` (with the file); the small files (configs,
-/// manifest.json) returned with the compressions.
+/// One pass over a save stream: each layer whose compressed form the
+/// caller lacks (`have` says which diff_ids it has) compressed into a
+/// temporary file and handed to `each` (with the file); the small files
+/// (configs, manifest.json) returned with the compressions made.
+///
+/// A layer's diff_id is known only once it has been read (the stream names
+/// layers by v1 ids), so each layer is first spilled uncompressed while it
+/// is hashed, and compressed from the spill only when `have` lacks it:
+/// pushing `full` after `base` compresses none of base's layers again,; a
+/// disk copy of a layer costs far less than compressing it.
 fn read_and_compress(
     input: &mut dyn Read,
+    have: impl Fn(&str) -> bool,
     mut each: impl FnMut(&Compressed, &std::fs::File) -> anyhow::Result<()>,
 ) -> anyhow::Result<(Vec<Vec<u8>>, Vec<Compressed>)> {
+    use std::io::{Seek as _, Write as _};
     let mut small = Vec::new();
     let mut done = Vec::new();
     let mut outer = tar::Archive::new(input);
@@ -299,9 +316,24 @@ fn read_and_compress(
         let size = entry.size();
         let mut entry = BufReader::with_capacity(256 << 10, entry);
         if crate::normalize::is_layer_file(&name, &mut entry)? {
+            let mut spill = tempfile::tempfile().context("creating a file for a layer")?;
+            let mut tee =
+                compress::Hashing::new(std::io::BufWriter::with_capacity(256 << 10, &mut spill));
+            std::io::copy(&mut entry, &mut tee)
+                .with_context(|| format!("reading {name} of the save stream"))?;
+            let (diff_id, mut writer) = tee.finish();
+            writer.flush()?;
+            drop(writer);
+            if have(&diff_id) {
+                continue;
+            }
+            spill.rewind()?;
             let file = tempfile::tempfile().context("creating a file for a compressed layer")?;
-            let c = compress::gzip(&mut entry, std::io::BufWriter::new(&file))
-                .with_context(|| format!("compressing {name} of the save stream"))?;
+            let c = compress::gzip(
+                BufReader::with_capacity(256 << 10, &spill),
+                std::io::BufWriter::new(&file),
+            )
+            .with_context(|| format!("compressing {name} of the save stream"))?;
             each(&c, &file)?;
             done.push(c);
         } else if size <= 64 << 20 {
@@ -347,12 +379,16 @@ mod tests {
             "2026-12-01T19:00:00Z",
         );
         let mut seen = Vec::new();
-        let (small, done) = read_and_compress(&mut stream.as_slice(), |c, file| {
-            let mut gz = Vec::new();
-            std::io::Read::read_to_end(&mut &*file, &mut gz).ok();
-            seen.push(c.clone());
-            Ok(())
-        })
+        let (small, done) = read_and_compress(
+            &mut stream.as_slice(),
+            |_| false,
+            |c, file| {
+                let mut gz = Vec::new();
+                std::io::Read::read_to_end(&mut &*file, &mut gz).ok();
+                seen.push(c.clone());
+                Ok(())
+            },
+        )
         .unwrap();
         assert_eq!(done, seen);
         assert_eq!(done.len(), 1);
@@ -370,5 +406,31 @@ mod tests {
             small.iter().any(|s| s.starts_with(b"{\"architecture\"")),
             "{small:?}"
         );
+    }
+
+    #[test]
+    fn a_layer_the_caller_has_is_read_past_not_compressed() {
+        use crate::normalize::tests::{file, layer, save_stream};
+        let (a, b) = (layer(&[file("a", "x\n")]), layer(&[file("b", "y\n")]));
+        let stream = save_stream(&[a.clone(), b.clone()], "2026-12-01T19:00:00Z");
+        let known = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&b)));
+        let mut seen = Vec::new();
+        let (small, done) = read_and_compress(
+            &mut stream.as_slice(),
+            |d| d == known,
+            |c, _| {
+                seen.push(c.diff_id.clone());
+                Ok(())
+            },
+        )
+        .unwrap();
+        let first = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&a)));
+        assert_eq!(seen, std::slice::from_ref(&first));
+        assert_eq!(
+            done.iter().map(|c| &c.diff_id).collect::<Vec<_>>(),
+            [&first]
+        );
+        // The config is still read from the stream.
+        assert!(small.iter().any(|s| s.starts_with(b"{\"architecture\"")));
     }
 }
