@@ -68,38 +68,7 @@ pub fn read_files(
                 jsons.insert(name, bytes);
             }
             tar::EntryType::Regular if name.ends_with(".tar") || name.starts_with("blobs/") => {
-                let mut inner = tar::Archive::new(&mut entry);
-                let mut seen = BTreeMap::new();
-                // A blob that is not a tar (an OCI layout's config) reads
-                // as an error here, and holds nothing wanted.
-                if let Ok(entries) = inner.entries() {
-                    for e in entries {
-                        let Ok(mut e) = e else { break };
-                        let path = String::from_utf8_lossy(&e.path_bytes())
-                            .trim_start_matches("./")
-                            .trim_start_matches('/')
-                            .to_string();
-                        let (dir, base) = path.rsplit_once('/').unwrap_or(("", path.as_str()));
-                        if let Some(deleted) = base.strip_prefix(".wh.") {
-                            let full = if dir.is_empty() {
-                                deleted.to_string()
-                            } else {
-                                format!("{dir}/{deleted}")
-                            };
-                            if wanted.contains(&full.as_str()) {
-                                seen.insert(full, Seen::Deleted);
-                            }
-                        } else if wanted.contains(&path.as_str())
-                            && e.header().entry_type().is_file()
-                            && e.size() <= WANTED_LIMIT
-                        {
-                            let mut bytes = Vec::new();
-                            e.read_to_end(&mut bytes)
-                                .map_err(|err| bad(err.to_string()))?;
-                            seen.insert(path, Seen::File(bytes));
-                        }
-                    }
-                }
+                let seen = scan_layer(&mut entry, wanted, &bad)?;
                 std::io::copy(&mut entry, &mut std::io::sink()).map_err(|e| bad(e.to_string()))?;
                 by_layer.insert(name, seen);
             }
@@ -141,18 +110,91 @@ pub fn read_files(
                 "layer {name} named by manifest.json is not in the stream"
             ))
         })?;
-        for (path, s) in seen {
-            match s {
-                Seen::File(bytes) => {
-                    files.insert(path.clone(), bytes.clone());
+        apply(&mut files, seen);
+    }
+    Ok(ImageFiles { files, config })
+}
+
+/// What one layer (an uncompressed tar) says about each wanted path. A
+/// stream that is not a tar (an OCI layout's config, a synthetic layer)
+/// reads as an error here, and holds nothing wanted.
+fn scan_layer(
+    input: &mut dyn Read,
+    wanted: &[&str],
+    bad: &dyn Fn(String) -> AttestError,
+) -> Result<BTreeMap<String, Seen>, AttestError> {
+    let mut inner = tar::Archive::new(input);
+    let mut seen = BTreeMap::new();
+    if let Ok(entries) = inner.entries() {
+        for e in entries {
+            let Ok(mut e) = e else { break };
+            let path = String::from_utf8_lossy(&e.path_bytes())
+                .trim_start_matches("./")
+                .trim_start_matches('/')
+                .to_string();
+            let (dir, base) = path.rsplit_once('/').unwrap_or(("", path.as_str()));
+            if let Some(deleted) = base.strip_prefix(".wh.") {
+                let full = if dir.is_empty() {
+                    deleted.to_string()
+                } else {
+                    format!("{dir}/{deleted}")
+                };
+                if wanted.contains(&full.as_str()) {
+                    seen.insert(full, Seen::Deleted);
                 }
-                Seen::Deleted => {
-                    files.remove(path);
-                }
+            } else if wanted.contains(&path.as_str())
+                && e.header().entry_type().is_file()
+                && e.size() <= WANTED_LIMIT
+            {
+                let mut bytes = Vec::new();
+                e.read_to_end(&mut bytes)
+                    .map_err(|err| bad(err.to_string()))?;
+                seen.insert(path, Seen::File(bytes));
             }
         }
     }
-    Ok(ImageFiles { files, config })
+    Ok(seen)
+}
+
+fn apply(files: &mut BTreeMap<String, Vec<u8>>, seen: &BTreeMap<String, Seen>) {
+    for (path, s) in seen {
+        match s {
+            Seen::File(bytes) => {
+                files.insert(path.clone(), bytes.clone());
+            }
+            Seen::Deleted => {
+                files.remove(path);
+            }
+        }
+    }
+}
+
+/// The final contents of `wanted` in an image given as its layer blobs,
+/// bottom first, each with its media type (as a registry serves them:
+/// `…tar`, `…tar+gzip` / `…tar.gzip`). A layer that does not read as a
+/// (compressed) tar holds nothing wanted.
+pub fn read_layers(
+    image: &str,
+    layers: &[(String, Vec<u8>)],
+    wanted: &[&str],
+) -> Result<BTreeMap<String, Vec<u8>>, AttestError> {
+    let bad = |detail: String| AttestError::Malformed {
+        what: format!("the layers of {image}"),
+        detail,
+    };
+    let mut files = BTreeMap::new();
+    for (media_type, bytes) in layers {
+        let seen = if media_type.ends_with("gzip") {
+            let mut gz = flate2::read::GzDecoder::new(bytes.as_slice());
+            scan_layer(&mut gz, wanted, &bad).unwrap_or_default()
+        } else if media_type.ends_with("zstd") {
+            return Err(bad(format!("{media_type}: zstd layers are not read")));
+        } else {
+            scan_layer(&mut bytes.as_slice(), wanted, &bad).unwrap_or_default()
+        };
+        apply(&mut files, &seen);
+    }
+    Ok(files)
 }
 
 #[cfg(test)]

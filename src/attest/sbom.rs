@@ -4,6 +4,7 @@
 //! bytes (packages sorted, the document's namespace and time derived from
 //! the image, not from the clock or a random id).
 
+use super::AttestError;
 use super::dpkg::{Distro, Package};
 use serde_json::json;
 
@@ -188,8 +189,6 @@ pub fn of_local_image(
     let info = engine
         .inspect(reference)?
         .with_context(|| format!("{reference} is not a local image of {}", engine.describe()))?;
-    const STATUS: &str = "var/lib/dpkg/status";
-    const OS_RELEASE: [&str; 2] = ["etc/os-release", "usr/lib/os-release"];
     let read = engine
         .save_cmd(&info.id)
         .read_stdout(|out| {
@@ -197,27 +196,80 @@ pub fn of_local_image(
         })
         .map_err(crate::process::PipeError::into_anyhow)
         .with_context(|| format!("reading {reference} from the engine"))?;
-    let text = |p: &str| {
-        read.files
-            .get(p)
-            .map(|b| String::from_utf8_lossy(b).to_string())
-    };
-    let distro = OS_RELEASE
-        .iter()
-        .find_map(|p| text(p))
-        .and_then(|t| Distro::parse(&t))
+    let distro = distro_of(&read.files)
         .with_context(|| format!("{reference} has no os-release naming its distribution"))?;
-    let packages = super::dpkg::installed(&text(STATUS).unwrap_or_default());
     let subject = Subject {
         name: reference.to_string(),
         digest: info.id.clone(),
         created: spdx_time(read.config["created"].as_str().unwrap_or_default()),
     };
+    Ok(document(
+        &subject,
+        &distro,
+        &read.files,
+        format,
+        tool_version,
+    ))
+}
+
+const STATUS: &str = "var/lib/dpkg/status";
+const OS_RELEASE: [&str; 2] = ["etc/os-release", "usr/lib/os-release"];
+
+fn distro_of(files: &std::collections::BTreeMap<String, Vec<u8>>) -> Option<Distro> {
+    OS_RELEASE
+        .iter()
+        .find_map(|p| files.get(*p))
+        .and_then(|t| Distro::parse(&String::from_utf8_lossy(t)))
+}
+
+fn document(
+    subject: &Subject,
+    distro: &Distro,
+    files: &std::collections::BTreeMap<String, Vec<u8>>,
+    format: Format,
+    tool_version: &str,
+) -> (Vec<u8>, usize) {
+    let status = files
+        .get(STATUS)
+        .map(|b| String::from_utf8_lossy(b).to_string())
+        .unwrap_or_default();
+    let packages = super::dpkg::installed(&status);
     let doc = match format {
-        Format::SpdxJson => spdx(&subject, &distro, &packages, tool_version),
-        Format::CyclonedxJson => cyclonedx(&subject, &distro, &packages, tool_version),
+        Format::SpdxJson => spdx(subject, distro, &packages, tool_version),
+        Format::CyclonedxJson => cyclonedx(subject, distro, &packages, tool_version),
     };
-    Ok((doc, packages.len()))
+    (doc, packages.len())
+}
+
+/// The SPDX SBOM of an image read from its layer blobs (as a registry
+/// serves them, bottom first): what a release attaches. `subject.created`
+/// is the config's `created`, as the build recorded it. An image without
+/// an os-release (a synthetic one) is described with no packages.
+pub fn of_layers(
+    subject: &Subject,
+    layers: &[(String, Vec<u8>)],
+    tool_version: &str,
+) -> Result<(Vec<u8>, usize), AttestError> {
+    let files = super::image_files::read_layers(
+        &subject.name,
+        layers,
+        &[STATUS, OS_RELEASE[0], OS_RELEASE[1]],
+    )?;
+    let distro = distro_of(&files).unwrap_or(Distro {
+        id: "unknown".into(),
+        version_id: String::new(),
+    });
+    let subject = Subject {
+        created: spdx_time(&subject.created),
+        ..subject.clone()
+    };
+    Ok(document(
+        &subject,
+        &distro,
+        &files,
+        Format::SpdxJson,
+        tool_version,
+    ))
 }
 
 #[cfg(test)]

@@ -130,6 +130,48 @@ impl TestResult {
     }
 }
 
+impl TestResult {
+    /// The test result a check record (the image's `dev.sunaba.check`
+    /// label) states: each tool it inventoried is a passed `tool:<name>`
+    /// test, each smoke suite a `smoke:<suite>` test (with its count of
+    /// cases), and the record's verdict is the result. The configuration is
+    /// the smoke suite's digest and the build inputs the check was for.
+    pub(crate) fn of_record(record: &crate::labels::CheckRecord) -> TestResult {
+        let mut passed: Vec<String> = record.tools.keys().map(|t| format!("tool:{t}")).collect();
+        let mut configuration = Vec::new();
+        if let Some(smoke) = &record.smoke {
+            passed.extend(
+                smoke
+                    .suites
+                    .iter()
+                    .map(|(s, n)| format!("smoke:{s} ({n} cases)")),
+            );
+            configuration.push(Resource::sha256("smoke", &smoke.digest));
+        }
+        if let Some(inputs) = &record.inputs {
+            configuration.push(Resource::sha256("inputs", inputs));
+        }
+        let ok = record.passed();
+        let (mut passed, mut failed) = if ok {
+            passed.push("check".into());
+            (passed, Vec::new())
+        } else {
+            (Vec::new(), vec![format!("check: {}", record.status)])
+        };
+        passed.sort();
+        failed.sort();
+        configuration.sort();
+        TestResult {
+            result: if ok { "PASSED" } else { "FAILED" },
+            configuration,
+            url: None,
+            passed_tests: passed,
+            warned_tests: Vec::new(),
+            failed_tests: failed,
+        }
+    }
+}
+
 /// The facts a provenance statement is made of, as the build recorded
 /// them (nothing here is looked up or guessed).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -218,6 +260,28 @@ mod tests {
                 .unwrap()
                 .starts_with(r#"{"_type":"https://in-toto.io/Statement/v1","subject":["#)
         );
+    }
+
+    #[test]
+    fn a_check_record_becomes_a_test_result() {
+        let record: crate::labels::CheckRecord = serde_json::from_str(
+            r#"{"status":"pass","inputs":"sha256:11","tools":{"go":"1.25","bash":"5"},"smoke":{"digest":"sha256:55","suites":{"go":3}}}"#,
+        )
+        .unwrap();
+        let r = TestResult::of_record(&record);
+        assert_eq!(r.result, "PASSED");
+        assert_eq!(
+            r.passed_tests,
+            ["check", "smoke:go (3 cases)", "tool:bash", "tool:go"]
+        );
+        assert_eq!(r.configuration[1].name, "smoke");
+        assert_eq!(r.configuration[1].digest["sha256"], "55");
+        let failed: crate::labels::CheckRecord =
+            serde_json::from_str(r#"{"status":"fail","tools":{"go":"1"}}"#).unwrap();
+        let r = TestResult::of_record(&failed);
+        assert_eq!(r.result, "FAILED");
+        assert_eq!(r.failed_tests, ["check: fail"]);
+        assert!(r.passed_tests.is_empty());
     }
 
     #[test]

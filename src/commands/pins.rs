@@ -4,6 +4,7 @@
 use super::context::{Context, PinsOptions, RegistryOptions};
 use crate::exit;
 use crate::pins::PinsFile;
+use crate::pins::attestations;
 use crate::pins::verify::{self, Severity};
 use anyhow::Context as _;
 
@@ -57,6 +58,11 @@ pub(crate) struct VerifyArgs {
     pub platform: Vec<String>,
     #[arg(long)]
     pub json: bool,
+    /// Also verify every pin's signed attestations (OCI referrers: a
+    /// signature, provenance, test result and SBOM) with the SPKI PEM
+    /// public key in PUB.
+    #[arg(long, value_name = "PUB")]
+    pub key: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub build: crate::build::BuildOptions,
     #[command(flatten)]
@@ -116,6 +122,13 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
     let (file, text) = load(&path)?;
     let source = ctx.image_source(&args.registry)?;
     let mut findings = verify::verify(&file, &text, &path, &specs, &source);
+    if let Some(key) = &args.key {
+        let key = crate::attest::PublicKey::load(key)?;
+        let (client, rt) = (ctx.registry(&args.registry)?, super::context::runtime()?);
+        for (alias, pin) in &file.images {
+            findings.extend(attestations::verify_pin(&client, &rt, alias, pin, &key));
+        }
+    }
     let verdicts = match args.rebuild {
         true => rebuild(ctx, &args, &file, &specs)?,
         false => Vec::new(),

@@ -40,6 +40,15 @@ pub(crate) struct Args {
     /// it wrote). Immutable tags stay; nothing is deleted.
     #[arg(long, value_name = "ID")]
     pub rollback: Option<String>,
+    /// Sign an SBOM, provenance, test result and signature of every
+    /// released image with the PKCS#8 PEM private key in FILE, attached as
+    /// OCI referrers (without a key, nothing is attached).
+    #[arg(long, value_name = "FILE", conflicts_with = "signing_key_env")]
+    pub signing_key: Option<PathBuf>,
+    /// As --signing-key, the PEM read from the environment variable NAME
+    /// (a CI secret).
+    #[arg(long, value_name = "NAME")]
+    pub signing_key_env: Option<String>,
     /// Write the release notes (Markdown) to FILE instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub notes: Option<PathBuf>,
@@ -64,6 +73,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let client = ctx.registry(&args.registry)?;
     let rt = super::context::runtime()?;
     let progress = |line: String| eprintln!("release: {line}");
+    let key = signing_key(&args)?;
     // One release at a time on this machine.
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let _lock = FileLock::acquire(&dir.join("release")).context("locking the releases")?;
@@ -72,6 +82,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         rt: &rt,
         engine,
         pins_path: &pins_path,
+        key: key.as_ref(),
         progress: &progress,
     };
     if let Some(id) = &args.rollback {
@@ -97,15 +108,27 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     };
     let plan = on.plan(&family, &specs, &variants, engine.as_deref())?;
     if !args.write || plan.is_noop() {
-        return show_plan(&plan, &args);
+        return show_plan(&plan, &args, key.as_ref());
     }
-    let mut journal = Journal::start(&dir, plan)?;
+    let hint = key.as_ref().map(|k| k.public().hint());
+    let mut journal = Journal::start(&dir, plan, hint)?;
     progress(format!(
         "{} planned ({})",
         journal.id,
         journal.path().display()
     ));
     finish(&releaser(engine.as_deref()), &mut journal, &args)
+}
+
+/// The signing key the options name, if any.
+fn signing_key(args: &Args) -> anyhow::Result<Option<crate::attest::PrivateKey>> {
+    let source = match (&args.signing_key, &args.signing_key_env) {
+        (Some(path), _) => crate::attest::KeySource::File(path.clone()),
+        (None, Some(name)) => crate::attest::KeySource::Env(name.clone()),
+        (None, None) => return Ok(None),
+    };
+    let key = crate::attest::PrivateKey::load(&source).context("reading the signing key")?;
+    Ok(Some(key))
 }
 
 /// What planning a release reads from.
@@ -171,7 +194,7 @@ fn print_rollback(id: &str, done: &[String]) -> exit::Result {
 }
 
 /// A dry run (the plan, its notes, `--json`), or a plan with nothing to do.
-fn show_plan(plan: &Plan, args: &Args) -> exit::Result {
+fn show_plan(plan: &Plan, args: &Args, key: Option<&crate::attest::PrivateKey>) -> exit::Result {
     let text = notes::markdown(plan, &Default::default());
     if args.output.github() {
         crate::github::summary(&text).context("writing the step summary")?;
@@ -187,6 +210,13 @@ fn show_plan(plan: &Plan, args: &Args) -> exit::Result {
         return super::write_json(plan);
     }
     print_plan(plan)?;
+    match key {
+        Some(k) => outln!(
+            "attestations: signed with key {} (SBOM, provenance, test result, signature per image)",
+            k.public().hint()
+        )?,
+        None => outln!("attestations: none (no --signing-key)")?,
+    }
     outln!("dry run: pass --write to publish")?;
     Ok(())
 }

@@ -223,6 +223,7 @@ mod tests {
                 ("gofmt".to_string(), "present".to_string()),
             ]
             .into(),
+            referrers: Default::default(),
         };
         PinsFile {
             images: [("python".to_string(), pin)].into(),

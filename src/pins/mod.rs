@@ -3,6 +3,7 @@
 //! and writing the file is `file`; planning, verifying and the next version
 //! are the submodules of the same names.
 
+pub mod attestations;
 mod file;
 pub mod next;
 pub mod plan;
@@ -39,6 +40,12 @@ pub struct Pin {
     pub platforms: BTreeMap<Platform, Digest>,
     /// Tool -> version, from the image's check record.
     pub tools: Inventory,
+    /// The signed referrers a release attached (issue 19): subject (the
+    /// index or a platform image) -> its referrer manifests' digests, in
+    /// the order attached. Absent when none were (an unsigned release, a
+    /// pin made by `pin`), so pins files from before still load.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub referrers: BTreeMap<Digest, Vec<Digest>>,
 }
 
 impl Pin {
@@ -94,6 +101,7 @@ mod tests {
                 .map(|(p, c)| (p.parse().unwrap(), d(*c)))
                 .collect(),
             tools: Default::default(),
+            referrers: Default::default(),
         };
         let two = pin(&[("linux/amd64", 'a'), ("linux/arm64", 'b')]);
         assert_eq!(

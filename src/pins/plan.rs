@@ -405,6 +405,7 @@ fn plan_alias(
             digest: inspected.digest.clone(),
             platforms: inspected.platforms(),
             tools: inventory,
+            referrers: Default::default(),
         };
         return Ok(Step {
             alias: alias.clone(),
@@ -530,6 +531,7 @@ pub(crate) mod tests {
             digest: i.digest.clone(),
             platforms: i.platforms(),
             tools: policy::gate(labels, "python", &[], &[]).unwrap(),
+            referrers: Default::default(),
         }
     }
 

@@ -11,6 +11,7 @@
 //!   limit, state);
 //! - `manifest.rs`, `index.rs`, `config.rs`, `resolve.rs`, `tags.rs`: what
 //!   is asked of a registry, on top of the client;
+//! - `referrers.rs`: OCI 1.1 referrers (the API, the fallback tag);
 //! - `blob.rs`, `push.rs`: what is written — blobs (HEAD first, upload,
 //!   cross-repository mount) and manifests (exact bytes, digest checked);
 //! - `assemble.rs`: an index from platform images already in a repository,
@@ -57,6 +58,7 @@ mod manifest;
 #[cfg(test)]
 mod proptests;
 mod push;
+mod referrers;
 mod resolve;
 mod tags;
 mod transport;
@@ -72,6 +74,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use host::{api_host, is_loopback};
 pub(crate) use index::Index;
 pub use manifest::{Manifest, ManifestCheck};
+pub use referrers::{fallback_reference, fallback_tag};
 pub use resolve::{ResolveOptions, Resolved};
 pub use transport::credentials::{self, CredentialStore};
 pub use transport::retry::RetryPolicy;
@@ -85,6 +88,8 @@ pub mod media_type {
     pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
     pub const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
     pub const DOCKER_CONFIG: &str = "application/vnd.docker.container.image.v1+json";
+    /// The empty descriptor's type (OCI image-spec 1.1): an artifact's config.
+    pub const OCI_EMPTY: &str = "application/vnd.oci.empty.v1+json";
 
     pub fn is_index(mt: &str) -> bool {
         mt == OCI_INDEX || mt == DOCKER_LIST

@@ -23,6 +23,21 @@ impl Client {
         media_type: &str,
         bytes: Bytes,
     ) -> Result<Digest> {
+        Ok(self
+            .put_manifest_answered(reference, media_type, bytes)
+            .await?
+            .0)
+    }
+
+    /// [`Client::put_manifest`], also telling whether the registry answered
+    /// with an `OCI-Subject` header: it processed the manifest's `subject`
+    /// (OCI distribution 1.1), so no referrers tag needs maintaining.
+    pub async fn put_manifest_answered(
+        &self,
+        reference: &Reference,
+        media_type: &str,
+        bytes: Bytes,
+    ) -> Result<(Digest, bool)> {
         let context = reference.to_string();
         let registry = reference.registry();
         let sent = Digest::sha256(&bytes);
@@ -67,6 +82,7 @@ impl Client {
             let status = resp.status.as_u16();
             return Err(Error::status(&context, registry, status, &resp.body));
         }
+        let subject = resp.header("oci-subject").is_some();
         match resp.header("docker-content-digest") {
             Some(answered) => {
                 let matches = answered
@@ -93,7 +109,7 @@ impl Client {
                 }
             }
         }
-        Ok(sent)
+        Ok((sent, subject))
     }
 }
 

@@ -31,6 +31,9 @@ pub(crate) enum Step {
     Verified,
     /// Every release tag points at its image.
     Promoted,
+    /// Every released image has its signed referrers (or the release was
+    /// planned without a signing key).
+    Attached,
     /// image_pins.json is written: the release is done.
     Pinned,
     /// `--rollback` put the moving tags back.
@@ -88,6 +91,14 @@ pub(crate) struct Journal {
     pub tags: Vec<TagWrite>,
     /// Why the last run stopped, when it failed.
     pub failure: Option<String>,
+    /// The hint of the key the release signs with (`None`: it attaches
+    /// nothing). The key itself is never journaled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_key: Option<String>,
+    /// Subject (an image or index digest) -> the referrers attached to it,
+    /// once they are uploaded and listed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attached: BTreeMap<Digest, super::attach::Subject>,
     #[serde(skip)]
     path: PathBuf,
 }
@@ -132,6 +143,8 @@ impl Journal {
             staged: BTreeMap::new(),
             tags,
             failure: None,
+            signing_key: None,
+            attached: BTreeMap::new(),
         }
     }
 
@@ -220,7 +233,11 @@ impl Journal {
     /// The journal of a new release of `plan`, saved before anything is
     /// written. A release that wrote tags and did not finish comes first:
     /// resumed or rolled back.
-    pub(crate) fn start(dir: &Path, plan: Plan) -> anyhow::Result<Journal> {
+    pub(crate) fn start(
+        dir: &Path,
+        plan: Plan,
+        signing_key: Option<String>,
+    ) -> anyhow::Result<Journal> {
         let unfinished = unfinished(dir);
         if !unfinished.is_empty() {
             anyhow::bail!(
@@ -230,7 +247,8 @@ impl Journal {
             );
         }
         let created = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        let journal = Journal::new(dir, plan, created);
+        let mut journal = Journal::new(dir, plan, created);
+        journal.signing_key = signing_key;
         journal.save()?;
         Ok(journal)
     }

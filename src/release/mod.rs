@@ -42,6 +42,7 @@
 //! variant name can start with, so neither `pin` nor the moving-tag rules
 //! ever read a staging tag as a release.
 
+pub(crate) mod attach;
 pub(crate) mod compress;
 pub(crate) mod gather;
 pub(crate) mod journal;

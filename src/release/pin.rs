@@ -27,6 +27,13 @@ pub(crate) fn pins_of(journal: &Journal) -> anyhow::Result<BTreeMap<String, Pin>
         } else {
             staged.platforms.clone()
         };
+        let mut referrers = BTreeMap::new();
+        for (subject, _) in super::attach::subjects(staged) {
+            if let Some(a) = journal.attached.get(&subject) {
+                let digests = a.referrers.iter().map(|r| r.digest.clone()).collect();
+                referrers.insert(subject, digests);
+            }
+        }
         let pin = Pin {
             repository: journal.plan.repository.clone(),
             tag: v.immutable.clone(),
@@ -34,6 +41,7 @@ pub(crate) fn pins_of(journal: &Journal) -> anyhow::Result<BTreeMap<String, Pin>
             digest,
             platforms,
             tools: v.tools.clone(),
+            referrers,
         };
         for alias in &v.aliases {
             pins.insert(alias.clone(), pin.clone());

@@ -404,6 +404,7 @@ mod tests {
                     .iter()
                     .map(|(t, v)| (t.to_string(), v.to_string()))
                     .collect(),
+                referrers: BTreeMap::new(),
             },
             inputs: Some(inputs.into()),
         }

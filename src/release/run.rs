@@ -7,7 +7,7 @@
 
 use super::journal::{Journal, Step};
 use super::stage::Stager;
-use super::{pin, promote};
+use super::{attach, pin, promote};
 use crate::engine::Engine;
 use crate::registry::{Client, Repository};
 use anyhow::Context as _;
@@ -20,6 +20,9 @@ pub(crate) struct Releaser<'a> {
     /// For an engine source; `None` when every image comes from a registry.
     pub engine: Option<&'a dyn Engine>,
     pub pins_path: &'a Path,
+    /// The key to sign attestations with; must be the journal's
+    /// (`signing_key`) when it has one.
+    pub key: Option<&'a crate::attest::PrivateKey>,
     /// One line per thing done, for people.
     pub progress: &'a (dyn Fn(String) + Sync),
 }
@@ -80,6 +83,11 @@ impl Releaser<'_> {
             journal.step = Step::Promoted;
             journal.save()?;
         }
+        if journal.step < Step::Attached {
+            self.attach(&repo, journal)?;
+            journal.step = Step::Attached;
+            journal.save()?;
+        }
         if journal.step < Step::Pinned {
             if pin::write(journal, self.pins_path)? {
                 (self.progress)(format!("wrote {}", self.pins_path.display()));
@@ -88,6 +96,34 @@ impl Releaser<'_> {
             journal.save()?;
         }
         Ok(())
+    }
+
+    /// The attach step: nothing without a signing key; with one, the
+    /// journal's key and no other.
+    fn attach(&self, repo: &Repository, journal: &mut Journal) -> anyhow::Result<()> {
+        let Some(hint) = journal.signing_key.clone() else {
+            return Ok(());
+        };
+        let key = self.key.with_context(|| {
+            format!(
+                "release {} signs with the key {hint}; pass it (--signing-key or \
+                 --signing-key-env) to resume",
+                journal.id
+            )
+        })?;
+        if key.public().hint() != hint {
+            anyhow::bail!(
+                "release {} signs with the key {hint}, not {}; resume it with that key",
+                journal.id,
+                key.public().hint()
+            );
+        }
+        let attacher = attach::Attacher {
+            client: self.client,
+            repo,
+            key,
+        };
+        attach::attach_all(&attacher, self.rt, journal, self.progress)
     }
 
     /// Puts the journal's moving tags back where they were, and the pins
@@ -205,6 +241,7 @@ mod tests {
             rt: &rt,
             engine: None,
             pins_path: &pins_path,
+            key: None,
             progress: &|_| {},
         };
         releaser.carry_out(&mut journal).unwrap();
@@ -281,6 +318,7 @@ mod tests {
             rt: &rt,
             engine: None,
             pins_path: &pins_path,
+            key: None,
             progress: &|_| {},
         };
         let err = format!("{:#}", releaser.carry_out(&mut journal).unwrap_err());

@@ -1,0 +1,407 @@
+//! The attach step (issue 19): signed statements about every released
+//! image, uploaded as OCI 1.1 referrers after promotion and before pins.
+//!
+//! # What is attached
+//!
+//! For each platform image a release publishes (the image itself for a
+//! single-platform variant, each platform's stamped image of an index):
+//! - an **image signature** (predicate `https://sigstore.dev/cosign/sign/v1`,
+//!   an empty predicate: the statement's subject is what is signed);
+//! - **SLSA v1 provenance**, from facts the build recorded on the image
+//!   (its `org.opencontainers.image.*` and `dev.sunaba.*` labels: source,
+//!   revision, base by digest, build inputs) and the release (variant,
+//!   platform, the source image, the release id as invocation id);
+//! - the **test result** its check record label states (`TestResult::of_record`);
+//! - an **SPDX 2.3 SBOM** read from the pushed image's layers in the
+//!   registry (dpkg's status and os-release), as `sbom` does from the engine.
+//!
+//! For an index (a multi-platform variant), also a signature and a
+//! provenance of the index itself. Each statement is an in-toto Statement
+//! v1 in a DSSE envelope (ECDSA P-256), wrapped as a Sigstore bundle v0.3:
+//! one referrer manifest per bundle (`attest::referrer`).
+//!
+//! # How, and why so
+//! - **The pinned digests never change**: the referrers point at the
+//!   images (`subject`); no index or image is rewritten (buildx's
+//!   in-index attestations do change the index digest).
+//! - **Deterministic**: statements carry only recorded facts (no clock),
+//!   RFC 6979 signatures are a function of key and payload, so the same
+//!   release gives the same referrer digests — which is what makes a
+//!   resumed attach idempotent.
+//! - **The fallback tag**: a registry that answers a referrer's PUT
+//!   without `OCI-Subject` has no referrers API (Debian's docker-registry
+//!   2.8 never has), so the subject's `sha256-<hex>` tag is read, the new
+//!   entries merged in (by digest: never listed twice; others' entries
+//!   kept) and written back, each entry with its `artifactType` and
+//!   annotations (what sigstore/cosign#4641 lost).
+//! - **Resumable**: the journal records each subject once its referrers
+//!   are uploaded *and* listed; a resumed release skips those and redoes
+//!   the rest, whose PUTs write the same bytes again and whose merge adds
+//!   nothing already listed. The key is not journaled, its hint is: a
+//!   resume must be given the same key.
+
+use super::journal::{Journal, Staged};
+use super::plan::{Planned, Source};
+use crate::attest::statement::{self, BuildFacts, Resource, TestResult};
+use crate::attest::{Bundle, PrivateKey, dsse, referrer};
+use crate::labels;
+use crate::registry::{
+    Client, Digest, ErrorKind, Reference, Repository, fallback_reference, media_type as mt,
+};
+use anyhow::Context as _;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// A referrer the release attached to one subject.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Attached {
+    pub digest: Digest,
+    pub predicate_type: String,
+}
+
+/// What the journal records of a subject once attached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Subject {
+    pub variant: String,
+    pub referrers: Vec<Attached>,
+    /// Whether they were listed through the fallback tag (the registry
+    /// answered without `OCI-Subject`).
+    pub fallback: bool,
+}
+
+/// The largest layer read for the SBOM.
+const MAX_LAYER: usize = crate::registry::MAX_COPIED_BLOB;
+
+/// What attaching talks to.
+pub(crate) struct Attacher<'a> {
+    pub client: &'a Client,
+    pub repo: &'a Repository,
+    pub key: &'a PrivateKey,
+}
+
+/// The subjects of a variant's staged image: each platform image (the
+/// image itself when single-platform), then the index, if any.
+pub(crate) fn subjects(staged: &Staged) -> Vec<(Digest, bool)> {
+    if staged.platforms.is_empty() {
+        return vec![(staged.digest.clone(), false)];
+    }
+    let mut out: Vec<(Digest, bool)> = staged
+        .platforms
+        .values()
+        .map(|d| (d.clone(), false))
+        .collect();
+    out.push((staged.digest.clone(), true));
+    out
+}
+
+/// Attaches what the journal has not yet recorded as attached, saving the
+/// journal after every subject.
+pub(crate) fn attach_all(
+    attacher: &Attacher,
+    rt: &tokio::runtime::Runtime,
+    journal: &mut Journal,
+    progress: &(dyn Fn(String) + Sync),
+) -> anyhow::Result<()> {
+    for planned in journal.plan.variants.clone() {
+        let staged = journal
+            .staged
+            .get(&planned.variant)
+            .with_context(|| format!("{} is not staged", planned.variant))?
+            .clone();
+        for (subject, is_index) in subjects(&staged) {
+            if journal.attached.contains_key(&subject) {
+                continue;
+            }
+            let done = rt
+                .block_on(attacher.attach(&planned, &staged, &subject, is_index, &journal.id))
+                .with_context(|| format!("attaching to {} ({subject})", planned.variant))?;
+            progress(format!(
+                "attached {} referrer(s) to {} {}{}",
+                done.referrers.len(),
+                planned.variant,
+                subject,
+                if done.fallback {
+                    " (listed in its sha256-<hex> tag)"
+                } else {
+                    ""
+                }
+            ));
+            journal.attached.insert(subject, done);
+            journal.save()?;
+        }
+    }
+    Ok(())
+}
+
+impl Attacher<'_> {
+    async fn attach(
+        &self,
+        planned: &Planned,
+        staged: &Staged,
+        subject: &Digest,
+        is_index: bool,
+        invocation: &str,
+    ) -> anyhow::Result<Subject> {
+        let reference = Reference::in_repo(self.repo, subject.clone());
+        let manifest = self.client.fetch_manifest(&reference).await?;
+        let descriptor = referrer::Descriptor {
+            media_type: manifest.media_type.clone(),
+            digest: subject.to_string(),
+            size: manifest.bytes.len() as u64,
+            artifact_type: None,
+            annotations: Default::default(),
+        };
+        let statements = if is_index {
+            self.of_index(planned, staged, subject, invocation)
+        } else {
+            self.of_image(planned, &reference, &manifest, invocation)
+                .await?
+        };
+        let empty = Digest::sha256(referrer::EMPTY_JSON);
+        if self.client.blob_size(self.repo, &empty).await?.is_none() {
+            self.client
+                .upload_blob(self.repo, Bytes::from_static(referrer::EMPTY_JSON))
+                .await?;
+        }
+        let mut referrers = Vec::new();
+        let mut entries = Vec::new();
+        let mut fallback = false;
+        for (predicate_type, payload) in statements {
+            let bundle = Bundle::sign(dsse::IN_TOTO, &payload, self.key).to_json();
+            let bundle_digest = Digest::sha256(&bundle);
+            if self
+                .client
+                .blob_size(self.repo, &bundle_digest)
+                .await?
+                .is_none()
+            {
+                self.client
+                    .upload_blob(self.repo, Bytes::from(bundle.clone()))
+                    .await?;
+            }
+            let bytes = referrer::manifest(&descriptor, &bundle, predicate_type);
+            let digest = Digest::sha256(&bytes);
+            let (_, answered) = self
+                .client
+                .put_manifest_answered(
+                    &Reference::in_repo(self.repo, digest.clone()),
+                    mt::OCI_MANIFEST,
+                    Bytes::from(bytes.clone()),
+                )
+                .await?;
+            crate::failpoint::hit("release.referrer-answered");
+            fallback |= !answered;
+            entries.push(referrer::entry(&bytes)?);
+            referrers.push(Attached {
+                digest,
+                predicate_type: predicate_type.to_string(),
+            });
+        }
+        if fallback {
+            self.list_in_fallback(subject, &entries).await?;
+        }
+        Ok(Subject {
+            variant: planned.variant.clone(),
+            referrers,
+            fallback,
+        })
+    }
+
+    /// Read-modify-write of the subject's fallback tag.
+    async fn list_in_fallback(
+        &self,
+        subject: &Digest,
+        entries: &[referrer::Descriptor],
+    ) -> anyhow::Result<()> {
+        let tag = fallback_reference(self.repo, subject);
+        let existing = match self.client.fetch_manifest(&tag).await {
+            Ok(m) => Some(m.bytes),
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(index) = referrer::merge(existing.as_deref(), entries)? {
+            self.client
+                .put_manifest(&tag, mt::OCI_INDEX, Bytes::from(index))
+                .await?;
+            crate::failpoint::hit("release.referrers-listed");
+        }
+        Ok(())
+    }
+
+    fn subject_of(&self, digest: &Digest) -> Vec<Resource> {
+        vec![Resource::sha256(self.repo.to_string(), &digest.to_string())]
+    }
+
+    /// Signature, provenance, test result and SBOM of a platform image.
+    async fn of_image(
+        &self,
+        planned: &Planned,
+        reference: &Reference,
+        manifest: &crate::registry::Manifest,
+        invocation: &str,
+    ) -> anyhow::Result<Vec<(&'static str, Vec<u8>)>> {
+        let digest = &manifest.digest;
+        let config = self.client.config_of(reference, manifest).await?;
+        let subject = self.subject_of(digest);
+        let platform = config.platform.normalized().to_string();
+        let facts = facts(planned, &config.labels, &platform, invocation);
+        let record = labels::CheckRecord::from_labels(&config.labels).and_then(Result::ok);
+        let result = match &record {
+            Some(r) => TestResult::of_record(r),
+            None => TestResult {
+                result: "FAILED",
+                configuration: Vec::new(),
+                url: None,
+                passed_tests: Vec::new(),
+                warned_tests: Vec::new(),
+                failed_tests: vec!["check: no readable check record".into()],
+            },
+        };
+        let layers = self.layers(reference, &manifest.bytes).await?;
+        let sbom_subject = crate::attest::sbom::Subject {
+            name: format!("{}@{digest}", self.repo),
+            digest: digest.to_string(),
+            created: config.created.clone().unwrap_or_default(),
+        };
+        let (sbom, _) =
+            crate::attest::sbom::of_layers(&sbom_subject, &layers, env!("CARGO_PKG_VERSION"))?;
+        let sbom: serde_json::Value = serde_json::from_slice(&sbom).expect("our SBOM is JSON");
+        Ok(vec![
+            (
+                referrer::SIGN,
+                statement::statement(&subject, referrer::SIGN, &serde_json::json!({})),
+            ),
+            (
+                statement::PROVENANCE,
+                statement::statement(
+                    &subject,
+                    statement::PROVENANCE,
+                    &statement::provenance(&facts),
+                ),
+            ),
+            (
+                statement::TEST_RESULT,
+                statement::statement(&subject, statement::TEST_RESULT, &result),
+            ),
+            (
+                referrer::SPDX,
+                statement::statement(&subject, referrer::SPDX, &sbom),
+            ),
+        ])
+    }
+
+    /// Signature and provenance of an index (its platforms' own facts are
+    /// in theirs).
+    fn of_index(
+        &self,
+        planned: &Planned,
+        staged: &Staged,
+        digest: &Digest,
+        invocation: &str,
+    ) -> Vec<(&'static str, Vec<u8>)> {
+        let subject = self.subject_of(digest);
+        let platforms: Vec<String> = staged.platforms.keys().map(ToString::to_string).collect();
+        let mut facts = facts(
+            planned,
+            &Default::default(),
+            &platforms.join(","),
+            invocation,
+        );
+        facts.dependencies.extend(
+            staged
+                .platforms
+                .iter()
+                .map(|(p, d)| Resource::sha256(format!("{}@{p}", self.repo), &d.to_string())),
+        );
+        vec![
+            (
+                referrer::SIGN,
+                statement::statement(&subject, referrer::SIGN, &serde_json::json!({})),
+            ),
+            (
+                statement::PROVENANCE,
+                statement::statement(
+                    &subject,
+                    statement::PROVENANCE,
+                    &statement::provenance(&facts),
+                ),
+            ),
+        ]
+    }
+
+    /// The image's layer blobs, bottom first, with their media types.
+    async fn layers(
+        &self,
+        reference: &Reference,
+        manifest: &[u8],
+    ) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Layer {
+            media_type: String,
+            digest: Digest,
+        }
+        #[derive(Deserialize)]
+        struct Layers {
+            layers: Vec<Layer>,
+        }
+        let parsed: Layers = serde_json::from_slice(manifest)
+            .with_context(|| format!("{reference}: the manifest's layers"))?;
+        let mut out = Vec::new();
+        for l in parsed.layers {
+            let bytes = self
+                .client
+                .fetch_blob(self.repo, &l.digest, MAX_LAYER)
+                .await?;
+            out.push((l.media_type, bytes));
+        }
+        Ok(out)
+    }
+}
+
+/// The provenance facts of a variant's image: what its labels recorded
+/// (source, revision, base by digest, build inputs) and what the release
+/// knows (variant, platform, the source image, its id).
+fn facts(
+    planned: &Planned,
+    labels: &std::collections::BTreeMap<String, String>,
+    platform: &str,
+    invocation: &str,
+) -> BuildFacts {
+    let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
+    let mut dependencies = Vec::new();
+    if let Some(base) = labels.get(labels::OCI_BASE_DIGEST) {
+        let name = labels
+            .get(labels::OCI_BASE_NAME)
+            .cloned()
+            .unwrap_or_else(|| "base".into());
+        dependencies.push(Resource::sha256(name, base));
+    }
+    if let Some(inputs) = labels.get(labels::INPUTS) {
+        dependencies.push(Resource::sha256("build inputs", inputs));
+    }
+    match &planned.source {
+        Source::Engine {
+            reference,
+            image_id,
+        } => {
+            dependencies.push(Resource::sha256(reference.clone(), image_id));
+        }
+        Source::Registry { reference } => {
+            if let Some((name, digest)) = reference.rsplit_once('@') {
+                dependencies.push(Resource::sha256(name, digest));
+            }
+        }
+    }
+    BuildFacts {
+        repository: label(labels::OCI_SOURCE),
+        // The build records no git ref (the revision is the commit).
+        git_ref: String::new(),
+        commit: label(labels::OCI_REVISION),
+        variant: planned.variant.clone(),
+        platform: platform.to_string(),
+        dependencies,
+        builder_version: env!("CARGO_PKG_VERSION").to_string(),
+        invocation_id: invocation.to_string(),
+    }
+}
