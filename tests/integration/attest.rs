@@ -20,7 +20,7 @@ use sunaba_images::attest::{Bundle, KeySource, PrivateKey, dsse::IN_TOTO};
 
 /// The provisioned verifiers' directory, as `scripts/verifiers` names it
 /// (it provisions them on first use; the gate runs it before the tests).
-fn verifiers() -> Option<PathBuf> {
+pub fn verifiers() -> Option<PathBuf> {
     let out = Command::new(repo_root().join("scripts/verifiers")).output();
     let dir = match out {
         Ok(o) if o.status.success() => Ok(PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())),
@@ -48,7 +48,7 @@ fn python(
 }
 
 /// Runs both verifiers on `files` with `public_key`: (sigstore, dsse) passed.
-fn verify(tools: &Path, public_key: &Path, files: &[&Path]) -> (bool, bool, String) {
+pub fn verify(tools: &Path, public_key: &Path, files: &[&Path]) -> (bool, bool, String) {
     let sigstore = Command::new("node")
         .arg(repo_root().join("scripts/sigstore-verify.mjs"))
         .arg(tools)

@@ -4,6 +4,7 @@
 //! needed, the real engine and registry that `scripts/dev-env up` provides.
 
 mod assemble;
+mod attach;
 mod attest;
 mod bad_input;
 mod build;

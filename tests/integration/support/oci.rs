@@ -308,6 +308,28 @@ impl Pusher {
         config["config"]["Labels"].clone()
     }
 
+    /// The bytes at `/v2/<repo>/<rest>` (a manifest, any type, or a blob),
+    /// `None` on 404.
+    pub async fn get(&self, repo: &str, rest: &str) -> Option<Vec<u8>> {
+        let accept = [OCI_INDEX, OCI_MANIFEST, DOCKER_MANIFEST].join(", ");
+        let resp = self
+            .http
+            .get(self.url(repo, rest))
+            .header("Accept", accept)
+            .send()
+            .await
+            .unwrap();
+        if resp.status().as_u16() == 404 {
+            return None;
+        }
+        assert!(
+            resp.status().is_success(),
+            "GET {repo}/{rest}: {}",
+            resp.status()
+        );
+        Some(resp.bytes().await.unwrap().to_vec())
+    }
+
     /// Every tag of `repo` (empty when it does not exist).
     pub async fn tags(&self, repo: &str) -> Vec<String> {
         let resp = self

@@ -1,0 +1,425 @@
+//! `release --write --signing-key` (issue 19, attach and verify): every
+//! released image gets a signature, a provenance, a test result and an
+//! SBOM as OCI referrers — on the loopback registry (distribution 2.8, no
+//! referrers API) listed in the `sha256-<hex>` fallback tag — the pinned
+//! digests are those of an unsigned release, `pins verify --key` checks
+//! them (and names each tampering), tools this project did not write
+//! verify the bundles fetched back from the registry, and a release killed
+//! while attaching converges on `--resume` with nothing listed twice.
+
+use crate::release::{Rig, family_aliases, release_tags, variants};
+use crate::support::{self, sha256};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use sunaba_images::attest::statement::{self, Resource};
+use sunaba_images::attest::{Bundle, PrivateKey, dsse::IN_TOTO, referrer};
+
+const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+
+/// A key pair in the project: `release.key` (0600) and `release.pub`.
+fn keys(rig: &Rig) -> (PrivateKey, PathBuf, PathBuf) {
+    let key = PrivateKey::generate();
+    let private = rig.project.path().join("release.key");
+    key.save(&private, false).unwrap();
+    let public = rig.project.path().join("release.pub");
+    std::fs::write(&public, key.public().to_pem()).unwrap();
+    (key, private, public)
+}
+
+fn pins(rig: &Rig) -> Value {
+    serde_json::from_str(&rig.pins_text()).unwrap()
+}
+
+/// The fallback index of `subject` in the release repository.
+fn fallback(rig: &Rig, subject: &str) -> Option<Vec<u8>> {
+    let tag = subject.replace(':', "-");
+    let p = &rig.pusher;
+    p.wait(p.get(&rig.repo, &format!("manifests/{tag}")))
+}
+
+fn entries(index: &[u8]) -> Vec<Value> {
+    let doc: Value = serde_json::from_slice(index).unwrap();
+    doc["manifests"].as_array().unwrap().clone()
+}
+
+/// `pins verify --key PUB`: its exit status and stdout.
+fn verify(rig: &Rig, public: &Path, status: i32) -> String {
+    rig.cli()
+        .args(["pins", "verify", "--key", public.to_str().unwrap()])
+        .status(status)
+        .stdout_free("checked below")
+        .stderr_may(r"pins verify: .*")
+        .run()
+        .stdout()
+        .to_string()
+}
+
+/// The pins without their referrers, the release namespace made neutral.
+fn digests_of(rig: &Rig) -> Value {
+    let mut p = pins(rig);
+    for pin in p["images"].as_object_mut().unwrap().values_mut() {
+        pin.as_object_mut().unwrap().remove("referrers");
+    }
+    let text = p
+        .to_string()
+        .replace(&rig.ns, "NS")
+        .replace(&rig.proxy.authority(), "PROXY");
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests_as_unsigned() {
+    let Some(unsigned) = Rig::new("attach-unsigned") else {
+        return;
+    };
+    let rig = Rig::new("attach").unwrap();
+    for r in [&unsigned, &rig] {
+        r.push_family("v1", &[]);
+    }
+    let (key, private, public) = keys(&rig);
+    let dry = unsigned.release(&[]).stdout_free("the plan").run();
+    assert!(
+        dry.stdout()
+            .contains("attestations: none (no --signing-key)\n"),
+        "{}",
+        dry.stdout()
+    );
+    unsigned.release(&["--write", "--notes", "notes.md"]).run();
+    let dry = rig
+        .release(&["--signing-key", private.to_str().unwrap()])
+        .stdout_free("the plan")
+        .run();
+    assert!(
+        dry.stdout().contains(&format!(
+            "attestations: signed with key {}",
+            key.public().hint()
+        )),
+        "{}",
+        dry.stdout()
+    );
+    rig.release(&[
+        "--write",
+        "--notes",
+        "notes.md",
+        "--signing-key",
+        private.to_str().unwrap(),
+    ])
+    .run();
+    let (_, journal) = rig.journal();
+    assert_eq!(journal["step"], "pinned");
+    assert_eq!(
+        journal["attached"].as_object().unwrap().len(),
+        variants().len(),
+        "one subject a single-platform variant"
+    );
+    // Attaching changed no pinned digest: the pins are the unsigned
+    // release's, plus the referrers.
+    assert_eq!(digests_of(&rig), digests_of(&unsigned));
+    assert!(unsigned.pins_text().find("referrers").is_none());
+    let ok = verify(&rig, &public, 0);
+    assert_eq!(
+        ok,
+        format!(
+            "ok: {} alias(es) pinned and verified in image_pins.json\n",
+            family_aliases()
+        )
+    );
+
+    // Every subject's fallback index lists exactly its pinned referrers,
+    // each with its artifactType and annotations; their bundles, fetched
+    // back by digest, verify with tools this project did not write.
+    let dir = tempfile::tempdir().unwrap();
+    let mut bundles = Vec::new();
+    let p = &rig.pusher;
+    for pin in pins(&rig)["images"].as_object().unwrap().values() {
+        for (subject, referrers) in pin["referrers"].as_object().unwrap() {
+            let listed = entries(&fallback(&rig, subject).unwrap());
+            let digests: Vec<&str> = listed
+                .iter()
+                .map(|e| e["digest"].as_str().unwrap())
+                .collect();
+            let pinned: Vec<&str> = referrers
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_str().unwrap())
+                .collect();
+            assert_eq!(digests, pinned, "{subject}");
+            let types: Vec<&str> = listed
+                .iter()
+                .map(|e| e["annotations"][referrer::PREDICATE_TYPE].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                types,
+                [
+                    referrer::SIGN,
+                    statement::PROVENANCE,
+                    statement::TEST_RESULT,
+                    referrer::SPDX
+                ]
+            );
+            for e in &listed {
+                assert_eq!(e["artifactType"], sunaba_images::attest::bundle::MEDIA_TYPE);
+                let digest = e["digest"].as_str().unwrap();
+                let m = p
+                    .wait(p.get(&rig.repo, &format!("manifests/{digest}")))
+                    .unwrap();
+                assert_eq!(sha256(&m), digest);
+                let m: Value = serde_json::from_slice(&m).unwrap();
+                assert_eq!(m["subject"]["digest"], subject.as_str());
+                let layer = m["layers"][0]["digest"].as_str().unwrap();
+                let b = p.wait(p.get(&rig.repo, &format!("blobs/{layer}"))).unwrap();
+                let file = dir.path().join(format!("{}.json", &layer[7..19]));
+                std::fs::write(&file, b).unwrap();
+                if !bundles.contains(&file) {
+                    bundles.push(file);
+                }
+            }
+        }
+    }
+    assert_eq!(bundles.len(), 4 * variants().len());
+    if let Some(tools) = crate::attest::verifiers() {
+        let files: Vec<&Path> = bundles.iter().map(PathBuf::as_path).collect();
+        let (sigstore, dsse, said) = crate::attest::verify(&tools, &public, &files);
+        assert!(sigstore && dsse, "{said}");
+    }
+
+    // skopeo reads the fallback index and sees each referrer's type.
+    let subject = journal["attached"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap();
+    let host = support::dev_registry().unwrap();
+    let out = Command::new("skopeo")
+        .args(["inspect", "--raw", "--tls-verify=false"])
+        .arg(format!(
+            "docker://{host}/{}:{}",
+            rig.repo,
+            subject.replace(':', "-")
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let raw: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed = raw["manifests"].as_array().unwrap();
+    assert_eq!(listed.len(), 4);
+    assert!(
+        listed
+            .iter()
+            .all(|m| m["artifactType"] == "application/vnd.dev.sigstore.bundle.v0.3+json"),
+        "{raw}"
+    );
+
+    tampering_is_named(&rig, &key, &public);
+}
+
+/// Each tampering with one subject's referrers fails `pins verify --key`,
+/// naming the alias and what is wrong; restoring the index makes it pass.
+fn tampering_is_named(rig: &Rig, key: &PrivateKey, public: &Path) {
+    let pins = pins(rig);
+    let (alias, pin) = pins["images"].as_object().unwrap().iter().next().unwrap();
+    let (subject, _) = pin["referrers"].as_object().unwrap().iter().next().unwrap();
+    let other_subject = pins["images"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|p| p["digest"].as_str().unwrap())
+        .find(|d| d != subject)
+        .unwrap()
+        .to_string();
+    let original = fallback(rig, subject).unwrap();
+    let listed = entries(&original);
+    let tag = subject.replace(':', "-");
+    let p = &rig.pusher;
+    let put_index = |manifests: Vec<Value>| {
+        let index =
+            serde_json::json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests});
+        let bytes = serde_json::to_vec(&index).unwrap();
+        p.wait(p.manifest(&rig.repo, &tag, OCI_INDEX, &bytes));
+    };
+    let descriptor = serde_json::json!({
+        "mediaType": OCI_MANIFEST,
+        "digest": subject,
+        "size": p.wait(p.get(&rig.repo, &format!("manifests/{subject}"))).unwrap().len(),
+    });
+    // A referrer (pushed to the repository) of `statement` signed by
+    // `signer`, about `about`; its index entry.
+    let referrer_of =
+        |about: &Value, predicate_type: &str, predicate: Value, signer: &PrivateKey| {
+            let hex = about["digest"].as_str().unwrap()[7..].to_string();
+            let subject = [Resource::sha256("x", &hex)];
+            let payload = statement::statement(&subject, predicate_type, &predicate);
+            let bundle = Bundle::sign(IN_TOTO, &payload, signer).to_json();
+            p.wait(p.blob(&rig.repo, &bundle));
+            p.wait(p.blob(&rig.repo, referrer::EMPTY_JSON));
+            let desc: referrer::Descriptor = serde_json::from_value(about.clone()).unwrap();
+            let m = referrer::manifest(&desc, &bundle, predicate_type);
+            let digest = p.wait(p.manifest(&rig.repo, &sha256(&m), OCI_MANIFEST, &m));
+            let entry = serde_json::to_value(referrer::entry(&m).unwrap()).unwrap();
+            (digest, entry)
+        };
+    let passed = serde_json::json!({"result": "PASSED", "configuration": [], "passedTests": ["check"], "warnedTests": [], "failedTests": []});
+    let failed = serde_json::json!({"result": "FAILED", "configuration": [], "passedTests": [], "warnedTests": [], "failedTests": ["check"]});
+    let elsewhere =
+        serde_json::json!({"mediaType": OCI_MANIFEST, "digest": other_subject, "size": 1});
+    let other_key = PrivateKey::generate();
+    let elsewhere_says = format!("its subject is {other_subject}, not the pinned image");
+    let with_test_result = |entry: Value| {
+        let mut m = listed.clone();
+        m[2] = entry;
+        m
+    };
+    let cases: Vec<(&str, Vec<Value>, &str)> = vec![
+        (
+            "a referrer replaced",
+            with_test_result(
+                referrer_of(&descriptor, statement::TEST_RESULT, passed.clone(), key).1,
+            ),
+            "is not listed and verified",
+        ),
+        (
+            "a signature from another key",
+            with_test_result(
+                referrer_of(
+                    &descriptor,
+                    statement::TEST_RESULT,
+                    passed.clone(),
+                    &other_key,
+                )
+                .1,
+            ),
+            "the signature does not verify with the key",
+        ),
+        (
+            "a subject pointing elsewhere",
+            with_test_result(referrer_of(&elsewhere, statement::TEST_RESULT, passed, key).1),
+            &elsewhere_says,
+        ),
+        (
+            "a missing test result",
+            listed
+                .iter()
+                .filter(|e| e["annotations"][referrer::PREDICATE_TYPE] != statement::TEST_RESULT)
+                .cloned()
+                .collect(),
+            "no verified test result (https://in-toto.io/attestation/test-result/v0.1)",
+        ),
+        (
+            "a test result saying fail",
+            with_test_result(referrer_of(&descriptor, statement::TEST_RESULT, failed, key).1),
+            "the signed test result says FAILED, not PASSED",
+        ),
+    ];
+    for (what, manifests, says) in cases {
+        put_index(manifests);
+        let out = verify(rig, public, 2);
+        let wanted = format!("problem: {alias}: attestations of {subject}: ");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(&wanted) && l.contains(says)),
+            "{what}: wanted a line {wanted}…{says}, got:\n{out}"
+        );
+    }
+    p.wait(p.manifest(&rig.repo, &tag, OCI_INDEX, &original));
+    verify(rig, public, 0);
+}
+
+#[test]
+fn killed_while_attaching_a_resume_converges_listing_nothing_twice() {
+    let Some(reference) = Rig::new("attach-kill-ref") else {
+        return;
+    };
+    reference.push_family("v1", &[]);
+    let (_, private, public) = keys(&reference);
+    let sign = ["--signing-key", private.to_str().unwrap()];
+    reference
+        .release(&[&["--write", "--notes", "notes.md"][..], &sign].concat())
+        .run();
+    let expected = digests_of(&reference);
+    let per_subject = 4;
+    let total = per_subject * variants().len();
+    for (point, n) in [
+        ("release.referrer-answered", 1),
+        ("release.referrer-answered", total / 2 + 1),
+        ("release.referrers-listed", variants().len()),
+    ] {
+        let rig = Rig::new(&format!("attach-kill-{n}")).unwrap();
+        rig.push_family("v1", &[]);
+        // The same key: the referrers must come out the same.
+        std::fs::copy(&private, rig.project.path().join("release.key")).unwrap();
+        let key = rig.project.path().join("release.key");
+        let sign = ["--signing-key", key.to_str().unwrap()];
+        let pins_before = rig.pins_text();
+        rig.release(&[&["--write", "--notes", "notes.md"][..], &sign].concat())
+            .env("SUNABA_FAILPOINT", format!("{point}#{n}"))
+            .status(134)
+            .stdout_free("killed while attaching")
+            .stderr_free("progress up to the kill")
+            .run();
+        assert_eq!(
+            rig.pins_text(),
+            pins_before,
+            "{point}#{n}: pins are written last"
+        );
+        let (id, journal) = rig.journal();
+        assert_eq!(journal["step"], "promoted", "{point}#{n}");
+        let tags = release_tags_only(&rig);
+        rig.cli()
+            .args(["release", "--resume", &id, "--notes", "notes.md"])
+            .status(1)
+            .stdout_free("refused")
+            .stderr_like(r"error: .*signs with the key [0-9a-f]{64}; pass it .*")
+            .stderr_may(r"release: .*|\s+.*")
+            .run();
+        rig.cli()
+            .args(["release", "--resume", &id, "--notes", "notes.md"])
+            .args(sign)
+            .stderr_may(r"release: .*")
+            .run();
+        // The tags did not move while attaching; the pins are the
+        // uninterrupted release's, referrers and all.
+        assert_eq!(release_tags_only(&rig), tags, "{point}#{n}");
+        assert_eq!(digests_of(&rig), expected, "{point}#{n}");
+        for subject in journal_subjects(&rig) {
+            let listed = entries(&fallback(&rig, &subject).unwrap());
+            let mut digests: Vec<&str> = listed
+                .iter()
+                .map(|e| e["digest"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                digests.len(),
+                per_subject,
+                "{point}#{n}: {subject} lists {digests:?}"
+            );
+            digests.dedup();
+            assert_eq!(digests.len(), per_subject, "{point}#{n}: listed twice");
+        }
+        verify(&rig, &public, 0);
+    }
+}
+
+/// The release tags (no staging or fallback tags).
+fn release_tags_only(rig: &Rig) -> BTreeMap<String, String> {
+    let mut tags = release_tags(&rig.published());
+    tags.retain(|t, _| !t.starts_with("sha256-"));
+    tags
+}
+
+fn journal_subjects(rig: &Rig) -> Vec<String> {
+    let (_, journal) = rig.journal();
+    journal["attached"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect()
+}
