@@ -185,6 +185,7 @@ fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests
         let files: Vec<&Path> = bundles.iter().map(PathBuf::as_path).collect();
         let (sigstore, dsse, said) = crate::attest::verify(&tools, &public, &files);
         assert!(sigstore && dsse, "{said}");
+        statements_are_valid(&tools, &bundles, dir.path());
     }
 
     // skopeo reads the fallback index and sees each referrer's type.
@@ -220,6 +221,53 @@ fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests
     );
 
     tampering_is_named(&rig, &key, &public);
+}
+
+/// The statements inside the bundles: provenance and test results valid
+/// to in-toto-attestation, the SBOMs to spdx-tools.
+fn statements_are_valid(tools: &Path, bundles: &[PathBuf], dir: &Path) {
+    use base64::Engine as _;
+    let (mut intoto, mut spdx) = (Vec::new(), Vec::new());
+    for (n, file) in bundles.iter().enumerate() {
+        let bundle: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        let payload = base64::engine::general_purpose::STANDARD
+            .decode(bundle["dsseEnvelope"]["payload"].as_str().unwrap())
+            .unwrap();
+        let statement: Value = serde_json::from_slice(&payload).unwrap();
+        let out = dir.join(format!("statement-{n}.json"));
+        match statement["predicateType"].as_str().unwrap() {
+            statement::PROVENANCE | statement::TEST_RESULT => {
+                std::fs::write(&out, &payload).unwrap();
+                intoto.push(out);
+            }
+            referrer::SPDX => {
+                std::fs::write(&out, statement["predicate"].to_string()).unwrap();
+                spdx.push(out);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(intoto.len(), 2 * variants().len());
+    let args: Vec<&std::ffi::OsStr> = intoto.iter().map(|p| p.as_os_str()).collect();
+    let script = support::repo_root().join("scripts/intoto-validate.py");
+    let out = crate::attest::python(tools, &script, &args);
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(spdx.len(), variants().len());
+    for sbom in &spdx {
+        let out = crate::attest::python(
+            tools,
+            tools.join("python/bin/pyspdxtools"),
+            &["-i".as_ref(), sbom.as_os_str()],
+        );
+        assert!(
+            out.status.success(),
+            "pyspdxtools: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// Each tampering with one subject's referrers fails `pins verify --key`,

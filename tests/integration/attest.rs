@@ -34,7 +34,7 @@ pub fn verifiers() -> Option<PathBuf> {
 }
 
 /// Runs `script` (a path) with the provisioned Python packages.
-fn python(
+pub fn python(
     tools: &Path,
     script: impl AsRef<std::ffi::OsStr>,
     args: &[&std::ffi::OsStr],
