@@ -69,4 +69,6 @@ pub(crate) enum Command {
     Key(crate::commands::key::Args),
     /// An SPDX 2.3 SBOM of a local image, from dpkg's status read from its layers.
     Sbom(crate::commands::sbom::Args),
+    /// Check an alias's (or image's) signed referrers with a public key (exit 2 when missing or wrong).
+    VerifyAttestations(crate::commands::verify_attestations::Args),
 }

@@ -11,6 +11,8 @@
 //! | `atomic-write.before-rename` | `fsutil::atomic_write`: the temp file written and synced, the target untouched |
 //! | `atomic-write.after-rename` | `fsutil::atomic_write`: the target replaced, the directory not yet synced |
 //! | `release.tag-answered` | `release`: the registry answered a tag write, the journal does not know yet |
+//! | `release.referrer-answered` | `release`: the registry answered a referrer manifest PUT, its subject's fallback tag not yet written |
+//! | `release.referrers-listed` | `release`: a subject's fallback tag written, the journal does not know yet |
 
 /// Dies here when `SUNABA_FAILPOINT` names this point (and this is the
 /// N-th time it is reached).

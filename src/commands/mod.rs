@@ -41,6 +41,7 @@ pub(crate) mod run;
 pub(crate) mod sbom;
 pub(crate) mod tags;
 pub(crate) mod update_base;
+pub(crate) mod verify_attestations;
 pub(crate) mod version;
 
 use crate::cli::{Cli, Command};
@@ -70,6 +71,7 @@ pub(crate) fn run(cli: Cli) -> exit::Result {
         Command::New(args) => new::run(&ctx, args),
         Command::Key(args) => key::run(&ctx, args),
         Command::Sbom(args) => sbom::run(&ctx, args),
+        Command::VerifyAttestations(args) => verify_attestations::run(&ctx, args),
     }
 }
 

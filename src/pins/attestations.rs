@@ -102,6 +102,31 @@ pub fn verify_pin(
     out
 }
 
+/// What `verify-attestations REF` checks for an image named by reference
+/// (not pinned): its digest (the manifest fetched and hashed) and, for an
+/// index, its platform images; no pinned referrers.
+pub async fn pin_of_reference(client: &Client, reference: &Reference) -> anyhow::Result<Pin> {
+    let manifest = client.fetch_manifest(reference).await?;
+    let mut platforms = std::collections::BTreeMap::new();
+    if crate::registry::media_type::is_index(&manifest.media_type) {
+        let index = crate::registry::Index::parse(&reference.to_string(), &manifest.bytes)?;
+        for (p, d) in index.platforms() {
+            platforms.insert(p.normalized(), d);
+        }
+    } else {
+        platforms.insert(crate::name::Platform::host(), manifest.digest.clone());
+    }
+    Ok(Pin {
+        repository: reference.repo().to_string(),
+        tag: reference.tag().unwrap_or_default().to_string(),
+        version: semver::Version::new(0, 0, 0),
+        digest: manifest.digest,
+        platforms,
+        tools: Default::default(),
+        referrers: Default::default(),
+    })
+}
+
 /// The problems of one subject's attestations; `Err` when its referrers
 /// could not be listed at all.
 pub async fn check_subject(

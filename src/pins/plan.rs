@@ -405,7 +405,11 @@ fn plan_alias(
             digest: inspected.digest.clone(),
             platforms: inspected.platforms(),
             tools: inventory,
-            referrers: Default::default(),
+            // A re-pin of the same image keeps what was attached to it.
+            referrers: old
+                .filter(|o| o.digest == inspected.digest)
+                .map(|o| o.referrers.clone())
+                .unwrap_or_default(),
         };
         return Ok(Step {
             alias: alias.clone(),

@@ -77,6 +77,8 @@ pub(crate) struct Attacher<'a> {
     pub client: &'a Client,
     pub repo: &'a Repository,
     pub key: &'a PrivateKey,
+    /// The empty config blob is in the repository (looked at once).
+    pub has_empty: std::cell::Cell<bool>,
 }
 
 /// The subjects of a variant's staged image: each platform image (the
@@ -158,27 +160,24 @@ impl Attacher<'_> {
                 .await?
         };
         let empty = Digest::sha256(referrer::EMPTY_JSON);
-        if self.client.blob_size(self.repo, &empty).await?.is_none() {
-            self.client
-                .upload_blob(self.repo, Bytes::from_static(referrer::EMPTY_JSON))
-                .await?;
+        if !self.has_empty.get() {
+            if self.client.blob_size(self.repo, &empty).await?.is_none() {
+                self.client
+                    .upload_blob(self.repo, Bytes::from_static(referrer::EMPTY_JSON))
+                    .await?;
+            }
+            self.has_empty.set(true);
         }
         let mut referrers = Vec::new();
         let mut entries = Vec::new();
         let mut fallback = false;
         for (predicate_type, payload) in statements {
             let bundle = Bundle::sign(dsse::IN_TOTO, &payload, self.key).to_json();
-            let bundle_digest = Digest::sha256(&bundle);
-            if self
-                .client
-                .blob_size(self.repo, &bundle_digest)
-                .await?
-                .is_none()
-            {
-                self.client
-                    .upload_blob(self.repo, Bytes::from(bundle.clone()))
-                    .await?;
-            }
+            // Uploaded without asking first: a bundle is new but for a
+            // resume, which costs its bytes again, not a request each time.
+            self.client
+                .upload_blob(self.repo, Bytes::from(bundle.clone()))
+                .await?;
             let bytes = referrer::manifest(&descriptor, &bundle, predicate_type);
             let digest = Digest::sha256(&bytes);
             let (_, answered) = self

@@ -19,9 +19,21 @@
 //!    journal records where each moving tag pointed.
 //! 4. **Promote**: immutable tags first, then moving ones, each a manifest
 //!    PUT of the exact staged bytes (a tag already there costs its HEAD).
-//! 5. **Pin** (`pin.rs`): image_pins.json from the staged digests, under its
-//!    lock, replaced atomically, only after every tag was written.
-//! 6. **Notes** (`notes.rs`): Markdown per variant for the GitHub release.
+//! 5. **Attach** (`attach.rs`), with `--signing-key FILE` or
+//!    `--signing-key-env NAME` only: for every released platform image a
+//!    signed signature, SLSA provenance, test result (from its check
+//!    record) and SPDX SBOM (from its layers in the registry), and for an
+//!    index a signature and provenance, each a Sigstore bundle in an OCI
+//!    1.1 referrer manifest whose `subject` is the image; listed in the
+//!    `sha256-<hex>` fallback tag where the registry has no referrers API.
+//!    No pinned digest changes. Journaled per image: a resume skips what is
+//!    attached and redoes the rest with the same bytes (deterministic
+//!    statements and signatures), never listing a referrer twice. Without
+//!    a key the step does nothing (the plan says so).
+//! 6. **Pin** (`pin.rs`): image_pins.json from the staged digests (and
+//!    each alias's referrers), under its lock, replaced atomically, only
+//!    after every tag was written and every referrer attached.
+//! 7. **Notes** (`notes.rs`): Markdown per variant for the GitHub release.
 //!
 //! Nothing is ever DELETEd: on distribution a manifest DELETE removes every
 //! tag of the digest. `--rollback ID` re-points moving tags instead.

@@ -122,6 +122,7 @@ impl Releaser<'_> {
             client: self.client,
             repo,
             key,
+            has_empty: Default::default(),
         };
         attach::attach_all(&attacher, self.rt, journal, self.progress)
     }
@@ -302,6 +303,76 @@ mod tests {
         let restaged = stager.stage(&again.plan.variants[0]).unwrap();
         assert_eq!(restaged, staged);
         assert_eq!(reg.state().count("PUT", "/manifests/"), puts);
+    }
+
+    #[test]
+    fn a_signed_release_attaches_to_each_platform_and_the_index_and_attaching_again_adds_nothing() {
+        let rt = runtime();
+        let reg = rt.block_on(FakeRegistry::start());
+        let client = reg.client();
+        let source = source_index(&reg, "a", "pass");
+        let dir = tempfile::tempdir().unwrap();
+        let pins_path = dir.path().join("image_pins.json");
+        let key = crate::attest::PrivateKey::generate();
+        let mut journal = journal_for(dir.path(), &reg, &source);
+        journal.signing_key = Some(key.public().hint());
+        let releaser = Releaser {
+            client: &client,
+            rt: &rt,
+            engine: None,
+            pins_path: &pins_path,
+            key: Some(&key),
+            progress: &|_| {},
+        };
+        releaser.carry_out(&mut journal).unwrap();
+        assert_eq!(journal.step, Step::Pinned);
+        let staged = journal.staged["a"].clone();
+        assert_eq!(journal.attached.len(), 3, "two platforms and the index");
+        assert_eq!(journal.attached[&staged.digest].referrers.len(), 2);
+        let (pins, _) = PinsFile::load(&pins_path).unwrap().unwrap();
+        let pin = &pins.images["a"];
+        assert_eq!(
+            pin.digest, staged.digest,
+            "attaching changes no pinned digest"
+        );
+        assert_eq!(pin.platforms, staged.platforms);
+        let listed = |subject: &Digest| {
+            let tag = crate::registry::fallback_tag(subject);
+            let s = reg.state();
+            let digest = s.tags[&("rel/y".to_string(), tag)].clone();
+            let bytes = s.manifests[&("rel/y".to_string(), digest)].1.clone();
+            crate::attest::referrer::entries("i", &bytes).unwrap()
+        };
+        for (subject, digests) in &pin.referrers {
+            let entries = listed(subject);
+            let in_index: Vec<String> = entries.iter().map(|e| e.digest.clone()).collect();
+            let pinned: Vec<String> = digests.iter().map(ToString::to_string).collect();
+            assert_eq!(in_index, pinned, "{subject}");
+            assert!(entries.iter().all(|e| e.artifact_type.is_some()));
+        }
+
+        // Attaching the same release again (as a resume that lost its
+        // journal entries would): the same referrer digests, none listed twice.
+        let before = pin.referrers.clone();
+        let text = std::fs::read_to_string(&pins_path).unwrap();
+        journal.attached.clear();
+        journal.step = Step::Promoted;
+        releaser.carry_out(&mut journal).unwrap();
+        assert_eq!(std::fs::read_to_string(&pins_path).unwrap(), text);
+        for (subject, digests) in &before {
+            assert_eq!(listed(subject).len(), digests.len(), "{subject}");
+        }
+
+        // A resume with another key is refused before anything is written.
+        journal.attached.clear();
+        journal.step = Step::Promoted;
+        let other = crate::attest::PrivateKey::generate();
+        let wrong = Releaser {
+            key: Some(&other),
+            ..releaser
+        };
+        let err = format!("{:#}", wrong.carry_out(&mut journal).unwrap_err());
+        assert!(err.contains("resume it with that key"), "{err}");
     }
 
     #[test]

@@ -87,7 +87,11 @@ fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests
         "{}",
         dry.stdout()
     );
+    unsigned.proxy.clear_log();
+    let started = std::time::Instant::now();
     unsigned.release(&["--write", "--notes", "notes.md"]).run();
+    let unsigned_time = started.elapsed();
+    let unsigned_requests = unsigned.proxy.log().len();
     let dry = rig
         .release(&["--signing-key", private.to_str().unwrap()])
         .stdout_free("the plan")
@@ -100,6 +104,8 @@ fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests
         "{}",
         dry.stdout()
     );
+    rig.proxy.clear_log();
+    let started = std::time::Instant::now();
     rig.release(&[
         "--write",
         "--notes",
@@ -108,6 +114,16 @@ fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests
         private.to_str().unwrap(),
     ])
     .run();
+    let signed_time = started.elapsed();
+    let signed_requests = rig.proxy.log().len();
+    eprintln!(
+        "attach cost: {} extra request(s) for {} image(s) ({:.1} each); release {:.2}s signed, {:.2}s unsigned",
+        signed_requests - unsigned_requests,
+        variants().len(),
+        (signed_requests - unsigned_requests) as f64 / variants().len() as f64,
+        signed_time.as_secs_f64(),
+        unsigned_time.as_secs_f64()
+    );
     let (_, journal) = rig.journal();
     assert_eq!(journal["step"], "pinned");
     assert_eq!(
@@ -218,6 +234,57 @@ fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests
             .iter()
             .all(|m| m["artifactType"] == "application/vnd.dev.sigstore.bundle.v0.3+json"),
         "{raw}"
+    );
+
+    // One alias, or an image by reference, with `verify-attestations`.
+    let (alias, pin) = pins(&rig)["images"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .map(|(a, p)| (a.clone(), p.clone()))
+        .unwrap();
+    let by_ref = format!(
+        "{}@{}",
+        pin["repository"].as_str().unwrap(),
+        pin["digest"].as_str().unwrap()
+    );
+    for target in [alias.as_str(), by_ref.as_str()] {
+        rig.cli()
+            .args([
+                "verify-attestations",
+                target,
+                "--key",
+                public.to_str().unwrap(),
+            ])
+            .stdout(format!(
+                "ok: {target}: the attestations of 1 image(s) verified with the key {}\n",
+                key.public().hint()
+            ))
+            .run();
+    }
+    let other = rig.project.path().join("other.pub");
+    std::fs::write(&other, PrivateKey::generate().public().to_pem()).unwrap();
+    let out = rig
+        .cli()
+        .args([
+            "verify-attestations",
+            &alias,
+            "--key",
+            other.to_str().unwrap(),
+        ])
+        .status(2)
+        .stdout_free("checked below")
+        .stderr_like(r"verify-attestations: \d+ problem\(s\)")
+        .run()
+        .stdout()
+        .to_string();
+    assert!(
+        out.contains(&format!(
+            "problem: {alias}: attestations of {}: ",
+            pin["digest"].as_str().unwrap()
+        )) && out.contains("the signature does not verify with the key"),
+        "{out}"
     );
 
     tampering_is_named(&rig, &key, &public);
@@ -470,4 +537,104 @@ fn journal_subjects(rig: &Rig) -> Vec<String> {
         .keys()
         .cloned()
         .collect()
+}
+
+#[test]
+fn a_two_platform_variant_has_its_index_and_each_platform_attested() {
+    let Some(rig) = Rig::new("attach-two-platform") else {
+        return;
+    };
+    rig.push_family("v1", &[]);
+    let inputs = sha256(b"python two-platform");
+    let labels = support::check_label("pass", "python", &inputs, &support::all_tools());
+    let repo = format!("{}/ci", rig.ns);
+    let p = &rig.pusher;
+    p.wait(async {
+        let amd = crate::support::oci::Image::linux("amd64")
+            .labels(&labels)
+            .layer(b"python amd64".to_vec());
+        let arm = crate::support::oci::Image::linux("arm64")
+            .variant("v8")
+            .labels(&labels)
+            .layer(b"python arm64".to_vec());
+        let amd = p.image(&repo, None, &amd).await;
+        let arm = p.image(&repo, None, &arm).await;
+        let manifests = vec![
+            amd.descriptor(serde_json::json!({"os": "linux", "architecture": "amd64"})),
+            arm.descriptor(
+                serde_json::json!({"os": "linux", "architecture": "arm64", "variant": "v8"}),
+            ),
+        ];
+        p.index(&repo, "python", manifests).await;
+    });
+    let (_, private, public) = keys(&rig);
+    rig.release(&[
+        "--write",
+        "--notes",
+        "notes.md",
+        "--signing-key-env",
+        "SUNABA_TEST_RELEASE_KEY",
+    ])
+    .env(
+        "SUNABA_TEST_RELEASE_KEY",
+        std::fs::read_to_string(&private).unwrap(),
+    )
+    .run();
+    let pins = pins(&rig);
+    let pin = &pins["images"]["python"];
+    let referrers = pin["referrers"].as_object().unwrap();
+    assert_eq!(referrers.len(), 3, "the index and its two platforms");
+    let index = pin["digest"].as_str().unwrap();
+    assert_eq!(referrers[index].as_array().unwrap().len(), 2);
+    for d in pin["platforms"].as_object().unwrap().values() {
+        assert_eq!(referrers[d.as_str().unwrap()].as_array().unwrap().len(), 4);
+    }
+    let types: Vec<Value> = entries(&fallback(&rig, index).unwrap())
+        .iter()
+        .map(|e| e["annotations"][referrer::PREDICATE_TYPE].clone())
+        .collect();
+    assert_eq!(types, [referrer::SIGN, statement::PROVENANCE]);
+    verify(&rig, &public, 0);
+}
+
+#[test]
+fn the_attached_sbom_of_a_real_image_is_read_from_its_gzip_layers_in_the_registry() {
+    let Some(host) = support::dev_registry() else {
+        return;
+    };
+    let Ok(reference) = std::env::var("SUNABA_BASE_REF_AMD64") else {
+        return;
+    };
+    let (name, digest) = reference.rsplit_once('@').unwrap();
+    let repo = name.strip_prefix(&format!("{host}/")).unwrap();
+    let p = crate::support::oci::Pusher::plain(&host);
+    let manifest: Value =
+        serde_json::from_slice(&p.wait(p.get(repo, &format!("manifests/{digest}"))).unwrap())
+            .unwrap();
+    let layers: Vec<(String, Vec<u8>)> = manifest["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let d = l["digest"].as_str().unwrap();
+            let bytes = p.wait(p.get(repo, &format!("blobs/{d}"))).unwrap();
+            (l["mediaType"].as_str().unwrap().to_string(), bytes)
+        })
+        .collect();
+    let subject = sunaba_images::attest::sbom::Subject {
+        name: reference.clone(),
+        digest: digest.to_string(),
+        created: "2026-12-01T19:51:38.438140424Z".into(),
+    };
+    let (doc, packages) = sunaba_images::attest::sbom::of_layers(&subject, &layers, "0").unwrap();
+    assert!(packages > 50, "{packages} packages");
+    let text = String::from_utf8(doc).unwrap();
+    assert!(
+        text.contains("\"pkg:deb/debian/bash@") && text.contains("distro=debian-13"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\"created\": \"2026-12-01T19:51:38Z\""),
+        "{text}"
+    );
 }

@@ -1,0 +1,58 @@
+//! `sunaba-images verify-attestations ALIAS|REF --key PUB`: the signed
+//! referrers of one pinned alias (or any image by reference) checked with a
+//! public key, as `pins verify --key` checks every pin
+//! (`crate::pins::attestations`). Exit 2 naming what is missing or wrong.
+
+use super::context::{Context, PinsOptions, RegistryOptions};
+use crate::exit;
+use crate::pins::PinsFile;
+use crate::pins::attestations;
+use crate::pins::verify::Severity;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Example: sunaba-images verify-attestations python --key keys/release.pub")]
+pub(crate) struct Args {
+    /// A pinned alias, or an image reference (`REPO:TAG`, `REPO@sha256:…`).
+    #[arg(value_name = "ALIAS|REF")]
+    pub target: String,
+    /// The SPKI PEM public key the attestations must be signed with.
+    #[arg(long, value_name = "PUB")]
+    pub key: PathBuf,
+    #[command(flatten)]
+    pub file: PinsOptions,
+    #[command(flatten)]
+    pub registry: RegistryOptions,
+}
+
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
+    let key = crate::attest::PublicKey::load(&args.key)?;
+    let (client, rt) = (ctx.registry(&args.registry)?, super::context::runtime()?);
+    let path = ctx.pins_path(&args.file);
+    let pinned = PinsFile::load(&path)?.and_then(|(f, _)| f.images.get(&args.target).cloned());
+    let pin = match pinned {
+        Some(pin) => pin,
+        None => {
+            let reference = args.target.parse()?;
+            rt.block_on(attestations::pin_of_reference(&client, &reference))?
+        }
+    };
+    let findings = attestations::verify_pin(&client, &rt, &args.target, &pin, &key);
+    for f in &findings {
+        outln!("{f}")?;
+    }
+    let subjects = attestations::subjects(&pin).len();
+    if findings.is_empty() {
+        outln!(
+            "ok: {}: the attestations of {subjects} image(s) verified with the key {}",
+            args.target,
+            key.hint()
+        )?;
+        return Ok(());
+    }
+    if findings.iter().any(|f| f.severity == Severity::Error) {
+        return Err(exit::Error::reported(exit::Status::Failure));
+    }
+    eprintln!("verify-attestations: {} problem(s)", findings.len());
+    Err(exit::Error::gate())
+}
