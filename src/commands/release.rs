@@ -111,6 +111,9 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         return show_plan(&plan, &args, key.as_ref());
     }
     let hint = key.as_ref().map(|k| k.public().hint());
+    if hint.is_none() {
+        progress("attestations: none (no --signing-key)".into());
+    }
     let mut journal = Journal::start(&dir, plan, hint)?;
     progress(format!(
         "{} planned ({})",

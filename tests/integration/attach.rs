@@ -434,6 +434,31 @@ fn tampering_is_named(rig: &Rig, key: &PrivateKey, public: &Path) {
             "the signed test result says FAILED, not PASSED",
         ),
     ];
+    // A referrer whose bundle layer claims more than the limit: refused
+    // before a byte of it is read.
+    let oversized = {
+        let mut m: Value = serde_json::from_slice(
+            &p.wait(p.get(
+                &rig.repo,
+                &format!("manifests/{}", listed[2]["digest"].as_str().unwrap()),
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        m["layers"][0]["size"] = Value::from(1u64 << 40);
+        let bytes = serde_json::to_vec(&m).unwrap();
+        p.wait(p.manifest(&rig.repo, &sha256(&bytes), OCI_MANIFEST, &bytes));
+        let mut entry = listed[2].clone();
+        entry["digest"] = Value::from(sha256(&bytes));
+        entry["size"] = Value::from(bytes.len());
+        with_test_result(entry)
+    };
+    let mut cases = cases;
+    cases.push((
+        "an oversized referrer",
+        oversized,
+        "its bundle is 1099511627776 bytes, over the limit of 33554432",
+    ));
     for (what, manifests, says) in cases {
         put_index(manifests);
         let out = verify(rig, public, 2);
