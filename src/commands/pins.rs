@@ -126,7 +126,14 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
         let key = crate::attest::PublicKey::load(key)?;
         let (client, rt) = (ctx.registry(&args.registry)?, super::context::runtime()?);
         for (alias, pin) in &file.images {
-            findings.extend(attestations::verify_pin(&client, &rt, alias, pin, &key));
+            let smoke = specs
+                .iter()
+                .find(|s| &s.alias == alias)
+                .map(|s| s.smoke.as_slice());
+            let smoke = smoke.unwrap_or_default();
+            findings.extend(attestations::verify_pin(
+                &client, &rt, alias, pin, smoke, &key,
+            ));
         }
     }
     let verdicts = match args.rebuild {

@@ -37,7 +37,11 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
             rt.block_on(attestations::pin_of_reference(&client, &reference))?
         }
     };
-    let findings = attestations::verify_pin(&client, &rt, &args.target, &pin, &key);
+    // The suites the alias's variant owes, where images.toml declares it.
+    let specs = ctx.alias_specs().unwrap_or_default();
+    let smoke = specs.iter().find(|s| s.alias == args.target);
+    let smoke = smoke.map(|s| s.smoke.as_slice()).unwrap_or_default();
+    let findings = attestations::verify_pin(&client, &rt, &args.target, &pin, smoke, &key);
     for f in &findings {
         outln!("{f}")?;
     }

@@ -67,6 +67,7 @@ pub fn verify_pin(
     rt: &tokio::runtime::Runtime,
     alias: &str,
     pin: &Pin,
+    smoke: &[String],
     key: &PublicKey,
 ) -> Vec<Finding> {
     let finding = |severity, message: String| Finding {
@@ -85,9 +86,12 @@ pub fn verify_pin(
             .get(&subject)
             .map(Vec::as_slice)
             .unwrap_or(&[]);
-        match rt.block_on(check_subject(
-            client, &repo, &subject, is_index, pinned, key,
-        )) {
+        let wanted = Wanted {
+            is_index,
+            pinned,
+            smoke,
+        };
+        match rt.block_on(check_subject(client, &repo, &subject, &wanted, key)) {
             Ok(problems) => out.extend(
                 problems
                     .into_iter()
@@ -127,16 +131,26 @@ pub async fn pin_of_reference(client: &Client, reference: &Reference) -> anyhow:
     })
 }
 
+/// What one subject's attestations must show.
+pub struct Wanted<'a> {
+    /// An index (a signature and a provenance) or a platform image (all four).
+    pub is_index: bool,
+    /// The referrers the pin lists for it: each must be listed and sound.
+    pub pinned: &'a [Digest],
+    /// The smoke suites the variant owes: each a passed test of its test result.
+    pub smoke: &'a [String],
+}
+
 /// The problems of one subject's attestations; `Err` when its referrers
 /// could not be listed at all.
 pub async fn check_subject(
     client: &Client,
     repo: &Repository,
     subject: &Digest,
-    is_index: bool,
-    pinned: &[Digest],
+    wanted: &Wanted<'_>,
     key: &PublicKey,
 ) -> Result<Vec<String>, crate::registry::Error> {
+    let (is_index, pinned) = (wanted.is_index, wanted.pinned);
     let listing = match client.referrers_api(repo, subject).await? {
         Some(index) => Some(index),
         None => match client
@@ -166,7 +180,7 @@ pub async fn check_subject(
         .iter()
         .filter(|e| e.artifact_type.as_deref() == Some(crate::attest::bundle::MEDIA_TYPE))
     {
-        match check_referrer(client, repo, subject, e, key).await {
+        match check_referrer(client, repo, subject, e, wanted.smoke, key).await {
             Ok(predicate_type) => {
                 verified.insert(predicate_type);
                 good.insert(e.digest.clone());
@@ -204,6 +218,7 @@ async fn check_referrer(
     repo: &Repository,
     subject: &Digest,
     entry: &referrer::Descriptor,
+    smoke: &[String],
     key: &PublicKey,
 ) -> Result<String, String> {
     let digest: Digest = entry.digest.parse().map_err(|e| format!("{e}"))?;
@@ -268,6 +283,24 @@ async fn check_referrer(
         let result = statement["predicate"]["result"].as_str().unwrap_or("none");
         if result != "PASSED" {
             return Err(format!("the signed test result says {result}, not PASSED"));
+        }
+        let passed: Vec<&str> = statement["predicate"]["passedTests"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|t| t.as_str()).collect())
+            .unwrap_or_default();
+        let missing: Vec<&str> = smoke
+            .iter()
+            .filter(|s| {
+                let prefix = format!("smoke:{s} (");
+                !passed.iter().any(|t| t.starts_with(&prefix))
+            })
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "the signed test result lacks the owed smoke suite(s) {}",
+                missing.join(", ")
+            ));
         }
     }
     Ok(predicate_type.to_string())
