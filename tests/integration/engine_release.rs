@@ -60,8 +60,15 @@ fn from_the_engine_missing_images_are_built_checked_pushed_stamped_and_a_failed_
     };
     let _heavy = support::machine_lock();
     let rig = fixture_rig("engine", &s).unwrap();
+    // Signed: the SBOM is read from the layers this client compressed.
+    let key = sunaba_images::attest::PrivateKey::generate();
+    let private = rig.project.path().join("release.key");
+    key.save(&private, false).unwrap();
+    let public = rig.project.path().join("release.pub");
+    std::fs::write(&public, key.public().to_pem()).unwrap();
     rig.cli()
-        .args(["release", "--write", "--notes", "notes.md"])
+        .args(["release", "--write", "--notes", "notes.md", "--signing-key"])
+        .arg(&private)
         .stderr_free("the build's progress and the release's")
         .run();
     let (_, journal) = rig.journal();
@@ -85,6 +92,40 @@ fn from_the_engine_missing_images_are_built_checked_pushed_stamped_and_a_failed_
         assert_eq!(record["inputs"], labels["dev.sunaba.inputs"]);
     }
     rig.pins_verify(2);
+    rig.cli()
+        .args(["pins", "verify", "--key"])
+        .arg(&public)
+        .stdout("ok: 2 alias(es) pinned and verified in image_pins.json\n")
+        .run();
+    let pins: serde_json::Value = serde_json::from_str(&rig.pins_text()).unwrap();
+    let referrers = pins["images"]["root"]["referrers"].as_object().unwrap();
+    let (_, root) = referrers.iter().next().unwrap();
+    let p = &rig.pusher;
+    let sbom = root[3].as_str().unwrap();
+    let m: serde_json::Value = serde_json::from_slice(
+        &p.wait(p.get(&rig.repo, &format!("manifests/{sbom}")))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        m["annotations"]["dev.sigstore.bundle.predicateType"],
+        "https://spdx.dev/Document/v2.3"
+    );
+    let layer = m["layers"][0]["digest"].as_str().unwrap();
+    let bundle: serde_json::Value =
+        serde_json::from_slice(&p.wait(p.get(&rig.repo, &format!("blobs/{layer}"))).unwrap())
+            .unwrap();
+    use base64::Engine as _;
+    let payload = base64::engine::general_purpose::STANDARD
+        .decode(bundle["dsseEnvelope"]["payload"].as_str().unwrap())
+        .unwrap();
+    let statement: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    let packages = statement["predicate"]["packages"].as_array().unwrap();
+    assert!(
+        packages.len() > 50,
+        "the image and dpkg's packages: {}",
+        packages.len()
+    );
 
     // Nothing changed: nothing is built, pushed or written.
     rig.engine_release_is_a_no_op();

@@ -221,11 +221,12 @@ pub fn planned_tags(journal: &Value) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The release tags of a published map (no staging tags).
+/// The release tags of a published map (no staging tags, no referrers'
+/// `sha256-<hex>` fallback tags).
 pub fn release_tags(published: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     published
         .iter()
-        .filter(|(t, _)| !t.starts_with("_staging-"))
+        .filter(|(t, _)| !t.starts_with("_staging-") && !t.starts_with("sha256-"))
         .map(|(t, d)| (t.clone(), d.clone()))
         .collect()
 }
