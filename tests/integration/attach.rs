@@ -625,6 +625,23 @@ fn a_two_platform_variant_has_its_index_and_each_platform_attested() {
         .collect();
     assert_eq!(types, [referrer::SIGN, statement::PROVENANCE]);
     verify(&rig, &public, 0);
+    // By reference: the index is read, and its platforms checked with it.
+    let by_ref = format!("{}@{index}", pin["repository"].as_str().unwrap());
+    let hint = PrivateKey::load(&sunaba_images::attest::KeySource::File(private))
+        .unwrap()
+        .public()
+        .hint();
+    rig.cli()
+        .args([
+            "verify-attestations",
+            &by_ref,
+            "--key",
+            public.to_str().unwrap(),
+        ])
+        .stdout(format!(
+            "ok: {by_ref}: the attestations of 3 image(s) verified with the key {hint}\n"
+        ))
+        .run();
 }
 
 #[test]
