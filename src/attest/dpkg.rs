@@ -9,20 +9,22 @@ pub struct Package {
     pub name: String,
     pub version: String,
     pub architecture: String,
-    /// The source package, when it is not named like the binary one
-    /// (`Source: glibc (2.41-6)` for libc6: the name, without version).
+    /// The source package as dpkg's `Source:` names it, with its version
+    /// when the field gives one (`glibc` for libc6; `bash@5.2.37-2` for a
+    /// binNMU `5.2.37-2+b10`): Syft's `upstream` qualifier.
     pub source: Option<String>,
 }
 
 impl Package {
-    /// The package URL, as Syft writes Debian's:
-    /// `pkg:deb/debian/bash@5.2.37-2?arch=amd64&distro=debian-13`
-    /// (the version percent-encoded: an epoch's `:` is `%3A`).
+    /// The package URL, byte for byte as Syft writes Debian's:
+    /// `pkg:deb/debian/bash@5.2.37-2%2Bb10?arch=amd64&distro=debian-13&upstream=bash%405.2.37-2`
+    /// (values percent-encoded, `+` and `@` included, an epoch's `:` not;
+    /// qualifiers sorted by key).
     pub fn purl(&self, distro: &Distro) -> String {
         let enc = |s: &str| -> String {
             s.bytes()
                 .map(|b| match b {
-                    b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'-' | b'_' | b'~' | b'+' => {
+                    b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'-' | b'_' | b'~' | b':' => {
                         (b as char).to_string()
                     }
                     other => format!("%{other:02X}"),
@@ -30,16 +32,17 @@ impl Package {
                 .collect()
         };
         let mut purl = format!(
-            "pkg:deb/{}/{}@{}?arch={}",
+            "pkg:deb/{}/{}@{}?arch={}&distro={}-{}",
             distro.id,
             enc(&self.name),
             enc(&self.version),
-            enc(&self.architecture)
+            enc(&self.architecture),
+            distro.id,
+            distro.version_id
         );
         if let Some(source) = &self.source {
             purl.push_str(&format!("&upstream={}", enc(source)));
         }
-        purl.push_str(&format!("&distro={}-{}", distro.id, distro.version_id));
         purl
     }
 }
@@ -89,10 +92,21 @@ pub fn installed(status: &str) -> Vec<Package> {
         {
             continue;
         }
-        let source = fields
-            .get("Source")
-            .map(|s| s.split_whitespace().next().unwrap_or_default().to_string())
-            .filter(|s| !s.is_empty() && s != name);
+        // `Source: bash (5.2.37-2)` gives `bash@5.2.37-2`; `Source: glibc`
+        // gives `glibc` (dpkg writes the field only when it says more than
+        // the package's own name and version).
+        let source = fields.get("Source").and_then(|s| {
+            let mut words = s.split_whitespace();
+            let source = words.next().filter(|w| !w.is_empty())?;
+            let version = words
+                .next()
+                .map(|v| v.trim_start_matches('(').trim_end_matches(')'))
+                .filter(|v| !v.is_empty());
+            Some(match version {
+                Some(v) => format!("{source}@{v}"),
+                None => source.to_string(),
+            })
+        });
         out.push(Package {
             name: name.to_string(),
             version: version.to_string(),
@@ -109,8 +123,8 @@ mod tests {
     use super::*;
 
     const STATUS: &str = "Package: libc6\nStatus: install ok installed\nArchitecture: amd64\n\
-Source: glibc (2.41-6)\nVersion: 2.41-6\nDescription: GNU C Library\n more text: not a field\n\n\
-Package: bash\nEssential: yes\nStatus: install ok installed\nArchitecture: amd64\nVersion: 5.2.37-2\n\n\
+Source: glibc\nVersion: 2.41-6\nDescription: GNU C Library\n more text: not a field\n\n\
+Package: bash\nEssential: yes\nStatus: install ok installed\nArchitecture: amd64\nSource: bash (5.2.37-2)\nVersion: 5.2.37-2+b10\n\n\
 Package: gone\nStatus: deinstall ok config-files\nArchitecture: amd64\nVersion: 1.0\n\n\
 Package: tzdata\nStatus: install ok installed\nArchitecture: all\nVersion: 1:2025b-4\n";
 
@@ -125,9 +139,9 @@ Package: tzdata\nStatus: install ok installed\nArchitecture: all\nVersion: 1:202
         assert_eq!(
             purls,
             [
-                "pkg:deb/debian/bash@5.2.37-2?arch=amd64&distro=debian-13",
-                "pkg:deb/debian/libc6@2.41-6?arch=amd64&upstream=glibc&distro=debian-13",
-                "pkg:deb/debian/tzdata@1%3A2025b-4?arch=all&distro=debian-13",
+                "pkg:deb/debian/bash@5.2.37-2%2Bb10?arch=amd64&distro=debian-13&upstream=bash%405.2.37-2",
+                "pkg:deb/debian/libc6@2.41-6?arch=amd64&distro=debian-13&upstream=glibc",
+                "pkg:deb/debian/tzdata@1:2025b-4?arch=all&distro=debian-13",
             ]
         );
     }

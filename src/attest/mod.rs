@@ -27,6 +27,7 @@ pub mod dpkg;
 pub mod dsse;
 pub mod image_files;
 pub mod key;
+pub mod locked;
 pub mod referrer;
 pub mod sbom;
 pub mod statement;

@@ -1,11 +1,15 @@
 //! SPDX 2.3 SBOMs (JSON) of an image, from what the image's files say
 //! exactly (dpkg's status, read from the layers; see [`super::image_files`])
-//! — not by running the image. Deterministic: the same image gives the same
+//! — not by running the image — and from what the repository locks
+//! exactly: npm lock files, hashed PyPI requirements, `downloads.lock` and
+//! the pinned base image ([`super::locked`]), each with its checksum and
+//! the license its lock states. Deterministic: the same image gives the same
 //! bytes (packages sorted, the document's namespace and time derived from
 //! the image, not from the clock or a random id).
 
 use super::AttestError;
 use super::dpkg::{Distro, Package};
+use super::locked::{Component, Ecosystem};
 use serde_json::json;
 
 /// What an SBOM describes.
@@ -38,6 +42,7 @@ pub fn spdx(
     subject: &Subject,
     distro: &Distro,
     packages: &[Package],
+    locked: &[Component],
     tool_version: &str,
 ) -> Vec<u8> {
     let image_id = "SPDXRef-Image".to_string();
@@ -83,6 +88,41 @@ pub fn spdx(
             "relatedSpdxElement": id,
         }));
     }
+    for (n, c) in locked.iter().enumerate() {
+        let (kind, purpose) = match c.ecosystem {
+            Ecosystem::Npm => ("npm", "LIBRARY"),
+            Ecosystem::Pypi => ("pypi", "LIBRARY"),
+            Ecosystem::Download => ("download", "APPLICATION"),
+            Ecosystem::Image => ("image", "CONTAINER"),
+        };
+        let id = spdx_id(&format!("Package-{kind}"), &c.name, n);
+        let mut p = json!({
+            "SPDXID": id,
+            "name": c.name,
+            "versionInfo": c.version,
+            "downloadLocation": "NOASSERTION",
+            "filesAnalyzed": false,
+            "licenseConcluded": "NOASSERTION",
+            "licenseDeclared": c.license.as_deref().unwrap_or("NOASSERTION"),
+            "copyrightText": "NOASSERTION",
+            "supplier": "NOASSERTION",
+            "primaryPackagePurpose": purpose,
+            "externalRefs": [{
+                "referenceCategory": "PACKAGE-MANAGER",
+                "referenceType": "purl",
+                "referenceLocator": c.purl,
+            }],
+        });
+        if let Some((alg, hex)) = &c.checksum {
+            p["checksums"] = json!([{"algorithm": alg, "checksumValue": hex}]);
+        }
+        spdx_packages.push(p);
+        relationships.push(json!({
+            "spdxElementId": image_id,
+            "relationshipType": if c.ecosystem == Ecosystem::Image { "DESCENDANT_OF" } else { "CONTAINS" },
+            "relatedSpdxElement": id,
+        }));
+    }
     let doc = json!({
         "spdxVersion": "SPDX-2.3",
         "dataLicense": "CC0-1.0",
@@ -107,6 +147,7 @@ pub fn cyclonedx(
     subject: &Subject,
     distro: &Distro,
     packages: &[Package],
+    locked: &[Component],
     tool_version: &str,
 ) -> Vec<u8> {
     use sha2::Digest as _;
@@ -119,7 +160,7 @@ pub fn cyclonedx(
         &h[17..20],
         &h[20..32]
     );
-    let components: Vec<serde_json::Value> = packages
+    let mut components: Vec<serde_json::Value> = packages
         .iter()
         .enumerate()
         .map(|(n, p)| {
@@ -132,6 +173,32 @@ pub fn cyclonedx(
             })
         })
         .collect();
+    for (n, c) in locked.iter().enumerate() {
+        let kind = match c.ecosystem {
+            Ecosystem::Npm | Ecosystem::Pypi => "library",
+            Ecosystem::Download => "application",
+            Ecosystem::Image => "container",
+        };
+        let mut component = json!({
+            "type": kind,
+            "bom-ref": format!("locked-{n}-{}", c.name),
+            "name": c.name,
+            "version": c.version,
+            "purl": c.purl,
+        });
+        if let Some((alg, hex)) = &c.checksum {
+            let alg = if *alg == "SHA512" {
+                "SHA-512"
+            } else {
+                "SHA-256"
+            };
+            component["hashes"] = json!([{"alg": alg, "content": hex}]);
+        }
+        if let Some(l) = &c.license {
+            component["licenses"] = json!([{"expression": l}]);
+        }
+        components.push(component);
+    }
     let refs: Vec<&serde_json::Value> = components.iter().map(|c| &c["bom-ref"]).collect();
     let doc = json!({
         "bomFormat": "CycloneDX",
@@ -182,6 +249,7 @@ fn spdx_time(rfc3339: &str) -> String {
 pub fn of_local_image(
     engine: &dyn crate::engine::Engine,
     reference: &str,
+    locked: &[Component],
     format: Format,
     tool_version: &str,
 ) -> anyhow::Result<(Vec<u8>, usize)> {
@@ -207,6 +275,7 @@ pub fn of_local_image(
         &subject,
         &distro,
         &read.files,
+        locked,
         format,
         tool_version,
     ))
@@ -226,6 +295,7 @@ fn document(
     subject: &Subject,
     distro: &Distro,
     files: &std::collections::BTreeMap<String, Vec<u8>>,
+    locked: &[Component],
     format: Format,
     tool_version: &str,
 ) -> (Vec<u8>, usize) {
@@ -235,10 +305,10 @@ fn document(
         .unwrap_or_default();
     let packages = super::dpkg::installed(&status);
     let doc = match format {
-        Format::SpdxJson => spdx(subject, distro, &packages, tool_version),
-        Format::CyclonedxJson => cyclonedx(subject, distro, &packages, tool_version),
+        Format::SpdxJson => spdx(subject, distro, &packages, locked, tool_version),
+        Format::CyclonedxJson => cyclonedx(subject, distro, &packages, locked, tool_version),
     };
-    (doc, packages.len())
+    (doc, packages.len() + locked.len())
 }
 
 /// The SPDX SBOM of an image read from its layer blobs (as a registry
@@ -248,6 +318,7 @@ fn document(
 pub fn of_layers(
     subject: &Subject,
     layers: &[(String, Vec<u8>)],
+    locked: &[Component],
     tool_version: &str,
 ) -> Result<(Vec<u8>, usize), AttestError> {
     let files = super::image_files::read_layers(
@@ -267,6 +338,7 @@ pub fn of_layers(
         &subject,
         &distro,
         &files,
+        locked,
         Format::SpdxJson,
         tool_version,
     ))
@@ -300,9 +372,9 @@ mod tests {
         let pkgs = super::super::dpkg::installed(
             "Package: bash\nStatus: install ok installed\nArchitecture: amd64\nVersion: 5.2.37-2\n",
         );
-        let bytes = spdx(&subject, &distro, &pkgs, "0.1.0");
+        let bytes = spdx(&subject, &distro, &pkgs, &[], "0.1.0");
         assert_eq!(
-            spdx(&subject, &distro, &pkgs, "0.1.0"),
+            spdx(&subject, &distro, &pkgs, &[], "0.1.0"),
             bytes,
             "deterministic"
         );

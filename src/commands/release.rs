@@ -83,6 +83,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         engine,
         pins_path: &pins_path,
         key: key.as_ref(),
+        manifest: ctx.manifest().ok(),
         progress: &progress,
     };
     if let Some(id) = &args.rollback {

@@ -23,9 +23,25 @@ pub(crate) struct Args {
 
 pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let engine = ctx.engine()?;
+    let info = engine.inspect(&args.image)?.with_context(|| {
+        format!(
+            "{} is not a local image of {}",
+            args.image,
+            engine.describe()
+        )
+    })?;
+    // The locks are read from the checkout when there is one (a server
+    // host may have only the image).
+    let arch = info.platform.as_ref().map(|p| p.architecture.to_string());
+    let locked = crate::attest::locked::of_image_labels(
+        ctx.manifest().ok(),
+        &info.labels,
+        arch.as_deref().unwrap_or("amd64"),
+    );
     let (doc, packages) = crate::attest::sbom::of_local_image(
         engine.as_ref(),
         &args.image,
+        &locked,
         args.format,
         env!("CARGO_PKG_VERSION"),
     )?;
@@ -34,7 +50,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
             crate::fsutil::atomic_write(path, &doc)
                 .with_context(|| format!("writing {}", path.display()))?;
             eprintln!(
-                "sbom: {} ({packages} Debian packages) written to {}",
+                "sbom: {} ({packages} packages) written to {}",
                 args.image,
                 path.display()
             );

@@ -299,7 +299,7 @@ fn lock_pypi(req: &Request<'_>, dir: &Path, report: &mut Report) -> Result<(), L
     report.notes.push(format!(
         "{}: {} distributions' hashes for {} requirements",
         dir.join(pypi::REQUIREMENTS_TXT).display(),
-        reqs.iter().map(|r| r.hashes).sum::<usize>(),
+        reqs.iter().map(|r| r.hashes.len()).sum::<usize>(),
         reqs.len()
     ));
     let root = &req.manifest.root;

@@ -17,7 +17,10 @@ pub(crate) struct Requirement {
     /// Normalised (PEP 503: lowercase, runs of `-_.` as `-`).
     pub name: String,
     pub version: String,
-    pub hashes: usize,
+    /// The `--hash=sha256:` values (hex), in file order.
+    pub hashes: Vec<String>,
+    /// The environment marker after `;` (`sys_platform == 'win32'`), if any.
+    pub marker: Option<String>,
 }
 
 /// PEP 503 normalisation.
@@ -92,7 +95,15 @@ pub(crate) fn parse(text: &str) -> (Vec<Requirement>, Vec<String>) {
                 reqs.push(Requirement {
                     name: normalize(name),
                     version: version.to_string(),
-                    hashes: line.matches("--hash=sha256:").count(),
+                    hashes: line
+                        .split_whitespace()
+                        .filter_map(|w| w.strip_prefix("--hash=sha256:"))
+                        .map(String::from)
+                        .collect(),
+                    marker: line
+                        .split_once(';')
+                        .map(|(_, m)| m.split("--hash").next().unwrap_or("").trim().to_string())
+                        .filter(|m| !m.is_empty()),
                 })
             }
             _ => bad.push(line.to_string()),
@@ -163,7 +174,7 @@ pub(crate) fn check(root: &Path, dir: &Path, fragment: &Fragment) -> Vec<LockPro
                 );
             }
         }
-        for r in reqs.iter().filter(|r| r.hashes == 0) {
+        for r in reqs.iter().filter(|r| r.hashes.is_empty()) {
             f.add(
                 &r.name,
                 "has no --hash: pip --require-hashes would refuse the file",
@@ -188,17 +199,20 @@ mod tests {
                 Requirement {
                     name: "iniconfig".into(),
                     version: "2.3.1".into(),
-                    hashes: 2
+                    hashes: vec!["aa".into(), "bb".into()],
+                    marker: None,
                 },
                 Requirement {
                     name: "colorama".into(),
                     version: "0.4.6".into(),
-                    hashes: 1
+                    hashes: vec!["cc".into()],
+                    marker: Some("sys_platform == 'win32'".into()),
                 },
                 Requirement {
                     name: "pyyaml".into(),
                     version: "6.0".into(),
-                    hashes: 0
+                    hashes: vec![],
+                    marker: None,
                 },
             ]
         );

@@ -77,6 +77,8 @@ pub(crate) struct Attacher<'a> {
     pub client: &'a Client,
     pub repo: &'a Repository,
     pub key: &'a PrivateKey,
+    /// images.toml, for the lock files each SBOM lists.
+    pub manifest: Option<&'a crate::manifest::Manifest>,
     /// The empty config blob is in the repository (looked at once).
     pub has_empty: std::cell::Cell<bool>,
 }
@@ -262,8 +264,14 @@ impl Attacher<'_> {
             digest: digest.to_string(),
             created: config.created.clone().unwrap_or_default(),
         };
-        let (sbom, _) =
-            crate::attest::sbom::of_layers(&sbom_subject, &layers, env!("CARGO_PKG_VERSION"))?;
+        let arch = config.platform.architecture.to_string();
+        let locked = crate::attest::locked::of_image_labels(self.manifest, &config.labels, &arch);
+        let (sbom, _) = crate::attest::sbom::of_layers(
+            &sbom_subject,
+            &layers,
+            &locked,
+            env!("CARGO_PKG_VERSION"),
+        )?;
         let sbom: serde_json::Value = serde_json::from_slice(&sbom).expect("our SBOM is JSON");
         Ok(vec![
             (

@@ -23,6 +23,8 @@ pub(crate) struct Releaser<'a> {
     /// The key to sign attestations with; must be the journal's
     /// (`signing_key`) when it has one.
     pub key: Option<&'a crate::attest::PrivateKey>,
+    /// images.toml, for the lock files the SBOMs list.
+    pub manifest: Option<&'a crate::manifest::Manifest>,
     /// One line per thing done, for people.
     pub progress: &'a (dyn Fn(String) + Sync),
 }
@@ -122,6 +124,7 @@ impl Releaser<'_> {
             client: self.client,
             repo,
             key,
+            manifest: self.manifest,
             has_empty: Default::default(),
         };
         attach::attach_all(&attacher, self.rt, journal, self.progress)
@@ -243,6 +246,7 @@ mod tests {
             engine: None,
             pins_path: &pins_path,
             key: None,
+            manifest: None,
             progress: &|_| {},
         };
         releaser.carry_out(&mut journal).unwrap();
@@ -322,6 +326,7 @@ mod tests {
             engine: None,
             pins_path: &pins_path,
             key: Some(&key),
+            manifest: None,
             progress: &|_| {},
         };
         releaser.carry_out(&mut journal).unwrap();
@@ -390,6 +395,7 @@ mod tests {
             engine: None,
             pins_path: &pins_path,
             key: None,
+            manifest: None,
             progress: &|_| {},
         };
         let err = format!("{:#}", releaser.carry_out(&mut journal).unwrap_err());

