@@ -25,7 +25,7 @@ pub(crate) fn dir(root: &Path) -> PathBuf {
 pub(crate) enum Step {
     /// The plan is recorded; nothing written yet.
     Planned,
-    /// Every image is at its staging tag.
+    /// Every image is staged (in the repository by digest, untagged).
     Staged,
     /// The staged images were read back and gated; every tag was looked at.
     Verified,
@@ -40,7 +40,7 @@ pub(crate) enum Step {
     RolledBack,
 }
 
-/// A variant's image at its staging tag.
+/// A variant's staged image (in the release repository by digest).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Staged {
     /// The manifest the release tags will point at (version label stamped).
@@ -296,7 +296,6 @@ pub(crate) mod tests {
             },
             immutable: format!("{variant}-1.0.0"),
             moving: moving.iter().map(|m| m.to_string()).collect(),
-            staging: format!("_staging-{variant}-1.0.0"),
             previous_pins: BTreeMap::new(),
         }
     }

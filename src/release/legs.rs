@@ -160,7 +160,12 @@ pub(crate) fn push(
             );
             let target = Reference::with_tag(repo, &tag)?;
             let digest = crate::release::publish::push_checked(
-                engine, client, rt, reference, &target, image_id,
+                engine,
+                client,
+                rt,
+                reference,
+                crate::release::publish::Target::Tag(&target),
+                image_id,
             )?
             .digest;
             progress(format!("{} {platform}: {repo}@{digest}", r.variant));

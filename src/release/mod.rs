@@ -7,10 +7,10 @@
 //!
 //! 1. **Plan** (`plan.rs`, pure): each variant's checked image against its
 //!    current pin gives the next version (the inventory rule of `version`),
-//!    the immutable tag `<variant>-X.Y.Z`, the moving tags (`tags.rs`) and a
-//!    staging tag. A check that did not pass refuses the whole release.
-//! 2. **Stage** (`stage.rs`): every image at its staging tag, its version
-//!    stamped on the config; a local image is pushed by this client, its
+//!    the immutable tag `<variant>-X.Y.Z` and the moving tags (`tags.rs`).
+//!    A check that did not pass refuses the whole release.
+//! 2. **Stage** (`stage.rs`): every image put in the release repository by
+//!    digest, untagged, its version stamped on the config; a local image is pushed by this client, its
 //!    layers compressed here (`publish.rs`, `compress.rs`); a multi-platform source (an index) is stamped per
 //!    platform and its index assembled anew from the stamped images.
 //! 3. **Verify** (`promote.rs`): every staged manifest read back by digest
@@ -47,12 +47,26 @@
 //! release refuses to start while an earlier one has written tags without
 //! finishing (resume or roll it back first).
 //!
-//! # Staging tags
+//! # Staging writes no tag
 //!
-//! `_staging-<variant>-X.Y.Z`: one per version, reused when a failed
-//! release is planned again. The leading `_` is a valid tag character no
-//! variant name can start with, so neither `pin` nor the moving-tag rules
-//! ever read a staging tag as a release.
+//! A staged image is put by digest (`PUT /v2/<name>/manifests/sha256:…`;
+//! a multi-platform index's platform images first, then the index), so
+//! the repository's tag list holds only what users pull: the immutable and
+//! moving tags of finished releases. A failed, resumed or rolled-back
+//! release adds no other tag, and nothing has to be DELETEd to clean up.
+//! The journal is what makes staging resumable: it records each staged
+//! digest, verify and promote read the staged manifests by that digest, and
+//! a resumed release stages the same digest again (the stamp is
+//! deterministic) and finds it there. Until a tag names it, a staged
+//! manifest is untagged, so a registry garbage collection run with
+//! `--delete-untagged` between the stage and a resume removes it: the
+//! resume then stops at verify ("the staged image is not there"), and
+//! `--rollback` plus a new release starts over with nothing tagged.
+//!
+//! Releases before this staged at `_staging-<variant>-X.Y.Z` tags; their
+//! journals still load (the field is ignored) and resume by digest. The
+//! leading `_` of those tags is one no variant name can start with, so
+//! neither `pin` nor the moving-tag rules read one as a release.
 
 pub(crate) mod attach;
 pub(crate) mod compress;

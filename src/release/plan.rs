@@ -19,7 +19,7 @@ use std::fmt;
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub(crate) enum Source {
     /// A local image of the engine (its ID is the config digest); the
-    /// client pushes it to the staging tag, compressing its layers itself.
+    /// client pushes it by digest, compressing its layers itself.
     Engine { reference: String, image_id: String },
     /// A manifest in a registry (`repo@digest`); the client copies it,
     /// mounting blobs where the registry allows.
@@ -85,7 +85,6 @@ pub(crate) struct Planned {
     pub immutable: String,
     /// Most specific first.
     pub moving: Vec<String>,
-    pub staging: String,
     /// Alias -> its pin when the plan was made (`None`: not pinned).
     pub previous_pins: BTreeMap<String, Option<Pin>>,
 }
@@ -193,7 +192,6 @@ pub(crate) fn plan(input: Input) -> Result<Plan, PlanErrors> {
             },
             immutable: tags::immutable(&variant, &version),
             moving: tags::moving(&variant, &version, &present),
-            staging: tags::staging(&variant, &version),
             previous_pins: candidate
                 .aliases
                 .iter()
@@ -491,10 +489,7 @@ mod tests {
         assert_eq!(plan.unchanged.len(), 1);
         assert_eq!(plan.unchanged[0].variant, "same");
         let bumped = &plan.variants[1];
-        assert_eq!(
-            (bumped.immutable.as_str(), bumped.staging.as_str()),
-            ("bumped-1.3.5", "_staging-bumped-1.3.5")
-        );
+        assert_eq!(bumped.immutable, "bumped-1.3.5");
         assert_eq!(bumped.previous_pins["bumped-alias"], None);
         assert!(!plan.is_noop());
     }
@@ -536,5 +531,15 @@ mod tests {
                 .contains("go-1: its tag go-1 would also be a tag of variant go"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_plan_of_an_older_release_with_a_staging_tag_still_reads() {
+        let planned = crate::release::journal::tests::planned("a", &["a"]);
+        let mut doc = serde_json::to_value(&planned).unwrap();
+        assert!(doc.get("staging").is_none(), "no staging tag is planned");
+        doc["staging"] = "_staging-a-1.0.0".into();
+        let read: Planned = serde_json::from_value(doc).unwrap();
+        assert_eq!(read, planned);
     }
 }

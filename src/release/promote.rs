@@ -79,7 +79,7 @@ pub(crate) async fn verify(
     for planned in &journal.plan.variants {
         let staged = &journal.staged[&planned.variant];
         let digest = staged.digest.clone();
-        let reference = Reference::with_tag(repo, &planned.staging)?.by_digest(digest.clone());
+        let reference = Reference::in_repo(repo, digest.clone());
         let manifest = client
             .fetch_manifest(&reference)
             .await

@@ -21,7 +21,7 @@
 use super::compress::{self, Compressed};
 use super::layer_cache::LayerCache;
 use crate::engine::Engine;
-use crate::registry::{Client, Digest, Manifest, Reference, media_type};
+use crate::registry::{Client, Digest, Manifest, Reference, Repository, media_type};
 use anyhow::{Context as _, bail};
 use bytes::Bytes;
 use sha2::Digest as _;
@@ -43,6 +43,31 @@ pub(crate) struct PushStats {
     pub uploaded_bytes: u64,
 }
 
+/// Where a push puts the manifest: at a tag, or in a repository by its
+/// digest alone (no tag is written: a release stages that way).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target<'a> {
+    Tag(&'a Reference),
+    Digest(&'a Repository),
+}
+
+impl Target<'_> {
+    fn repo(&self) -> &Repository {
+        match self {
+            Target::Tag(r) => r.repo(),
+            Target::Digest(repo) => repo,
+        }
+    }
+
+    /// The reference the manifest `bytes` is PUT at.
+    fn reference(&self, bytes: &[u8]) -> Reference {
+        match self {
+            Target::Tag(r) => (*r).clone(),
+            Target::Digest(repo) => Reference::in_repo(repo, Digest::sha256(bytes)),
+        }
+    }
+}
+
 /// Pushes the local image `image_id` (the checked image; `local` names it
 /// in messages) to `target` and returns the manifest the registry holds.
 pub(crate) fn push_checked(
@@ -50,7 +75,7 @@ pub(crate) fn push_checked(
     client: &Client,
     rt: &tokio::runtime::Runtime,
     local: &str,
-    target: &Reference,
+    target: Target<'_>,
     image_id: &str,
 ) -> anyhow::Result<Manifest> {
     push_image(
@@ -71,7 +96,7 @@ pub(crate) fn push_image(
     client: &Client,
     rt: &tokio::runtime::Runtime,
     local: &str,
-    target: &Reference,
+    target: Target<'_>,
     image_id: &str,
     cache: &LayerCache,
 ) -> anyhow::Result<(Manifest, PushStats)> {
@@ -109,7 +134,7 @@ pub(crate) fn push_image(
                     |c, file| {
                         cache.remember(c);
                         if wanted.contains(&c.diff_id) && !have.contains_key(&c.diff_id) {
-                            upload(client, rt, target, c, file, &mut stats)?;
+                            upload(client, rt, repo, c, file, &mut stats)?;
                         }
                         Ok(())
                     },
@@ -134,7 +159,7 @@ pub(crate) fn push_image(
     }
     let bytes = manifest_of(local, &info.layers, &have, &config_digest, config.len())?;
     let digest = rt.block_on(client.put_manifest(
-        target,
+        &target.reference(&bytes),
         media_type::DOCKER_MANIFEST,
         Bytes::from(bytes.clone()),
     ))?;
@@ -260,12 +285,11 @@ fn manifest_bytes(config: &Digest, config_size: usize, layers: &[&Compressed]) -
 fn upload(
     client: &Client,
     rt: &tokio::runtime::Runtime,
-    target: &Reference,
+    repo: &Repository,
     c: &Compressed,
     file: &std::fs::File,
     stats: &mut PushStats,
 ) -> anyhow::Result<()> {
-    let repo = target.repo();
     let digest = parse_digest(&c.digest)?;
     if rt.block_on(client.blob_size(repo, &digest))?.is_some() {
         return Ok(());

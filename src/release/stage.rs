@@ -1,9 +1,13 @@
-//! Staging: each planned image at its staging tag, stamped with its
-//! version, before any release tag moves.
+//! Staging: each planned image put in the release repository by digest,
+//! stamped with its version, before any release tag moves. Staging writes
+//! no tag: a manifest PUT by digest (`PUT /v2/<name>/manifests/sha256:…`)
+//! stores the manifest untagged, so the repository's tag list only ever
+//! holds the release and moving tags (issue 21); the journal records the
+//! staged digest, which is all verify, promote and a resumed release read.
 //!
 //! # The client pushes local images, stamps and copies
 //!
-//! A local image is pushed by this client to the staging tag
+//! A local image is pushed by this client, by digest
 //! ([`super::publish`]): each layer compressed here with one pinned
 //! compressor at fixed settings ([`super::compress`]), so the staged digest
 //! is a function of the image, not of the engine that pushed it or of what
@@ -23,7 +27,7 @@
 //! image_pins.json then), and the check record stays valid: it is bound to
 //! `dev.sunaba.inputs`, which the stamp does not touch. The stamped bytes
 //! are a pure function of the source manifest and the version, so a resumed
-//! release stages the same digest again.
+//! release stages the same digest again (and finds it there: one HEAD).
 //!
 //! An image already in a registry (`release --from`) is copied by the
 //! client alone: each layer HEAD first, then a cross-repository mount, then
@@ -35,7 +39,7 @@
 //! A multi-platform source (an index in a registry) is staged platform by
 //! platform: each platform image is copied and stamped as above and put by
 //! its (new) digest, then the index of the stamped images is assembled
-//! ([`registry::assemble`]) and put at the staging tag. The source index's
+//! ([`registry::assemble`]) and put by its digest too. The source index's
 //! own bytes cannot be kept: the stamp changes every child's digest. The
 //! staged index is as deterministic as the stamp (children sorted by
 //! platform, fixed serialisation), so a resumed release stages the same
@@ -112,9 +116,9 @@ pub(crate) struct Stager<'a> {
 }
 
 impl Stager<'_> {
-    /// Puts `planned` at its staging tag, stamped; returns what is there.
+    /// Puts `planned` in the release repository by digest, stamped (no tag
+    /// is written); returns what is there.
     pub(crate) fn stage(&self, planned: &Planned) -> anyhow::Result<Staged> {
-        let staging = Reference::with_tag(self.repository, &planned.staging)?;
         let (from, manifest, pushed) = match &planned.source {
             Source::Engine {
                 reference,
@@ -128,7 +132,7 @@ impl Stager<'_> {
                     self.client,
                     self.rt,
                     reference,
-                    &staging,
+                    crate::release::publish::Target::Digest(self.repository),
                     image_id,
                 )?;
                 let pushed = manifest.digest.clone();
@@ -138,36 +142,31 @@ impl Stager<'_> {
                 let source: Reference = reference.parse()?;
                 let manifest = self.rt.block_on(self.client.fetch_manifest(&source))?;
                 if registry::media_type::is_index(&manifest.media_type) {
-                    return self.rt.block_on(self.stamp_index(
-                        source.repo(),
-                        &manifest,
-                        planned,
-                        &staging,
-                    ));
+                    return self
+                        .rt
+                        .block_on(self.stamp_index(source.repo(), &manifest, planned));
                 }
                 (source.repo().clone(), manifest, None)
             }
         };
-        let mut staged = self
-            .rt
-            .block_on(self.stamp(&from, &manifest, planned, &staging))?;
+        let mut staged = self.rt.block_on(self.stamp(&from, &manifest, planned))?;
         staged.pushed = pushed;
         Ok(staged)
     }
 
     /// Stamps the version on `manifest` (of repository `from`) and puts the
-    /// result at `staging`, copying the layers when `from` is elsewhere.
+    /// result by its digest, copying the layers when `from` is elsewhere.
     async fn stamp(
         &self,
         from: &Repository,
         manifest: &Manifest,
         planned: &Planned,
-        staging: &Reference,
     ) -> anyhow::Result<Staged> {
         let stamped = self.stamp_image(from, manifest, &planned.version).await?;
-        if self.client.manifest_digest(staging).await?.as_ref() != Some(&stamped.digest) {
+        let at = Reference::in_repo(self.repository, stamped.digest.clone());
+        if self.client.manifest_digest(&at).await?.is_none() {
             self.client
-                .put_manifest(staging, &manifest.media_type, stamped.bytes)
+                .put_manifest(&at, &manifest.media_type, stamped.bytes)
                 .await?;
         }
         Ok(Staged {
@@ -180,14 +179,13 @@ impl Stager<'_> {
     }
 
     /// Stamps each platform image of the index `index` (of repository
-    /// `from`), puts each by digest, and puts the index of the stamped
-    /// images at `staging` (see the module docs).
+    /// `from`), puts each by digest, and then the index of the stamped
+    /// images by its digest (see the module docs).
     async fn stamp_index(
         &self,
         from: &Repository,
         index: &Manifest,
         planned: &Planned,
-        staging: &Reference,
     ) -> anyhow::Result<Staged> {
         let context = format!("{from}@{}", index.digest);
         let client = self.client;
@@ -227,8 +225,9 @@ impl Stager<'_> {
                 list(&mut platforms.keys())
             );
         }
-        if client.manifest_digest(staging).await?.as_ref() != Some(&assembled.digest) {
-            client.put_index(staging, &assembled).await?;
+        let at = Reference::in_repo(to, assembled.digest.clone());
+        if client.manifest_digest(&at).await?.is_none() {
+            client.put_index(&at, &assembled).await?;
         }
         Ok(Staged {
             digest: assembled.digest,
@@ -270,7 +269,7 @@ impl Stager<'_> {
     }
 }
 
-/// A stamped image manifest, not yet at any tag.
+/// A stamped image manifest, not yet put anywhere.
 pub(crate) struct Stamped {
     pub bytes: Bytes,
     pub digest: Digest,

@@ -1,8 +1,8 @@
 //! The tags a release writes, as pure functions: the immutable
 //! `<variant>-X.Y.Z`, the moving `<variant>-X.Y`, `<variant>-X` and
 //! `<variant>` (each only when the new version is the highest stable one
-//! of its line; no `-0` for 0.x; none for a pre-release), the staging tag,
-//! and the check that no tag of one variant lands in another's namespace.
+//! of its line; no `-0` for 0.x; none for a pre-release), and the
+//! check that no tag of one variant lands in another's namespace.
 
 use crate::policy::parse_tag;
 use semver::Version;
@@ -11,13 +11,6 @@ use std::cmp::Ordering;
 /// The one tag a version is published under, never moved afterwards.
 pub(crate) fn immutable(variant: &str, version: &Version) -> String {
     format!("{variant}-{version}")
-}
-
-/// Where a release puts an image before any release tag moves. It starts
-/// with `_`, which no variant name can (names start with a letter or digit),
-/// so `pin` and the moving-tag rules never take it for a release tag.
-pub(crate) fn staging(variant: &str, version: &Version) -> String {
-    format!("_staging-{variant}-{version}")
 }
 
 /// The moving tags `version` takes, most specific first, given the versions
@@ -117,13 +110,14 @@ mod tests {
     }
 
     #[test]
-    fn immutable_and_staging_tags() {
+    fn immutable_tags_and_the_staging_tags_of_older_releases() {
         assert_eq!(immutable("go", &v("1.2.3")), "go-1.2.3");
         assert_eq!(immutable("go", &v("1.2.3-rc.1")), "go-1.2.3-rc.1");
-        let staging = staging("go", &v("1.2.3"));
-        assert_eq!(staging, "_staging-go-1.2.3");
-        assert!(parse_tag("go", &staging).is_none());
-        assert!(!in_namespace_of("go", &staging));
+        // Releases before issue 21 staged at `_staging-<variant>-X.Y.Z`;
+        // the tags they left are never read as a release.
+        let staging = "_staging-go-1.2.3";
+        assert!(parse_tag("go", staging).is_none());
+        assert!(!in_namespace_of("go", staging));
     }
 
     #[test]

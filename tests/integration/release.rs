@@ -8,7 +8,7 @@ use crate::support::oci::{Image, Pusher};
 use crate::support::proxy::{Fault, Proxy, rule, rule_exact};
 use crate::support::{self, Cli, all_tools, check_label, sha256};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 /// The shipped family's variants (read from images.toml: a new toolchain
@@ -132,15 +132,15 @@ impl Rig {
         })
     }
 
-    /// The release tags PUT through the proxy so far (staging tags and
-    /// PUTs by digest are not release tags).
+    /// The release tags PUT through the proxy so far (PUTs by digest, which
+    /// is how staging writes, are not tag writes).
     pub fn tag_writes(&self) -> Vec<String> {
         self.proxy
             .log()
             .iter()
             .filter(|l| l.method == "PUT")
             .filter_map(|l| l.target.split("/manifests/").nth(1).map(str::to_string))
-            .filter(|t| !t.starts_with("_staging-") && !t.starts_with("sha256:"))
+            .filter(|t| !t.starts_with("sha256:"))
             .collect()
     }
 
@@ -231,6 +231,14 @@ pub fn release_tags(published: &BTreeMap<String, String>) -> BTreeMap<String, St
         .collect()
 }
 
+/// The tags of every journal, as a set.
+pub fn journaled_tags<'a>(journals: impl IntoIterator<Item = &'a Value>) -> BTreeSet<String> {
+    journals
+        .into_iter()
+        .flat_map(|j| planned_tags(j).into_keys())
+        .collect()
+}
+
 #[test]
 fn a_release_from_nothing_publishes_every_variant_and_a_second_run_writes_nothing() {
     let Some(rig) = Rig::new("from-nothing") else {
@@ -254,8 +262,10 @@ fn a_release_from_nothing_publishes_every_variant_and_a_second_run_writes_nothin
         .run();
     let (_, journal) = rig.journal();
     assert_eq!(journal["step"], "pinned");
+    // The repository's tag list (the registry's tags/list) is the release
+    // and moving tags, nothing else: staging wrote no tag (issue 21).
     let published = rig.published();
-    assert_eq!(release_tags(&published), planned_tags(&journal));
+    assert_eq!(published, planned_tags(&journal));
     for v in variants() {
         for tag in [
             format!("{v}-1.0.0"),
@@ -299,7 +309,7 @@ fn killed_after_the_kth_tag_write_a_resume_converges_without_putting_a_tag_twice
     };
     reference.push_family("v1", &[]);
     reference.release(&["--write", "--notes", "notes.md"]).run();
-    let expected = release_tags(&reference.published());
+    let expected = reference.published();
     assert_eq!(expected.len(), family_tags());
     let expected_pins = reference.pins_text().replace(&reference.ns, "NS");
 
@@ -340,9 +350,9 @@ fn killed_after_the_kth_tag_write_a_resume_converges_without_putting_a_tag_twice
             .stderr_may(r"release: .*")
             .run();
         assert_eq!(
-            release_tags(&rig.published()),
+            rig.published(),
             expected,
-            "k={k}: the same end state"
+            "k={k}: the same end state, and only release tags in the tag list"
         );
         assert_eq!(
             rig.pins_text()
@@ -407,6 +417,12 @@ fn an_immutable_tag_at_another_digest_stops_the_release_with_zero_tag_writes() {
     assert_eq!(rig.tag_writes(), Vec::<String>::new());
     assert_eq!(rig.pins_text(), pins);
     assert_eq!(p.wait(p.tag_digest(&repo, "python-1.0.0")), Some(other));
+    let tags: Vec<String> = rig.published().into_keys().collect();
+    assert_eq!(
+        tags,
+        ["python-1.0.0"],
+        "the stopped release staged untagged"
+    );
     let (_, journal) = rig.journal();
     assert_eq!(journal["step"], "staged");
     assert!(
@@ -525,6 +541,11 @@ fn a_one_variant_change_moves_its_tags_and_a_rollback_puts_them_back() {
     let rolled = rig.published();
     assert_eq!(rolled["python"], first["python"]);
     assert_eq!(
+        rolled.keys().cloned().collect::<BTreeSet<_>>(),
+        journaled_tags(rig.journals().values()),
+        "after two releases and a rollback, only their release tags"
+    );
+    assert_eq!(
         rolled["python-1.0.1"], second["python-1.0.1"],
         "immutable tags stay"
     );
@@ -536,7 +557,7 @@ pub struct Cost {
     pub requests: usize,
     /// GETs (plan reads, copies, read-backs) and blob HEADs.
     pub reads: usize,
-    /// POSTs and PUTs of blobs, and PUTs of staging tags.
+    /// POSTs and PUTs of blobs, and manifest PUTs by digest (staging).
     pub staging_writes: usize,
     pub tag_heads: usize,
     pub tag_puts: usize,
@@ -549,7 +570,7 @@ pub fn cost(log: &[crate::support::proxy::Logged], repo: &str) -> Cost {
     let is_tag = |l: &crate::support::proxy::Logged| {
         l.target
             .strip_prefix(&manifests)
-            .is_some_and(|t| !t.starts_with("_staging-") && !t.starts_with("sha256:"))
+            .is_some_and(|t| !t.starts_with("sha256:"))
     };
     let first_tag = log.iter().position(&is_tag).unwrap_or(log.len());
     let count =
@@ -795,6 +816,11 @@ fn a_two_platform_source_is_released_as_an_index_pinned_per_platform_and_verifie
     assert_eq!(
         published["python-1.0.0"],
         staged["digest"].as_str().unwrap()
+    );
+    assert_eq!(
+        published,
+        planned_tags(&journal),
+        "the platform images and the index were staged untagged"
     );
     let pins: Value = serde_json::from_str(&rig.pins_text()).unwrap();
     let pin = &pins["images"]["python"];
