@@ -43,7 +43,7 @@ pub(crate) enum Command {
     Tags(crate::commands::tags::Args),
     /// Build the image graph (parents first, in parallel, skipping unchanged inputs) and check it.
     Build(crate::commands::build::Args),
-    /// Run each image's HEALTHCHECK and the smoke suite under the run contract; verify owed tools, smoke and size budget.
+    /// Run each image's HEALTHCHECK and the smoke suite under the run contract; verify owed tools, smoke and size budget (--image: whether a custom image would serve as VARIANT).
     Check(crate::commands::check::Args),
     /// Move aliases in image_pins.json to the newest eligible images (a plan; --write applies it).
     Pin(crate::commands::pin::Args),

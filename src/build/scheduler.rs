@@ -348,6 +348,7 @@ mod tests {
                 labels: BTreeMap::new(),
                 healthcheck: None,
                 user: String::new(),
+                env: Vec::new(),
                 layers: vec![],
                 repo_tags: vec!["up:latest".into()],
                 repo_digests: vec![pinned],

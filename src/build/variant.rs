@@ -379,8 +379,14 @@ fn check_and_record(
 ) -> Result<(String, CheckReport), Box<Outcome>> {
     sh.reporter.event(variant, Event::Checking);
     let expect = sh.family.expectation(variant).expect("a known variant");
-    let mut report = check::check_image(sh.engine, reference, &expect, sh.opts.check_timeout)
-        .map_err(|e| Box::new(failed(Stage::Check, e, Some(log_path.to_path_buf()))))?;
+    let mut report = check::check_image(
+        sh.engine,
+        reference,
+        &expect,
+        sh.opts.check_timeout,
+        check::Healthcheck::Image,
+    )
+    .map_err(|e| Box::new(failed(Stage::Check, e, Some(log_path.to_path_buf()))))?;
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

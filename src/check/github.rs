@@ -94,7 +94,7 @@ pub(crate) fn annotations(
             );
         }
         let table = format!("variants.{}", r.variant);
-        if r.size > r.size_budget {
+        if r.size > r.size_budget && !r.custom {
             out.push(
                 Annotation::error(
                     7000 + others,
@@ -146,11 +146,12 @@ pub(crate) fn summary(reports: &[CheckReport]) -> String {
             .chain(r.problems.iter().cloned())
             .collect();
         out.push_str(&format!(
-            "| {} | {} | {} / {} | {} | {} |\n",
+            "| {} | {} | {} / {}{} | {} | {} |\n",
             r.variant,
             if r.passed { "pass" } else { "**FAIL**" },
-            human_bytes(r.size),
+            r.size_shown(),
             human_bytes(r.size_budget),
+            if r.custom { " (information)" } else { "" },
             r.tools.len(),
             failing.join("; ").replace('|', "\\|")
         ));
@@ -168,7 +169,7 @@ mod tests {
         CheckReport {
             variant: variant.into(),
             image: format!("r/s:{variant}"),
-            image_id: String::new(),
+            image_id: "sha256:1".into(),
             inputs: None,
             size,
             size_budget: 1 << 20,
@@ -191,6 +192,7 @@ mod tests {
             recorded_id: None,
             platform: Some("linux/amd64".parse().unwrap()),
             emulated: false,
+            custom: false,
         }
     }
 

@@ -31,13 +31,14 @@ pub(crate) fn parse_output(stdout: &str) -> (Vec<ToolResult>, Vec<String>) {
     (tools, bad)
 }
 
-/// Judges one healthcheck run against what the variant owes.
+/// Judges one healthcheck run against what the variant owes, and `size`
+/// against the budget (`None`: an image not held to it, a custom one).
 pub(crate) fn evaluate(
     expect: &Expectation,
     exit_code: Option<i32>,
     stdout: &str,
     stderr: &str,
-    size: u64,
+    size: Option<u64>,
 ) -> (Vec<ToolResult>, Vec<String>) {
     let (reported, bad) = parse_output(stdout);
     let mut problems: Vec<String> = bad
@@ -118,7 +119,7 @@ pub(crate) fn evaluate(
             }
         ));
     }
-    if size > expect.size_budget {
+    if let Some(size) = size.filter(|s| *s > expect.size_budget) {
         problems.push(over_budget(&expect.variant, size, expect.size_budget));
     }
     (tools, problems)
@@ -190,7 +191,7 @@ mod tests {
     #[test]
     fn all_ok_passes() {
         let out = "ok\trg\t14.1.1\t\nok\tgofmt\tpresent\t\n";
-        let (tools, problems) = evaluate(&expect(&["rg", "gofmt"]), Some(0), out, "", 10);
+        let (tools, problems) = evaluate(&expect(&["rg", "gofmt"]), Some(0), out, "", Some(10));
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(tools.len(), 2);
         assert!(tools.iter().all(|t| t.status == ToolStatus::Ok));
@@ -203,8 +204,13 @@ mod tests {
         let out = "missing\tbeta\t-\tbeta not on PATH\n\
                    mismatch\tgamma\t-\toutput did not match 'gamma ([0-9.]+)'\n\
                    too-old\tdelta\t0.1.0\tbelow 1.0.0\n";
-        let (tools, problems) =
-            evaluate(&expect(&["beta", "gamma", "delta"]), Some(1), out, "", 10);
+        let (tools, problems) = evaluate(
+            &expect(&["beta", "gamma", "delta"]),
+            Some(1),
+            out,
+            "",
+            Some(10),
+        );
         assert!(problems.is_empty(), "{problems:?}");
         let status: Vec<_> = tools.iter().map(|t| t.status).collect();
         assert_eq!(
@@ -222,7 +228,7 @@ mod tests {
     fn an_older_render_fails_both_ways() {
         // The image checks rg and sd; the manifest now owes rg and jq.
         let out = "ok\trg\t14.1.1\t\nok\tsd\t1.0.0\t\n";
-        let (tools, _) = evaluate(&expect(&["rg", "jq"]), Some(0), out, "", 10);
+        let (tools, _) = evaluate(&expect(&["rg", "jq"]), Some(0), out, "", Some(10));
         let by: BTreeMap<_, _> = tools.iter().map(|t| (t.tool.as_str(), t.status)).collect();
         assert_eq!(by["rg"], ToolStatus::Ok);
         assert_eq!(by["jq"], ToolStatus::NotChecked);
@@ -231,7 +237,13 @@ mod tests {
 
     #[test]
     fn size_over_budget_is_a_problem() {
-        let (_, problems) = evaluate(&expect(&["rg"]), Some(0), "ok\trg\t1.0.0\t\n", "", 2048);
+        let (_, problems) = evaluate(
+            &expect(&["rg"]),
+            Some(0),
+            "ok\trg\t1.0.0\t\n",
+            "",
+            Some(2048),
+        );
         assert_eq!(problems.len(), 1);
         assert_eq!(
             problems[0],
@@ -239,6 +251,8 @@ mod tests {
              variants.python.size_budget (size_budget = \"1MiB\" leaves about 10% headroom), \
              or make the image smaller"
         );
+        let (_, custom) = evaluate(&expect(&["rg"]), Some(0), "ok\trg\t1.0.0\t\n", "", None);
+        assert!(custom.is_empty(), "not held to the budget: {custom:?}");
         assert_eq!(suggested_budget(700 * 1024 * 1024), "770MiB");
         assert_eq!(suggested_budget(1_250_000_000), "1320MiB");
         assert_eq!(suggested_budget(50 * 1024 * 1024), "55MiB");
@@ -246,17 +260,35 @@ mod tests {
 
     #[test]
     fn inconsistent_exit_status_and_garbage_are_problems() {
-        let (_, p) = evaluate(&expect(&["rg"]), Some(0), "missing\trg\t-\tx\n", "", 1);
+        let (_, p) = evaluate(
+            &expect(&["rg"]),
+            Some(0),
+            "missing\trg\t-\tx\n",
+            "",
+            Some(1),
+        );
         assert!(p[0].contains("exited 0"), "{p:?}");
-        let (_, p) = evaluate(&expect(&["rg"]), Some(3), "ok\trg\t1.0.0\t\n", "boom", 1);
+        let (_, p) = evaluate(
+            &expect(&["rg"]),
+            Some(3),
+            "ok\trg\t1.0.0\t\n",
+            "boom",
+            Some(1),
+        );
         assert!(
             p[0].contains("exit status 3") && p[0].contains("boom"),
             "{p:?}"
         );
-        let (tools, p) = evaluate(&expect(&["rg"]), Some(1), "sh: rg: not found\n", "", 1);
+        let (tools, p) = evaluate(
+            &expect(&["rg"]),
+            Some(1),
+            "sh: rg: not found\n",
+            "",
+            Some(1),
+        );
         assert!(p[0].contains("not `status"), "{p:?}");
         assert_eq!(tools[0].status, ToolStatus::NotChecked);
-        let (_, p) = evaluate(&expect(&["rg"]), Some(127), "", "exec failed", 1);
+        let (_, p) = evaluate(&expect(&["rg"]), Some(127), "", "exec failed", Some(1));
         assert!(
             p.iter()
                 .any(|p| p.contains("printed nothing") && p.contains("exec failed")),

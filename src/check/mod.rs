@@ -7,6 +7,16 @@
 //! `healthcheck` (judging its output), `pipeline` (the whole command), `record` (the label on the image),
 //! `report` (results, the table and JUnit).
 //!
+//! A custom image (`check VARIANT --image REF` of an image that is not this
+//! family's VARIANT, e.g. a user's own) is checked by the same contract
+//! without being held to how the family builds: the project's rendered
+//! healthcheck of VARIANT is mounted into the sandbox and run instead of
+//! the image's HEALTHCHECK (which it need not have), the smoke suites run
+//! under the same posture, and the size budget and the image's own
+//! HEALTHCHECK are notes, not failures. What the posture needs that the
+//! image lacks (a non-root default user 1000:1000 owning the HOME tmpfs) is
+//! said as a problem; it passes when it would serve as VARIANT ([`Healthcheck`]).
+//!
 //! Healthcheck output and the check record are fixed in docs/contracts.md.
 
 mod container;
@@ -32,7 +42,8 @@ pub(crate) enum CheckError {
     NoImage { reference: String, variant: String },
     #[error(
         "image {reference} has no HEALTHCHECK in its config; it was not built from a rendered \
-         Dockerfile (rebuild it with `sunaba-images build`)"
+         Dockerfile (rebuild it with `sunaba-images build`, or check an image of your own with \
+         `sunaba-images check VARIANT --image REF`)"
     )]
     NoHealthcheck { reference: String },
     #[error("image {reference} has an unusable HEALTHCHECK {test:?}: {why}")]
@@ -57,6 +68,19 @@ pub(crate) enum CheckError {
     },
     #[error(transparent)]
     Engine(#[from] EngineError),
+}
+
+/// Which healthcheck a check runs, and what it holds the image to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Healthcheck<'a> {
+    /// The image's own HEALTHCHECK: an image of this family's variant,
+    /// built from a render, held to the size budget.
+    Image,
+    /// The project's rendered healthcheck script of the variant (its text),
+    /// mounted into the sandbox: a custom image (`check VARIANT --image
+    /// REF`), which need not have a HEALTHCHECK of its own. Its size budget
+    /// and its own HEALTHCHECK are reported as information.
+    Rendered(&'a str),
 }
 
 /// What a variant owes, from images.toml.

@@ -3,7 +3,7 @@
 //! with the smoke suites asked for, and the pass recorded on it. Commands
 //! parse, call [`run`], and print the reports it returns.
 
-use super::{CheckError, CheckReport, check_image};
+use super::{CheckError, CheckReport, Healthcheck, check_image};
 use crate::build::Family;
 use crate::engine::{Engine, EngineError};
 use crate::labels;
@@ -41,6 +41,13 @@ pub(crate) enum PipelineError {
         reference: String,
         variant: String,
         declared: String,
+    },
+    #[error("rendering the healthcheck of {variant} to check {reference} with")]
+    Render {
+        variant: String,
+        reference: String,
+        #[source]
+        source: crate::render::RenderError,
     },
     #[error("recording the pass on {reference}")]
     Record {
@@ -105,11 +112,29 @@ pub(crate) fn run(
         if !request.suites.is_empty() {
             expect.smoke = expect.smoke.only(request.suites);
         }
+        let info = engine.inspect(reference)?;
+        let script = match (request.image, &info) {
+            (Some(_), Some(info)) if !of_variant(info, variant) => {
+                Some(rendered_healthcheck(manifest, variant, reference)?)
+            }
+            _ => None,
+        };
+        let healthcheck = script
+            .as_deref()
+            .map_or(Healthcheck::Image, Healthcheck::Rendered);
         // An image that cannot be checked (absent, no healthcheck, timed out)
         // is a failed check of that image, reported with the others.
-        let mut report = match check_image(engine, reference, &expect, request.timeout) {
+        let mut report = match check_image(engine, reference, &expect, request.timeout, healthcheck)
+        {
             Ok(r) => r,
-            Err(e) => CheckReport::unchecked(variant, reference, expect.size_budget, e.to_string()),
+            Err(e) => {
+                let r =
+                    CheckReport::unchecked(variant, reference, expect.size_budget, e.to_string());
+                match &info {
+                    Some(info) => r.of_image(info),
+                    None => r,
+                }
+            }
         };
         if !request.suites.is_empty() {
             report.notes.push(format!(
@@ -117,7 +142,17 @@ pub(crate) fn run(
                 request.suites.join(", ")
             ));
         }
-        if report.passed && request.record && request.suites.is_empty() {
+        if report.custom && request.record {
+            report.notes.push(format!(
+                "checked as a custom image: it would serve as {variant}{}; no pass is recorded \
+                 on it (a check record is the family's, bound to its build inputs)",
+                if report.passed {
+                    ""
+                } else {
+                    " once the problems above are fixed"
+                }
+            ));
+        } else if report.passed && request.record && request.suites.is_empty() {
             report.recorded_id =
                 family
                     .record_pass(engine, reference, &report)
@@ -134,6 +169,39 @@ pub(crate) fn run(
         reports.push(report);
     }
     Ok(reports)
+}
+
+/// Whether `info` is an image of this family's `variant` (labelled so, with
+/// the HEALTHCHECK its render bakes in): checked as the family's, its own
+/// HEALTHCHECK run and its budget held. Anything else given by `--image` is
+/// a custom image.
+fn of_variant(info: &crate::engine::ImageInfo, variant: &str) -> bool {
+    let labelled = info.labels.get(labels::VARIANT).map(String::as_str) == Some(variant);
+    let healthcheck = info
+        .healthcheck
+        .as_deref()
+        .is_some_and(|t| !t.is_empty() && t[0] != "NONE");
+    labelled && healthcheck
+}
+
+/// The healthcheck script the project renders for `variant` (in memory:
+/// what images.toml says now, whatever is on disk).
+fn rendered_healthcheck(
+    manifest: &Manifest,
+    variant: &str,
+    reference: &str,
+) -> Result<String, PipelineError> {
+    let error = |source| PipelineError::Render {
+        variant: variant.to_string(),
+        reference: reference.to_string(),
+        source,
+    };
+    let mut rendered = crate::render::render(manifest).map_err(error)?;
+    let path = crate::render::healthcheck_path(variant);
+    Ok(rendered
+        .files
+        .remove(&path)
+        .expect("every declared variant renders a healthcheck"))
 }
 
 /// Each image to check, with the variant it is checked as: `--image` (its
@@ -226,6 +294,7 @@ mod tests {
                 .collect(),
             healthcheck: None,
             user: String::new(),
+            env: Vec::new(),
             layers: vec![],
             repo_tags: vec![],
             repo_digests: vec![],

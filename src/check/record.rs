@@ -125,6 +125,7 @@ mod tests {
             ]),
             healthcheck: None,
             user: String::new(),
+            env: Vec::new(),
             layers: vec![],
             repo_tags: vec![],
             repo_digests: vec![],

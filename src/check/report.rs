@@ -89,6 +89,11 @@ pub struct CheckReport {
     /// It ran under emulation (not the engine's own platform), with the
     /// time limit multiplied by [`EMULATION_TIMEOUT_FACTOR`].
     pub emulated: bool,
+    /// Checked as a custom image (`check VARIANT --image REF` of an image
+    /// that is not this family's VARIANT): with the project's rendered
+    /// healthcheck, the size budget and the image's own HEALTHCHECK as
+    /// information, and no pass recorded on it.
+    pub custom: bool,
 }
 
 fn platform_or_empty<S: serde::Serializer>(p: &Option<Platform>, s: S) -> Result<S::Ok, S::Error> {
@@ -126,6 +131,36 @@ impl CheckReport {
             // Never looked at: no platform to say.
             platform: None,
             emulated: false,
+            custom: false,
+        }
+    }
+
+    /// The same report with what the engine says of the image (it was
+    /// found, but could not be checked): its ID, size and platform.
+    pub(crate) fn of_image(mut self, info: &crate::engine::ImageInfo) -> CheckReport {
+        self.image_id = info.id.clone();
+        self.size = info.size;
+        self.platform = info.platform.clone();
+        self
+    }
+
+    /// The image's size for people; `-` for an image never looked at.
+    pub(crate) fn size_shown(&self) -> String {
+        if self.image_id.is_empty() {
+            "-".to_string()
+        } else {
+            human_bytes(self.size)
+        }
+    }
+
+    /// `78.0 MiB / budget 700.0 MiB`; a custom image's budget is said to
+    /// be information.
+    pub(crate) fn size_text(&self) -> String {
+        let (size, budget) = (self.size_shown(), human_bytes(self.size_budget));
+        if self.custom {
+            format!("{size} ({}'s budget {budget}: information)", self.variant)
+        } else {
+            format!("{size} / budget {budget}")
         }
     }
 
@@ -202,12 +237,11 @@ pub(crate) fn table(reports: &[CheckReport]) -> String {
     let mut out = String::new();
     for r in reports {
         out.push_str(&format!(
-            "{} {}  {}  size {} / budget {}  ({:.1}s)\n",
+            "{} {}  {}  size {}  ({:.1}s)\n",
             if r.passed { "PASS" } else { "FAIL" },
             r.variant,
             r.image,
-            human_bytes(r.size),
-            human_bytes(r.size_budget),
+            r.size_text(),
             r.seconds
         ));
         let mut tools = Table::new([
@@ -457,6 +491,7 @@ pub(crate) mod tests {
             recorded_id: None,
             platform: Some("linux/amd64".parse().unwrap()),
             emulated: false,
+            custom: false,
         }
     }
 

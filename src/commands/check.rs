@@ -2,7 +2,9 @@
 //! HEALTHCHECK and the variant's smoke suite in one sandbox under the run
 //! contract, verifies the tools the variant owes and what each smoke case
 //! did, enforces the size budget, and records a pass on the image as the
-//! `dev.sunaba.check` label.
+//! `dev.sunaba.check` label. `check VARIANT --image REF` of a custom image
+//! runs the project's rendered healthcheck instead (see `check`'s module
+//! docs) and exits 0 when the image would serve as VARIANT.
 
 use super::context::{Context, OutputOptions};
 use crate::check;
@@ -16,10 +18,12 @@ pub(crate) struct Args {
     /// Variants to check (their `<repository>:<variant>` images); all when
     /// none are named.
     pub variants: Vec<String>,
-    /// Check this image instead, with the same healthcheck rules and smoke
-    /// (the variant comes from the argument or the image's
-    /// `dev.sunaba.variant` label): how a custom image proves it behaves
-    /// like the family's.
+    /// Check this image instead (the variant comes from the argument or the
+    /// image's `dev.sunaba.variant` label). An image that is not this
+    /// family's VARIANT is a custom one: the project's rendered healthcheck
+    /// of VARIANT is mounted and run (the image needs no HEALTHCHECK), the
+    /// smoke runs under the run contract, its size and own HEALTHCHECK are
+    /// information; exit 0 when it would serve as VARIANT.
     #[arg(long, value_name = "REF")]
     pub image: Option<String>,
     /// Check the variants' images of this platform (`linux/arm64`: the

@@ -78,6 +78,7 @@ impl Engine for FakeEngine {
             labels: req.labels.clone(),
             healthcheck: None,
             user: String::new(),
+            env: Vec::new(),
             layers: vec![],
             repo_tags: req.tags.clone(),
             repo_digests: vec![],

@@ -117,6 +117,8 @@ pub struct ImageInfo {
     pub healthcheck: Option<Vec<String>>,
     /// `Config.User` (empty: root).
     pub user: String,
+    /// `Config.Env`, `NAME=value` each.
+    pub env: Vec<String>,
     pub layers: Vec<String>,
     pub repo_tags: Vec<String>,
     pub repo_digests: Vec<String>,
@@ -492,6 +494,8 @@ struct RawConfig {
     healthcheck: Option<RawHealthcheck>,
     #[serde(rename = "User", default)]
     user: Option<String>,
+    #[serde(rename = "Env", default)]
+    env: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -514,13 +518,14 @@ pub(crate) fn parse_inspect(json: &str) -> Result<ImageInfo, String> {
     }
     let raw = images.remove(0);
     let config = raw.config;
-    let (labels, healthcheck, user) = match config {
+    let (labels, healthcheck, user, env) = match config {
         Some(c) => (
             c.labels.unwrap_or_default(),
             c.healthcheck.and_then(|h| h.test),
             c.user.unwrap_or_default(),
+            c.env.unwrap_or_default(),
         ),
-        None => (BTreeMap::new(), None, String::new()),
+        None => (BTreeMap::new(), None, String::new(), Vec::new()),
     };
     let healthcheck = healthcheck.or(raw.healthcheck.and_then(|h| h.test));
     Ok(ImageInfo {
@@ -533,6 +538,7 @@ pub(crate) fn parse_inspect(json: &str) -> Result<ImageInfo, String> {
         labels,
         healthcheck,
         user,
+        env,
         layers: raw.rootfs.and_then(|r| r.layers).unwrap_or_default(),
         repo_tags: raw.repo_tags.unwrap_or_default(),
         repo_digests: raw.repo_digests.unwrap_or_default(),

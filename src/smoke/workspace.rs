@@ -110,6 +110,18 @@ impl Workspace {
         })
     }
 
+    /// Writes `text` at `name` beside the copies (a name no case id has:
+    /// it starts with `.`), readable by anyone, and returns where the
+    /// sandbox sees it (under /workspace).
+    pub(crate) fn add_file(&self, name: &str, text: &str) -> Result<String, WorkspaceError> {
+        debug_assert!(name.starts_with('.') && !name.contains('/'));
+        let path = self.root.join(name);
+        std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+            .map_err(io(format!("setting the mode of {}", path.display())))?;
+        Ok(format!("{}/{name}", crate::run_contract::WORKSPACE))
+    }
+
     /// The tree of one case's copy.
     pub(crate) fn snapshot(&self, case: &Case) -> Result<Snapshot, WorkspaceError> {
         let mut out = BTreeMap::new();

@@ -122,7 +122,7 @@ fn check_exits_64_on_usage_2_for_a_failing_image_1_without_an_engine() {
         .args(["--profile", "local", "check", "minimal"])
         .status(2)
         .stdout_like(format!(
-            r"FAIL minimal  {}:minimal  size 0 B / budget .*",
+            r"FAIL minimal  {}:minimal  size - / budget .*",
             regex::escape(&repository)
         ))
         .stdout_like(r"  problem: image .* not found locally; build it first .*")

@@ -8,6 +8,7 @@ mod attach;
 mod attest;
 mod bad_input;
 mod build;
+mod custom_image;
 mod detect;
 mod engine_release;
 mod exit_status;
