@@ -71,4 +71,8 @@ pub(crate) enum Command {
     Sbom(crate::commands::sbom::Args),
     /// Check an alias's (or image's) signed referrers with a public key (exit 2 when missing or wrong).
     VerifyAttestations(crate::commands::verify_attestations::Args),
+    /// Print the shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions(crate::commands::completions::Args),
+    /// Write one man page per verb (into target/man unless --out-dir).
+    Man(crate::commands::man::Args),
 }

@@ -8,6 +8,7 @@ pub(crate) mod base_update;
 pub(crate) mod build;
 pub(crate) mod chain;
 pub(crate) mod check;
+pub(crate) mod clap_gen;
 pub(crate) mod cli;
 pub(crate) mod commands;
 pub(crate) mod detect;

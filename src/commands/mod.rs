@@ -24,11 +24,13 @@ macro_rules! out {
 pub(crate) mod assemble;
 pub(crate) mod build;
 pub(crate) mod check;
+pub(crate) mod completions;
 pub(crate) mod context;
 pub(crate) mod detect;
 pub(crate) mod engine;
 pub(crate) mod key;
 pub(crate) mod lock;
+pub(crate) mod man;
 pub(crate) mod new;
 pub(crate) mod outdated;
 pub(crate) mod pin;
@@ -72,6 +74,8 @@ pub(crate) fn run(cli: Cli) -> exit::Result {
         Command::Key(args) => key::run(&ctx, args),
         Command::Sbom(args) => sbom::run(&ctx, args),
         Command::VerifyAttestations(args) => verify_attestations::run(&ctx, args),
+        Command::Completions(args) => completions::run(&ctx, args),
+        Command::Man(args) => man::run(&ctx, args),
     }
 }
 

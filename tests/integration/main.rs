@@ -8,6 +8,7 @@ mod attach;
 mod attest;
 mod bad_input;
 mod build;
+mod cli_docs;
 mod custom_image;
 mod detect;
 mod engine_release;

@@ -1,0 +1,28 @@
+//! `sunaba-images man [--out-dir DIR]`: one man page per verb, written.
+
+use super::context::Context;
+use crate::exit;
+use anyhow::Context as _;
+use clap::CommandFactory as _;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Example:\n  sunaba-images man --out-dir target/man && man -l target/man/sunaba-images-build.1"
+)]
+pub(crate) struct Args {
+    /// Where to write the pages (created when missing).
+    #[arg(long, value_name = "DIR", default_value = "target/man")]
+    pub out_dir: PathBuf,
+}
+
+pub(crate) fn run(_ctx: &Context, args: Args) -> exit::Result {
+    let written = crate::clap_gen::write_man_pages(crate::cli::Cli::command(), &args.out_dir)
+        .with_context(|| format!("writing the man pages into {}", args.out_dir.display()))?;
+    outln!(
+        "wrote {} man page(s) into {}",
+        written.len(),
+        args.out_dir.display()
+    )?;
+    Ok(())
+}
