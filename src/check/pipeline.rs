@@ -149,7 +149,7 @@ pub(crate) fn run(
                 if report.passed {
                     ""
                 } else {
-                    " once the problems above are fixed"
+                    " once its problems are fixed"
                 }
             ));
         } else if report.passed && request.record && request.suites.is_empty() {
@@ -321,5 +321,35 @@ mod tests {
             err.starts_with("bare:1 has no dev.sunaba.variant label"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn an_image_is_the_family_s_only_when_labelled_as_the_variant_with_a_healthcheck() {
+        let info = |variant: Option<&str>, healthcheck: Option<&[&str]>| crate::engine::ImageInfo {
+            id: "sha256:1".into(),
+            size: 1,
+            labels: variant
+                .map(|v| (labels::VARIANT.to_string(), v.to_string()))
+                .into_iter()
+                .collect(),
+            healthcheck: healthcheck.map(|t| t.iter().map(|s| s.to_string()).collect()),
+            user: String::new(),
+            env: Vec::new(),
+            layers: vec![],
+            repo_tags: vec![],
+            repo_digests: vec![],
+            platform: None,
+        };
+        let ours: &[&str] = &["CMD", "/bin/sh", "/usr/local/libexec/sunaba/healthcheck"];
+        assert!(of_variant(&info(Some("python"), Some(ours)), "python"));
+        // `full` checked as python, an unlabelled image, one without a
+        // HEALTHCHECK or with it disabled: custom images.
+        assert!(!of_variant(&info(Some("full"), Some(ours)), "python"));
+        assert!(!of_variant(&info(None, Some(ours)), "python"));
+        assert!(!of_variant(&info(Some("python"), None), "python"));
+        assert!(!of_variant(
+            &info(Some("python"), Some(&["NONE"])),
+            "python"
+        ));
     }
 }

@@ -648,7 +648,7 @@ fn check_names_missing_wrong_and_old_tools_and_older_renders() {
     fx.cli(["check", "kid2"])
         .status(2)
         .stdout(format!(
-            "FAIL kid2  {tag}  size 0 B / budget 500.0 MiB  (0.0s)\n  \
+            "FAIL kid2  {tag}  size - / budget 500.0 MiB  (0.0s)\n  \
              problem: image {tag} not found locally; build it first (`sunaba-images build kid2`)\n",
             tag = fx.tag("kid2")
         ))
