@@ -651,3 +651,33 @@ fn the_sbom_of_a_family_image_lists_its_locks_and_every_debian_package_syft_find
         "the same components (the image is the metadata's)"
     );
 }
+
+/// Issue 21: `full` owes every tool `python` does and runs python's smoke,
+/// so it serves as `python`. Checked as python it is a custom image: it
+/// passes, its size over python's budget and its own HEALTHCHECK are
+/// information, and nothing is recorded on it.
+#[test]
+fn the_full_image_checked_as_python_passes_its_size_over_the_budget_being_information() {
+    let Some(f) = family() else {
+        return;
+    };
+    let run = f
+        .project
+        .cli()
+        .args(["--profile", "local", "check", "python", "--image"])
+        .args([&f.images["full"], "--json"])
+        .stdout_json()
+        .run();
+    let report = &run.json()[0];
+    assert_eq!(report["passed"], true, "{report:#}");
+    assert_eq!(report["custom"], true);
+    assert_eq!(report["problems"], serde_json::json!([]), "{report:#}");
+    assert!(
+        report["size"].as_u64() > report["size_budget"].as_u64(),
+        "full is no longer over python's budget: {report:#}"
+    );
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("is over python's budget of"), "{notes}");
+    assert!(notes.contains("the image's own HEALTHCHECK ["), "{notes}");
+    assert_eq!(report["recorded_id"], Value::Null);
+}
