@@ -92,6 +92,22 @@ fn build(s: &Services, project: &Project, dockerfile: &str, tag: &str) {
     );
 }
 
+/// Tags this test made, removed when it ends (pass or fail).
+struct Tags<'a> {
+    engine: &'a str,
+    tags: Vec<String>,
+}
+
+impl Drop for Tags<'_> {
+    fn drop(&mut self) {
+        for tag in &self.tags {
+            let _ = Command::new(self.engine)
+                .args(["image", "rm", "--force", tag])
+                .output();
+        }
+    }
+}
+
 /// `check python --image IMAGE`, the run contract's engine.
 fn check(project: &Project, image: &str) -> Cli {
     project
@@ -116,6 +132,11 @@ fn a_custom_image_with_the_tools_and_no_healthcheck_passes_as_python_and_the_pla
     let _heavy = support::machine_lock();
     let project = Project::shipped().env("SUNABA_ENGINE", &s.engine);
     let tag = format!("sunaba-custom/{}:python", support::unique("custom"));
+    let root = format!("{tag}-root");
+    let _made = Tags {
+        engine: &s.engine,
+        tags: vec![tag.clone(), root.clone()],
+    };
     build(&s, &project, &custom_dockerfile(&s.base_ref), &tag);
     assert_eq!(inspect(&s, &tag, "{{json .Config.Healthcheck}}"), "null");
     assert_eq!(inspect(&s, &tag, "{{json .Config.Labels}}"), "null");
@@ -150,7 +171,6 @@ fn a_custom_image_with_the_tools_and_no_healthcheck_passes_as_python_and_the_pla
     );
 
     // The same image running as root: the posture's need is said plainly.
-    let root = format!("{tag}-root");
     build(&s, &project, &format!("FROM {tag}\nUSER 0:0\n"), &root);
     let run = check(&project, &root)
         .args(["--json"])
