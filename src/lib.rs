@@ -1,7 +1,7 @@
 //! sunaba-images: builds, verifies and pins the Sunaba sandbox image family
 //! declared in `images.toml`. The modules, in pipeline order, and the one
 //! dependency rule (commands → library, never the reverse) are described in
-//! README.md ("Architecture").
+//! docs/architecture.md.
 
 pub mod attest;
 pub(crate) mod base_update;

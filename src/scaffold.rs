@@ -434,7 +434,7 @@ fn push_to_lists(
 fn install_script(name: &str, tools: &[String], apt: &[String]) -> String {
     let install = if apt.is_empty() {
         format!(
-            "# TODO: install {} (apt_install PKG…, or a locked download: README \"Locks\").\n",
+            "# TODO: install {} (apt_install PKG…, or a locked download: docs/dependencies.md \"Locks\").\n",
             tools.join(", ")
         )
     } else {

@@ -33,7 +33,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N")]
     pub cpus: Option<u32>,
     /// Pass this variable of your environment into the sandbox (repeatable).
-    /// Credentials and engine settings are refused (see README).
+    /// Credentials and engine settings are refused (see docs/run-contract.md).
     #[arg(long = "env", value_name = "NAME")]
     pub env: Vec<String>,
     /// An allowed runtime directive: `--gpus=all`, `--shm-size=<n>[k|m|g]`.

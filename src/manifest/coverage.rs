@@ -102,7 +102,7 @@ impl fmt::Display for CoverageProblem {
             CoverageProblem::NoSmoke { language } => write!(
                 f,
                 "language `{language}` has no smoke suite: add [smoke.{language}] with a passing \
-                 and a seeded-defect project under tests/smoke/{language}/ (README \"Smoke suite\")"
+                 and a seeded-defect project under tests/smoke/{language}/ (docs/smoke.md)"
             ),
             CoverageProblem::ToolNotSmoked {
                 language,
