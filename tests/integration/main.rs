@@ -11,6 +11,7 @@ mod build;
 mod cli_docs;
 mod custom_image;
 mod detect;
+mod docs;
 mod engine_release;
 mod exit_status;
 mod github;
