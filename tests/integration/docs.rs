@@ -609,6 +609,16 @@ fn shell_lines_split_as_sh_would_and_refuse_what_only_a_shell_could_run() {
     ));
     assert!(!matches_shown("a\nz\n", "a\nb\nz\n"));
     assert!(matches_shown("", ""));
+    assert_eq!(
+        marker("<!-- run: registry -->"),
+        Ok(Mark::Services("registry".into()))
+    );
+    assert_eq!(
+        marker("<!-- not run: GitHub-only -->"),
+        Ok(Mark::NotRun("GitHub-only".into()))
+    );
+    assert!(marker("<!-- run: engin -->").is_err());
+    assert_eq!(marker("<!-- a remark -->"), Ok(Mark::Default));
 }
 
 /// The GitHub anchor of a heading: lower case, punctuation other than `-`
