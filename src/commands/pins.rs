@@ -126,11 +126,8 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
         let key = crate::attest::PublicKey::load(key)?;
         let (client, rt) = (ctx.registry(&args.registry)?, super::context::runtime()?);
         for (alias, pin) in &file.images {
-            let smoke = specs
-                .iter()
-                .find(|s| &s.alias == alias)
-                .map(|s| s.smoke.as_slice());
-            let smoke = smoke.unwrap_or_default();
+            let spec = specs.iter().find(|s| &s.alias == alias);
+            let smoke = spec.map(|s| s.smoke.as_slice()).unwrap_or_default();
             findings.extend(attestations::verify_pin(
                 &client, &rt, alias, pin, smoke, &key,
             ));
@@ -140,31 +137,7 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
         true => rebuild(ctx, &args, &file, &specs)?,
         false => Vec::new(),
     };
-    for v in &verdicts {
-        if args.json {
-            continue;
-        }
-        match v.same {
-            true => outln!("ok: {} {}", v.alias, v.describe())?,
-            false => findings.push(verify::Finding {
-                severity: Severity::Problem,
-                alias: v.alias.clone(),
-                message: v.describe(),
-            }),
-        }
-    }
-    if args.json {
-        findings.extend(
-            verdicts
-                .iter()
-                .filter(|v| !v.same)
-                .map(|v| verify::Finding {
-                    severity: Severity::Problem,
-                    alias: v.alias.clone(),
-                    message: v.describe(),
-                }),
-        );
-    }
+    findings.extend(verdicts.iter().filter_map(crate::rebuild::Verdict::finding));
     let count = |severity| findings.iter().filter(|f| f.severity == severity).count();
     let (problems, errors) = (count(Severity::Problem), count(Severity::Error));
     if args.json {
@@ -174,6 +147,9 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
         }
         super::write_json(&out)?;
     } else {
+        for v in verdicts.iter().filter(|v| v.same) {
+            outln!("ok: {} {}", v.alias, v.describe())?;
+        }
         for f in &findings {
             outln!("{f}")?;
         }

@@ -90,6 +90,15 @@ pub(crate) struct LayerDiff {
 }
 
 impl Verdict {
+    /// A rebuild that differs, as the gate's problem (naming the alias).
+    pub(crate) fn finding(&self) -> Option<crate::pins::verify::Finding> {
+        (!self.same).then(|| crate::pins::verify::Finding {
+            severity: crate::pins::verify::Severity::Problem,
+            alias: self.alias.clone(),
+            message: self.describe(),
+        })
+    }
+
     /// The verdict without the alias: `linux/amd64: the rebuild differs …`.
     pub(crate) fn describe(&self) -> String {
         use std::fmt::Write as _;

@@ -273,28 +273,16 @@ impl Attacher<'_> {
             env!("CARGO_PKG_VERSION"),
         )?;
         let sbom: serde_json::Value = serde_json::from_slice(&sbom).expect("our SBOM is JSON");
-        Ok(vec![
-            (
-                referrer::SIGN,
-                statement::statement(&subject, referrer::SIGN, &serde_json::json!({})),
-            ),
-            (
-                statement::PROVENANCE,
-                statement::statement(
-                    &subject,
-                    statement::PROVENANCE,
-                    &statement::provenance(&facts),
-                ),
-            ),
-            (
-                statement::TEST_RESULT,
-                statement::statement(&subject, statement::TEST_RESULT, &result),
-            ),
-            (
-                referrer::SPDX,
-                statement::statement(&subject, referrer::SPDX, &sbom),
-            ),
-        ])
+        let mut statements = signature_and_provenance(&subject, &facts);
+        statements.push((
+            statement::TEST_RESULT,
+            statement::statement(&subject, statement::TEST_RESULT, &result),
+        ));
+        statements.push((
+            referrer::SPDX,
+            statement::statement(&subject, referrer::SPDX, &sbom),
+        ));
+        Ok(statements)
     }
 
     /// Signature and provenance of an index (its platforms' own facts are
@@ -320,20 +308,7 @@ impl Attacher<'_> {
                 .iter()
                 .map(|(p, d)| Resource::sha256(format!("{}@{p}", self.repo), &d.to_string())),
         );
-        vec![
-            (
-                referrer::SIGN,
-                statement::statement(&subject, referrer::SIGN, &serde_json::json!({})),
-            ),
-            (
-                statement::PROVENANCE,
-                statement::statement(
-                    &subject,
-                    statement::PROVENANCE,
-                    &statement::provenance(&facts),
-                ),
-            ),
-        ]
+        signature_and_provenance(&subject, &facts)
     }
 
     /// The image's layer blobs, bottom first, with their media types.
@@ -369,6 +344,28 @@ impl Attacher<'_> {
 /// The provenance facts of a variant's image: what its labels recorded
 /// (source, revision, base by digest, build inputs) and what the release
 /// knows (variant, platform, the source image, its id).
+/// The two statements every subject gets: the signature (an empty
+/// predicate: the signed subject is the claim) and the provenance.
+fn signature_and_provenance(
+    subject: &[Resource],
+    facts: &BuildFacts,
+) -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        (
+            referrer::SIGN,
+            statement::statement(subject, referrer::SIGN, &serde_json::json!({})),
+        ),
+        (
+            statement::PROVENANCE,
+            statement::statement(
+                subject,
+                statement::PROVENANCE,
+                &statement::provenance(facts),
+            ),
+        ),
+    ]
+}
+
 fn facts(
     planned: &Planned,
     labels: &std::collections::BTreeMap<String, String>,

@@ -6,28 +6,13 @@
 //! step and the path, and what differs in it.
 
 use crate::release::Rig;
-use crate::support::{self, EMPTY_PINS, Family, Project, Variant};
+use crate::support::{self, EMPTY_PINS, Project, Services};
 
-/// `root` (deterministic) and its child `kid`, whose fragment writes the
+/// The engine-release fixture family (`root`, and its child `kid`), built
+/// under `local`, releasing to `repository`; `kid`'s fragment writes the
 /// build's time into /opt/stamp.
-fn project(repository: &str, local: &str, base: &str) -> Project {
-    let family = Family::new("kid")
-        .repository(local)
-        .upstream(base)
-        .tool("alpha")
-        .tool("beta")
-        .fragment("root", &["alpha"])
-        .fragment("kid", &["beta"])
-        .variant(Variant::new("root").fragments(&["root"]).aliased())
-        .variant(
-            Variant::new("kid")
-                .parent("root")
-                .fragments(&["kid"])
-                .aliased()
-                .serves_fake(),
-        )
-        .profile("repository", repository)
-        .profile("upstream", base);
+fn project(repository: &str, local: &str, s: &Services) -> Project {
+    let family = crate::engine_release::fixture_family(repository, s).repository(local);
     let p = Project::fixture(&family)
         .salt(local)
         .env("SOURCE_DATE_EPOCH", "1700000000")
@@ -50,8 +35,7 @@ fn a_rebuild_gives_the_pinned_digest_and_a_timestamp_written_by_a_fragment_is_na
     };
     let _heavy = support::machine_lock();
     let local = support::unique("sunaba-rebuild/family");
-    let base = s.pinned_base();
-    let rig = Rig::with_project("rebuild", "fixture", |repo| project(repo, &local, &base)).unwrap();
+    let rig = Rig::with_project("rebuild", "fixture", |repo| project(repo, &local, &s)).unwrap();
     rig.cli()
         .args(["release", "--write", "--notes", "notes.md"])
         .stderr_free("the build's progress and the release's")
