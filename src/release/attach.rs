@@ -341,9 +341,6 @@ impl Attacher<'_> {
     }
 }
 
-/// The provenance facts of a variant's image: what its labels recorded
-/// (source, revision, base by digest, build inputs) and what the release
-/// knows (variant, platform, the source image, its id).
 /// The two statements every subject gets: the signature (an empty
 /// predicate: the signed subject is the claim) and the provenance.
 fn signature_and_provenance(
@@ -366,6 +363,9 @@ fn signature_and_provenance(
     ]
 }
 
+/// The provenance facts of a variant's image: what its labels recorded
+/// (source, revision, base by digest, build inputs) and what the release
+/// knows (variant, platform, the source image, its id).
 fn facts(
     planned: &Planned,
     labels: &std::collections::BTreeMap<String, String>,
