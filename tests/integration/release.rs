@@ -679,6 +679,34 @@ fn bench_release_request_economy() {
         0,
         "a no-change release writes nothing"
     );
+
+    // The same first release, signed (issue 19's goal: SBOM + provenance +
+    // signing + attaching <= 3 s and <= 12 requests per platform image).
+    let signed = Rig::new("bench-signed").unwrap();
+    signed.push_family("v1", &[]);
+    let key = signed.project.path().join("release.key");
+    sunaba_images::attest::PrivateKey::generate()
+        .save(&key, false)
+        .unwrap();
+    signed.proxy.clear_log();
+    let started = std::time::Instant::now();
+    signed
+        .release(&["--write", "--signing-key", key.to_str().unwrap()])
+        .stdout_free("release notes")
+        .stderr_may(r"attested .*|attached .*")
+        .run();
+    let seconds = started.elapsed().as_secs_f64();
+    let with = cost(&signed.proxy.log(), &signed.repo);
+    let (plain, plain_seconds) = (&rows[0].1, rows[0].2);
+    let images = variants().len();
+    eprintln!(
+        "signed first release: {} requests, {seconds:.2} s; unsigned {} requests, {plain_seconds:.2} s; \
+         attaching: {:.1} requests and {:.2} s per platform image (goal <= 12 and <= 3 s)",
+        with.requests,
+        plain.requests,
+        (with.requests as f64 - plain.requests as f64) / images as f64,
+        (seconds - plain_seconds) / images as f64
+    );
 }
 
 /// A release into a registry with token auth, from another registry: the
