@@ -43,29 +43,29 @@ pub(crate) fn set_labels(
     config: &mut Value,
     labels: &std::collections::BTreeMap<String, String>,
 ) -> Result<(), &'static str> {
-    let inner = config
+    let top = config
         .as_object_mut()
-        .ok_or("the config is not a JSON object")?
-        .entry("config")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if inner.is_null() {
-        *inner = Value::Object(Map::new());
-    }
-    let current = inner
-        .as_object_mut()
-        .ok_or("the config's `config` is not an object")?
-        .entry("Labels")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if current.is_null() {
-        *current = Value::Object(Map::new());
-    }
-    let current = current
-        .as_object_mut()
-        .ok_or("the config's Labels are not an object")?;
+        .ok_or("the config is not a JSON object")?;
+    let inner = object_at(top, "config", "the config's `config` is not an object")?;
+    let current = object_at(inner, "Labels", "the config's Labels are not an object")?;
     for (k, v) in labels {
         current.insert(k.clone(), Value::String(v.clone()));
     }
     Ok(())
+}
+
+/// The object at `key` of `map`, made (an absent or null value) when
+/// missing; `not_object` when it is something else.
+fn object_at<'a>(
+    map: &'a mut Map<String, Value>,
+    key: &str,
+    not_object: &'static str,
+) -> Result<&'a mut Map<String, Value>, &'static str> {
+    let value = map.entry(key).or_insert_with(|| Value::Object(Map::new()));
+    if value.is_null() {
+        *value = Value::Object(Map::new());
+    }
+    value.as_object_mut().ok_or(not_object)
 }
 
 /// The `created_by` of each history step that made a layer (steps marked
