@@ -164,6 +164,65 @@ fn append_env_file(var: &str, text: &str) -> std::io::Result<()> {
     file.write_all(text.as_bytes())
 }
 
+/// The step summary of a gate verb: `### VERB`, then each of its
+/// annotations (most important first) as a list item, or `ok` when it found
+/// nothing. Verbs with a richer report of their own (`check`) write theirs.
+pub(crate) fn gate_summary(verb: &str, annotations: &[Annotation], ok: &str) -> String {
+    let mut out = format!("### {verb}\n\n");
+    if annotations.is_empty() {
+        out.push_str(&format!("{ok}\n\n"));
+        return out;
+    }
+    let count = |level| annotations.iter().filter(|a| a.level == level).count();
+    out.push_str(&format!(
+        "{} error(s), {} warning(s):\n\n",
+        count(Level::Error),
+        count(Level::Warning)
+    ));
+    for a in ordered(annotations.to_vec()) {
+        let level = match a.level {
+            Level::Error => "**error**",
+            Level::Warning => "warning",
+        };
+        let title = a
+            .title
+            .as_deref()
+            .map(|t| format!(" {t}:"))
+            .unwrap_or_default();
+        let at = match (&a.file, a.line) {
+            (Some(f), Some(l)) => format!(" (`{f}:{l}`)"),
+            (Some(f), None) => format!(" (`{f}`)"),
+            _ => String::new(),
+        };
+        let message = a.message.replace('\n', " ");
+        out.push_str(&format!("- {level}{title} {message}{at}\n"));
+    }
+    out.push('\n');
+    out
+}
+
+/// The line of the key at `path` (`["upstream"]`, `["profiles", "local",
+/// "upstream"]`) in a TOML text: a top-level key before the first table,
+/// else `key = …` in its table (the table's header when the key is not
+/// written there).
+pub(crate) fn toml_key_line(text: &str, path: &[&str]) -> Option<usize> {
+    match path {
+        [] => None,
+        [key] => text
+            .lines()
+            .take_while(|l| !l.trim_start().starts_with('['))
+            .position(|l| is_key(l, key))
+            .map(|i| i + 1),
+        [table @ .., key] => toml_line(text, &table.join("."), Some(key)),
+    }
+}
+
+fn is_key(line: &str, key: &str) -> bool {
+    line.trim_start()
+        .strip_prefix(key)
+        .is_some_and(|rest| rest.trim_start().starts_with('='))
+}
+
 /// The 1-based line of table `[name]` in a TOML text, or of `key = …`
 /// inside it: where an annotation about images.toml points.
 pub(crate) fn toml_line(text: &str, table: &str, key: Option<&str>) -> Option<usize> {
@@ -174,13 +233,10 @@ pub(crate) fn toml_line(text: &str, table: &str, key: Option<&str>) -> Option<us
         return Some(start + 1);
     };
     for (i, l) in lines {
-        let l = l.trim_start();
-        if l.starts_with('[') {
+        if l.trim_start().starts_with('[') {
             break;
         }
-        if l.strip_prefix(key)
-            .is_some_and(|rest| rest.trim_start().starts_with('='))
-        {
+        if is_key(l, key) {
             return Some(i + 1);
         }
     }
@@ -235,6 +291,39 @@ mod tests {
             "the table, then"
         );
         assert_eq!(toml_line(text, "tools.fd", None), None);
+    }
+
+    #[test]
+    fn key_lines_top_level_and_in_tables() {
+        let text = "schema = 1\nupstream = \"a\"\n\n[profiles.local]\nupstream = \"b\"\n[args]\nupstream = \"c\"\n";
+        assert_eq!(toml_key_line(text, &["upstream"]), Some(2));
+        assert_eq!(
+            toml_key_line(text, &["profiles", "local", "upstream"]),
+            Some(5)
+        );
+        assert_eq!(toml_key_line(text, &["args", "upstream"]), Some(7));
+        assert_eq!(toml_key_line("[a]\nupstream = 1\n", &["upstream"]), None);
+        assert_eq!(toml_key_line(text, &[]), None);
+    }
+
+    #[test]
+    fn a_gate_summary_lists_errors_first_or_says_ok() {
+        let found = [
+            Annotation::warning(0, "moved").title("pins verify: go"),
+            Annotation::error(0, "gone\nreally")
+                .at("image_pins.json", Some(4))
+                .title("pins verify: js"),
+        ];
+        assert_eq!(
+            gate_summary("pins verify", &found, "unused"),
+            "### pins verify\n\n1 error(s), 1 warning(s):\n\n\
+             - **error** pins verify: js: gone really (`image_pins.json:4`)\n\
+             - warning pins verify: go: moved\n\n"
+        );
+        assert_eq!(
+            gate_summary("outdated", &[], "Every pin is current."),
+            "### outdated\n\nEvery pin is current.\n\n"
+        );
     }
 
     #[test]

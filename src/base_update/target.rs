@@ -148,6 +148,46 @@ pub(crate) fn platforms(editor: &Editor) -> Result<Vec<Platform>, registry::Erro
     }
 }
 
+/// `update-base --format github` when the pin should move and was not
+/// written: an `::error` titled `update-base: upstream`, at the pin's key in
+/// images.toml (`manifest`: its path and text; a pin kept in an environment
+/// variable has no line to point at).
+pub(crate) fn annotation(
+    target: &Target,
+    plan: &crate::base_update::Plan,
+    manifest: (&std::path::Path, &str),
+) -> crate::github::Annotation {
+    let changed: Vec<&str> = (plan.platforms.iter())
+        .filter(|p| p.changed)
+        .map(|p| p.platform.as_str())
+        .collect();
+    let what = match (changed.is_empty(), &plan.pinned) {
+        (false, _) => format!("the images for {} changed", changed.join(", ")),
+        (true, None) => "the upstream is not pinned by digest".to_string(),
+        (true, Some(_)) => "the pin is to move (forced)".to_string(),
+    };
+    let pinned = (plan.pinned.as_ref()).map_or("-".to_string(), |p| p.digest.to_string());
+    let todo = match &target.slot {
+        Slot::File(_) => "run `sunaba-images update-base --write`".to_string(),
+        Slot::Env(var) => format!("the pin is ${var}, set outside images.toml"),
+    };
+    let a = crate::github::Annotation::error(
+        0,
+        format!(
+            "{what}: {} is now {}, the pin is {pinned}; {todo}",
+            plan.tag, plan.current.digest
+        ),
+    )
+    .title("update-base: upstream");
+    match &target.slot {
+        Slot::File(key) => {
+            let key: Vec<&str> = key.iter().map(String::as_str).collect();
+            a.at(manifest.0, crate::github::toml_key_line(manifest.1, &key))
+        }
+        Slot::Env(_) => a,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@
 mod current;
 pub(crate) mod definition;
 mod family;
+pub(crate) mod github;
 pub(crate) mod inputs;
 pub(crate) mod needs;
 mod outcome;

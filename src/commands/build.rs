@@ -2,7 +2,7 @@
 //! parents first, independent variants in parallel, skipping unchanged
 //! inputs, and checks every image it builds (unless `--no-check`).
 
-use super::context::{Context, RegistryOptions};
+use super::context::{Context, OutputOptions, RegistryOptions};
 use crate::build::progress::{PlainReporter, Reporter, TtyReporter};
 use crate::build::{self, BuildOptions, Outcome, Summary, pipeline};
 use crate::exit::{self, WithStatus};
@@ -69,6 +69,8 @@ pub(crate) struct Args {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
+    pub output: OutputOptions,
+    #[command(flatten)]
     pub build: BuildOptions,
     #[command(flatten)]
     pub registry: RegistryOptions,
@@ -124,6 +126,12 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         )?,
         _ => Vec::new(),
     };
+    if args.output.github() {
+        let found = build::github::annotations(&outcome, manifest);
+        let ok = "Every image built (or unchanged) and checked.";
+        let summary = crate::github::gate_summary("build", &found, ok);
+        super::report_gate(found, &summary, args.json)?;
+    }
     let multi = !args.platform.is_empty() || push_to.is_some();
     print_outcome(&outcome, &pushed, push_to.as_ref(), multi, args.json)?;
     // The summary names every failure: nothing is left to print.

@@ -87,8 +87,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
 
     if args.output.github() {
         let (found, summary) = check::github::output(&reports, manifest);
-        super::annotate(found, args.json)?;
-        crate::github::summary(&summary).context("writing the step summary")?;
+        super::report_gate(found, &summary, args.json)?;
     }
     if args.json {
         super::write_json(&reports)?;

@@ -106,3 +106,17 @@ pub(crate) fn annotate(annotations: Vec<crate::github::Annotation>, json: bool) 
     }
     Ok(())
 }
+
+/// A gate verb's report to a GitHub Actions runner (`--format github`): its
+/// annotations, most important first (on stderr when stdout holds JSON),
+/// and its step summary appended to `$GITHUB_STEP_SUMMARY`.
+pub(crate) fn report_gate(
+    annotations: Vec<crate::github::Annotation>,
+    summary: &str,
+    json: bool,
+) -> exit::Result {
+    use anyhow::Context as _;
+    annotate(crate::github::ordered(annotations), json)?;
+    crate::github::summary(summary).context("writing the step summary")?;
+    Ok(())
+}

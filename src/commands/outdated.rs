@@ -2,7 +2,7 @@
 //! the newest release in its registry; exit 0 when all are current, 2 when
 //! something is behind, 1 when a registry could not be asked.
 
-use super::context::{Context, RegistryOptions, runtime};
+use super::context::{Context, OutputOptions, RegistryOptions, runtime};
 use crate::base_update;
 use crate::build::resolve_upstream;
 use crate::exit;
@@ -18,6 +18,8 @@ pub(crate) struct Args {
     /// Print the rows as JSON (for a scheduled job or a bot).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub output: OutputOptions,
     #[command(flatten)]
     pub registry: RegistryOptions,
 }
@@ -37,6 +39,13 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
 
     let behind = rows.iter().filter(|r| r.status == Status::Behind).count();
     let errors = rows.iter().filter(|r| r.status == Status::Error).count();
+    if args.output.github() {
+        let text = std::fs::read_to_string(&manifest.path).unwrap_or_default();
+        let found = outdated::github::annotations(&rows, (&manifest.path, &text), ctx.profile());
+        let ok = "Every pinned version is the newest on its track.";
+        let summary = crate::github::gate_summary("outdated", &found, ok);
+        super::report_gate(found, &summary, args.json)?;
+    }
     if args.json {
         super::write_json(&serde_json::json!({
             "packages": rows,

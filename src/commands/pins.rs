@@ -1,7 +1,7 @@
 //! `sunaba-images pins show|verify`: print what an alias is pinned to, or
 //! check the pins against images.toml and the registry (the CI gate).
 
-use super::context::{Context, PinsOptions, RegistryOptions};
+use super::context::{Context, OutputOptions, PinsOptions, RegistryOptions};
 use crate::exit;
 use crate::pins::PinsFile;
 use crate::pins::attestations;
@@ -58,6 +58,8 @@ pub(crate) struct VerifyArgs {
     pub platform: Vec<String>,
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub output: OutputOptions,
     /// Also verify every pin's signed attestations (OCI referrers: a
     /// signature, provenance, test result and SBOM) with the SPKI PEM
     /// public key in PUB.
@@ -140,6 +142,9 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
     findings.extend(verdicts.iter().filter_map(crate::rebuild::Verdict::finding));
     let count = |severity| findings.iter().filter(|f| f.severity == severity).count();
     let (problems, errors) = (count(Severity::Problem), count(Severity::Error));
+    if args.output.github() {
+        github(ctx, &findings, (&path, &text), &specs, args.json)?;
+    }
     if args.json {
         let mut out = serde_json::json!({"ok": problems + errors == 0, "findings": findings});
         if args.rebuild {
@@ -176,6 +181,26 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
             Err(exit::Error::reported(exit::Status::Failure))
         }
     }
+}
+
+/// `--format github`: the findings as annotations and the step summary.
+fn github(
+    ctx: &Context,
+    findings: &[verify::Finding],
+    pins: (&std::path::Path, &str),
+    specs: &[crate::pins::plan::AliasSpec],
+    json: bool,
+) -> exit::Result {
+    let manifest = ctx.manifest()?;
+    let text = std::fs::read_to_string(&manifest.path).unwrap_or_default();
+    let files = crate::pins::github::Files {
+        pins,
+        manifest: Some((&manifest.path, &text, specs)),
+    };
+    let found = crate::pins::github::annotations("pins verify", findings, &files);
+    let ok = "Every alias is pinned and verified.";
+    let summary = crate::github::gate_summary("pins verify", &found, ok);
+    super::report_gate(found, &summary, json)
 }
 
 /// `--rebuild`: the named (or all pinned) aliases built again and held to

@@ -2,7 +2,7 @@
 //! to the tag's current image when the images for the family's platforms
 //! changed, editing images.toml in place and re-rendering.
 
-use super::context::{Context, RegistryOptions, runtime};
+use super::context::{Context, OutputOptions, RegistryOptions, runtime};
 use crate::base_update::target::{self, Slot, Target};
 use crate::base_update::{self, Plan};
 use crate::exit;
@@ -27,6 +27,8 @@ pub(crate) struct Args {
     /// Print the decision as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub output: OutputOptions,
     #[command(flatten)]
     pub registry: RegistryOptions,
 }
@@ -67,12 +69,36 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         rendered = rerender(&path)?;
     }
 
+    if args.output.github() {
+        github(&target, &plan, (&path, &text), written, args.json)?;
+    }
     if args.json {
         super::write_json(&target::Report::new(&target, &plan, &new_text, written))?;
     } else {
         report(&target, &plan)?;
     }
     conclude(&target, &plan, written, rendered)
+}
+
+/// `--format github`: the pin that should move and was not written as an
+/// annotation, and the step summary.
+fn github(
+    target: &Target,
+    plan: &Plan,
+    manifest: (&std::path::Path, &str),
+    written: bool,
+    json: bool,
+) -> exit::Result {
+    let found: Vec<_> = (plan.changed && !written)
+        .then(|| target::annotation(target, plan, manifest))
+        .into_iter()
+        .collect();
+    let ok = match written {
+        true => format!("Wrote the new pin ({}).", plan.current.digest),
+        false => format!("The upstream is up to date ({}).", unchanged_note(plan)),
+    };
+    let summary = crate::github::gate_summary("update-base", &found, &ok);
+    super::report_gate(found, &summary, json)
 }
 
 /// The one-line verdict on stderr, and the gate's status when the pin

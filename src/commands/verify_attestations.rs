@@ -3,7 +3,7 @@
 //! public key, as `pins verify --key` checks every pin
 //! (`crate::pins::attestations`). Exit 2 naming what is missing or wrong.
 
-use super::context::{Context, PinsOptions, RegistryOptions};
+use super::context::{Context, OutputOptions, PinsOptions, RegistryOptions};
 use crate::exit;
 use crate::pins::PinsFile;
 use crate::pins::attestations;
@@ -20,6 +20,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "PUB")]
     pub key: PathBuf,
     #[command(flatten)]
+    pub output: OutputOptions,
+    #[command(flatten)]
     pub file: PinsOptions,
     #[command(flatten)]
     pub registry: RegistryOptions,
@@ -29,7 +31,8 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let key = crate::attest::PublicKey::load(&args.key)?;
     let (client, rt) = (ctx.registry(&args.registry)?, super::context::runtime()?);
     let path = ctx.pins_path(&args.file);
-    let pinned = PinsFile::load(&path)?.and_then(|(f, _)| f.images.get(&args.target).cloned());
+    let loaded = PinsFile::load(&path)?;
+    let pinned = (loaded.as_ref()).and_then(|(f, _)| f.images.get(&args.target).cloned());
     let pin = match pinned {
         Some(pin) => pin,
         None => {
@@ -42,6 +45,18 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let smoke = specs.iter().find(|s| s.alias == args.target);
     let smoke = smoke.map(|s| s.smoke.as_slice()).unwrap_or_default();
     let findings = attestations::verify_pin(&client, &rt, &args.target, &pin, smoke, &key);
+    if args.output.github() {
+        let text = loaded.as_ref().map_or("", |(_, text)| text.as_str());
+        let files = crate::pins::github::Files {
+            pins: (&path, text),
+            manifest: None,
+        };
+        let verb = "verify-attestations";
+        let found = crate::pins::github::annotations(verb, &findings, &files);
+        let ok = format!("The attestations of {} verified.", args.target);
+        let summary = crate::github::gate_summary(verb, &found, &ok);
+        super::report_gate(found, &summary, false)?;
+    }
     for f in &findings {
         outln!("{f}")?;
     }

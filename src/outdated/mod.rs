@@ -8,6 +8,7 @@
 //! container of the upstream image (the same sources the build uses).
 
 pub(crate) mod debian;
+pub(crate) mod github;
 
 use crate::feeds::Feeds;
 use crate::manifest::{Manifest, Package, Source};

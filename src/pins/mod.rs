@@ -5,6 +5,7 @@
 
 pub mod attestations;
 mod file;
+pub(crate) mod github;
 pub mod next;
 pub mod plan;
 pub mod registry_source;

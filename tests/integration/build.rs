@@ -721,6 +721,71 @@ fn check_names_missing_wrong_and_old_tools_and_older_renders() {
         row.contains("check failed") && row.contains("beta missing"),
         "{row}"
     );
+    // Under `--format github` every finding of the check is an annotation
+    // titled `build: …`, at its line of images.toml, the worst first.
+    let text = std::fs::read_to_string(fx.path("images.toml")).unwrap();
+    let line = |header: &str| text.lines().position(|l| l == header).unwrap() + 1;
+    let image = format!(r"{}-inputs-[0-9a-f]{{12}}", regex::escape(&fx.tag("bad")));
+    // `IMAGE` in `message` stands for the image checked.
+    let annotation = |table: &str, title: &str, message: &str| {
+        format!(
+            r"::error file=images\.toml,line={},title=build%3A bad%3A {}::{}",
+            line(table),
+            regex::escape(title),
+            regex::escape(message).replace("IMAGE", &image)
+        )
+    };
+    let run = summary(progress(fx.cli([
+        "build",
+        "bad",
+        "--progress",
+        "plain",
+        "--format",
+        "github",
+    ])))
+    .status(2)
+    .stdout_like(annotation(
+        "[tools.beta]",
+        "beta missing",
+        "bad (IMAGE): beta missing (version -): beta not found on PATH",
+    ))
+    .stdout_like(annotation(
+        "[tools.gamma]",
+        "gamma mismatch",
+        "bad (IMAGE): gamma mismatch (version -): output of 'gamma --version' does not match \
+         /gamma ([0-9]+\\.[0-9]+\\.[0-9]+)/: GNU something-else 9.9",
+    ))
+    .stdout_like(annotation(
+        "[tools.delta]",
+        "delta too-old",
+        "bad (IMAGE): delta too-old (version 0.1.0): 0.1.0 is below the minimum 1.0.0",
+    ))
+    .stdout_like(
+        r#"::error file=images\.toml,line=\d+,title=build%3A bad%3A over its size budget::bad: size [0-9.]+ MiB exceeds the budget of 1\.0 KiB by [0-9.]+ MiB: raise images\.toml variants\.bad\.size_budget \(size_budget = "\d+MiB" leaves about 10%25 headroom\), or make the image smaller"#,
+    )
+    .stdout_like(r"bad failed \(check\): beta missing; .*")
+    .stdout_like("full log: .*")
+    .run();
+    let titles: Vec<&str> = (run.lines().iter().take(4))
+        .map(|l| {
+            l.split("title=")
+                .nth(1)
+                .unwrap_or(l)
+                .split("::")
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        titles,
+        [
+            "build%3A bad%3A beta missing",
+            "build%3A bad%3A gamma mismatch",
+            "build%3A bad%3A delta too-old",
+            "build%3A bad%3A over its size budget"
+        ],
+        "the annotations first, the worst first"
+    );
 
     // An image from an older render: images.toml now owes one more tool.
     let manifest = fx.path("images.toml");
