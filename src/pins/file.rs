@@ -181,22 +181,56 @@ pub fn locate_alias(text: &str, alias: &str) -> Option<(usize, usize)> {
     locate_path(text, &["images".to_string(), alias.to_string()])
 }
 
-/// Finds the key at the end of a path of object keys by finding each key in
-/// turn after the previous one. Approximate for hand-written files (a key
-/// repeated in an earlier sibling can match first), exact for canonical ones.
+/// Finds the key at the end of a path of object keys: each key is looked
+/// for among the members of the object the previous key's value opens (so a
+/// key of the same name deeper down, or in an earlier sibling, never
+/// matches). Returns its 1-based line and column.
 fn locate_path(text: &str, keys: &[String]) -> Option<(usize, usize)> {
-    let mut from = 0;
-    let mut at = None;
-    for key in keys {
-        let needle = serde_json::to_string(key).ok()?;
-        loop {
-            let i = from + text[from..].find(&needle)?;
-            from = i + needle.len();
-            if text[from..].trim_start().starts_with(':') {
-                at = Some(i);
-                break;
+    let (mut depth, mut found, mut at) = (0usize, 0usize, None);
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '{' | '[' => depth += 1,
+            '}' | ']' => {
+                // Left the object the next key had to be in.
+                if depth == found + 1 && found < keys.len() {
+                    return None;
+                }
+                depth = depth.saturating_sub(1);
             }
+            '"' => {
+                let mut key = String::new();
+                let mut escaped = false;
+                for (_, c) in chars.by_ref() {
+                    match (escaped, c) {
+                        (true, _) => escaped = false,
+                        (false, '\\') => escaped = true,
+                        (false, '"') => break,
+                        _ => {}
+                    }
+                    key.push(c);
+                }
+                let rest = &text[i + 1 + key.len()..];
+                let is_key = rest
+                    .get(1..)
+                    .is_some_and(|r| r.trim_start().starts_with(':'));
+                if is_key
+                    && depth == found + 1
+                    && keys.get(found).map(|k| serde_json::to_string(k).ok())
+                        == Some(Some(format!("\"{key}\"")))
+                {
+                    found += 1;
+                    at = Some(i);
+                    if found == keys.len() {
+                        break;
+                    }
+                }
+            }
+            _ => {}
         }
+    }
+    if found < keys.len() {
+        return None;
     }
     let at = at?;
     let line = text[..at].matches('\n').count() + 1;
@@ -340,6 +374,13 @@ mod tests {
         assert_eq!(locate_alias(text, "python"), Some((6, 5)));
         assert_eq!(locate_alias(text, "go"), Some((5, 5)));
         assert_eq!(locate_alias(text, "js"), None);
+        // A key of the same name inside an earlier pin is not the alias.
+        let nested = "{\n  \"images\": {\n    \"full\": {\"tools\": {\"go\": \"1\"}},\n    \"go\": {}\n  }\n}\n";
+        assert_eq!(locate_alias(nested, "go"), Some((4, 5)));
+        assert_eq!(
+            locate_alias("{\"images\": {\"a\": {\"go\": 1}}}", "go"),
+            None
+        );
     }
 
     #[test]

@@ -382,6 +382,32 @@ fn verify_passes_then_catches_each_problem() {
     verify_finds(&p, 1)
         .stdout("problem: go: not pinned (variant go); run `sunaba-images pin go --write`\n")
         .run();
+    // Under a workflow: an annotation at the alias's declaration (it has no
+    // pin to point at), and the step summary.
+    let manifest = p.dir.read("images.toml");
+    let header = manifest.lines().position(|l| l == "[variants.go]").unwrap();
+    let aliases = header
+        + 1
+        + (manifest.lines().skip(header))
+            .position(|l| l.starts_with("aliases"))
+            .unwrap();
+    let summary = p.dir.path().join("summary.md");
+    verify_finds(&p, 1)
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .stdout(format!(
+            "::error file=images.toml,line={aliases},title=pins verify%3A go::go: not pinned (variant go); \
+             run `sunaba-images pin go --write`\n\
+             problem: go: not pinned (variant go); run `sunaba-images pin go --write`\n"
+        ))
+        .run();
+    assert_eq!(
+        std::fs::read_to_string(&summary).unwrap(),
+        format!(
+            "### pins verify\n\n1 error(s), 0 warning(s):\n\n- **error** pins verify: go: go: not \
+             pinned (variant go); run `sunaba-images pin go --write` (`images.toml:{aliases}`)\n\n"
+        )
+    );
 
     // A tampered digest.
     std::fs::write(p.pins_path(), &original).unwrap();
@@ -395,6 +421,28 @@ fn verify_passes_then_catches_each_problem() {
             p.full_repo()
         ))
         .run();
+    // With --json the annotations go to stderr, at the pin's line.
+    let js_line = std::fs::read_to_string(p.pins_path())
+        .unwrap()
+        .lines()
+        .position(|l| l.trim_start().starts_with("\"js\""))
+        .unwrap()
+        + 1;
+    let run = p
+        .cli()
+        .args(["pins", "verify", "--json", "--format", "github"])
+        .status(2)
+        .stdout_json()
+        .stderr(format!(
+            "::error file=image_pins.json,line={js_line},title=pins verify%3A js::js: {}@{fake} no \
+             longer exists in the registry\n\
+             ::warning file=image_pins.json,line={js_line},title=pins verify%3A js::js: tag js-1.0.0 \
+             moved: it now points at {js}, the pin is {fake}\n\
+             pins verify: 1 problem(s)\n",
+            p.full_repo()
+        ))
+        .run();
+    assert_eq!(run.json()["ok"], false);
 
     // A deleted manifest.
     std::fs::write(p.pins_path(), &original).unwrap();

@@ -179,6 +179,31 @@ fn a_changed_child_moves_only_the_upstream_line_and_re_renders() {
         .stderr("update-base: the images for linux/arm64 changed; run `sunaba-images update-base --write`\n")
         .run();
     assert_eq!(s.text(), before);
+    let line = before
+        .lines()
+        .position(|l| l.starts_with("upstream = "))
+        .unwrap()
+        + 1;
+    let summary = s.project.path().join("summary.md");
+    let run = table(s.cli(["update-base", "--format", "github"]))
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .status(2)
+        .stdout_line(format!(
+            "::error file=images.toml,line={line},title=update-base%3A upstream::the images for \
+             linux/arm64 changed: {} is now {}, the pin is {}; run `sunaba-images update-base --write`",
+            s.tag(),
+            new.digest,
+            index.digest
+        ))
+        .stderr("update-base: the images for linux/arm64 changed; run `sunaba-images update-base --write`\n")
+        .run();
+    assert!(run.lines()[0].starts_with("::error "), "{}", run.stdout());
+    let summary = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        summary.starts_with("### update-base\n\n1 error(s), 0 warning(s):\n\n- **error** update-base: upstream: the images for linux/arm64 changed"),
+        "{summary}"
+    );
+    assert_eq!(s.text(), before);
 
     table(s.cli(["update-base", "--write"]))
         .stderr("update-base: the images for linux/arm64 changed; wrote the new pin to images.toml `upstream` and re-rendered 2 file(s)\n")
