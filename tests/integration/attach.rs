@@ -286,6 +286,36 @@ fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests
         )) && out.contains("the signature does not verify with the key"),
         "{out}"
     );
+    // Under `--format github` each problem is also an annotation at the
+    // alias's pin.
+    let line = std::fs::read_to_string(rig.project.path().join("image_pins.json"))
+        .unwrap()
+        .lines()
+        .position(|l| l.trim_start().starts_with(&format!("\"{alias}\"")))
+        .unwrap()
+        + 1;
+    let run = rig
+        .cli()
+        .args(["verify-attestations", &alias, "--key"])
+        .arg(&other)
+        .args(["--format", "github"])
+        .status(2)
+        .stdout_free("compared line by line below")
+        .stderr_like(r"verify-attestations: \d+ problem\(s\)")
+        .run();
+    let problems: Vec<&str> = out.lines().collect();
+    let expected: Vec<String> = problems
+        .iter()
+        .map(|p| {
+            let message = p.strip_prefix("problem: ").unwrap();
+            format!(
+                "::error file=image_pins.json,line={line},title=verify-attestations%3A {alias}::{}",
+                message.replace('%', "%25")
+            )
+        })
+        .chain(problems.iter().map(|p| p.to_string()))
+        .collect();
+    assert_eq!(run.lines(), expected);
 
     tampering_is_named(&rig, &key, &public);
 }

@@ -350,3 +350,70 @@ fn a_tag_only_upstream_is_refused_until_update_base_pins_it() {
         .stdout_like(r"render --check: \d+ generated file\(s\) up to date")
         .run();
 }
+
+/// `outdated` holds the upstream to the tag too: once the tag's image for
+/// the family's platform moved, it is behind (exit 2), and under `--format
+/// github` annotated at images.toml's `upstream`. A fixture family pins no
+/// npm, PyPI or Debian package, so the registry is all it asks.
+#[test]
+fn outdated_annotates_an_upstream_whose_image_moved_at_its_line() {
+    use crate::support::{Family, Variant};
+    let Some(authority) = dev_registry() else {
+        return;
+    };
+    let repo = unique("sunaba-test/outdated");
+    let pusher = Pusher::plain(&authority);
+    let push = |layer: &[u8]| {
+        let image = Image::linux("amd64").layer(layer.to_vec());
+        pusher.wait(pusher.image(&repo, Some("stable"), &image))
+    };
+    let one = push(b"o1");
+    let tag = format!("{authority}/{repo}:stable");
+    let family = Family::new("kid")
+        .upstream(&format!("{tag}@{}", one.digest))
+        .platforms(&["linux/amd64"])
+        .tool("alpha")
+        .tool("beta")
+        .fragment("root", &["alpha"])
+        .fragment("kid", &["beta"])
+        .variant(Variant::new("root").fragments(&["root"]))
+        .variant(
+            Variant::new("kid")
+                .parent("root")
+                .fragments(&["kid"])
+                .serves_fake(),
+        );
+    let project = crate::engine_release::fixture(&family);
+    let row = |cli: Cli| {
+        cli.stdout_like("fragment +package +from +pinned +wanted +latest +bump +status +note")
+            .stderr_like(r"outdated: 1 pinned, [01] behind, 0 could not be checked")
+    };
+    let summary = project.path().join("summary.md");
+    row(project.cli().args(["outdated"]))
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .stdout_like(r"- +upstream +oci +sha256:[0-9a-f]{12} +sha256:[0-9a-f]{12} .* current +")
+        .run();
+    assert_eq!(
+        std::fs::read_to_string(&summary).unwrap(),
+        "### outdated\n\nEvery pinned version is the newest on its track.\n\n"
+    );
+
+    let two = push(b"o2");
+    let line = project
+        .read("images.toml")
+        .lines()
+        .position(|l| l.starts_with("upstream = "))
+        .unwrap()
+        + 1;
+    row(project.cli().args(["outdated", "--format", "github"]))
+        .status(2)
+        .stdout_line(format!(
+            "::error file=images.toml,line={line},title=outdated%3A upstream::upstream is behind: \
+             pinned {tag}@{}, the newest on its track is {} (digest bump; latest {}) (the tag's \
+             images changed: `sunaba-images update-base --write`)",
+            one.digest, two.digest, two.digest
+        ))
+        .stdout_like(r"- +upstream +oci .* BEHIND .*")
+        .run();
+}
