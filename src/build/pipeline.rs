@@ -111,34 +111,6 @@ impl Outcome {
     }
 }
 
-/// `--platform` as given: none (the engine's own), `all` (the family's), or
-/// a list, each parsed (and normalised) here and within the family's.
-pub(crate) fn platforms(
-    family: &Family,
-    given: &[String],
-) -> anyhow::Result<Vec<Option<Platform>>> {
-    Ok(match given {
-        [] => vec![None],
-        [all] if all == "all" => {
-            if family.platforms.is_empty() {
-                vec![None]
-            } else {
-                family.platforms.iter().cloned().map(Some).collect()
-            }
-        }
-        given => {
-            let mut out = Vec::new();
-            for p in given {
-                let p = Platform::parse_normalized(p)
-                    .map_err(|e| anyhow::anyhow!("--platform {p}: {e}"))?;
-                family.check_platform(&p)?;
-                out.push(Some(p));
-            }
-            out
-        }
-    })
-}
-
 /// The lock problems of the fragments `selected` installs: a lock that no
 /// longer matches images.toml would fail deep inside a fragment (or
 /// install something else than images.toml says), so they are refused

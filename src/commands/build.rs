@@ -2,7 +2,9 @@
 //! parents first, independent variants in parallel, skipping unchanged
 //! inputs, and checks every image it builds (unless `--no-check`).
 
-use super::context::{Context, OutputOptions, RegistryOptions};
+use super::context::{
+    Context, OutputOptions, PLATFORM_HELP, PLATFORM_VALUE, Platforms, RegistryOptions,
+};
 use crate::build::progress::{PlainReporter, Reporter, TtyReporter};
 use crate::build::{self, BuildOptions, Outcome, Summary, pipeline};
 use crate::exit::{self, WithStatus};
@@ -52,12 +54,10 @@ pub(crate) struct Args {
     pub no_check: bool,
     #[arg(long, value_enum, default_value_t = Progress::Auto)]
     pub progress: Progress,
-    /// Build for these platforms (`linux/arm64`, comma-separated, or `all`
-    /// for the family's `platforms`), one after the other; a platform other
-    /// than the engine's own is built and checked under emulation. Default:
-    /// the engine's own.
-    #[arg(long, value_name = "PLATFORM", value_delimiter = ',')]
-    pub platform: Vec<String>,
+    // One after the other; a platform other than the engine's own is built
+    // and checked under emulation.
+    #[arg(long, value_name = PLATFORM_VALUE, help = PLATFORM_HELP, value_parser = Platforms::parse)]
+    pub platform: Option<Platforms>,
     /// Push each checked image to REPO by digest (a leg of a multi-platform
     /// release: `release --from REPO --legs FILE` assembles the indexes).
     #[arg(long, value_name = "REPO")]
@@ -86,7 +86,8 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         .status(exit::Status::Usage)?;
     let request = pipeline::Request {
         variants: &args.variants,
-        platforms: pipeline::platforms(&family, &args.platform).status(exit::Status::Usage)?,
+        platforms: Platforms::of_family(args.platform.as_ref(), &family)
+            .status(exit::Status::Usage)?,
         build: &args.build,
         no_cache: args.no_cache,
         check: !args.no_check,
@@ -132,7 +133,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         let summary = crate::github::gate_summary("build", &found, ok);
         super::report_gate(found, &summary, args.json)?;
     }
-    let multi = !args.platform.is_empty() || push_to.is_some();
+    let multi = args.platform.is_some() || push_to.is_some();
     print_outcome(&outcome, &pushed, push_to.as_ref(), multi, args.json)?;
     // The summary names every failure: nothing is left to print.
     if outcome.build_failed() {

@@ -6,7 +6,7 @@
 //! runs the project's rendered healthcheck instead (see `check`'s module
 //! docs) and exits 0 when the image would serve as VARIANT.
 
-use super::context::{Context, OutputOptions};
+use super::context::{Context, OutputOptions, PLATFORM_HELP, PLATFORM_VALUE, Platforms};
 use crate::check;
 use crate::exit;
 use anyhow::Context as _;
@@ -26,11 +26,17 @@ pub(crate) struct Args {
     /// information; exit 0 when it would serve as VARIANT.
     #[arg(long, value_name = "REF")]
     pub image: Option<String>,
-    /// Check the variants' images of this platform (`linux/arm64`: the
-    /// `<repository>:<variant>-arm64` images `build --platform` tags), under
-    /// emulation when it is not the engine's own.
-    #[arg(long, value_name = "PLATFORM", conflicts_with = "image")]
-    pub platform: Option<String>,
+    // The variants' images of each platform (`linux/arm64`: the
+    // `<repository>:<variant>-arm64` images `build --platform` tags), under
+    // emulation when it is not the engine's own; a report per platform.
+    #[arg(
+        long,
+        value_name = PLATFORM_VALUE,
+        help = PLATFORM_HELP,
+        value_parser = Platforms::parse,
+        conflicts_with = "image"
+    )]
+    pub platform: Option<Platforms>,
     /// Print the reports as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -59,31 +65,32 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
             "--image checks one image: name at most one variant",
         ));
     }
-    let platform = match &args.platform {
-        Some(p) => Some(
-            crate::name::Platform::parse_normalized(p)
-                .map_err(|e| exit::Error::usage(format!("--platform {p}: {e}")))?,
-        ),
-        None => None,
-    };
-    let request = check::pipeline::Request {
+    let request = |platform| check::pipeline::Request {
         variants: &args.variants,
         image: args.image.as_deref(),
-        platform: platform.as_ref(),
+        platform,
         suites: &args.suites,
         timeout: args.timeout,
         record: !args.no_record,
     };
     let manifest = ctx.manifest()?;
-    check::pipeline::validate(manifest, &request)?;
+    check::pipeline::validate(manifest, &request(None))?;
     let family = ctx.family()?;
-    if let Some(p) = &platform {
-        family.check_platform(p)?;
-    }
+    let platforms = Platforms::of_family(args.platform.as_ref(), &family)?;
     let engine = ctx.engine()?;
-    let reports = check::pipeline::run(manifest, &family, engine.as_ref(), &request, &mut |n| {
-        eprintln!("{n}")
-    })?;
+    // A report per image per platform, one platform after the other.
+    let mut reports = Vec::new();
+    for platform in &platforms {
+        let request = request(platform.as_ref());
+        let note = &mut |n| eprintln!("{n}");
+        reports.extend(check::pipeline::run(
+            manifest,
+            &family,
+            engine.as_ref(),
+            &request,
+            note,
+        )?);
+    }
 
     if args.output.github() {
         let (found, summary) = check::github::output(&reports, manifest);

@@ -49,6 +49,70 @@ impl OutputOptions {
     }
 }
 
+/// `--platform`'s value name, the same on every verb that has it.
+pub(crate) const PLATFORM_VALUE: &str = "LIST|all";
+
+/// `--platform`'s help, the same on every verb that has it.
+pub(crate) const PLATFORM_HELP: &str = "Platforms (OS/ARCH[/VARIANT], e.g. linux/arm64), \
+    comma-separated, or `all`: every platform of the family (images.toml `platforms`; for \
+    `resolve`, every platform the index lists). Default: the engine's own (for `resolve`, the \
+    top-level digest)";
+
+/// `--platform LIST|all` as given: the platforms named, each parsed and
+/// normalised, in the order given without repeats, or `all` (which each verb
+/// resolves: the family's platforms, or an index's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Platforms {
+    All,
+    Only(Vec<crate::name::Platform>),
+}
+
+impl Platforms {
+    /// `--platform`'s parser (clap's `value_parser`).
+    pub(crate) fn parse(text: &str) -> Result<Platforms, String> {
+        if text.trim() == "all" {
+            return Ok(Platforms::All);
+        }
+        let mut out = Vec::new();
+        for item in text.split(',').map(str::trim) {
+            if item == "all" {
+                return Err("`all` stands alone, not in a list".into());
+            }
+            let p = crate::name::Platform::parse_normalized(item).map_err(|e| e.to_string())?;
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+        Ok(Platforms::Only(out))
+    }
+
+    /// The platforms, `all` being `every` (none: the one default run).
+    pub(crate) fn resolve(
+        given: Option<&Platforms>,
+        every: &[crate::name::Platform],
+    ) -> Vec<Option<crate::name::Platform>> {
+        match given {
+            None => vec![None],
+            Some(Platforms::All) if every.is_empty() => vec![None],
+            Some(Platforms::All) => every.iter().cloned().map(Some).collect(),
+            Some(Platforms::Only(list)) => list.iter().cloned().map(Some).collect(),
+        }
+    }
+
+    /// The platforms of a run over the family's images: `all` is the
+    /// family's `platforms`, and each named one must be among them.
+    pub(crate) fn of_family(
+        given: Option<&Platforms>,
+        family: &crate::build::Family,
+    ) -> Result<Vec<Option<crate::name::Platform>>, crate::name::Unknown> {
+        let out = Platforms::resolve(given, &family.platforms);
+        for p in out.iter().flatten() {
+            family.check_platform(p)?;
+        }
+        Ok(out)
+    }
+}
+
 /// Where the pins file is.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct PinsOptions {
@@ -207,4 +271,47 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("starting the async runtime")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Platforms;
+
+    fn p(s: &str) -> crate::name::Platform {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn platforms_are_a_list_or_all_normalised_without_repeats() {
+        assert_eq!(Platforms::parse("all"), Ok(Platforms::All));
+        assert_eq!(
+            Platforms::parse("linux/amd64, linux/arm64/v8,linux/arm64"),
+            Ok(Platforms::Only(vec![p("linux/amd64"), p("linux/arm64")]))
+        );
+        assert_eq!(
+            Platforms::parse("linux/arm/v7"),
+            Ok(Platforms::Only(vec![p("linux/arm/v7")]))
+        );
+        assert_eq!(
+            Platforms::parse("linux/amd64,all"),
+            Err("`all` stands alone, not in a list".to_string())
+        );
+        for bad in ["", "linux", "linux/amd64,", "linux//amd64"] {
+            assert!(Platforms::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn all_is_what_the_verb_says_every_is_and_none_the_default_run() {
+        let every = [p("linux/amd64"), p("linux/arm64")];
+        let all = Platforms::resolve(Some(&Platforms::All), &every);
+        assert_eq!(all, [Some(every[0].clone()), Some(every[1].clone())]);
+        assert_eq!(Platforms::resolve(Some(&Platforms::All), &[]), [None]);
+        assert_eq!(Platforms::resolve(None, &every), [None]);
+        let one = Platforms::Only(vec![p("linux/arm64")]);
+        assert_eq!(
+            Platforms::resolve(Some(&one), &[]),
+            [Some(every[1].clone())]
+        );
+    }
 }

@@ -1,7 +1,9 @@
 //! `sunaba-images pins show|verify`: print what an alias is pinned to, or
 //! check the pins against images.toml and the registry (the CI gate).
 
-use super::context::{Context, OutputOptions, PinsOptions, RegistryOptions};
+use super::context::{
+    Context, OutputOptions, PLATFORM_HELP, PLATFORM_VALUE, PinsOptions, Platforms, RegistryOptions,
+};
 use crate::exit;
 use crate::pins::PinsFile;
 use crate::pins::attestations;
@@ -47,15 +49,15 @@ pub(crate) struct VerifyArgs {
     /// packages, the first differing layer and its entries.
     #[arg(long)]
     pub rebuild: bool,
-    /// With --rebuild: the platforms to rebuild (comma-separated, or `all`);
-    /// default: the engine's own.
+    // With --rebuild: the platforms to rebuild.
     #[arg(
         long,
-        value_name = "PLATFORM",
-        value_delimiter = ',',
+        value_name = PLATFORM_VALUE,
+        help = PLATFORM_HELP,
+        value_parser = Platforms::parse,
         requires = "rebuild"
     )]
-    pub platform: Vec<String>,
+    pub platform: Option<Platforms>,
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
@@ -233,7 +235,7 @@ fn rebuild(
     let engine = ctx.engine()?;
     eprintln!("engine: {}", engine.describe());
     let native = engine.platform().context("rebuilding the pinned images")?;
-    let platforms = crate::build::pipeline::platforms(&family, &args.platform)?;
+    let platforms = Platforms::of_family(args.platform.as_ref(), &family)?;
     let (client, rt) = (ctx.registry(&args.registry)?, super::context::runtime()?);
     let reporter = || -> Box<dyn crate::build::progress::Reporter> {
         Box::new(crate::build::progress::PlainReporter::stderr())

@@ -653,6 +653,18 @@ fn check_names_missing_wrong_and_old_tools_and_older_renders() {
             tag = fx.tag("kid2")
         ))
         .run();
+    // A report per platform asked for, the gate failing when any fails.
+    // (The engine here is linux/amd64: arm64's image is the `-arm64` tag.)
+    let report = |tag: String| {
+        format!(
+            "FAIL kid2  {tag}  size - / budget 500.0 MiB  (0.0s)\n  \
+             problem: image {tag} not found locally; build it first (`sunaba-images build kid2`)\n"
+        )
+    };
+    fx.cli(["check", "kid2", "--platform", "linux/amd64,linux/arm64"])
+        .status(2)
+        .stdout(report(fx.tag("kid2")) + &report(fx.tag("kid2") + "-arm64"))
+        .run();
     summary(progress(fx.cli([
         "build",
         "bad",

@@ -161,8 +161,9 @@ fn resolve_exits_64_on_usage_or_a_bad_reference_or_platform_and_1_for_a_missing_
         .args(["resolve", "--platform", "bad", "127.0.0.1:1/x:1"])
         .status(64)
         .stderr(
-            "error: invalid platform \"bad\": expected OS/ARCH or OS/ARCH/VARIANT, e.g. \
-             linux/amd64 or linux/arm64/v8\n",
+            "error: invalid value 'bad' for '--platform <LIST|all>': invalid platform \"bad\": \
+             expected OS/ARCH or OS/ARCH/VARIANT, e.g. linux/amd64 or linux/arm64/v8\n\n\
+             For more information, try '--help'.\n",
         )
         .run();
     let Some(registry) = support::dev_registry() else {

@@ -183,6 +183,87 @@ async fn cli_resolve_matches_skopeo_and_json_has_index_and_platform_digests() {
     let v = run.json();
     assert_eq!(v[0]["digest"], f.arm64_digest.as_str());
     assert_eq!(v[0]["index_digest"], f.index_digest.as_str());
+    assert_eq!(
+        v[0]["selected"],
+        serde_json::json!([{"platform": "linux/arm64", "digest": f.arm64_digest}])
+    );
+
+    // A list, or `all` (every platform the index lists, normalised): a
+    // line per reference and platform; the single image is its own.
+    let multi = format!("{host}/fixture/multi:latest");
+    let single = format!("{host}/fixture/single:v1");
+    let lines = format!(
+        "{amd}\t{multi}\tlinux/amd64\n{arm}\t{multi}\tlinux/arm64\n",
+        amd = f.amd64_digest,
+        arm = f.arm64_digest
+    );
+    for platforms in ["linux/amd64,linux/arm64/v8", "all"] {
+        let (d, m, want) = (home.path().to_path_buf(), multi.clone(), lines.clone());
+        cli(move || {
+            isolated_cli(&d)
+                .args(["resolve", "--platform", platforms, &m])
+                .stdout(want)
+                .run()
+        })
+        .await;
+    }
+    let (d, m, s) = (home.path().to_path_buf(), multi.clone(), single.clone());
+    let run = cli(move || {
+        isolated_cli(&d)
+            .args([
+                "resolve",
+                "--json",
+                "--platform",
+                "linux/arm64,linux/amd64",
+                &m,
+                &s,
+            ])
+            .status(1)
+            .stdout_json()
+            .stderr_like(
+                r"error: .*/fixture/single:v1: no image for platform linux/arm64 \(the index offers: linux/amd64\)",
+            )
+            .stderr_line("error: 1 of 2 reference(s) could not be resolved")
+            .run()
+    })
+    .await;
+    let v = run.json();
+    assert_eq!(
+        v[0]["digest"],
+        f.index_digest.as_str(),
+        "several: the top level"
+    );
+    assert_eq!(
+        v[0]["selected"],
+        serde_json::json!([
+            {"platform": "linux/arm64", "digest": f.arm64_digest},
+            {"platform": "linux/amd64", "digest": f.amd64_digest},
+        ])
+    );
+    // The single image: no arm64 one, its amd64 one is itself.
+    assert_eq!(v[1]["digest"], f.single_digest.as_str());
+    assert_eq!(v[1]["selected"][0]["platform"], "linux/arm64");
+    let why = v[1]["selected"][0]["error"].as_str().unwrap();
+    assert!(
+        why.ends_with("no image for platform linux/arm64 (the index offers: linux/amd64)"),
+        "{why}"
+    );
+    assert_eq!(
+        v[1]["selected"][1],
+        serde_json::json!({"platform": "linux/amd64", "digest": f.single_digest})
+    );
+    // A platform the index does not have: the others print, the reference fails.
+    let (d, m) = (home.path().to_path_buf(), multi.clone());
+    cli(move || {
+        isolated_cli(&d)
+            .args(["resolve", "--platform", "linux/amd64,linux/s390x", &m])
+            .status(1)
+            .stdout(format!("{}\t{m}\tlinux/amd64\n", f.amd64_digest))
+            .stderr_like("error: .*s390x.*")
+            .stderr_line("error: 1 of 1 reference(s) could not be resolved")
+            .run()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,11 +311,6 @@ fn cli_rejects_invalid_references_and_platforms_saying_why() {
              sha256 digests have exactly 64 hex digits, got \"abc\"",
         ),
         (
-            &["resolve", "--platform", "linux", "127.0.0.1:1/x:1"],
-            "invalid platform \"linux\": expected OS/ARCH or OS/ARCH/VARIANT, e.g. \
-             linux/amd64 or linux/arm64/v8",
-        ),
-        (
             &["tags", "127.0.0.1:1/x:tag"],
             "invalid image reference \"127.0.0.1:1/x:tag\": repository path component \
              \"x:tag\" contains ':' (only a registry port or a tag may use ':')",
@@ -247,6 +323,16 @@ fn cli_rejects_invalid_references_and_platforms_saying_why() {
             .stderr(format!("error: {error}\n"))
             .run();
     }
+    // --platform is parsed by clap, which says which option.
+    isolated_cli(dir.path())
+        .args(["resolve", "--platform", "linux", "127.0.0.1:1/x:1"])
+        .status(64)
+        .stderr(
+            "error: invalid value 'linux' for '--platform <LIST|all>': invalid platform \"linux\": \
+             expected OS/ARCH or OS/ARCH/VARIANT, e.g. linux/amd64 or linux/arm64/v8\n\n\
+             For more information, try '--help'.\n",
+        )
+        .run();
 }
 
 // --------------------------------------------------- 1. HEAD, then GET ---
