@@ -128,10 +128,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         _ => Vec::new(),
     };
     if args.output.github() {
-        let found = build::github::annotations(&outcome, manifest);
-        let ok = "Every image built (or unchanged) and checked.";
-        let summary = crate::github::gate_summary("build", &found, ok);
-        super::report_gate(found, &summary, args.json)?;
+        github(&outcome, manifest, args.json)?;
     }
     let multi = args.platform.is_some() || push_to.is_some();
     print_outcome(&outcome, &pushed, push_to.as_ref(), multi, args.json)?;
@@ -143,6 +140,18 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     } else {
         Ok(())
     }
+}
+
+/// `--format github`: the run's findings as annotations, and the summary.
+fn github(
+    outcome: &pipeline::Outcome,
+    manifest: &crate::manifest::Manifest,
+    json: bool,
+) -> exit::Result {
+    let found = build::github::annotations(outcome, manifest);
+    let ok = "Every variant built (or unchanged), and nothing failed its check.";
+    let summary = crate::github::gate_summary("build", &found, ok);
+    super::report_gate(found, &summary, json)
 }
 
 /// The lock gate: a selected fragment whose locks do not match images.toml
