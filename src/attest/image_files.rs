@@ -169,6 +169,48 @@ fn apply(files: &mut BTreeMap<String, Vec<u8>>, seen: &BTreeMap<String, Seen>) {
     }
 }
 
+/// What one layer blob says about the wanted paths: read once, kept (it
+/// is small: the wanted files only) and composed with the image's other
+/// layers by [`compose`]. A family's images share their base layers, so a
+/// release reads each distinct blob once.
+#[derive(Debug, Clone, Default)]
+pub struct LayerFiles(BTreeMap<String, Seen>);
+
+/// Reads one layer blob as a stream (`…tar`, or `…tar+gzip` /
+/// `…tar.gzip` decompressed as it is read), keeping only the wanted paths
+/// and whiteouts of them. A layer that does not read as a (compressed) tar
+/// holds nothing wanted; zstd layers are refused.
+pub fn scan_blob(
+    image: &str,
+    media_type: &str,
+    input: &mut dyn Read,
+    wanted: &[&str],
+) -> Result<LayerFiles, AttestError> {
+    let bad = |detail: String| AttestError::Malformed {
+        what: format!("the layers of {image}"),
+        detail,
+    };
+    let seen = if media_type.ends_with("gzip") {
+        let mut gz = flate2::read::GzDecoder::new(input);
+        scan_layer(&mut gz, wanted, &bad).unwrap_or_default()
+    } else if media_type.ends_with("zstd") {
+        return Err(bad(format!("{media_type}: zstd layers are not read")));
+    } else {
+        scan_layer(input, wanted, &bad).unwrap_or_default()
+    };
+    Ok(LayerFiles(seen))
+}
+
+/// The final contents of the wanted paths of an image whose layers,
+/// bottom first, said `layers`.
+pub fn compose<'a>(layers: impl IntoIterator<Item = &'a LayerFiles>) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    for layer in layers {
+        apply(&mut files, &layer.0);
+    }
+    files
+}
+
 /// The final contents of `wanted` in an image given as its layer blobs,
 /// bottom first, each with its media type (as a registry serves them:
 /// `…tar`, `…tar+gzip` / `…tar.gzip`). A layer that does not read as a
@@ -178,23 +220,11 @@ pub fn read_layers(
     layers: &[(String, Vec<u8>)],
     wanted: &[&str],
 ) -> Result<BTreeMap<String, Vec<u8>>, AttestError> {
-    let bad = |detail: String| AttestError::Malformed {
-        what: format!("the layers of {image}"),
-        detail,
-    };
-    let mut files = BTreeMap::new();
-    for (media_type, bytes) in layers {
-        let seen = if media_type.ends_with("gzip") {
-            let mut gz = flate2::read::GzDecoder::new(bytes.as_slice());
-            scan_layer(&mut gz, wanted, &bad).unwrap_or_default()
-        } else if media_type.ends_with("zstd") {
-            return Err(bad(format!("{media_type}: zstd layers are not read")));
-        } else {
-            scan_layer(&mut bytes.as_slice(), wanted, &bad).unwrap_or_default()
-        };
-        apply(&mut files, &seen);
-    }
-    Ok(files)
+    let scanned = layers
+        .iter()
+        .map(|(media_type, bytes)| scan_blob(image, media_type, &mut bytes.as_slice(), wanted))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(compose(&scanned))
 }
 
 #[cfg(test)]

@@ -26,9 +26,11 @@ pub mod bundle;
 pub mod dpkg;
 pub mod dsse;
 pub mod image_files;
+pub(crate) mod image_source;
 pub mod key;
 pub mod locked;
 pub mod referrer;
+pub(crate) mod registry_image;
 pub mod sbom;
 pub mod statement;
 

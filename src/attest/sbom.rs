@@ -13,7 +13,7 @@ use super::locked::{Component, Ecosystem};
 use serde_json::json;
 
 /// What an SBOM describes.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Subject {
     /// The image as named (`REPO@sha256:…` or the local reference).
     pub name: String,
@@ -21,6 +21,18 @@ pub struct Subject {
     pub digest: String,
     /// The image config's `created` (RFC 3339): the document's time.
     pub created: String,
+}
+
+impl Subject {
+    /// An image known by its manifest digest: named `REPO@DIGEST`, as the
+    /// SBOM a release attaches names it (however the image was read).
+    pub fn by_digest(repository: &str, digest: &str, created: &str) -> Subject {
+        Subject {
+            name: format!("{repository}@{digest}"),
+            digest: digest.to_string(),
+            created: created.to_string(),
+        }
+    }
 }
 
 fn spdx_id(kind: &str, name: &str, n: usize) -> String {
@@ -243,42 +255,21 @@ fn spdx_time(rfc3339: &str) -> String {
         .unwrap_or_else(|_| "1970-01-01T00:00:00Z".into())
 }
 
-/// The SBOM of a local image of `engine` (read through its `save`):
-/// dpkg's status and os-release from the layers, `created` from the
-/// config. `reference` names the image in the document.
-pub fn of_local_image(
+/// The paths an SBOM is made from: dpkg's status and os-release.
+pub const WANTED: [&str; 3] = [STATUS, OS_RELEASE[0], OS_RELEASE[1]];
+
+/// The wanted files and the config of a local image of `engine` (an
+/// image ID or a reference), read through its `save` stream.
+pub fn local_files(
     engine: &dyn crate::engine::Engine,
-    reference: &str,
-    locked: &[Component],
-    format: Format,
-    tool_version: &str,
-) -> anyhow::Result<(Vec<u8>, usize)> {
+    image: &str,
+) -> anyhow::Result<super::image_files::ImageFiles> {
     use anyhow::Context as _;
-    let info = engine
-        .inspect(reference)?
-        .with_context(|| format!("{reference} is not a local image of {}", engine.describe()))?;
-    let read = engine
-        .save_cmd(&info.id)
-        .read_stdout(|out| {
-            super::image_files::read_files(reference, out, &[STATUS, OS_RELEASE[0], OS_RELEASE[1]])
-        })
+    engine
+        .save_cmd(image)
+        .read_stdout(|out| super::image_files::read_files(image, out, &WANTED))
         .map_err(crate::process::PipeError::into_anyhow)
-        .with_context(|| format!("reading {reference} from the engine"))?;
-    let distro = distro_of(&read.files)
-        .with_context(|| format!("{reference} has no os-release naming its distribution"))?;
-    let subject = Subject {
-        name: reference.to_string(),
-        digest: info.id.clone(),
-        created: spdx_time(read.config["created"].as_str().unwrap_or_default()),
-    };
-    Ok(document(
-        &subject,
-        &distro,
-        &read.files,
-        locked,
-        format,
-        tool_version,
-    ))
+        .with_context(|| format!("reading {image} from {}", engine.describe()))
 }
 
 const STATUS: &str = "var/lib/dpkg/status";
@@ -291,42 +282,20 @@ fn distro_of(files: &std::collections::BTreeMap<String, Vec<u8>>) -> Option<Dist
         .and_then(|t| Distro::parse(&String::from_utf8_lossy(t)))
 }
 
-fn document(
+/// The document of an image from its wanted files (see [`WANTED`]): the
+/// one function every reading ends in — `sbom` from the engine or from a
+/// registry, and the SBOM `release` attaches — so that one image gives
+/// one document, byte for byte. `subject.created` is the config's
+/// `created` as recorded (written as SPDX writes times). An image without
+/// an os-release (a synthetic one) is described with no distribution.
+pub fn of_files(
     subject: &Subject,
-    distro: &Distro,
     files: &std::collections::BTreeMap<String, Vec<u8>>,
     locked: &[Component],
     format: Format,
     tool_version: &str,
 ) -> (Vec<u8>, usize) {
-    let status = files
-        .get(STATUS)
-        .map(|b| String::from_utf8_lossy(b).to_string())
-        .unwrap_or_default();
-    let packages = super::dpkg::installed(&status);
-    let doc = match format {
-        Format::SpdxJson => spdx(subject, distro, &packages, locked, tool_version),
-        Format::CyclonedxJson => cyclonedx(subject, distro, &packages, locked, tool_version),
-    };
-    (doc, packages.len() + locked.len())
-}
-
-/// The SPDX SBOM of an image read from its layer blobs (as a registry
-/// serves them, bottom first): what a release attaches. `subject.created`
-/// is the config's `created`, as the build recorded it. An image without
-/// an os-release (a synthetic one) is described with no packages.
-pub fn of_layers(
-    subject: &Subject,
-    layers: &[(String, Vec<u8>)],
-    locked: &[Component],
-    tool_version: &str,
-) -> Result<(Vec<u8>, usize), AttestError> {
-    let files = super::image_files::read_layers(
-        &subject.name,
-        layers,
-        &[STATUS, OS_RELEASE[0], OS_RELEASE[1]],
-    )?;
-    let distro = distro_of(&files).unwrap_or(Distro {
+    let distro = distro_of(files).unwrap_or(Distro {
         id: "unknown".into(),
         version_id: String::new(),
     });
@@ -334,9 +303,29 @@ pub fn of_layers(
         created: spdx_time(&subject.created),
         ..subject.clone()
     };
-    Ok(document(
-        &subject,
-        &distro,
+    let status = files
+        .get(STATUS)
+        .map(|b| String::from_utf8_lossy(b).to_string())
+        .unwrap_or_default();
+    let packages = super::dpkg::installed(&status);
+    let doc = match format {
+        Format::SpdxJson => spdx(&subject, &distro, &packages, locked, tool_version),
+        Format::CyclonedxJson => cyclonedx(&subject, &distro, &packages, locked, tool_version),
+    };
+    (doc, packages.len() + locked.len())
+}
+
+/// The SPDX SBOM of an image read from its layer blobs (as a registry
+/// serves them, bottom first). See [`of_files`].
+pub fn of_layers(
+    subject: &Subject,
+    layers: &[(String, Vec<u8>)],
+    locked: &[Component],
+    tool_version: &str,
+) -> Result<(Vec<u8>, usize), AttestError> {
+    let files = super::image_files::read_layers(&subject.name, layers, &WANTED)?;
+    Ok(of_files(
+        subject,
         &files,
         locked,
         Format::SpdxJson,

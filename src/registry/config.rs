@@ -78,19 +78,35 @@ impl Client {
         reference: &Reference,
         platform: Option<&Platform>,
     ) -> Result<ImageConfig> {
+        let wanted = platform.cloned().unwrap_or_else(Platform::host);
+        let (_, config) = self
+            .platform_image(reference, &wanted, platform.is_some())
+            .await?;
+        Ok(config)
+    }
+
+    /// The image manifest and config `reference` names: for an index, its
+    /// entry for `wanted` (an error naming the platforms it has when none
+    /// runs there); a single-platform image must be of `wanted` when
+    /// `strict`. Reads only manifests and the config blob, never layers.
+    pub async fn platform_image(
+        &self,
+        reference: &Reference,
+        wanted: &Platform,
+        strict: bool,
+    ) -> Result<(Manifest, ImageConfig)> {
         let context = reference.to_string();
         let mut manifest = self.fetch_manifest(reference).await?;
         if mt::is_index(&manifest.media_type) {
-            let wanted = platform.cloned().unwrap_or_else(Platform::host);
             let index = Index::parse(&context, &manifest.bytes)?;
-            let child = index.choose(&context, &wanted)?.digest.clone();
+            let child = index.choose(&context, wanted)?.digest.clone();
             manifest = self.fetch_manifest(&reference.by_digest(child)).await?;
         }
         let config = self.config_of(reference, &manifest).await?;
-        if let Some(wanted) = platform {
+        if strict {
             check_platform(&context, wanted, &config.platform)?;
         }
-        Ok(config)
+        Ok((manifest, config))
     }
 
     /// The config blob of an image manifest, verified against its

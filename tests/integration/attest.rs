@@ -233,6 +233,10 @@ fn the_sbom_of_an_image_is_valid_spdx_and_lists_what_dpkg_lists() {
             r"sbom: {} \(\d+ packages\) written to base.spdx.json",
             regex::escape(&s.base_image)
         ))
+        .stderr_like(format!(
+            r"sbom: read {} from the engine \(.*\)",
+            regex::escape(&s.base_image)
+        ))
         .run();
     let path = dir.path().join("base.spdx.json");
     let out = python(
@@ -294,6 +298,7 @@ fn the_sbom_of_an_image_is_valid_spdx_and_lists_what_dpkg_lists() {
         ])
         .args(["--output", "base.cdx.json"])
         .stderr_like(r"sbom: .* written to base.cdx.json")
+        .stderr_like(r"sbom: read .* from the engine \(.*\)")
         .run();
     let bom = dir.path().join("base.cdx.json");
     let out = python(

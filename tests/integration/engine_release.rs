@@ -342,3 +342,133 @@ fn bench_engine_release_request_economy() {
     assert_eq!(rows[1].1.staging_writes + rows[1].1.tag_puts, 0);
     assert_eq!(rows[2].1.tag_puts, 4);
 }
+
+/// The attached SBOM of `subject` (the SPDX predicate of its signed
+/// referrer, listed in the fallback tag), serialised as `sbom` writes it.
+fn attached_sbom(rig: &Rig, subject: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    let p = &rig.pusher;
+    let tag = subject.replace(':', "-");
+    let index: serde_json::Value = serde_json::from_slice(
+        &p.wait(p.get(&rig.repo, &format!("manifests/{tag}")))
+            .unwrap(),
+    )
+    .unwrap();
+    let entry = index["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| {
+            e["annotations"]["dev.sigstore.bundle.predicateType"]
+                == "https://spdx.dev/Document/v2.3"
+        })
+        .expect("an SBOM referrer is listed");
+    let digest = entry["digest"].as_str().unwrap();
+    let m: serde_json::Value = serde_json::from_slice(
+        &p.wait(p.get(&rig.repo, &format!("manifests/{digest}")))
+            .unwrap(),
+    )
+    .unwrap();
+    let layer = m["layers"][0]["digest"].as_str().unwrap();
+    let bundle: serde_json::Value =
+        serde_json::from_slice(&p.wait(p.get(&rig.repo, &format!("blobs/{layer}"))).unwrap())
+            .unwrap();
+    let payload = base64::engine::general_purpose::STANDARD
+        .decode(bundle["dsseEnvelope"]["payload"].as_str().unwrap())
+        .unwrap();
+    let statement: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    assert_eq!(statement["subject"][0]["digest"]["sha256"], subject[7..]);
+    serde_json::to_vec_pretty(&statement["predicate"]).unwrap()
+}
+
+/// `sbom` of one released image, read four ways — the alias (its pinned
+/// digest, from the registry), `--image REPO@DIGEST` with the engine
+/// lacking it (the registry), the same once the engine has pulled it (the
+/// engine's `save`), and the SBOM the signed release attached (read from
+/// the engine's local image) — is one document, byte for byte, with
+/// dpkg's packages in it; an unknown platform is refused naming the
+/// platform the image has.
+#[test]
+fn the_sbom_of_a_released_image_is_the_same_bytes_however_it_is_read() {
+    let Some(s) = support::services() else {
+        return;
+    };
+    let _heavy = support::machine_lock();
+    let rig = fixture_rig("sbom-same", &s).unwrap();
+    let key = sunaba_images::attest::PrivateKey::generate();
+    let private = rig.project.path().join("release.key");
+    key.save(&private, false).unwrap();
+    rig.cli()
+        .args(["release", "--write", "--notes", "notes.md", "--signing-key"])
+        .arg(&private)
+        .stderr_free("the build's progress and the release's")
+        .run();
+    let pins: serde_json::Value = serde_json::from_str(&rig.pins_text()).unwrap();
+    let pin = &pins["images"]["root"];
+    let digest = pin["digest"].as_str().unwrap();
+    let by_digest = format!("{}@{digest}", pin["repository"].as_str().unwrap());
+    let attached = attached_sbom(&rig, digest);
+    let text = String::from_utf8(attached.clone()).unwrap();
+    assert!(
+        text.contains("\"pkg:deb/debian/bash@")
+            && text.contains(&format!("\"name\": \"{by_digest}\"")),
+        "{text}"
+    );
+    let sbom = |args: &[&str], output: &str, from: &str| -> Vec<u8> {
+        rig.cli()
+            .env("SUNABA_ENGINE", &s.engine)
+            .arg("sbom")
+            .args(args)
+            .args(["--output", output])
+            .stderr_line(format!("sbom: read {by_digest} from {from}"))
+            .stderr_like(format!(r"sbom: .* \(\d+ packages\) written to {output}"))
+            .run();
+        std::fs::read(rig.project.path().join(output)).unwrap()
+    };
+    let registry = "the registry (linux/amd64)";
+    assert_eq!(
+        sbom(&["root"], "alias.json", registry),
+        attached,
+        "by alias"
+    );
+    let gone = std::process::Command::new(&s.engine)
+        .args(["image", "inspect", &by_digest])
+        .output()
+        .unwrap();
+    assert!(!gone.status.success(), "the engine has not pulled it yet");
+    assert_eq!(
+        sbom(&["--image", &by_digest], "ref.json", registry),
+        attached,
+        "by reference, from the registry"
+    );
+    let pulled = std::process::Command::new(&s.engine)
+        .args(["pull", "--quiet", &by_digest])
+        .output()
+        .unwrap();
+    assert!(pulled.status.success(), "{pulled:?}");
+    let local = rig
+        .cli()
+        .env("SUNABA_ENGINE", &s.engine)
+        .args(["sbom", "--image", &by_digest, "--output", "local.json"])
+        .stderr_like(format!(
+            r"sbom: read {} from the engine \(.*, image sha256:[0-9a-f]{{64}}\)",
+            regex::escape(&by_digest)
+        ))
+        .stderr_like(r"sbom: .* \(\d+ packages\) written to local.json")
+        .run();
+    drop(local);
+    let _ = std::process::Command::new(&s.engine)
+        .args(["image", "rm", &by_digest])
+        .output();
+    assert_eq!(
+        std::fs::read(rig.project.path().join("local.json")).unwrap(),
+        attached,
+        "by reference, from the engine"
+    );
+    rig.cli()
+        .env("SUNABA_ENGINE", &s.engine)
+        .args(["sbom", "root", "--platform", "linux/s390x"])
+        .status(1)
+        .stderr_like(r"error: .*linux/s390x.*linux/amd64.*")
+        .run();
+}

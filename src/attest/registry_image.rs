@@ -1,0 +1,135 @@
+//! The files an SBOM is made from ([`super::sbom::WANTED`]), read from an
+//! image's layer blobs in a registry: each blob fetched, checked against
+//! its digest, decompressed as a stream through the tar reader (only the
+//! wanted paths kept) and dropped before the next is fetched, so memory
+//! holds one compressed layer and the wanted files, never an image's
+//! layers together. What a blob said is kept by digest: a family's images
+//! share their base layers, and a release reads each distinct blob once.
+
+use super::image_files::{self, LayerFiles};
+use crate::registry::{Client, Digest, Repository};
+use anyhow::Context as _;
+use serde::Deserialize;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// The largest layer blob read.
+const MAX_LAYER: usize = crate::registry::MAX_COPIED_BLOB;
+
+/// Reads images' wanted files from their layers, each distinct blob once.
+#[derive(Debug, Default)]
+pub(crate) struct LayerReader {
+    seen: RefCell<BTreeMap<Digest, Rc<LayerFiles>>>,
+    fetched: Cell<usize>,
+}
+
+impl LayerReader {
+    /// How many layer blobs were fetched so far.
+    #[cfg(test)]
+    pub(crate) fn fetched(&self) -> usize {
+        self.fetched.get()
+    }
+
+    /// The final contents of the wanted paths of the image whose manifest
+    /// (an image manifest's bytes) is `manifest`, in `repo`.
+    pub(crate) async fn files(
+        &self,
+        client: &Client,
+        repo: &Repository,
+        image: &str,
+        manifest: &[u8],
+    ) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Layer {
+            media_type: String,
+            digest: Digest,
+        }
+        #[derive(Deserialize)]
+        struct Layers {
+            layers: Vec<Layer>,
+        }
+        let parsed: Layers = serde_json::from_slice(manifest)
+            .with_context(|| format!("{image}: the manifest's layers"))?;
+        let mut scanned = Vec::with_capacity(parsed.layers.len());
+        for l in parsed.layers {
+            let known = self.seen.borrow().get(&l.digest).cloned();
+            let files = match known {
+                Some(f) => f,
+                None => {
+                    let bytes = client.fetch_blob(repo, &l.digest, MAX_LAYER).await?;
+                    self.fetched.set(self.fetched.get() + 1);
+                    let files = image_files::scan_blob(
+                        image,
+                        &l.media_type,
+                        &mut bytes.as_slice(),
+                        &super::sbom::WANTED,
+                    )?;
+                    drop(bytes);
+                    let files = Rc::new(files);
+                    self.seen.borrow_mut().insert(l.digest, files.clone());
+                    files
+                }
+            };
+            scanned.push(files);
+        }
+        Ok(image_files::compose(scanned.iter().map(|f| f.as_ref())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::normalize::tests::{file, layer};
+    use crate::registry::fake::FakeRegistry;
+    use std::io::Write as _;
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(bytes).unwrap();
+        gz.finish().unwrap()
+    }
+
+    /// A manifest of `layers` (gzip blobs put in `repo`), bottom first.
+    fn manifest(fake: &FakeRegistry, repo: &str, layers: &[&[u8]]) -> Vec<u8> {
+        let layers: Vec<serde_json::Value> = layers
+            .iter()
+            .map(|l| {
+                let digest = fake.put_blob(repo, l);
+                serde_json::json!({
+                    "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                    "digest": digest,
+                    "size": l.len(),
+                })
+            })
+            .collect();
+        serde_json::to_vec(&serde_json::json!({"layers": layers})).unwrap()
+    }
+
+    #[tokio::test]
+    async fn each_distinct_layer_is_fetched_once_and_the_top_layer_wins() {
+        let fake = FakeRegistry::start().await;
+        let client = fake.client();
+        let base = gzip(&layer(&[
+            file("var/lib/dpkg/status", "base\n"),
+            file("etc/os-release", "ID=debian\n"),
+            file("usr/bin/other", "not wanted"),
+        ]));
+        let go = gzip(&layer(&[file("var/lib/dpkg/status", "go\n")]));
+        let node = gzip(&layer(&[file("etc/.wh.os-release", "")]));
+        let go = manifest(&fake, "f/sandbox", &[&base, &go]);
+        let node = manifest(&fake, "f/sandbox", &[&base, &node]);
+        let repo: Repository = format!("{}/f/sandbox", fake.authority).parse().unwrap();
+        let reader = LayerReader::default();
+        let files = reader.files(&client, &repo, "go", &go).await.unwrap();
+        assert_eq!(files["var/lib/dpkg/status"], b"go\n");
+        assert_eq!(files["etc/os-release"], b"ID=debian\n");
+        assert_eq!(files.len(), 2, "only the wanted paths: {files:?}");
+        let files = reader.files(&client, &repo, "node", &node).await.unwrap();
+        assert_eq!(files["var/lib/dpkg/status"], b"base\n");
+        assert!(!files.contains_key("etc/os-release"), "whited out");
+        assert_eq!(reader.fetched(), 3, "the shared base once");
+        assert_eq!(fake.state().count("GET", "/blobs/"), 3);
+    }
+}
