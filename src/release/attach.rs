@@ -69,9 +69,6 @@ pub(crate) struct Subject {
     pub fallback: bool,
 }
 
-/// The largest layer read for the SBOM.
-const MAX_LAYER: usize = crate::registry::MAX_COPIED_BLOB;
-
 /// What attaching talks to.
 pub(crate) struct Attacher<'a> {
     pub client: &'a Client,
@@ -81,6 +78,11 @@ pub(crate) struct Attacher<'a> {
     pub manifest: Option<&'a crate::manifest::Manifest>,
     /// The empty config blob is in the repository (looked at once).
     pub has_empty: std::cell::Cell<bool>,
+    /// The engine an engine source's image is read from for its SBOM
+    /// (no layer is then read from the registry).
+    pub engine: Option<&'a dyn crate::engine::Engine>,
+    /// The layers read from the registry so far (each distinct blob once).
+    pub layers: crate::attest::registry_image::LayerReader,
 }
 
 /// The subjects of a variant's staged image: each platform image (the
@@ -258,20 +260,34 @@ impl Attacher<'_> {
                 failed_tests: vec!["check: no readable check record".into()],
             },
         };
-        let layers = self.layers(reference, &manifest.bytes).await?;
-        let sbom_subject = crate::attest::sbom::Subject {
-            name: format!("{}@{digest}", self.repo),
-            digest: digest.to_string(),
-            created: config.created.clone().unwrap_or_default(),
+        let sbom_subject = crate::attest::sbom::Subject::by_digest(
+            &self.repo.to_string(),
+            &digest.to_string(),
+            config.created.as_deref().unwrap_or_default(),
+        );
+        let files = match (&planned.source, self.engine) {
+            // The checked local image is what was pushed (its layers
+            // compressed, its config stamped): its files are the image's.
+            (Source::Engine { image_id, .. }, Some(engine))
+                if engine.inspect(image_id)?.is_some() =>
+            {
+                crate::attest::sbom::local_files(engine, image_id)?.files
+            }
+            _ => {
+                self.layers
+                    .files(self.client, self.repo, &sbom_subject.name, &manifest.bytes)
+                    .await?
+            }
         };
         let arch = config.platform.architecture.to_string();
         let locked = crate::attest::locked::of_image_labels(self.manifest, &config.labels, &arch);
-        let (sbom, _) = crate::attest::sbom::of_layers(
+        let (sbom, _) = crate::attest::sbom::of_files(
             &sbom_subject,
-            &layers,
+            &files,
             &locked,
+            crate::attest::sbom::Format::SpdxJson,
             env!("CARGO_PKG_VERSION"),
-        )?;
+        );
         let sbom: serde_json::Value = serde_json::from_slice(&sbom).expect("our SBOM is JSON");
         let mut statements = signature_and_provenance(&subject, &facts);
         statements.push((
@@ -309,35 +325,6 @@ impl Attacher<'_> {
                 .map(|(p, d)| Resource::sha256(format!("{}@{p}", self.repo), &d.to_string())),
         );
         signature_and_provenance(&subject, &facts)
-    }
-
-    /// The image's layer blobs, bottom first, with their media types.
-    async fn layers(
-        &self,
-        reference: &Reference,
-        manifest: &[u8],
-    ) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Layer {
-            media_type: String,
-            digest: Digest,
-        }
-        #[derive(Deserialize)]
-        struct Layers {
-            layers: Vec<Layer>,
-        }
-        let parsed: Layers = serde_json::from_slice(manifest)
-            .with_context(|| format!("{reference}: the manifest's layers"))?;
-        let mut out = Vec::new();
-        for l in parsed.layers {
-            let bytes = self
-                .client
-                .fetch_blob(self.repo, &l.digest, MAX_LAYER)
-                .await?;
-            out.push((l.media_type, bytes));
-        }
-        Ok(out)
     }
 }
 

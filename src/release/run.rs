@@ -126,6 +126,8 @@ impl Releaser<'_> {
             key,
             manifest: self.manifest,
             has_empty: Default::default(),
+            engine: self.engine,
+            layers: Default::default(),
         };
         attach::attach_all(&attacher, self.rt, journal, self.progress)
     }
