@@ -13,7 +13,9 @@
 //!   platform, the source image, the release id as invocation id);
 //! - the **test result** its check record label states (`TestResult::of_record`);
 //! - an **SPDX 2.3 SBOM** read from the pushed image's layers in the
-//!   registry (dpkg's status and os-release), as `sbom` does from the engine.
+//!   registry (dpkg's status and os-release; each distinct layer blob of
+//!   the release fetched once and gunzipped as a stream,
+//!   `attest::registry_image`), the same bytes `sbom` writes for the image.
 //!
 //! For an index (a multi-platform variant), also a signature and a
 //! provenance of the index itself. Each statement is an in-toto Statement
@@ -78,11 +80,50 @@ pub(crate) struct Attacher<'a> {
     pub manifest: Option<&'a crate::manifest::Manifest>,
     /// The empty config blob is in the repository (looked at once).
     pub has_empty: std::cell::Cell<bool>,
-    /// The engine an engine source's image is read from for its SBOM
-    /// (no layer is then read from the registry).
-    pub engine: Option<&'a dyn crate::engine::Engine>,
     /// The layers read from the registry so far (each distinct blob once).
     pub layers: crate::attest::registry_image::LayerReader,
+    /// The checkout's commit and the git ref it is (see [`checkout_ref`]).
+    pub checkout: Option<CheckoutRef>,
+}
+
+/// A commit and the git ref whose tip it is, as the checkout says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CheckoutRef {
+    pub commit: String,
+    pub git_ref: String,
+}
+
+/// The ref the release's checkout is on, from facts only: GitHub's
+/// `GITHUB_REF` with its `GITHUB_SHA` when both are set, else `git
+/// symbolic-ref HEAD` with `git rev-parse HEAD` in `root` (a detached HEAD
+/// is on no ref: `None`). The provenance of an image records it only when
+/// the image's recorded revision is that very commit (a `-dirty` build,
+/// or one of another commit, gets no ref).
+pub(crate) fn checkout_ref(root: &std::path::Path) -> Option<CheckoutRef> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    if let (Some(git_ref), Some(commit)) = (env("GITHUB_REF"), env("GITHUB_SHA")) {
+        return Some(CheckoutRef { commit, git_ref });
+    }
+    git_checkout_ref(root)
+}
+
+/// `git symbolic-ref HEAD` and `git rev-parse HEAD` in `root`; `None` for
+/// a detached HEAD or no repository.
+fn git_checkout_ref(root: &std::path::Path) -> Option<CheckoutRef> {
+    let git = |args: &[&str]| {
+        crate::process::Cmd::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args.iter().copied())
+            .run()
+            .ok()
+            .map(|o| o.stdout.trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    Some(CheckoutRef {
+        git_ref: git(&["symbolic-ref", "-q", "HEAD"])?,
+        commit: git(&["rev-parse", "HEAD"])?,
+    })
 }
 
 /// The subjects of a variant's staged image: each platform image (the
@@ -247,7 +288,12 @@ impl Attacher<'_> {
         let config = self.client.config_of(reference, manifest).await?;
         let subject = self.subject_of(digest);
         let platform = config.platform.normalized().to_string();
-        let facts = facts(planned, &config.labels, &platform, invocation);
+        let mut facts = facts(planned, &config.labels, &platform, invocation);
+        if let Some(c) = &self.checkout
+            && c.commit == facts.commit
+        {
+            facts.git_ref = c.git_ref.clone();
+        }
         let record = labels::CheckRecord::from_labels(&config.labels).and_then(Result::ok);
         let result = match &record {
             Some(r) => TestResult::of_record(r),
@@ -265,20 +311,14 @@ impl Attacher<'_> {
             &digest.to_string(),
             config.created.as_deref().unwrap_or_default(),
         );
-        let files = match (&planned.source, self.engine) {
-            // The checked local image is what was pushed (its layers
-            // compressed, its config stamped): its files are the image's.
-            (Source::Engine { image_id, .. }, Some(engine))
-                if engine.inspect(image_id)?.is_some() =>
-            {
-                crate::attest::sbom::local_files(engine, image_id)?.files
-            }
-            _ => {
-                self.layers
-                    .files(self.client, self.repo, &sbom_subject.name, &manifest.bytes)
-                    .await?
-            }
-        };
+        // From the registry, not the engine's `save` even for an engine
+        // source: `save` streams the whole uncompressed image (12 s for
+        // `full` on Docker 20.10), the layer reader only the distinct
+        // compressed blobs of the release (docs/lab-notes.md).
+        let files = self
+            .layers
+            .files(self.client, self.repo, &sbom_subject.name, &manifest.bytes)
+            .await?;
         let arch = config.platform.architecture.to_string();
         let locked = crate::attest::locked::of_image_labels(self.manifest, &config.labels, &arch);
         let (sbom, _) = crate::attest::sbom::of_files(
@@ -386,7 +426,8 @@ fn facts(
     }
     BuildFacts {
         repository: label(labels::OCI_SOURCE),
-        // The build records no git ref (the revision is the commit).
+        // The build records no git ref (the revision is the commit); the
+        // attacher sets the checkout's when it is of that commit.
         git_ref: String::new(),
         commit: label(labels::OCI_REVISION),
         variant: planned.variant.clone(),
@@ -394,5 +435,40 @@ fn facts(
         dependencies,
         builder_version: env!("CARGO_PKG_VERSION").to_string(),
         invocation_id: invocation.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checkout_ref_is_the_branch_head_names_and_none_when_detached() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir.path())
+                .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        git(&["init", "-q", "-b", "trunk"]);
+        git(&["commit", "-q", "--allow-empty", "-m", "one"]);
+        let commit = git(&["rev-parse", "HEAD"]);
+        assert_eq!(
+            git_checkout_ref(dir.path()),
+            Some(CheckoutRef {
+                commit: commit.clone(),
+                git_ref: "refs/heads/trunk".into()
+            })
+        );
+        git(&["checkout", "-q", "--detach"]);
+        assert_eq!(git_checkout_ref(dir.path()), None, "a detached HEAD");
+        let elsewhere = tempfile::tempdir().unwrap();
+        assert_eq!(git_checkout_ref(elsewhere.path()), None, "no repository");
     }
 }

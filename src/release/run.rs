@@ -126,8 +126,8 @@ impl Releaser<'_> {
             key,
             manifest: self.manifest,
             has_empty: Default::default(),
-            engine: self.engine,
             layers: Default::default(),
+            checkout: self.manifest.and_then(|m| attach::checkout_ref(&m.root)),
         };
         attach::attach_all(&attacher, self.rt, journal, self.progress)
     }

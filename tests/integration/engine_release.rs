@@ -385,7 +385,7 @@ fn attached_sbom(rig: &Rig, subject: &str) -> Vec<u8> {
 /// digest, from the registry), `--image REPO@DIGEST` with the engine
 /// lacking it (the registry), the same once the engine has pulled it (the
 /// engine's `save`), and the SBOM the signed release attached (read from
-/// the engine's local image) — is one document, byte for byte, with
+/// the pushed layers) — is one document, byte for byte, with
 /// dpkg's packages in it; an unknown platform is refused naming the
 /// platform the image has.
 #[test]
