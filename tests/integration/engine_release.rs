@@ -346,6 +346,12 @@ fn bench_engine_release_request_economy() {
 /// The attached SBOM of `subject` (the SPDX predicate of its signed
 /// referrer, listed in the fallback tag), serialised as `sbom` writes it.
 fn attached_sbom(rig: &Rig, subject: &str) -> Vec<u8> {
+    let predicate = attached_predicate(rig, subject, "https://spdx.dev/Document/v2.3");
+    serde_json::to_vec_pretty(&predicate).unwrap()
+}
+
+/// The predicate of `subject`'s signed referrer of `predicate_type`.
+fn attached_predicate(rig: &Rig, subject: &str, predicate_type: &str) -> serde_json::Value {
     use base64::Engine as _;
     let p = &rig.pusher;
     let tag = subject.replace(':', "-");
@@ -358,11 +364,8 @@ fn attached_sbom(rig: &Rig, subject: &str) -> Vec<u8> {
         .as_array()
         .unwrap()
         .iter()
-        .find(|e| {
-            e["annotations"]["dev.sigstore.bundle.predicateType"]
-                == "https://spdx.dev/Document/v2.3"
-        })
-        .expect("an SBOM referrer is listed");
+        .find(|e| e["annotations"]["dev.sigstore.bundle.predicateType"] == predicate_type)
+        .expect("the referrer is listed");
     let digest = entry["digest"].as_str().unwrap();
     let m: serde_json::Value = serde_json::from_slice(
         &p.wait(p.get(&rig.repo, &format!("manifests/{digest}")))
@@ -378,7 +381,7 @@ fn attached_sbom(rig: &Rig, subject: &str) -> Vec<u8> {
         .unwrap();
     let statement: serde_json::Value = serde_json::from_slice(&payload).unwrap();
     assert_eq!(statement["subject"][0]["digest"]["sha256"], subject[7..]);
-    serde_json::to_vec_pretty(&statement["predicate"]).unwrap()
+    statement["predicate"].clone()
 }
 
 /// `sbom` of one released image, read four ways — the alias (its pinned
@@ -387,7 +390,8 @@ fn attached_sbom(rig: &Rig, subject: &str) -> Vec<u8> {
 /// engine's `save`), and the SBOM the signed release attached (read from
 /// the pushed layers) — is one document, byte for byte, with
 /// dpkg's packages in it; an unknown platform is refused naming the
-/// platform the image has.
+/// platform the image has. Built from a clean checkout on a branch, the
+/// provenance names the commit and the branch as its ref.
 #[test]
 fn the_sbom_of_a_released_image_is_the_same_bytes_however_it_is_read() {
     let Some(s) = support::services() else {
@@ -395,18 +399,46 @@ fn the_sbom_of_a_released_image_is_the_same_bytes_however_it_is_read() {
     };
     let _heavy = support::machine_lock();
     let rig = fixture_rig("sbom-same", &s).unwrap();
+    // A clean checkout on a branch: the build records HEAD as the
+    // revision, and the provenance gets the branch as its ref.
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(rig.project.path())
+            .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    std::fs::write(
+        rig.project.path().join(".gitignore"),
+        "target/\nrelease.key\nnotes.md\n*.json.tmp*\n",
+    )
+    .unwrap();
+    git(&["init", "-q", "-b", "trunk"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "fixture"]);
+    let head = git(&["rev-parse", "HEAD"]);
     let key = sunaba_images::attest::PrivateKey::generate();
     let private = rig.project.path().join("release.key");
     key.save(&private, false).unwrap();
     rig.cli()
         .args(["release", "--write", "--notes", "notes.md", "--signing-key"])
         .arg(&private)
+        .env_remove("GITHUB_REF")
+        .env_remove("GITHUB_SHA")
         .stderr_free("the build's progress and the release's")
         .run();
     let pins: serde_json::Value = serde_json::from_str(&rig.pins_text()).unwrap();
     let pin = &pins["images"]["root"];
     let digest = pin["digest"].as_str().unwrap();
     let by_digest = format!("{}@{digest}", pin["repository"].as_str().unwrap());
+    let provenance = attached_predicate(&rig, digest, "https://slsa.dev/provenance/v1");
+    let parameters = &provenance["buildDefinition"]["externalParameters"];
+    assert_eq!(parameters["commit"], head.as_str(), "{provenance}");
+    assert_eq!(parameters["ref"], "refs/heads/trunk", "{provenance}");
     let attached = attached_sbom(&rig, digest);
     let text = String::from_utf8(attached.clone()).unwrap();
     assert!(
