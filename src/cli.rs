@@ -49,8 +49,10 @@ pub(crate) enum Command {
     Pin(crate::commands::pin::Args),
     /// Show or verify image_pins.json.
     Pins(crate::commands::pins::Args),
-    /// Print the next version of a variant for a built image, tool by tool.
+    /// Print this tool's version (as `--version`).
     Version(crate::commands::version::Args),
+    /// Print the next version of a variant for a built image, tool by tool.
+    NextVersion(crate::commands::next_version::Args),
     /// What needs building and why, without an engine (--json: a GitHub Actions matrix).
     Plan(crate::commands::plan::Args),
     /// Publish the family as one transaction: stage, verify, promote tags, pin last (a plan; --write carries it out).

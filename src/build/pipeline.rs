@@ -26,16 +26,18 @@ pub(crate) struct BuildOptions {
     /// How many variants may build at the same time.
     #[arg(long, short = 'j', default_value_t = 4)]
     pub jobs: usize,
-    /// CA bundle passed as the BuildKit secret `ca_bundle` (overrides the
-    /// profile's `ca_bundle`). It never enters an image layer.
-    #[arg(long, value_name = "PATH")]
+    /// The CA bundle the containers that build or lock trust, mounted
+    /// read-only (a BuildKit secret in builds); never in a layer. Default:
+    /// the profile's `ca_bundle`.
+    #[arg(long = "container-ca-bundle", value_name = "PATH")]
     pub ca_bundle: Option<PathBuf>,
     /// Directory of the per-variant build logs
     /// (default: target/sunaba-build/logs next to images.toml).
     #[arg(long, value_name = "DIR")]
     pub log_dir: Option<PathBuf>,
-    /// Time limit of each image's check: healthcheck and smoke (e.g. `90s`, `5m`).
-    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    /// Time limit of each image's check: its healthcheck and smoke, in one
+    /// container (`90s`, `10m`); each smoke case also stops after 2 minutes.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = crate::duration::parse)]
     pub check_timeout: Duration,
 }
 

@@ -11,6 +11,9 @@ use crate::registry::{ChildRef, Digest, IndexReport, Reference, Repository};
 use anyhow::anyhow;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images assemble 127.0.0.1:5000/sunaba/sandbox:python 127.0.0.1:5000/sunaba/sandbox:python-amd64 127.0.0.1:5000/sunaba/sandbox:python-arm64\n  sunaba-images assemble 127.0.0.1:5000/sunaba/sandbox:python 127.0.0.1:5000/sunaba/sandbox:python-amd64 127.0.0.1:5000/sunaba/sandbox:python-arm64 --write"
+)]
 pub(crate) struct Args {
     /// Where the index goes: `REGISTRY/REPO:TAG`, or `REGISTRY/REPO` to put it
     /// by its digest only.
@@ -20,9 +23,10 @@ pub(crate) struct Args {
     /// reference there (`REPO@sha256:…`, `REPO:TAG`).
     #[arg(value_name = "CHILD", required = true)]
     pub children: Vec<String>,
-    /// Assemble and print, put nothing.
+    /// Put the index at TARGET (default: assemble it and print its digest,
+    /// putting nothing).
     #[arg(long)]
-    pub dry_run: bool,
+    pub write: bool,
     /// Print JSON (digest, media type, platforms).
     #[arg(long)]
     pub json: bool,
@@ -42,7 +46,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let children = children(&args.children, &repo).status(Status::Usage)?;
     let client = ctx.registry(&args.registry)?;
     let rt = runtime()?;
-    let (index, put) = rt.block_on(client.assemble_at(&target, children, args.dry_run))?;
+    let (index, put) = rt.block_on(client.assemble_at(&target, children, !args.write))?;
     if args.json {
         super::write_json(&IndexReport::new(&target, &index, put))?;
     } else {
@@ -55,8 +59,8 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
             platforms.join(", "),
             if put {
                 ""
-            } else if args.dry_run {
-                ", dry run: nothing put"
+            } else if !args.write {
+                ", a plan: nothing put (--write puts it)"
             } else {
                 ", already there"
             }

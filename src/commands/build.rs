@@ -41,6 +41,9 @@ impl Progress {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images build\n  sunaba-images build python --no-cache\n  sunaba-images build --platform all --push-by-digest 127.0.0.1:5000/sunaba/sandbox --metadata-file legs.json"
+)]
 pub(crate) struct Args {
     /// Variants to build (with their ancestors); all when none are named.
     pub variants: Vec<String>,
@@ -130,8 +133,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     if args.output.github() {
         github(&outcome, manifest, args.json)?;
     }
-    let multi = args.platform.is_some() || push_to.is_some();
-    print_outcome(&outcome, &pushed, push_to.as_ref(), multi, args.json)?;
+    print_outcome(&outcome, &pushed, push_to.as_ref(), args.json)?;
     // The summary names every failure: nothing is left to print.
     if outcome.build_failed() {
         Err(exit::Error::reported(exit::Status::Failure))
@@ -190,11 +192,11 @@ fn print_outcome(
     outcome: &pipeline::Outcome,
     pushed: &[legs::Leg],
     push_to: Option<&Repository>,
-    multi: bool,
     json: bool,
 ) -> exit::Result {
     let summaries = &outcome.summaries;
-    if json && multi {
+    if json {
+        // One shape whatever the flags: a single platform is a list of one.
         let mismatches: Vec<_> = outcome
             .mismatches
             .iter()
@@ -203,9 +205,6 @@ fn print_outcome(
         let doc =
             serde_json::json!({"platforms": summaries, "mismatches": mismatches, "legs": pushed});
         return super::write_json(&doc);
-    }
-    if json {
-        return super::write_json(&summaries[0]);
     }
     for s in summaries {
         if summaries.len() > 1 || s.platform != outcome.native {

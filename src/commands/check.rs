@@ -14,6 +14,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images check python\n  sunaba-images check --suite go go\n  sunaba-images check python --image registry.example/team/custom:1"
+)]
 pub(crate) struct Args {
     /// Variants to check (their `<repository>:<variant>` images); all when
     /// none are named.
@@ -43,10 +46,10 @@ pub(crate) struct Args {
     /// Also write a JUnit XML report (a testcase per tool, per smoke case).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
-    /// Time limit of each image's check (its healthcheck and smoke, in one
-    /// container; each smoke case also stops after 2 minutes).
-    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
-    pub timeout: Duration,
+    /// Time limit of each image's check: its healthcheck and smoke, in one
+    /// container (`90s`, `10m`); each smoke case also stops after 2 minutes.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = crate::duration::parse)]
+    pub check_timeout: Duration,
     /// Do not record a pass on the image.
     #[arg(long)]
     pub no_record: bool,
@@ -70,7 +73,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         image: args.image.as_deref(),
         platform,
         suites: &args.suites,
-        timeout: args.timeout,
+        timeout: args.check_timeout,
         record: !args.no_record,
     };
     let manifest = ctx.manifest()?;
@@ -97,7 +100,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         super::report_gate(found, &summary, args.json)?;
     }
     if args.json {
-        super::write_json(&reports)?;
+        super::write_json(&serde_json::json!({ "reports": reports }))?;
     } else {
         out!("{}", check::table(&reports))?;
     }

@@ -6,7 +6,7 @@ use clap::CommandFactory as _;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Example:\n  sunaba-images completions bash > ~/.local/share/bash-completion/completions/sunaba-images"
+    after_help = "Examples:\n  sunaba-images completions bash > ~/.local/share/bash-completion/completions/sunaba-images\n  sunaba-images completions zsh > ~/.zfunc/_sunaba-images"
 )]
 pub(crate) struct Args {
     /// The shell to complete for.

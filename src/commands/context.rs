@@ -19,7 +19,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Registry options")]
 pub(crate) struct RegistryOptions {
-    /// Extra trusted root CA certificate (PEM), on top of the system roots.
+    /// Extra root CA (PEM) this tool's own HTTPS connections trust, on top of
+    /// the system roots.
     #[arg(long = "ca-cert", value_name = "PEM")]
     pub ca_certs: Vec<PathBuf>,
     /// Registry (host[:port]) that may be spoken to over plain http; the
@@ -27,11 +28,12 @@ pub(crate) struct RegistryOptions {
     #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
     pub insecure: Vec<String>,
     /// Requests in flight per registry.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long = "registry-concurrency", value_name = "N", default_value_t = 16)]
     pub concurrency: usize,
-    /// Bound in seconds on each reference, retries included.
-    #[arg(long, default_value_t = 120)]
-    pub timeout: u64,
+    /// Bound on each registry request, retries included (`30s`, `2m`).
+    #[arg(long = "registry-timeout", value_name = "DURATION", default_value = "2m",
+          value_parser = crate::duration::parse)]
+    pub timeout: Duration,
 }
 
 /// How a command reports: for people, or also for a GitHub Actions runner.
@@ -220,7 +222,7 @@ impl Context {
         options: &RegistryOptions,
         insecure: Vec<String>,
     ) -> anyhow::Result<Client> {
-        let total = Duration::from_secs(options.timeout.max(1));
+        let total = options.timeout.max(Duration::from_secs(1));
         let mut builder = Client::builder()
             .insecure_registries(options.insecure.iter().cloned())
             .insecure_registries(insecure)

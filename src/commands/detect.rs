@@ -8,6 +8,9 @@ use crate::table::{Column, Table};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images detect .\n  sunaba-images detect src/app.py --json"
+)]
 pub(crate) struct Args {
     /// File or directory verify would run on.
     pub path: PathBuf,

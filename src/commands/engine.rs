@@ -6,6 +6,7 @@ use super::context::Context;
 use crate::exit;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  sunaba-images engine\n  sunaba-images engine --json")]
 pub(crate) struct Args {
     /// Print only the engine program's path.
     #[arg(long, conflicts_with = "json")]

@@ -23,6 +23,9 @@ pub(crate) enum Action {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images key generate --private-key ~/.config/sunaba/release.key"
+)]
 pub(crate) struct GenerateArgs {
     /// Where to write the private key. Keep it out of the repository: store
     /// its contents as a CI secret and let `release` read it from there.

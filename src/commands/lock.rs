@@ -1,7 +1,7 @@
 //! `sunaba-images lock [FRAGMENT…]`: (re)writes the committed lock files of
 //! `docker/locks/<fragment>/` from the versions images.toml pins.
 
-use super::context::{Context, runtime};
+use super::context::{Context, OutputOptions, runtime};
 use crate::engine::Engine;
 use crate::exit::{self, Status, WithStatus};
 use crate::feeds::Feeds;
@@ -11,18 +11,31 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  sunaba-images lock\n  sunaba-images lock python --check")]
 pub(crate) struct Args {
     /// Fragments to lock; all that install from npm or PyPI when none are named.
     pub fragments: Vec<String>,
-    /// CA bundle the lock containers trust (default: the profile's `ca_bundle`).
-    #[arg(long, value_name = "PATH")]
+    /// The CA bundle the containers that build or lock trust, mounted
+    /// read-only (a BuildKit secret in builds); never in a layer. Default:
+    /// the profile's `ca_bundle`.
+    #[arg(long = "container-ca-bundle", value_name = "PATH")]
     pub ca_bundle: Option<PathBuf>,
-    /// Extra trusted root CA (PEM) for reaching the npm registry and PyPI.
+    /// Extra root CA (PEM) this tool's own HTTPS connections trust, on top of
+    /// the system roots.
     #[arg(long = "ca-cert", value_name = "PEM")]
     pub ca_certs: Vec<PathBuf>,
-    /// Bound in seconds on each registry request.
-    #[arg(long, default_value_t = 300)]
-    pub timeout: u64,
+    /// Bound on each registry request, retries included (`30s`, `2m`).
+    #[arg(long = "registry-timeout", value_name = "DURATION", default_value = "2m",
+          value_parser = crate::duration::parse)]
+    pub timeout: Duration,
+    /// Write nothing; exit 2 when a lock file is not what locking writes.
+    #[arg(long)]
+    pub check: bool,
+    /// Print `{"schema", "check", "stale", "fragments": [{"fragment", "changed", "notes"}]}`.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputOptions,
 }
 
 pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
@@ -32,10 +45,11 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let ca_bundle = args.ca_bundle.clone().or(settings.ca_bundle.clone());
     let mut ca_files = args.ca_certs.clone();
     ca_files.extend(ca_bundle.clone());
-    let feeds = Feeds::new(&ca_files, Duration::from_secs(args.timeout.max(1)))?;
+    let feeds = Feeds::new(&ca_files, args.timeout.max(Duration::from_secs(1)))?;
     let family = ctx.family()?;
     let mut engine: Option<Box<dyn Engine>> = None;
     let rt = runtime()?;
+    let mut reports = Vec::new();
     for fragment in fragments {
         let image = if generate::needs_image(fragment) {
             let engine = match &engine {
@@ -68,23 +82,63 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
                 engine: engine.as_deref(),
                 image,
                 ca_bundle: ca_bundle.clone(),
+                check: args.check,
             }))
             .with_context(|| format!("locking fragment `{}`", fragment.name))?;
-        print_report(&fragment.name, &report)?;
+        if !args.json {
+            print_report(&fragment.name, &report, args.check)?;
+        }
+        reports.push((fragment.name.clone(), report));
+    }
+    finish(&reports, &args)
+}
+
+/// The JSON report and annotations; checking, exit 2 when a file is stale.
+fn finish(reports: &[(String, generate::Report)], args: &Args) -> exit::Result {
+    let stale = args.check && reports.iter().any(|(_, r)| !r.changed.is_empty());
+    if args.json {
+        let fragments: Vec<_> = reports
+            .iter()
+            .map(|(name, r)| serde_json::json!({"fragment": name, "changed": r.changed, "notes": r.notes}))
+            .collect();
+        super::write_json(
+            &serde_json::json!({"check": args.check, "stale": stale, "fragments": fragments}),
+        )?;
+    }
+    if args.output.github() && stale {
+        let annotations = reports
+            .iter()
+            .flat_map(|(name, r)| r.changed.iter().map(move |path| (name, path)))
+            .map(|(name, path)| {
+                crate::github::Annotation::error(
+                    0,
+                    format!(
+                        "not what `sunaba-images lock {name}` writes: run it and commit the result"
+                    ),
+                )
+                .at(path, None)
+                .title(format!("lock {name}: stale lock file"))
+            })
+            .collect();
+        super::annotate(annotations, args.json)?;
+    }
+    if stale {
+        return Err(exit::Error::gate());
     }
     Ok(())
 }
 
-/// What locking a fragment did, a line each.
-fn print_report(fragment: &str, report: &generate::Report) -> exit::Result {
+/// What locking a fragment did (or, checking, would do), a line each.
+fn print_report(fragment: &str, report: &generate::Report, check: bool) -> exit::Result {
     for note in &report.notes {
         outln!("{}: {note}", fragment)?;
     }
-    if report.written.is_empty() {
+    if report.changed.is_empty() {
         outln!("{}: up to date", fragment)?;
     }
-    for path in &report.written {
-        outln!("{}: wrote {}", fragment, path.display())?;
+    let verb = if check { "stale" } else { "wrote" };
+    for path in &report.changed {
+        outln!("{}: {verb} {}", fragment, path.display())?;
     }
     Ok(())
 }

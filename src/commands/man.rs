@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Example:\n  sunaba-images man --out-dir target/man && man -l target/man/sunaba-images-build.1"
+    after_help = "Examples:\n  sunaba-images man\n  sunaba-images man --out-dir target/man && man -l target/man/sunaba-images-build.1"
 )]
 pub(crate) struct Args {
     /// Where to write the pages (created when missing).

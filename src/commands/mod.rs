@@ -32,6 +32,7 @@ pub(crate) mod key;
 pub(crate) mod lock;
 pub(crate) mod man;
 pub(crate) mod new;
+pub(crate) mod next_version;
 pub(crate) mod outdated;
 pub(crate) mod pin;
 pub(crate) mod pins;
@@ -50,7 +51,12 @@ use crate::cli::{Cli, Command};
 use crate::exit;
 use context::Context;
 
-pub(crate) fn run(cli: Cli) -> exit::Result {
+/// The verb being run (`pins verify`), whose schema its `--json` names.
+static VERB: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Runs the verb `verb` (its path, `pins verify`) of the parsed `cli`.
+pub(crate) fn run(cli: Cli, verb: String) -> exit::Result {
+    let _ = VERB.set(verb);
     let ctx = Context::new(cli.manifest, cli.profile);
     match cli.command {
         Command::Render(args) => render::run(&ctx, args),
@@ -65,6 +71,7 @@ pub(crate) fn run(cli: Cli) -> exit::Result {
         Command::Pin(args) => pin::run(&ctx, args),
         Command::Pins(args) => pins::run(&ctx, args),
         Command::Version(args) => version::run(&ctx, args),
+        Command::NextVersion(args) => next_version::run(&ctx, args),
         Command::Release(args) => release::run(&ctx, args),
         Command::Plan(args) => plan::run(&ctx, args),
         Command::UpdateBase(args) => update_base::run(&ctx, args),
@@ -88,10 +95,31 @@ pub(crate) fn write_stdout(args: std::fmt::Arguments) -> Result<(), exit::Stdout
     Ok(stdout.flush()?)
 }
 
-/// Pretty JSON on stdout, one document.
+/// The schema id the `--json` of verb `path` (`pins verify`) names
+/// (docs/cli.md, "Output"): the verb and the version of its shape, which
+/// goes up only when a key is removed, renamed or retyped.
+pub(crate) fn schema_id(path: &str) -> String {
+    format!("sunaba-images/{}/v1", path.replace(' ', "-"))
+}
+
+/// The `--json` report `value` (an object) as one pretty JSON document on
+/// stdout, its first key the running verb's `schema`.
 pub(crate) fn write_json(value: &impl serde::Serialize) -> exit::Result {
-    outln!("{}", serde_json::to_string_pretty(value)?)?;
+    let verb = VERB.get().map_or("", String::as_str);
+    let doc = stamped(verb, serde_json::to_value(value)?)?;
+    outln!("{}", serde_json::to_string_pretty(&doc)?)?;
     Ok(())
+}
+
+/// `report` with `schema` as its first key.
+fn stamped(verb: &str, report: serde_json::Value) -> anyhow::Result<serde_json::Value> {
+    let serde_json::Value::Object(fields) = report else {
+        anyhow::bail!("internal error: the --json report of `{verb}` is not a JSON object");
+    };
+    let mut doc = serde_json::Map::new();
+    doc.insert("schema".into(), schema_id(verb).into());
+    doc.extend(fields.into_iter().filter(|(k, _)| k != "schema"));
+    Ok(doc.into())
 }
 
 /// Prints GitHub annotations where the runner reads them: stdout, or stderr
@@ -119,4 +147,23 @@ pub(crate) fn report_gate(
     annotate(crate::github::ordered(annotations), json)?;
     crate::github::summary(summary).context("writing the step summary")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_gets_its_verbs_schema_first_and_a_list_is_refused() {
+        let doc = stamped("pins verify", serde_json::json!({"ok": true, "schema": 7})).unwrap();
+        assert_eq!(
+            serde_json::to_string(&doc).unwrap(),
+            r#"{"schema":"sunaba-images/pins-verify/v1","ok":true}"#
+        );
+        let err = stamped("tags", serde_json::json!(["a"])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "internal error: the --json report of `tags` is not a JSON object"
+        );
+    }
 }

@@ -24,6 +24,9 @@ pub(crate) enum What {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images new fragment rust --tool cargo,rustc --apt cargo --language rust --marker Cargo.toml --extension rs"
+)]
 pub(crate) struct FragmentArgs {
     /// The fragment's name (also the variant's, unless --variant).
     pub name: String,

@@ -14,6 +14,7 @@ use crate::table::{Column, Table};
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  sunaba-images outdated\n  sunaba-images outdated --json")]
 pub(crate) struct Args {
     /// Print the rows as JSON (for a scheduled job or a bot).
     #[arg(long)]
@@ -29,7 +30,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let settings = ctx.settings()?;
     let mut ca_files = args.registry.ca_certs.clone();
     ca_files.extend(settings.ca_bundle.clone());
-    let feeds = Feeds::new(&ca_files, Duration::from_secs(args.registry.timeout.max(1)))?;
+    let feeds = Feeds::new(&ca_files, args.registry.timeout.max(Duration::from_secs(1)))?;
     let rt = runtime()?;
 
     let mut rows = vec![base(ctx, &args, &rt)?];

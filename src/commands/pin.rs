@@ -11,6 +11,9 @@ use crate::table::{Column, Table};
 use anyhow::Context as _;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images pin\n  sunaba-images pin python --to 1.4.0 --write"
+)]
 pub(crate) struct Args {
     /// Aliases to move (default: every alias in images.toml).
     pub aliases: Vec<String>,

@@ -25,6 +25,9 @@ pub(crate) enum Sub {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images pins show\n  sunaba-images pins show python --json"
+)]
 pub(crate) struct ShowArgs {
     pub alias: Option<String>,
     #[arg(long)]
@@ -35,7 +38,7 @@ pub(crate) struct ShowArgs {
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  sunaba-images pins verify\n  sunaba-images pins verify --rebuild python go"
+    after_help = "Examples:\n  sunaba-images pins verify\n  sunaba-images pins verify --key keys/release.pub\n  sunaba-images pins verify --rebuild python go"
 )]
 pub(crate) struct VerifyArgs {
     /// With --rebuild: the aliases to rebuild (all pinned ones when none
@@ -109,7 +112,7 @@ fn show(ctx: &Context, args: ShowArgs) -> exit::Result {
                 )
             })
             .collect();
-        super::write_json(&map)?;
+        super::write_json(&serde_json::json!({ "pins": map }))?;
     } else if args.alias.is_some() {
         outln!("{}", selected[0].1.reference())?;
     } else {

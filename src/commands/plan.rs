@@ -10,6 +10,7 @@ use crate::pins::{PinsFile, next};
 use anyhow::Context as _;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  sunaba-images plan\n  sunaba-images plan --json")]
 pub(crate) struct Args {
     /// Print `{"has_work", "matrix": {"include": […]}, "legs": {"include":
     /// [one per platform]}, "variants"}`.

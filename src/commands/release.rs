@@ -18,6 +18,9 @@ use anyhow::Context as _;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images release\n  sunaba-images release --write --signing-key-env SUNABA_SIGNING_KEY\n  sunaba-images release --resume 20261202T051500Z-1a2b"
+)]
 pub(crate) struct Args {
     /// Variants to release (default: every variant with an alias).
     pub variants: Vec<String>,
@@ -211,7 +214,7 @@ fn show_plan(plan: &Plan, args: &Args, key: Option<&crate::attest::PrivateKey>) 
         write_notes(path, &text)?;
     }
     if args.json {
-        return super::write_json(plan);
+        return write_report(plan, None);
     }
     print_plan(plan)?;
     match key {
@@ -248,13 +251,24 @@ fn finish(releaser: &Releaser, journal: &mut Journal, args: &Args) -> exit::Resu
         crate::github::set_output("release_id", &id).context("writing the step outputs")?;
     }
     if args.json {
-        super::write_json(&*journal)
+        write_report(&journal.plan, Some(journal))
     } else if args.notes.is_none() {
         out!("{text}")?;
         Ok(())
     } else {
         Ok(())
     }
+}
+
+/// `--json`, one shape for a plan and a release carried out: the plan, and
+/// the journal (docs/contracts.md) once the release ran, else null.
+fn write_report(plan: &Plan, journal: Option<&Journal>) -> exit::Result {
+    super::write_json(&serde_json::json!({
+        "id": journal.map(|j| &j.id),
+        "step": journal.map(|j| &j.step),
+        "plan": plan,
+        "journal": journal,
+    }))
 }
 
 fn write_notes(path: &std::path::Path, text: &str) -> exit::Result {

@@ -11,6 +11,9 @@ use crate::render::{self, Plan};
 use anyhow::Context as _;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images render\n  sunaba-images render --check --format github"
+)]
 pub(crate) struct Args {
     /// Render in memory and exit non-zero with a diff when committed files
     /// differ or stray generated files remain. Writes nothing (the CI gate).

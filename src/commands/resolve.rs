@@ -5,6 +5,9 @@ use crate::exit::{self, Status, WithStatus};
 use crate::registry::{Client, Digest, Platform, Reference, ResolveOptions, Resolved};
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images resolve 127.0.0.1:5000/sunaba/sandbox:python-1.4.0\n  sunaba-images resolve 127.0.0.1:5000/sunaba/sandbox:python --platform linux/arm64 --json"
+)]
 pub(crate) struct Args {
     /// Image references, e.g. 127.0.0.1:5000/library/debian:trixie-slim.
     #[arg(value_name = "REF", required = true)]
@@ -55,7 +58,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
                 }
             })
             .collect();
-        super::write_json(&out)?;
+        super::write_json(&serde_json::json!({ "references": out }))?;
     } else {
         print_human(&results, &selected, single.is_some())?;
     }

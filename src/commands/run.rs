@@ -12,6 +12,9 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images run full -- rg -n TODO\n  echo x | sunaba-images run -i python -- cat\n  sunaba-images run python --print"
+)]
 pub(crate) struct Args {
     /// The alias whose pinned digest runs (image_pins.json). With `--image`,
     /// only a label.
@@ -49,10 +52,11 @@ pub(crate) struct Args {
     #[arg(long, short = 't')]
     pub tty: bool,
     /// Print the engine command line, shell-quoted, instead of running it.
-    #[arg(long, conflicts_with = "json")]
-    pub print: bool,
-    /// Print the engine argv as a JSON array instead of running it.
     #[arg(long)]
+    pub print: bool,
+    /// With --print: print `{"schema", "argv": […]}` instead of the
+    /// shell-quoted line.
+    #[arg(long, requires = "print")]
     pub json: bool,
     #[command(flatten)]
     pub file: PinsOptions,
@@ -109,7 +113,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
 
     let cmd = Cmd::new(engine.program()).args(sandbox.args());
     if args.json {
-        return super::write_json(&argv(&cmd)?);
+        return super::write_json(&serde_json::json!({"argv": argv(&cmd)?}));
     }
     if args.print {
         let words: Vec<String> = argv(&cmd)?

@@ -5,6 +5,9 @@ use crate::exit::{self, Status, WithStatus};
 use crate::registry::Repository;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images tags 127.0.0.1:5000/sunaba/sandbox\n  sunaba-images tags 127.0.0.1:5000/sunaba/sandbox --json"
+)]
 pub(crate) struct Args {
     /// Repository, e.g. 127.0.0.1:5000/sunaba/sandbox (no tag).
     #[arg(value_name = "REPO")]
@@ -21,7 +24,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let client = ctx.registry(&args.registry)?;
     let tags = runtime()?.block_on(client.list_tags(&repo))?;
     if args.json {
-        super::write_json(&tags)?;
+        super::write_json(&serde_json::json!({"repository": repo.to_string(), "tags": tags}))?;
     } else {
         for t in &tags {
             outln!("{t}")?;

@@ -15,6 +15,9 @@ use crate::table::{Column, Table};
 use anyhow::Context as _;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images update-base\n  sunaba-images update-base --write"
+)]
 pub(crate) struct Args {
     /// Write the new pin into images.toml (comments and layout kept) and
     /// re-render the generated files.

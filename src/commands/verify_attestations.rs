@@ -11,7 +11,9 @@ use crate::pins::verify::Severity;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Example: sunaba-images verify-attestations python --key keys/release.pub")]
+#[command(
+    after_help = "Examples:\n  sunaba-images verify-attestations python --key keys/release.pub\n  sunaba-images verify-attestations 127.0.0.1:5000/sunaba/sandbox@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef --key keys/release.pub"
+)]
 pub(crate) struct Args {
     /// A pinned alias, or an image reference (`REPO:TAG`, `REPO@sha256:…`).
     #[arg(value_name = "ALIAS|REF")]

@@ -70,12 +70,15 @@ pub(crate) struct Request<'a> {
     pub engine: Option<&'a dyn Engine>,
     pub image: Option<String>,
     pub ca_bundle: Option<PathBuf>,
+    /// Compare only: a lock file that would change is listed, not written.
+    pub check: bool,
 }
 
-/// What was written, and what a maintainer should know.
-#[derive(Debug, Default)]
+/// The lock files written (or, checking, that would change), and what a
+/// maintainer should know.
+#[derive(Debug, Default, serde::Serialize)]
 pub(crate) struct Report {
-    pub written: Vec<PathBuf>,
+    pub changed: Vec<PathBuf>,
     pub notes: Vec<String>,
 }
 
@@ -84,17 +87,22 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> LockError {
     move |source| LockError::Io { context, source }
 }
 
-/// Writes `text` to the lock directory (only when it changed).
-fn put(root: &Path, rel: &Path, text: &str, report: &mut Report) -> Result<(), LockError> {
-    let path = root.join(rel);
+/// Writes `text` to the lock directory when it changed (checking: notes
+/// that it would).
+fn put(req: &Request<'_>, rel: &Path, text: &str, report: &mut Report) -> Result<(), LockError> {
+    let path = req.manifest.root.join(rel);
     if std::fs::read_to_string(&path).ok().as_deref() == Some(text) {
+        return Ok(());
+    }
+    if req.check {
+        report.changed.push(rel.to_path_buf());
         return Ok(());
     }
     crate::fsutil::atomic_write(&path, text.as_bytes()).map_err(|e| LockError::Io {
         context: format!("writing {}", rel.display()),
         source: std::io::Error::other(e.to_string()),
     })?;
-    report.written.push(rel.to_path_buf());
+    report.changed.push(rel.to_path_buf());
     Ok(())
 }
 
@@ -108,7 +116,7 @@ pub(crate) async fn lock(req: &Request<'_>) -> Result<Report, LockError> {
     if pinned(fragment, Source::NpmTarball).next().is_some() {
         let text = lock_downloads(req).await?;
         put(
-            root,
+            req,
             &dir.join(downloads::DOWNLOADS_LOCK),
             &text,
             &mut report,
@@ -119,6 +127,11 @@ pub(crate) async fn lock(req: &Request<'_>) -> Result<Report, LockError> {
     }
     if pinned(fragment, Source::Pypi).next().is_some() {
         lock_pypi(req, &dir, &mut report)?;
+    }
+    // Checking, stale files on disk are the finding; their own problems
+    // would only repeat it.
+    if req.check && !report.changed.is_empty() {
+        return Ok(report);
     }
     let problems = super::check_fragment(root, fragment);
     if !problems.is_empty() {
@@ -257,14 +270,13 @@ fn lock_npm(req: &Request<'_>, dir: &Path, report: &mut Report) -> Result<(), Lo
         dir.join(npm::PACKAGE_LOCK).display(),
         npm::tree_size(&lock)
     ));
-    let root = &req.manifest.root;
     put(
-        root,
+        req,
         &dir.join(npm::PACKAGE_JSON),
         &npm::package_json(fragment, &approved),
         report,
     )?;
-    put(root, &dir.join(npm::PACKAGE_LOCK), &lock_text, report)
+    put(req, &dir.join(npm::PACKAGE_LOCK), &lock_text, report)
 }
 
 fn lock_pypi(req: &Request<'_>, dir: &Path, report: &mut Report) -> Result<(), LockError> {
@@ -302,9 +314,8 @@ fn lock_pypi(req: &Request<'_>, dir: &Path, report: &mut Report) -> Result<(), L
         reqs.iter().map(|r| r.hashes.len()).sum::<usize>(),
         reqs.len()
     ));
-    let root = &req.manifest.root;
-    put(root, &dir.join(pypi::REQUIREMENTS_IN), &input, report)?;
-    put(root, &dir.join(pypi::REQUIREMENTS_TXT), &compiled, report)
+    put(req, &dir.join(pypi::REQUIREMENTS_IN), &input, report)?;
+    put(req, &dir.join(pypi::REQUIREMENTS_TXT), &compiled, report)
 }
 
 /// Why `lock` cannot take the fragments it is asked for.

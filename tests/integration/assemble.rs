@@ -140,9 +140,20 @@ fn an_assembled_index_is_byte_identical_on_re_assembly_and_skopeo_and_resolve_ag
         // The command: the same bytes from the children named by digest and
         // by tag, put once, then found there.
         let by_cli = format!("{repo}:v2");
+        let children = [amd.digest.to_string(), format!("{repo}@{}", arm.digest)];
+        // Without --write: the plan, nothing put (the tag is not there after).
+        isolated_cli(home.path())
+            .args(["assemble", &by_cli])
+            .args(&children)
+            .stdout(format!("{}\n", first.digest))
+            .stderr(format!(
+                "assemble: {by_cli}: {want_type} of 2 platform image(s) (linux/amd64, linux/arm64), a plan: nothing put (--write puts it)\n"
+            ))
+            .run();
         for note in ["", ", already there"] {
             isolated_cli(home.path())
-                .args(["assemble", &by_cli, &amd.digest, &format!("{repo}@{}", arm.digest)])
+                .args(["assemble", "--write", &by_cli])
+                .args(&children)
                 .stdout(format!("{}\n", first.digest))
                 .stderr(format!(
                     "assemble: {by_cli}: {want_type} of 2 platform image(s) (linux/amd64, linux/arm64){note}\n"

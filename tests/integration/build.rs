@@ -315,7 +315,14 @@ fn fixture_family_order_parallelism_skip_and_selective_rebuild() {
     fx.clear_calls();
     let all = ["root", "kid1", "kid2", "solo"];
     let build_all = || {
-        let mut args = vec!["build", "--jobs", "4", "--progress", "plain", "--ca-bundle"];
+        let mut args = vec![
+            "build",
+            "--jobs",
+            "4",
+            "--progress",
+            "plain",
+            "--container-ca-bundle",
+        ];
         args.push(ca.to_str().unwrap());
         args.extend(all);
         summary(progress(fx.cli(args)))
@@ -680,7 +687,8 @@ fn check_names_missing_wrong_and_old_tools_and_older_renders() {
         .stdout_json()
         .run();
     let reports = run.json();
-    let report = &reports[0];
+    assert_eq!(reports["schema"], "sunaba-images/check/v1");
+    let report = &reports["reports"][0];
     assert_eq!(report["passed"], false);
     let status: BTreeMap<String, (String, String, String)> = report["tools"]
         .as_array()
@@ -862,7 +870,7 @@ fn a_tool_that_does_nothing_or_writes_the_workspace_fails_smoke_and_build() {
         .status(2)
         .stdout_json()
         .run();
-    let smoke = run.json()[0]["smoke"].clone();
+    let smoke = run.json()["reports"][0]["smoke"].clone();
     let defect = smoke
         .as_array()
         .unwrap()

@@ -143,7 +143,7 @@ fn a_custom_image_with_the_tools_and_no_healthcheck_passes_as_python_and_the_pla
 
     // Passes (exit 0): every tool by the rendered healthcheck, every smoke case.
     let run = check(&project, &tag).args(["--json"]).stdout_json().run();
-    let report = &run.json()[0];
+    let report = &run.json()["reports"][0];
     assert_eq!(report["passed"], true, "{report:#}");
     assert_eq!(report["custom"], true);
     assert_eq!(report["problems"], serde_json::json!([]), "{report:#}");
@@ -177,7 +177,7 @@ fn a_custom_image_with_the_tools_and_no_healthcheck_passes_as_python_and_the_pla
         .stdout_json()
         .status(2)
         .run();
-    let problems = run.json()[0]["problems"].to_string();
+    let problems = run.json()["reports"][0]["problems"].to_string();
     assert!(
         problems.contains(
             "the posture needs a non-root default user 1000:1000 and the image lacks one: \

@@ -275,7 +275,7 @@ fn an_unknown_name_exits_64_in_every_command_before_any_engine_or_registry() {
         (&["build", "nosuch"], unknown("variant", "images.toml")),
         (&["check", "nosuch"], unknown("variant", "images.toml")),
         (
-            &["version", "nosuch", "--image", "127.0.0.1:1/x:1"],
+            &["next-version", "nosuch", "--image", "127.0.0.1:1/x:1"],
             unknown("variant", "images.toml"),
         ),
         (

@@ -155,3 +155,54 @@ fn a_tampered_hash_passes_the_gate_and_fails_the_build_at_its_fragment_naming_th
         "the package is named:\n{out}"
     );
 }
+
+#[test]
+fn lock_check_writes_nothing_and_names_a_stale_lock_file() {
+    // Locking core reads the npm registry (through the profile's CA bundle).
+    let Some(_s) = services() else {
+        return;
+    };
+    let project = Project::shipped();
+    let dir = project.path();
+    let rel = "docker/locks/core/downloads.lock";
+    Cli::new(dir)
+        .args(["lock", "core", "--check"])
+        .stdout("core: up to date\n")
+        .stderr("lock core: npm registry metadata\n")
+        .run();
+    // A lock file that is not what locking writes: stale, exit 2, and the
+    // file is left as it was.
+    edit(dir, rel, "# Direct downloads", "# direct downloads");
+    let before = std::fs::read(dir.join(rel)).unwrap();
+    Cli::new(dir)
+        .args(["lock", "core", "--check", "--format", "github"])
+        .status(2)
+        .stdout(format!(
+            "core: stale {rel}\n::error file={rel},title=lock core%3A stale lock file::not what `sunaba-images lock core` writes: run it and commit the result\n"
+        ))
+        .stderr("lock core: npm registry metadata\n")
+        .run();
+    let run = Cli::new(dir)
+        .args(["lock", "core", "--check", "--json"])
+        .status(2)
+        .stdout_json()
+        .stderr("lock core: npm registry metadata\n")
+        .run();
+    assert_eq!(
+        run.json(),
+        serde_json::json!({"schema": "sunaba-images/lock/v1", "check": true, "stale": true,
+            "fragments": [{"fragment": "core", "changed": [rel], "notes": []}]})
+    );
+    assert_eq!(
+        std::fs::read(dir.join(rel)).unwrap(),
+        before,
+        "--check wrote {rel}"
+    );
+    // Without --check it is written back, and then up to date.
+    Cli::new(dir)
+        .args(["lock", "core"])
+        .stdout(format!("core: wrote {rel}\n"))
+        .stderr("lock core: npm registry metadata\n")
+        .run();
+    assert!(project.read(rel).starts_with("# Direct downloads"));
+}

@@ -698,7 +698,7 @@ fn version_reports_next_version_tool_by_tool() {
         let image = format!("{}:{tag}", p.full_repo());
         let v = p
             .cli()
-            .args(["version", "python", "--image", &image, "--json"])
+            .args(["next-version", "python", "--image", &image, "--json"])
             .stdout_json()
             .run()
             .json();
@@ -712,7 +712,7 @@ fn version_reports_next_version_tool_by_tool() {
             .map(|t| t["tool"].as_str().unwrap())
             .collect();
         assert_eq!(named, tool.into_iter().collect::<Vec<_>>(), "case {i}");
-        let human = p.cli().args(["version", "python", "--image", &image]);
+        let human = p.cli().args(["next-version", "python", "--image", &image]);
         let human = match (next, tool) {
             (None, _) => {
                 human.stdout("python: no new version: inputs and tools unchanged since 1.0.0\n")
@@ -934,7 +934,7 @@ fn pin_verify_and_version_trust_a_private_ca_given_with_ca_cert() {
             .stderr_like(r"pins verify: 0 problem\(s\); \d check\(s\) could not be made \(see the error lines\)")
             .run(),
     );
-    runs.push(without_ca(&["version", "tiny", "--image", &image]));
+    runs.push(without_ca(&["next-version", "tiny", "--image", &image]));
     runs.push(
         cli()
             .args(["pins", "verify"])
@@ -944,7 +944,7 @@ fn pin_verify_and_version_trust_a_private_ca_given_with_ca_cert() {
     );
     runs.push(
         cli()
-            .args(["version", "tiny", "--image", &image])
+            .args(["next-version", "tiny", "--image", &image])
             .args(ca_arg)
             .stdout("tiny: no new version: inputs and tools unchanged since 1.0.0\n")
             .run(),

@@ -50,8 +50,9 @@ fn build_family(services: Services) -> Family {
         .stderr_free("progress of a real build: apt, PyPI and npm steps")
         .run();
     let summary = run.json();
+    assert_eq!(summary["schema"], "sunaba-images/build/v1");
     let mut images = BTreeMap::new();
-    for r in summary["results"].as_array().unwrap() {
+    for r in summary["platforms"][0]["results"].as_array().unwrap() {
         let result = r["result"].as_str().unwrap();
         assert!(result == "built" || result == "skipped", "{r}");
         images.insert(
@@ -67,7 +68,7 @@ fn build_family(services: Services) -> Family {
         .iter()
         .map(|(variant, image)| {
             let run = check(&project, variant, image).run();
-            (variant.clone(), run.json()[0].clone())
+            (variant.clone(), run.json()["reports"][0].clone())
         })
         .collect();
     Family {
@@ -668,7 +669,7 @@ fn the_full_image_checked_as_python_passes_its_size_over_the_budget_being_inform
         .args([&f.images["full"], "--json"])
         .stdout_json()
         .run();
-    let report = &run.json()[0];
+    let report = &run.json()["reports"][0];
     assert_eq!(report["passed"], true, "{report:#}");
     assert_eq!(report["custom"], true);
     assert_eq!(report["problems"], serde_json::json!([]), "{report:#}");

@@ -846,7 +846,10 @@ async fn cli_reads_helpers_and_podman_auth_files_and_never_prints_secrets() {
             .run()
     })
     .await;
-    assert_eq!(run.json()[0]["digest"], f.single_digest.as_str());
+    assert_eq!(
+        run.json()["references"][0]["digest"],
+        f.single_digest.as_str()
+    );
     assert_eq!(iss.log().last().unwrap().user.as_deref(), Some(USER));
     assert!(!run.stdout().contains(PASSWORD) && !run.stderr().contains(PASSWORD));
 

@@ -247,7 +247,10 @@ fn a_release_from_nothing_publishes_every_variant_and_a_second_run_writes_nothin
     rig.push_family("v1", &[]);
     // The dry run changes nothing.
     let run = rig.release(&["--json"]).stdout_json().run();
-    let plan = run.json();
+    let report = run.json();
+    assert_eq!(report["schema"], "sunaba-images/release/v1");
+    assert_eq!(report["journal"], serde_json::Value::Null, "{report:#}");
+    let plan = &report["plan"];
     assert_eq!(plan["variants"].as_array().unwrap().len(), variants().len());
     assert_eq!(rig.writes(), 0, "a dry run writes nothing");
     assert!(rig.journals().is_empty());
