@@ -94,3 +94,30 @@ fn man_writes_a_page_per_verb() {
         .run();
     assert!(p.join("target/man/sunaba-images-completions.1").is_file());
 }
+
+/// docs/cli.md, "Help and version": the verb and the flag print the same,
+/// and `--json` has its schema; a bare-number duration is a usage error
+/// that says what to write.
+#[test]
+fn version_is_the_version_flag_and_a_duration_needs_its_unit() {
+    let p = Project::empty();
+    let line = format!("sunaba-images {}\n", env!("CARGO_PKG_VERSION"));
+    Cli::new(p.path()).args(["--version"]).stdout(&line).run();
+    Cli::new(p.path()).args(["version"]).stdout(&line).run();
+    let run = Cli::new(p.path())
+        .args(["version", "--json"])
+        .stdout_json()
+        .run();
+    assert_eq!(
+        run.json(),
+        serde_json::json!({"schema": "sunaba-images/version/v1", "name": "sunaba-images",
+            "version": env!("CARGO_PKG_VERSION")})
+    );
+    Cli::new(p.path())
+        .args(["tags", "127.0.0.1:1/x", "--registry-timeout", "30"])
+        .status(64)
+        .stderr_like(r"error: invalid value '30' for '--registry-timeout <DURATION>': `30` has no unit: write `30s` or `30m`")
+        .stderr_may("")
+        .stderr_may(r"For more information, try '--help'\.")
+        .run();
+}

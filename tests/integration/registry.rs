@@ -157,6 +157,8 @@ async fn cli_resolve_matches_skopeo_and_json_has_index_and_platform_digests() {
     })
     .await;
     let v = run.json();
+    assert_eq!(v["schema"], "sunaba-images/resolve/v1");
+    let v = &v["references"];
     assert_eq!(v[0]["digest"], f.index_digest.as_str());
     assert_eq!(v[0]["index_digest"], f.index_digest.as_str());
     assert_eq!(
@@ -180,7 +182,7 @@ async fn cli_resolve_matches_skopeo_and_json_has_index_and_platform_digests() {
             .run()
     })
     .await;
-    let v = run.json();
+    let v = run.json()["references"].clone();
     assert_eq!(v[0]["digest"], f.arm64_digest.as_str());
     assert_eq!(v[0]["index_digest"], f.index_digest.as_str());
     assert_eq!(

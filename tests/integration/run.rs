@@ -102,12 +102,13 @@ fn printed_command_pasted_into_sh_starts_the_same_container_as_run() {
     );
 
     let json = run_cli(&services, &ws)
-        .args(["--json", "--"])
+        .args(["--print", "--json", "--"])
         .args(probe_command())
         .stdout_json()
         .run()
         .json();
-    let argv: Vec<String> = serde_json::from_value(json).unwrap();
+    assert_eq!(json["schema"], "sunaba-images/run/v1");
+    let argv: Vec<String> = serde_json::from_value(json["argv"].clone()).unwrap();
     let via_argv = std::process::Command::new(&argv[0])
         .args(&argv[1..])
         .env("DOCKER_HOST", &services.docker_host)
@@ -220,11 +221,11 @@ fn an_alias_runs_its_pinned_digest_and_an_unpinned_one_is_a_usage_error() {
     let json = Cli::new(dir.path())
         .env("DOCKER_HOST", &services.docker_host)
         .env("SUNABA_ENGINE", &services.engine)
-        .args(["run", "full", "--json", "--", "true"])
+        .args(["run", "full", "--print", "--json", "--", "true"])
         .stdout_json()
         .run()
         .json();
-    let argv: Vec<String> = serde_json::from_value(json).unwrap();
+    let argv: Vec<String> = serde_json::from_value(json["argv"].clone()).unwrap();
     let image = format!("127.0.0.1:5000/sunaba/sandbox@{digest}");
     assert_eq!(argv[argv.len() - 2], image, "{argv:?}");
     assert!(
