@@ -4,8 +4,8 @@
 //! mtime, mode, owner, link target, presence).
 
 use crate::labels::{self, CheckRecord, PackageRecord};
+use crate::release::compress::Hashing;
 use serde_json::Value;
-use sha2::Digest as _;
 use std::collections::BTreeMap;
 use std::io::Read;
 
@@ -56,8 +56,8 @@ pub(crate) fn index_layer(input: impl Read) -> std::io::Result<BTreeMap<String, 
                 .map(|l| String::from_utf8_lossy(&l).into_owned())
                 .unwrap_or_default(),
         );
-        let mut hash = sha2::Sha256::new();
-        std::io::copy(&mut entry, &mut HashWriter(&mut hash))?;
+        let mut hash = Hashing::new(std::io::sink());
+        std::io::copy(&mut entry, &mut hash)?;
         let (mode, owner, mtime, size, link) = facts_head;
         out.insert(
             path,
@@ -68,23 +68,11 @@ pub(crate) fn index_layer(input: impl Read) -> std::io::Result<BTreeMap<String, 
                 mtime,
                 size,
                 link,
-                content: hex::encode(hash.finalize()),
+                content: hash.finish().0.trim_start_matches("sha256:").to_string(),
             },
         );
     }
     Ok(out)
-}
-
-struct HashWriter<'a>(&'a mut sha2::Sha256);
-
-impl std::io::Write for HashWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// One line per entry that differs between the pinned layer and the
@@ -275,8 +263,8 @@ mod tests {
             .as_slice(),
         )
         .unwrap();
-        let stamp_was = hex::encode(sha2::Sha256::digest(b"1700000000\n"));
-        let stamp_now = hex::encode(sha2::Sha256::digest(b"1700000099\n"));
+        let stamp_was = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"1700000000\n"));
+        let stamp_now = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"1700000099\n"));
         assert_eq!(
             entry_changes(&pinned, &rebuilt),
             [

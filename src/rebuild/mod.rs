@@ -25,12 +25,11 @@ use crate::manifest::{Manifest, Settings};
 use crate::name::Platform;
 use crate::pins::Pin;
 use crate::registry::{Client, Digest, Reference, Repository};
+use crate::release::compress::Hashing;
 use crate::release::layer_cache::LayerCache;
 use anyhow::{Context as _, bail};
 use serde::Serialize;
-use sha2::Digest as _;
 use std::collections::BTreeMap;
-use std::io::Read;
 
 /// A pinned layer larger than this (compressed) is not fetched to compare
 /// its entries; the verdict says so.
@@ -360,13 +359,10 @@ fn local_layer(
                     if !crate::normalize::is_layer_file(&name, &mut entry)? {
                         continue;
                     }
-                    let mut hashed = Hashing {
-                        inner: entry,
-                        hash: sha2::Sha256::new(),
-                    };
+                    let mut hashed = Hashing::new(entry);
                     let index = diff::index_layer(&mut hashed)?;
                     std::io::copy(&mut hashed, &mut std::io::sink())?;
-                    if format!("sha256:{}", hex::encode(hashed.hash.finalize())) == diff_id {
+                    if hashed.finish().0 == diff_id {
                         return Ok(Some(index));
                     }
                 }
@@ -376,20 +372,6 @@ fn local_layer(
         .map_err(crate::process::PipeError::into_anyhow)
         .with_context(|| format!("reading {local} from the engine"))?;
     found.with_context(|| format!("the engine's save of {local} has no layer {diff_id}"))
-}
-
-/// Hashes what is read through it.
-struct Hashing<R> {
-    inner: R,
-    hash: sha2::Sha256,
-}
-
-impl<R: Read> Read for Hashing<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hash.update(&buf[..n]);
-        Ok(n)
-    }
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ pub(crate) struct Compressed {
     pub size: u64,
 }
 
-/// Counts and hashes what is written through it.
+/// Counts and hashes what is written (or read) through it.
 pub(crate) struct Hashing<W> {
     inner: W,
     hash: sha2::Sha256,
@@ -65,6 +65,15 @@ impl<W: Write> Write for Hashing<W> {
     }
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hash.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
     }
 }
 
