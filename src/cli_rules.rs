@@ -8,6 +8,10 @@ use std::collections::BTreeMap;
 
 const BIN: &str = "sunaba-images";
 
+/// The verbs whose `--platform` names one platform (docs/cli.md, "Values"):
+/// what they print describes one image.
+const ONE_PLATFORM: &[&str] = &["sbom"];
+
 /// How a verb writes (docs/cli.md, "Writing").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Writes {
@@ -270,6 +274,12 @@ fn option_rules(
                 "`{path} --{name}`: a duration: value name DURATION, `30s`/`10m`/`1h30m` taken, a bare `30` refused"
             ));
         }
+    }
+    if name == "platform" && ONE_PLATFORM.contains(&path) {
+        if value_name != "PLATFORM" {
+            found.push(format!("`{path} --platform`: names one platform: value name PLATFORM"));
+        }
+        return;
     }
     if name == "platform" {
         let ok = value_name == "PLATFORMS"

@@ -31,7 +31,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "REF")]
     pub image: Option<String>,
     /// The platform image of an index (default: the engine's platform).
-    #[arg(long, value_name = "OS/ARCH[/VARIANT]")]
+    #[arg(long, value_name = "PLATFORM")]
     pub platform: Option<Platform>,
     /// The document format.
     #[arg(long, value_name = "FORMAT", value_enum, default_value = "spdx-json")]
