@@ -277,17 +277,19 @@ fn option_rules(
     }
     if name == "platform" && ONE_PLATFORM.contains(&path) {
         if value_name != "PLATFORM" {
-            found.push(format!("`{path} --platform`: names one platform: value name PLATFORM"));
+            found.push(format!(
+                "`{path} --platform`: names one platform: value name PLATFORM"
+            ));
         }
         return;
     }
     if name == "platform" {
-        let ok = value_name == "PLATFORMS"
+        let ok = value_name == "LIST|all"
             && parses(arg, "linux/amd64,linux/arm64")
             && parses(arg, "all");
         if !ok {
             found.push(format!(
-                "`{path} --platform`: value name PLATFORMS, takes a comma-separated list or `all`"
+                "`{path} --platform`: value name LIST|all, takes a comma-separated list or `all`"
             ));
         }
     }

@@ -105,9 +105,11 @@ fn finish(reports: &[(String, generate::Report)], args: &Args) -> exit::Result {
             &serde_json::json!({"check": args.check, "stale": stale, "fragments": fragments}),
         )?;
     }
-    if args.output.github() && stale {
-        let annotations = reports
+    if args.output.github() {
+        // Only a check finds anything: a written lock file is the work done.
+        let found: Vec<_> = reports
             .iter()
+            .filter(|_| args.check)
             .flat_map(|(name, r)| r.changed.iter().map(move |path| (name, path)))
             .map(|(name, path)| {
                 crate::github::Annotation::error(
@@ -120,7 +122,8 @@ fn finish(reports: &[(String, generate::Report)], args: &Args) -> exit::Result {
                 .title(format!("lock {name}: stale lock file"))
             })
             .collect();
-        super::annotate(annotations, args.json)?;
+        let summary = crate::github::gate_summary("lock", &found, "Every lock file is up to date.");
+        super::report_gate(found, &summary, args.json)?;
     }
     if stale {
         return Err(exit::Error::gate());

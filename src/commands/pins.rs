@@ -151,11 +151,10 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
         github(ctx, &findings, (&path, &text), &specs, args.json)?;
     }
     if args.json {
-        let mut out = serde_json::json!({"ok": problems + errors == 0, "findings": findings});
-        if args.rebuild {
-            out["rebuild"] = serde_json::to_value(&verdicts)?;
-        }
-        super::write_json(&out)?;
+        // `rebuild` is empty without --rebuild: one shape whatever the flags.
+        super::write_json(&serde_json::json!({
+            "ok": problems + errors == 0, "findings": findings, "rebuild": verdicts,
+        }))?;
     } else {
         for v in verdicts.iter().filter(|v| v.same) {
             outln!("ok: {} {}", v.alias, v.describe())?;

@@ -21,6 +21,9 @@ pub(crate) struct Args {
     /// The SPKI PEM public key the attestations must be signed with.
     #[arg(long, value_name = "PUB")]
     pub key: PathBuf,
+    /// Print `{"schema", "target", "ok", "subjects", "findings": […]}`.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub output: OutputOptions,
     #[command(flatten)]
@@ -57,18 +60,28 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         let found = crate::pins::github::annotations(verb, &findings, &files);
         let ok = format!("The attestations of {} verified.", args.target);
         let summary = crate::github::gate_summary(verb, &found, &ok);
-        super::report_gate(found, &summary, false)?;
-    }
-    for f in &findings {
-        outln!("{f}")?;
+        super::report_gate(found, &summary, args.json)?;
     }
     let subjects = attestations::subjects(&pin).len();
-    if findings.is_empty() {
+    if args.json {
+        super::write_json(&serde_json::json!({
+            "target": args.target, "ok": findings.is_empty(), "subjects": subjects,
+            "findings": findings,
+        }))?;
+    } else {
+        for f in &findings {
+            outln!("{f}")?;
+        }
+    }
+    if findings.is_empty() && !args.json {
         outln!(
             "ok: {}: the attestations of {subjects} image(s) verified with the key {}",
             args.target,
             key.hint()
         )?;
+        return Ok(());
+    }
+    if findings.is_empty() {
         return Ok(());
     }
     if findings.iter().any(|f| f.severity == Severity::Error) {

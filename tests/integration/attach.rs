@@ -316,6 +316,27 @@ fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests
         .chain(problems.iter().map(|p| p.to_string()))
         .collect();
     assert_eq!(run.lines(), expected);
+    // `--json`: the same findings, one document, and still exit 2.
+    let run = rig
+        .cli()
+        .args(["verify-attestations", &alias, "--json", "--key"])
+        .arg(&other)
+        .status(2)
+        .stdout_json()
+        .stderr_like(r"verify-attestations: \d+ problem\(s\)")
+        .run();
+    let doc = run.json();
+    assert_eq!(doc["schema"], "sunaba-images/verify-attestations/v1");
+    assert_eq!(
+        (doc["target"].as_str(), doc["ok"].as_bool()),
+        (Some(alias.as_str()), Some(false))
+    );
+    assert_eq!(doc["subjects"], 1);
+    assert_eq!(
+        doc["findings"].as_array().unwrap().len(),
+        problems.len(),
+        "{doc:#}"
+    );
 
     tampering_is_named(&rig, &key, &public);
 }
