@@ -122,28 +122,9 @@ fn from_the_engine_missing_images_are_built_checked_pushed_stamped_and_a_failed_
         .run();
     let pins: serde_json::Value = serde_json::from_str(&rig.pins_text()).unwrap();
     let referrers = pins["images"]["root"]["referrers"].as_object().unwrap();
-    let (_, root) = referrers.iter().next().unwrap();
-    let p = &rig.pusher;
-    let sbom = root[3].as_str().unwrap();
-    let m: serde_json::Value = serde_json::from_slice(
-        &p.wait(p.get(&rig.repo, &format!("manifests/{sbom}")))
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(
-        m["annotations"]["dev.sigstore.bundle.predicateType"],
-        "https://spdx.dev/Document/v2.3"
-    );
-    let layer = m["layers"][0]["digest"].as_str().unwrap();
-    let bundle: serde_json::Value =
-        serde_json::from_slice(&p.wait(p.get(&rig.repo, &format!("blobs/{layer}"))).unwrap())
-            .unwrap();
-    use base64::Engine as _;
-    let payload = base64::engine::general_purpose::STANDARD
-        .decode(bundle["dsseEnvelope"]["payload"].as_str().unwrap())
-        .unwrap();
-    let statement: serde_json::Value = serde_json::from_slice(&payload).unwrap();
-    let packages = statement["predicate"]["packages"].as_array().unwrap();
+    let (subject, _) = referrers.iter().next().unwrap();
+    let sbom = attached_predicate(&rig, subject, "https://spdx.dev/Document/v2.3");
+    let packages = sbom["packages"].as_array().unwrap();
     assert!(
         packages.len() > 50,
         "the image and dpkg's packages: {}",

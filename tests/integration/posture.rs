@@ -513,6 +513,7 @@ fn the_sbom_of_a_family_image_lists_its_locks_and_every_debian_package_syft_find
         .cli()
         .args(["--profile", "local", "sbom", "--image", image, "--output"])
         .arg(&spdx)
+        .stderr_like(r"sbom: read .* from the engine \(.*\)")
         .stderr_like(r"sbom: .* \(\d+ packages\) written to .*python\.spdx\.json")
         .run();
     let out = crate::attest::python(
@@ -633,6 +634,7 @@ fn the_sbom_of_a_family_image_lists_its_locks_and_every_debian_package_syft_find
         .args(["--profile", "local", "sbom", "--image", image])
         .args(["--format", "cyclonedx-json", "--output"])
         .arg(&cdx)
+        .stderr_like(r"sbom: read .* from the engine \(.*\)")
         .stderr_like(r"sbom: .* written to .*python\.cdx\.json")
         .run();
     let out = crate::attest::python(

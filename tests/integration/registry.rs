@@ -229,7 +229,7 @@ async fn cli_resolve_matches_skopeo_and_json_has_index_and_platform_digests() {
             .run()
     })
     .await;
-    let v = run.json();
+    let v = run.json()["references"].clone();
     assert_eq!(
         v[0]["digest"],
         f.index_digest.as_str(),
