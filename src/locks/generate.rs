@@ -76,7 +76,7 @@ pub(crate) struct Request<'a> {
 
 /// The lock files written (or, checking, that would change), and what a
 /// maintainer should know.
-#[derive(Debug, Default, serde::Serialize)]
+#[derive(Debug, Default)]
 pub(crate) struct Report {
     pub changed: Vec<PathBuf>,
     pub notes: Vec<String>,

@@ -225,6 +225,51 @@ mod tests {
         Journal::new(dir, plan, "2026-12-01T00:00:00Z".into())
     }
 
+    /// A released-from-registry fixture: the fake registry holding the
+    /// source index (its arm64 check `arm_status`), a pins path and the
+    /// journal planned for it.
+    struct Fixture {
+        rt: tokio::runtime::Runtime,
+        reg: FakeRegistry,
+        client: Client,
+        dir: tempfile::TempDir,
+        pins_path: std::path::PathBuf,
+        source: Digest,
+    }
+
+    fn fixture(arm_status: &str) -> (Fixture, Journal) {
+        let rt = runtime();
+        let reg = rt.block_on(FakeRegistry::start());
+        let client = reg.client();
+        let source = source_index(&reg, "a", arm_status);
+        let dir = tempfile::tempdir().unwrap();
+        let pins_path = dir.path().join("image_pins.json");
+        let journal = journal_for(dir.path(), &reg, &source);
+        let f = Fixture {
+            rt,
+            reg,
+            client,
+            dir,
+            pins_path,
+            source,
+        };
+        (f, journal)
+    }
+
+    impl Fixture {
+        fn releaser<'a>(&'a self, key: Option<&'a crate::attest::PrivateKey>) -> Releaser<'a> {
+            Releaser {
+                client: &self.client,
+                rt: &self.rt,
+                engine: None,
+                pins_path: &self.pins_path,
+                key,
+                manifest: None,
+                progress: &|_| {},
+            }
+        }
+    }
+
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -235,22 +280,10 @@ mod tests {
 
     #[test]
     fn an_index_is_staged_stamped_per_platform_promoted_as_staged_and_pinned_with_its_platforms() {
-        let rt = runtime();
-        let reg = rt.block_on(FakeRegistry::start());
-        let client = reg.client();
-        let source = source_index(&reg, "a", "pass");
-        let dir = tempfile::tempdir().unwrap();
-        let pins_path = dir.path().join("image_pins.json");
-        let mut journal = journal_for(dir.path(), &reg, &source);
-        let releaser = Releaser {
-            client: &client,
-            rt: &rt,
-            engine: None,
-            pins_path: &pins_path,
-            key: None,
-            manifest: None,
-            progress: &|_| {},
-        };
+        let (f, mut journal) = fixture("pass");
+        let (rt, reg, client, dir) = (&f.rt, &f.reg, &f.client, &f.dir);
+        let (pins_path, source) = (&f.pins_path, &f.source);
+        let releaser = f.releaser(None);
         releaser.carry_out(&mut journal).unwrap();
         assert_eq!(journal.step, Step::Pinned);
 
@@ -297,7 +330,7 @@ mod tests {
         }
 
         // The pin: the index, and each platform's stamped image.
-        let (pins, _) = PinsFile::load(&pins_path).unwrap().unwrap();
+        let (pins, _) = PinsFile::load(pins_path).unwrap().unwrap();
         let pin = &pins.images["a"];
         assert_eq!(pin.digest, staged.digest);
         assert_eq!(pin.platforms, staged.platforms);
@@ -305,11 +338,11 @@ mod tests {
         // Staging again (a resumed release) gives the same digest and puts
         // no manifest again.
         let puts = reg.state().count("PUT", "/manifests/");
-        let mut again = journal_for(dir.path(), &reg, &source);
+        let mut again = journal_for(dir.path(), reg, source);
         again.plan.id = "r2".into();
         let stager = super::super::stage::Stager {
-            client: &client,
-            rt: &rt,
+            client,
+            rt,
             engine: None,
             repository: &repo,
         };
@@ -320,30 +353,18 @@ mod tests {
 
     #[test]
     fn a_signed_release_attaches_to_each_platform_and_the_index_and_attaching_again_adds_nothing() {
-        let rt = runtime();
-        let reg = rt.block_on(FakeRegistry::start());
-        let client = reg.client();
-        let source = source_index(&reg, "a", "pass");
-        let dir = tempfile::tempdir().unwrap();
-        let pins_path = dir.path().join("image_pins.json");
+        let (f, mut journal) = fixture("pass");
+        let reg = &f.reg;
+        let pins_path = &f.pins_path;
         let key = crate::attest::PrivateKey::generate();
-        let mut journal = journal_for(dir.path(), &reg, &source);
         journal.signing_key = Some(key.public().hint());
-        let releaser = Releaser {
-            client: &client,
-            rt: &rt,
-            engine: None,
-            pins_path: &pins_path,
-            key: Some(&key),
-            manifest: None,
-            progress: &|_| {},
-        };
+        let releaser = f.releaser(Some(&key));
         releaser.carry_out(&mut journal).unwrap();
         assert_eq!(journal.step, Step::Pinned);
         let staged = journal.staged["a"].clone();
         assert_eq!(journal.attached.len(), 3, "two platforms and the index");
         assert_eq!(journal.attached[&staged.digest].referrers.len(), 2);
-        let (pins, _) = PinsFile::load(&pins_path).unwrap().unwrap();
+        let (pins, _) = PinsFile::load(pins_path).unwrap().unwrap();
         let pin = &pins.images["a"];
         assert_eq!(
             pin.digest, staged.digest,
@@ -368,11 +389,11 @@ mod tests {
         // Attaching the same release again (as a resume that lost its
         // journal entries would): the same referrer digests, none listed twice.
         let before = pin.referrers.clone();
-        let text = std::fs::read_to_string(&pins_path).unwrap();
+        let text = std::fs::read_to_string(pins_path).unwrap();
         journal.attached.clear();
         journal.step = Step::Promoted;
         releaser.carry_out(&mut journal).unwrap();
-        assert_eq!(std::fs::read_to_string(&pins_path).unwrap(), text);
+        assert_eq!(std::fs::read_to_string(pins_path).unwrap(), text);
         for (subject, digests) in &before {
             assert_eq!(listed(subject).len(), digests.len(), "{subject}");
         }
@@ -391,22 +412,10 @@ mod tests {
 
     #[test]
     fn a_failing_arm64_check_stops_the_release_before_any_release_tag() {
-        let rt = runtime();
-        let reg = rt.block_on(FakeRegistry::start());
-        let client = reg.client();
-        let source = source_index(&reg, "a", "fail");
-        let dir = tempfile::tempdir().unwrap();
-        let pins_path = dir.path().join("image_pins.json");
-        let mut journal = journal_for(dir.path(), &reg, &source);
-        let releaser = Releaser {
-            client: &client,
-            rt: &rt,
-            engine: None,
-            pins_path: &pins_path,
-            key: None,
-            manifest: None,
-            progress: &|_| {},
-        };
+        let (f, mut journal) = fixture("fail");
+        let reg = &f.reg;
+        let pins_path = &f.pins_path;
+        let releaser = f.releaser(None);
         let err = format!("{:#}", releaser.carry_out(&mut journal).unwrap_err());
         assert!(
             err.contains("linux/arm64: it carries no passing check record"),
