@@ -59,11 +59,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
             let file = PinsFile::load(&path)?
                 .with_context(|| format!("there is no pins file {}", path.display()))?
                 .0;
-            let pin = file
-                .images
-                .get(alias)
-                .with_context(|| format!("{alias} is not an alias pinned in {}", path.display()))?;
-            (pin.reference(), None)
+            (file.pin(alias, &path)?.reference(), None)
         }
         (None, Some(image)) => (image.clone(), engine.as_deref()),
         (None, None) => unreachable!("clap requires ALIAS or --image"),

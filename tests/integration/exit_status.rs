@@ -293,6 +293,10 @@ fn an_unknown_name_exits_64_in_every_command_before_any_engine_or_registry() {
             unknown("pinned alias", "image_pins.json"),
         ),
         (
+            &["sbom", "nosuch"],
+            unknown("pinned alias", "image_pins.json"),
+        ),
+        (
             &["check", "--suite", "nosuch"],
             unknown("smoke suite", "images.toml [smoke]"),
         ),
