@@ -152,8 +152,7 @@ fn github(
 ) -> exit::Result {
     let found = build::github::annotations(outcome, manifest);
     let ok = "Every variant built (or unchanged), and nothing failed its check.";
-    let summary = crate::github::gate_summary("build", &found, ok);
-    super::report_gate(found, &summary, json)
+    super::report_findings(found, ok, json)
 }
 
 /// The lock gate: a selected fragment whose locks do not match images.toml

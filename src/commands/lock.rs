@@ -122,8 +122,7 @@ fn finish(reports: &[(String, generate::Report)], args: &Args) -> exit::Result {
                 .title(format!("lock {name}: stale lock file"))
             })
             .collect();
-        let summary = crate::github::gate_summary("lock", &found, "Every lock file is up to date.");
-        super::report_gate(found, &summary, args.json)?;
+        super::report_findings(found, "Every lock file is up to date.", args.json)?;
     }
     if stale {
         return Err(exit::Error::gate());

@@ -54,6 +54,11 @@ use context::Context;
 /// The verb being run (`pins verify`), whose schema its `--json` names.
 static VERB: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
+/// The path of the verb being run (`pins verify`).
+fn running_verb() -> &'static str {
+    VERB.get().map_or("", String::as_str)
+}
+
 /// Runs the verb `verb` (its path, `pins verify`) of the parsed `cli`.
 pub(crate) fn run(cli: Cli, verb: String) -> exit::Result {
     let _ = VERB.set(verb);
@@ -105,8 +110,7 @@ pub(crate) fn schema_id(path: &str) -> String {
 /// The `--json` report `value` (an object) as one pretty JSON document on
 /// stdout, its first key the running verb's `schema`.
 pub(crate) fn write_json(value: &impl serde::Serialize) -> exit::Result {
-    let verb = VERB.get().map_or("", String::as_str);
-    let doc = stamped(verb, serde_json::to_value(value)?)?;
+    let doc = stamped(running_verb(), serde_json::to_value(value)?)?;
     outln!("{}", serde_json::to_string_pretty(&doc)?)?;
     Ok(())
 }
@@ -147,6 +151,17 @@ pub(crate) fn report_gate(
     annotate(crate::github::ordered(annotations), json)?;
     crate::github::summary(summary).context("writing the step summary")?;
     Ok(())
+}
+
+/// A gate's findings to a GitHub Actions runner: [`report_gate`] with the
+/// step summary headed by the running verb (`ok` when nothing was found).
+pub(crate) fn report_findings(
+    annotations: Vec<crate::github::Annotation>,
+    ok: &str,
+    json: bool,
+) -> exit::Result {
+    let summary = crate::github::gate_summary(running_verb(), &annotations, ok);
+    report_gate(annotations, &summary, json)
 }
 
 #[cfg(test)]

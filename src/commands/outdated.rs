@@ -44,8 +44,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         let text = std::fs::read_to_string(&manifest.path).unwrap_or_default();
         let found = outdated::github::annotations(&rows, (&manifest.path, &text), ctx.profile());
         let ok = "Every pinned version is the newest on its track.";
-        let summary = crate::github::gate_summary("outdated", &found, ok);
-        super::report_gate(found, &summary, args.json)?;
+        super::report_findings(found, ok, args.json)?;
     }
     if args.json {
         super::write_json(&serde_json::json!({

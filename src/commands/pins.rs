@@ -203,8 +203,7 @@ fn github(
     };
     let found = crate::pins::github::annotations("pins verify", findings, &files);
     let ok = "Every alias is pinned and verified.";
-    let summary = crate::github::gate_summary("pins verify", &found, ok);
-    super::report_gate(found, &summary, json)
+    super::report_findings(found, ok, json)
 }
 
 /// `--rebuild`: the named (or all pinned) aliases built again and held to

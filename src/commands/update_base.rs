@@ -100,8 +100,7 @@ fn github(
         true => format!("Wrote the new pin ({}).", plan.current.digest),
         false => format!("The upstream is up to date ({}).", unchanged_note(plan)),
     };
-    let summary = crate::github::gate_summary("update-base", &found, &ok);
-    super::report_gate(found, &summary, json)
+    super::report_findings(found, &ok, json)
 }
 
 /// The one-line verdict on stderr, and the gate's status when the pin

@@ -59,8 +59,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         let verb = "verify-attestations";
         let found = crate::pins::github::annotations(verb, &findings, &files);
         let ok = format!("The attestations of {} verified.", args.target);
-        let summary = crate::github::gate_summary(verb, &found, &ok);
-        super::report_gate(found, &summary, args.json)?;
+        super::report_findings(found, &ok, args.json)?;
     }
     let subjects = attestations::subjects(&pin).len();
     if args.json {
