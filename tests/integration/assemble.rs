@@ -34,6 +34,7 @@ fn resolve_for(home: &std::path::Path, platform: &str, image: &str) -> String {
 }
 
 #[test]
+#[ignore = "tier: registry"]
 fn an_assembled_index_is_byte_identical_on_re_assembly_and_skopeo_and_resolve_agree() {
     let Some(registry) = support::dev_registry() else {
         return;
@@ -171,6 +172,7 @@ fn an_assembled_index_is_byte_identical_on_re_assembly_and_skopeo_and_resolve_ag
 }
 
 #[test]
+#[ignore = "tier: registry"]
 fn assembling_from_a_digest_the_repository_lacks_names_digest_and_repository() {
     let Some(registry) = support::dev_registry() else {
         return;

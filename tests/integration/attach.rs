@@ -71,6 +71,7 @@ fn digests_of(rig: &Rig) -> Value {
 }
 
 #[test]
+#[ignore = "tier: registry"]
 fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests_as_unsigned() {
     let Some(unsigned) = Rig::new("attach-unsigned") else {
         return;
@@ -525,6 +526,7 @@ fn tampering_is_named(rig: &Rig, key: &PrivateKey, public: &Path) {
 }
 
 #[test]
+#[ignore = "tier: registry"]
 fn killed_while_attaching_a_resume_converges_listing_nothing_twice() {
     let Some(reference) = Rig::new("attach-kill-ref") else {
         return;
@@ -621,6 +623,7 @@ fn journal_subjects(rig: &Rig) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "tier: registry"]
 fn a_two_platform_variant_has_its_index_and_each_platform_attested() {
     let Some(rig) = Rig::new("attach-two-platform") else {
         return;
@@ -696,6 +699,7 @@ fn a_two_platform_variant_has_its_index_and_each_platform_attested() {
 }
 
 #[test]
+#[ignore = "tier: registry"]
 fn the_attached_sbom_of_a_real_image_is_read_from_its_gzip_layers_in_the_registry() {
     let Some(host) = support::dev_registry() else {
         return;

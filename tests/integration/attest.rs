@@ -102,6 +102,7 @@ fn key_generate_writes_a_0600_private_key_it_never_prints_and_a_public_key() {
 }
 
 #[test]
+#[ignore = "needs: the verifiers scripts/verifiers provisions (npm, PyPI)"]
 fn a_signed_bundle_verifies_with_independent_tools_and_tampering_is_rejected() {
     let Some(tools) = verifiers() else {
         return;
@@ -137,6 +138,7 @@ fn a_signed_bundle_verifies_with_independent_tools_and_tampering_is_rejected() {
 }
 
 #[test]
+#[ignore = "needs: the verifiers scripts/verifiers provisions (npm, PyPI)"]
 fn provenance_and_test_result_statements_are_valid_to_in_toto_attestation() {
     let Some(tools) = verifiers() else {
         return;
@@ -212,6 +214,7 @@ fn provenance_and_test_result_statements_are_valid_to_in_toto_attestation() {
 }
 
 #[test]
+#[ignore = "tier: engine"]
 fn the_sbom_of_an_image_is_valid_spdx_and_lists_what_dpkg_lists() {
     let Some(s) = services() else {
         return;

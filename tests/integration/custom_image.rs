@@ -124,6 +124,7 @@ fn inspect(s: &Services, image: &str, format: &str) -> String {
 }
 
 #[test]
+#[ignore = "tier: engine"]
 fn a_custom_image_with_the_tools_and_no_healthcheck_passes_as_python_and_the_plain_upstream_fails()
 {
     let Some(s) = support::services() else {

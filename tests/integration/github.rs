@@ -102,6 +102,7 @@ fn coverage_gaps_are_annotated_at_the_variant() {
 }
 
 #[test]
+#[ignore = "tier: engine"]
 fn check_annotates_a_failing_tool_at_its_contract_in_images_toml() {
     let Some(s) = crate::support::services() else {
         return;

@@ -60,6 +60,7 @@ fn pins(root: &Path) -> Vec<(String, String, String, Value)> {
 }
 
 #[test]
+#[ignore = "tier: emulation"]
 fn two_platforms_are_built_checked_and_released_as_indexes_and_two_legs_give_the_same_pins() {
     let Some(s) = support::two_platform_services() else {
         return;
@@ -194,6 +195,7 @@ fn two_platforms_are_built_checked_and_released_as_indexes_and_two_legs_give_the
 }
 
 #[test]
+#[ignore = "tier: emulation"]
 fn a_tool_that_answers_otherwise_or_fails_on_arm64_fails_the_variant_and_nothing_is_pushed() {
     let Some(s) = support::two_platform_services() else {
         return;

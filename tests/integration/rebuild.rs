@@ -29,6 +29,7 @@ fn project(repository: &str, local: &str, s: &Services) -> Project {
 }
 
 #[test]
+#[ignore = "tier: engine"]
 fn a_rebuild_gives_the_pinned_digest_and_a_timestamp_written_by_a_fragment_is_named() {
     let Some(s) = support::services() else {
         return;

@@ -90,6 +90,7 @@ fn skopeo_digest(image: &str) -> String {
 // ------------------------------------------------------------ acceptance ---
 
 #[test]
+#[ignore = "tier: registry"]
 fn resolve_of_the_dev_base_image_matches_skopeo() {
     let Some(registry) = support::dev_registry() else {
         return;
@@ -114,6 +115,7 @@ fn resolve_of_the_dev_base_image_matches_skopeo() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn cli_resolve_matches_skopeo_and_json_has_index_and_platform_digests() {
     let Some(f) = setup("cli_resolve_matches_skopeo_and_json_has_index_and_platform_digests")
     else {
@@ -269,6 +271,7 @@ async fn cli_resolve_matches_skopeo_and_json_has_index_and_platform_digests() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn cli_tags_lists_every_tag_of_a_2000_tag_repository_once() {
     let Some(f) = setup("cli_tags_lists_every_tag_of_a_2000_tag_repository_once") else {
         return;
@@ -340,6 +343,7 @@ fn cli_rejects_invalid_references_and_platforms_saying_why() {
 // --------------------------------------------------- 1. HEAD, then GET ---
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn head_first_with_every_manifest_type_then_get_when_head_is_not_enough() {
     let Some(f) = setup("head_first") else { return };
     let (_reg, proxy, c) = behind_proxy(f).await;
@@ -402,6 +406,7 @@ async fn head_first_with_every_manifest_type_then_get_when_head_is_not_enough() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn distribution_answers_404_when_accept_lacks_oci_types() {
     // The registry quirk the Accept header above guards against.
     let Some(f) = setup("distribution_quirk") else {
@@ -426,6 +431,7 @@ async fn distribution_answers_404_when_accept_lacks_oci_types() {
 // ------------------------------------------- 2. digests of exact bytes ---
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn digests_are_hashes_of_the_exact_bytes_and_mismatches_are_errors() {
     let Some(f) = setup("digests") else { return };
     let (_reg, proxy, c) = behind_proxy(f).await;
@@ -515,6 +521,7 @@ async fn digests_are_hashes_of_the_exact_bytes_and_mismatches_are_errors() {
 // --------------------------------------------- 3. index vs platforms ---
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn index_digest_by_default_and_best_platform_child_on_request() {
     let Some(f) = setup("platforms") else { return };
     let reg = Registry::start(&f.storage, Auth::None);
@@ -590,6 +597,7 @@ async fn index_digest_by_default_and_best_platform_child_on_request() {
 // ---------------------------------------------------- 4. credentials ---
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn basic_auth_over_tls_trusting_only_the_test_ca() {
     let Some(f) = setup("basic_tls") else { return };
     let reg = Registry::start(&f.storage, Auth::TlsHtpasswd);
@@ -643,6 +651,7 @@ async fn basic_auth_over_tls_trusting_only_the_test_ca() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn bearer_tokens_anonymous_and_authenticated_cached_per_scope() {
     let Some(f) = setup("bearer") else { return };
     let iss = Issuer::start().await;
@@ -693,6 +702,7 @@ async fn bearer_tokens_anonymous_and_authenticated_cached_per_scope() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn token_endpoint_errors_are_reported_without_secrets() {
     let Some(f) = setup("token_errors") else {
         return;
@@ -731,6 +741,7 @@ async fn token_endpoint_errors_are_reported_without_secrets() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn expired_tokens_are_refreshed() {
     let Some(f) = setup("token_refresh") else {
         return;
@@ -765,6 +776,7 @@ async fn expired_tokens_are_refreshed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn identity_tokens_use_the_refresh_token_grant() {
     let Some(f) = setup("identity_token") else {
         return;
@@ -797,6 +809,7 @@ async fn identity_tokens_use_the_refresh_token_grant() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn cli_reads_helpers_and_podman_auth_files_and_never_prints_secrets() {
     let Some(f) = setup("cli_credentials") else {
         return;
@@ -1000,6 +1013,7 @@ impl RecordedWaits {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn retry_after_is_honoured_in_seconds_and_http_date_form() {
     let Some(f) = setup("retry_after") else {
         return;
@@ -1104,6 +1118,7 @@ async fn retry_after_is_honoured_in_seconds_and_http_date_form() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn transient_statuses_are_retried_with_a_cap_and_others_are_not() {
     let Some(f) = setup("retry_statuses") else {
         return;
@@ -1163,6 +1178,7 @@ async fn transient_statuses_are_retried_with_a_cap_and_others_are_not() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn truncated_bodies_and_hanging_connections_are_retried_and_bounded() {
     let Some(f) = setup("truncate_hang") else {
         return;
@@ -1233,6 +1249,7 @@ async fn truncated_bodies_and_hanging_connections_are_retried_and_bounded() {
 // ---------------------------------------------------- 6. concurrency ---
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn many_references_resolve_concurrently_bounded_per_registry_in_order() {
     let Some(f) = setup("concurrency") else {
         return;
@@ -1289,6 +1306,7 @@ async fn many_references_resolve_concurrently_bounded_per_registry_in_order() {
 // ------------------------------------------------------------ 7. tags ---
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn tag_listing_follows_links_and_refuses_loops_and_other_hosts() {
     let Some(f) = setup("tags") else { return };
     let reg = Registry::start(&f.storage, Auth::None);
@@ -1358,6 +1376,7 @@ fn non_loopback_ip() -> Option<std::net::IpAddr> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn plain_http_only_for_loopback_or_insecure_registries() {
     let Some(f) = setup("schemes") else { return };
     let Some(ip) = support::require(
@@ -1416,6 +1435,7 @@ async fn plain_http_only_for_loopback_or_insecure_registries() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn authorization_is_never_sent_across_hosts_on_redirects() {
     let Some(f) = setup("redirects") else { return };
     let reg = Registry::start(&f.storage, Auth::TlsHtpasswd);
@@ -1467,6 +1487,7 @@ async fn authorization_is_never_sent_across_hosts_on_redirects() {
 // ------------------------------------------ 9. caps, malformed bodies ---
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn oversized_malformed_and_mislabelled_manifests_are_clear_errors() {
     let Some(f) = setup("malformed") else { return };
     let (_reg, proxy, c) = behind_proxy(f).await;
@@ -1521,6 +1542,7 @@ async fn oversized_malformed_and_mislabelled_manifests_are_clear_errors() {
 // ------------------------------------- image configs and verification ---
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn image_config_labels_come_from_a_verified_config_blob() {
     let Some(f) = setup("image_config") else {
         return;
@@ -1566,6 +1588,7 @@ async fn image_config_labels_come_from_a_verified_config_blob() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn verify_manifest_distinguishes_verified_missing_and_tampered() {
     let Some(f) = setup("verify") else { return };
     let (_reg, proxy, c) = behind_proxy(f).await;

@@ -352,6 +352,7 @@ pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 /// (`CI` set), where a missing service is a failure, never a silent pass.
 #[track_caller]
 pub fn require<T>(found: Result<T, String>) -> Option<T> {
+    assert_marked_tiered(None);
     match found {
         Ok(t) => Some(t),
         Err(missing) => {
@@ -364,6 +365,25 @@ pub fn require<T>(found: Result<T, String>) -> Option<T> {
             record_skip(&msg);
             None
         }
+    }
+}
+
+/// A test that needs a tier is marked `#[ignore = "tier: T"]`, so that a
+/// plain `cargo test` lists it as ignored with its tier instead of running
+/// it into an early return that libtest would print as `ok`; the gate runs
+/// the marked tests with `--ignored` (scripts/test). A test that reaches a
+/// tier's gate while libtest was not asked for ignored tests is unmarked:
+/// it fails here, naming the attribute to add.
+#[track_caller]
+fn assert_marked_tiered(tier: Option<Tier>) {
+    let asked_for_ignored = std::env::args().any(|a| a == "--ignored" || a == "--include-ignored");
+    if !asked_for_ignored {
+        let test = current_test();
+        let tier = tier.map_or("registry|engine|emulation", Tier::name);
+        panic!(
+            "{test} needs a service (the {tier} tier) but is not marked: add \
+             `#[ignore = \"tier: {tier}\"]` above it (the gate runs marked tests with --ignored)"
+        );
     }
 }
 
@@ -545,6 +565,7 @@ impl Tier {
 /// and is logged as deselected (never counted as a skip for want of a
 /// service, which fails under CI).
 pub fn selected(tier: Tier) -> bool {
+    assert_marked_tiered(Some(tier));
     let Ok(top) = std::env::var("SUNABA_TEST_TIER") else {
         return true;
     };
