@@ -2,11 +2,12 @@
 //! a shell line with interpolated strings; failures carry the command line and
 //! the captured stderr so an error says what ran and what it said.
 
+use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{RwLock, mpsc};
 use std::time::{Duration, Instant};
 
 /// How many trailing stderr lines an error message keeps.
@@ -82,6 +83,24 @@ pub(crate) fn tail_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     let start = lines.len().saturating_sub(n);
     lines[start..].join("\n")
+}
+
+/// The environment variables no program started from here inherits: secrets
+/// this process was told to read from its own environment (the signing key
+/// of `--signing-key-env`). They are removed at each spawn rather than from
+/// our own environment, which edition 2024 makes `unsafe` for a reason: other
+/// threads may be reading it.
+static WITHHELD: RwLock<BTreeSet<OsString>> = RwLock::new(BTreeSet::new());
+
+/// Keeps the variable `name` out of the environment of every program started
+/// from now on (docker, git, credential helpers), even one given it with
+/// [`Cmd::env`]. Called before the secret is read, so a value that turns out
+/// not to be a key is withheld too.
+pub(crate) fn withhold_from_children(name: impl AsRef<OsStr>) {
+    WITHHELD
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(name.as_ref().to_os_string());
 }
 
 /// The captured result of a finished program.
@@ -343,12 +362,19 @@ impl Cmd {
         }
     }
 
-    /// The std command: program, argv, extra environment, directory.
+    /// The std command: program, argv, extra environment less what is
+    /// withheld from children, directory.
     fn command(&self) -> std::process::Command {
         let mut command = std::process::Command::new(&self.program);
         command.args(&self.args);
         for (k, v) in &self.env {
             command.env(k, v);
+        }
+        let withheld = WITHHELD
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for name in withheld.iter() {
+            command.env_remove(name);
         }
         if let Some(dir) = &self.cwd {
             command.current_dir(dir);
@@ -708,6 +734,33 @@ mod tests {
                 if status == "exit status 3" && stderr.contains("refused")),
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn a_withheld_variable_reaches_no_program_even_one_given_it() {
+        let name = "SUNABA_TEST_WITHHELD_FROM_CHILDREN";
+        let env = || {
+            Cmd::new("env")
+                .env(name, "secret")
+                .env("SUNABA_TEST_KEPT", "kept")
+                .run()
+                .unwrap()
+                .stdout
+        };
+        assert!(env().contains(&format!("{name}=secret\n")), "{}", env());
+        withhold_from_children(name);
+        let seen = env();
+        assert!(!seen.contains(name), "{seen}");
+        assert!(seen.contains("SUNABA_TEST_KEPT=kept\n"), "{seen}");
+        // Every way of starting a program goes through one command builder.
+        let streamed = Cmd::new("env")
+            .env(name, "secret")
+            .read_stdout(|r| {
+                let mut s = String::new();
+                r.read_to_string(&mut s).map(|_| s)
+            })
+            .unwrap();
+        assert!(!streamed.contains(name), "{streamed}");
     }
 
     #[test]

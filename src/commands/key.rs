@@ -44,6 +44,9 @@ pub(crate) struct GenerateArgs {
 
 pub(crate) fn run(_ctx: &Context, args: Args) -> exit::Result {
     let Action::Generate(args) = args.action;
+    // Looked at first only so that a run refused for the public key
+    // writes no private key; the writes themselves never replace a file
+    // without --force, whatever appears meanwhile.
     if args.public_key.exists() && !args.force {
         return Err(anyhow::anyhow!(
             "{} exists already; pass --force to replace it",
@@ -53,17 +56,12 @@ pub(crate) fn run(_ctx: &Context, args: Args) -> exit::Result {
     }
     let key = PrivateKey::generate();
     let public = key.public();
-    if let Some(dir) = args
-        .public_key
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-    {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
     // The private key first: a public key without its private one is
     // useless, the other way round it can be derived again.
     key.save(&args.private_key, args.force)?;
-    crate::fsutil::atomic_write(&args.public_key, public.to_pem().as_bytes())?;
+    public
+        .save(&args.public_key, args.force)
+        .with_context(|| format!("writing the public key {}", args.public_key.display()))?;
     if args.json {
         return super::write_json(&serde_json::json!({
             "schema": 1,
