@@ -68,6 +68,22 @@ impl Bundle {
         self.dsse_envelope.verify(key, what)
     }
 
+    /// The signed payload and the key that signed it, once the envelope
+    /// verifies with one of `keys` (the hint is not consulted).
+    pub fn verify_any<'k>(
+        &self,
+        keys: &'k [PublicKey],
+        what: &str,
+    ) -> Result<(Vec<u8>, &'k PublicKey), AttestError> {
+        self.dsse_envelope.verify_any(keys, what)
+    }
+
+    /// The key the bundle says signed it: a name an attacker may write,
+    /// for messages only.
+    pub fn claimed_hint(&self) -> &str {
+        &self.verification_material.public_key.hint
+    }
+
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("a bundle serialises")
     }

@@ -57,32 +57,92 @@ impl Envelope {
     /// The payload's bytes, once a signature by `key` over them verifies;
     /// `what` names the envelope in errors.
     pub fn verify(&self, key: &PublicKey, what: &str) -> Result<Vec<u8>, AttestError> {
+        self.verify_any(std::slice::from_ref(key), what)
+            .map(|(payload, _)| payload)
+    }
+
+    /// The payload's bytes and the key that signed them, once a signature
+    /// by one of `keys` verifies (several trusted keys: a key rotated out
+    /// still verifies what it signed). The signatures' `keyid`s are hints
+    /// an attacker writes, so every signature is tried with every key; an
+    /// envelope with more than [`MAX_SIGNATURES`] is refused unread, so
+    /// that the work stays bounded whatever the envelope holds.
+    pub fn verify_any<'k>(
+        &self,
+        keys: &'k [PublicKey],
+        what: &str,
+    ) -> Result<(Vec<u8>, &'k PublicKey), AttestError> {
         let malformed = |detail: String| AttestError::Malformed {
             what: what.to_string(),
             detail,
         };
+        if self.signatures.len() > MAX_SIGNATURES {
+            return Err(malformed(format!(
+                "{} signatures, more than the {MAX_SIGNATURES} read",
+                self.signatures.len()
+            )));
+        }
         let payload = STANDARD
             .decode(&self.payload)
             .map_err(|e| malformed(format!("the payload is not base64 ({e})")))?;
         let message = pae(&self.payload_type, &payload);
-        let signed = self.signatures.iter().any(|s| {
-            STANDARD
-                .decode(&s.sig)
-                .is_ok_and(|sig| key.verifies(&message, &sig))
-        });
-        if !signed {
-            return Err(AttestError::BadSignature {
+        let signatures: Vec<Vec<u8>> = self
+            .signatures
+            .iter()
+            .filter_map(|s| STANDARD.decode(&s.sig).ok())
+            .collect();
+        let signer = keys
+            .iter()
+            .find(|key| signatures.iter().any(|sig| key.verifies(&message, sig)));
+        match signer {
+            Some(key) => Ok((payload, key)),
+            None => Err(AttestError::BadSignature {
                 what: what.to_string(),
-                hint: key.hint(),
-            });
+                hint: keys
+                    .iter()
+                    .map(PublicKey::hint)
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+            }),
         }
-        Ok(payload)
     }
 }
+
+/// The most signatures an envelope may carry: one per signer, and a
+/// release has one signer.
+pub const MAX_SIGNATURES: usize = 16;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_of_several_keys_verifies_what_it_signed_and_says_which() {
+        let (old, new) = (PrivateKey::generate(), PrivateKey::generate());
+        let keys = [new.public(), old.public()];
+        let by_old = Envelope::sign(IN_TOTO, b"{}", &old);
+        let (payload, signer) = by_old.verify_any(&keys, "e").unwrap();
+        assert_eq!((payload.as_slice(), signer), (&b"{}"[..], &old.public()));
+        let stranger = Envelope::sign(IN_TOTO, b"{}", &PrivateKey::generate());
+        let err = stranger.verify_any(&keys, "e").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "e: the signature does not verify with the key {} or {}",
+                new.public().hint(),
+                old.public().hint()
+            )
+        );
+        // A stranger's signature beside ours: ours counts.
+        let mut both = stranger.clone();
+        both.signatures.extend(by_old.signatures.clone());
+        assert_eq!(both.verify_any(&keys, "e").unwrap().1, &old.public());
+        // Beyond the bound nothing is tried, ours among them or not.
+        let mut flood = by_old.clone();
+        flood.signatures = vec![by_old.signatures[0].clone(); MAX_SIGNATURES + 1];
+        let err = flood.verify_any(&keys, "e").unwrap_err().to_string();
+        assert_eq!(err, "e: 17 signatures, more than the 16 read");
+    }
 
     #[test]
     fn pae_is_the_specs() {

@@ -67,9 +67,10 @@ pub(crate) struct VerifyArgs {
     pub output: OutputOptions,
     /// Also verify every pin's signed attestations (OCI referrers: a
     /// signature, provenance, test result and SBOM) with the SPKI PEM
-    /// public key in PUB.
+    /// public key in PUB; give it again for each trusted key (a key being
+    /// rotated in or out).
     #[arg(long, value_name = "PUB")]
-    pub key: Option<std::path::PathBuf>,
+    pub key: Vec<std::path::PathBuf>,
     #[command(flatten)]
     pub build: crate::build::BuildOptions,
     #[command(flatten)]
@@ -129,14 +130,16 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
     let (file, text) = load(&path)?;
     let source = ctx.image_source(&args.registry)?;
     let mut findings = verify::verify(&file, &text, &path, &specs, &source);
-    if let Some(key) = &args.key {
-        let key = crate::attest::PublicKey::load(key)?;
+    if !args.key.is_empty() {
+        let keys = (args.key.iter())
+            .map(|path| crate::attest::PublicKey::load(path))
+            .collect::<Result<Vec<_>, _>>()?;
         let (client, rt) = (ctx.registry(&args.registry)?, super::context::runtime()?);
         for (alias, pin) in &file.images {
             let spec = specs.iter().find(|s| &s.alias == alias);
             let smoke = spec.map(|s| s.smoke.as_slice()).unwrap_or_default();
             findings.extend(attestations::verify_pin(
-                &client, &rt, alias, pin, smoke, &key,
+                &client, &rt, alias, pin, smoke, &keys,
             ));
         }
     }

@@ -1,26 +1,29 @@
-//! `sunaba-images verify-attestations ALIAS|REF --key PUB`: the signed
-//! referrers of one pinned alias (or any image by reference) checked with a
-//! public key, as `pins verify --key` checks every pin
-//! (`crate::pins::attestations`). Exit 2 naming what is missing or wrong.
+//! `sunaba-images verify-attestations ALIAS|REF --key PUB…`: the signed
+//! referrers of one pinned alias (or any image by reference) checked with
+//! the trusted public keys, as `pins verify --key` checks every pin
+//! (`crate::pins::attestations`). Exit 2 naming what is missing or wrong;
+//! referrers no trusted key signed are listed as ignored (warnings).
 
 use super::context::{Context, OutputOptions, PinsOptions, RegistryOptions};
 use crate::exit;
 use crate::pins::PinsFile;
 use crate::pins::attestations;
 use crate::pins::verify::Severity;
+use anyhow::Context as _;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  sunaba-images verify-attestations python --key keys/release.pub\n  sunaba-images verify-attestations 127.0.0.1:5000/sunaba/sandbox@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef --key keys/release.pub"
+    after_help = "Examples:\n  sunaba-images verify-attestations python --key keys/release.pub\n  sunaba-images verify-attestations python --key keys/release.pub --key keys/release-2027.pub\n  sunaba-images verify-attestations 127.0.0.1:5000/sunaba/sandbox@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef --key keys/release.pub"
 )]
 pub(crate) struct Args {
     /// A pinned alias, or an image reference (`REPO:TAG`, `REPO@sha256:…`).
     #[arg(value_name = "ALIAS|REF")]
     pub target: String,
-    /// The SPKI PEM public key the attestations must be signed with.
-    #[arg(long, value_name = "PUB")]
-    pub key: PathBuf,
+    /// An SPKI PEM public key the attestations may be signed with; give
+    /// it again for each trusted key (a key being rotated in or out).
+    #[arg(long, value_name = "PUB", required = true)]
+    pub key: Vec<PathBuf>,
     /// Print `{"schema", "target", "ok", "subjects", "findings": […]}`.
     #[arg(long)]
     pub json: bool,
@@ -33,11 +36,32 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
-    let key = crate::attest::PublicKey::load(&args.key)?;
-    let (client, rt) = (ctx.registry(&args.registry)?, super::context::runtime()?);
+    let keys = args
+        .key
+        .iter()
+        .map(|path| crate::attest::PublicKey::load(path))
+        .collect::<Result<Vec<_>, _>>()?;
     let path = ctx.pins_path(&args.file);
     let loaded = PinsFile::load(&path)?;
     let pinned = (loaded.as_ref()).and_then(|(f, _)| f.images.get(&args.target).cloned());
+    // A pinned alias is held to what images.toml says its variant owes
+    // (its smoke suites); without the file that policy cannot be read, and
+    // checking less than it says would pass what it forbids.
+    let smoke = match &pinned {
+        Some(_) => {
+            let specs = ctx.alias_specs().with_context(|| {
+                format!(
+                    "cannot read the smoke suites {} owes from {}",
+                    args.target,
+                    ctx.manifest_path().display()
+                )
+            })?;
+            let spec = specs.into_iter().find(|s| s.alias == args.target);
+            spec.map(|s| s.smoke).unwrap_or_default()
+        }
+        None => Vec::new(),
+    };
+    let (client, rt) = (ctx.registry(&args.registry)?, super::context::runtime()?);
     let pin = match pinned {
         Some(pin) => pin,
         None => {
@@ -45,11 +69,10 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
             rt.block_on(attestations::pin_of_reference(&client, &reference))?
         }
     };
-    // The suites the alias's variant owes, where images.toml declares it.
-    let specs = ctx.alias_specs().unwrap_or_default();
-    let smoke = specs.iter().find(|s| s.alias == args.target);
-    let smoke = smoke.map(|s| s.smoke.as_slice()).unwrap_or_default();
-    let findings = attestations::verify_pin(&client, &rt, &args.target, &pin, smoke, &key);
+    let findings = attestations::verify_pin(&client, &rt, &args.target, &pin, &smoke, &keys);
+    let count = |severity| findings.iter().filter(|f| f.severity == severity).count();
+    let (problems, errors) = (count(Severity::Problem), count(Severity::Error));
+    let ok = problems + errors == 0;
     if args.output.github() {
         let text = loaded.as_ref().map_or("", |(_, text)| text.as_str());
         let files = crate::pins::github::Files {
@@ -64,7 +87,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let subjects = attestations::subjects(&pin).len();
     if args.json {
         super::write_json(&serde_json::json!({
-            "target": args.target, "ok": findings.is_empty(), "subjects": subjects,
+            "target": args.target, "ok": ok, "subjects": subjects,
             "findings": findings,
         }))?;
     } else {
@@ -72,20 +95,23 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
             outln!("{f}")?;
         }
     }
-    if findings.is_empty() && !args.json {
-        outln!(
-            "ok: {}: the attestations of {subjects} image(s) verified with the key {}",
-            args.target,
-            key.hint()
-        )?;
+    if ok {
+        if !args.json {
+            let hints: Vec<String> = keys.iter().map(|k| k.hint()).collect();
+            let keys = match hints.as_slice() {
+                [one] => format!("the key {one}"),
+                many => format!("one of the keys {}", many.join(", ")),
+            };
+            outln!(
+                "ok: {}: the attestations of {subjects} image(s) verified with {keys}",
+                args.target
+            )?;
+        }
         return Ok(());
     }
-    if findings.is_empty() {
-        return Ok(());
-    }
-    if findings.iter().any(|f| f.severity == Severity::Error) {
+    if errors > 0 {
         return Err(exit::Error::reported(exit::Status::Failure));
     }
-    eprintln!("verify-attestations: {} problem(s)", findings.len());
+    eprintln!("verify-attestations: {problems} problem(s)");
     Err(exit::Error::gate())
 }

@@ -264,8 +264,12 @@ fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests
             ))
             .run();
     }
+    // Another key alone: the referrers the pin lists do not verify, each
+    // a problem saying why, and the required ones are missing.
+    let other_key = PrivateKey::generate();
     let other = rig.project.path().join("other.pub");
-    std::fs::write(&other, PrivateKey::generate().public().to_pem()).unwrap();
+    std::fs::write(&other, other_key.public().to_pem()).unwrap();
+    let digest = pin["digest"].as_str().unwrap();
     let out = rig
         .cli()
         .args([
@@ -276,17 +280,26 @@ fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests
         ])
         .status(2)
         .stdout_free("checked below")
-        .stderr_like(r"verify-attestations: \d+ problem\(s\)")
+        .stderr_line("verify-attestations: 8 problem(s)")
         .run()
         .stdout()
         .to_string();
-    assert!(
-        out.contains(&format!(
-            "problem: {alias}: attestations of {}: ",
-            pin["digest"].as_str().unwrap()
-        )) && out.contains("the signature does not verify with the key"),
-        "{out}"
+    let missing = format!(
+        "problem: {alias}: attestations of {digest}: no verified (signature|provenance|test result|SBOM) \\(.*\\) among 4 referrer\\(s\\)"
     );
+    let unverified = format!(
+        "problem: {alias}: attestations of {digest}: the pinned referrer sha256:[0-9a-f]{{64}} does not verify: \
+         signed by no trusted key \\(it names the key {}\\)",
+        key.public().hint()
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 8, "{out}");
+    let (missing, unverified) = (
+        regex::Regex::new(&format!("^{missing}$")).unwrap(),
+        regex::Regex::new(&format!("^{unverified}$")).unwrap(),
+    );
+    assert!(lines[..4].iter().all(|l| missing.is_match(l)), "{out}");
+    assert!(lines[4..].iter().all(|l| unverified.is_match(l)), "{out}");
     // Under `--format github` each problem is also an annotation at the
     // alias's pin.
     let line = std::fs::read_to_string(rig.project.path().join("image_pins.json"))
@@ -302,19 +315,16 @@ fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests
         .args(["--format", "github"])
         .status(2)
         .stdout_free("compared line by line below")
-        .stderr_like(r"verify-attestations: \d+ problem\(s\)")
+        .stderr_line("verify-attestations: 8 problem(s)")
         .run();
-    let problems: Vec<&str> = out.lines().collect();
-    let expected: Vec<String> = problems
-        .iter()
+    let expected: Vec<String> = (lines.iter())
         .map(|p| {
-            let message = p.strip_prefix("problem: ").unwrap();
             format!(
                 "::error file=image_pins.json,line={line},title=verify-attestations%3A {alias}::{}",
-                message.replace('%', "%25")
+                p.strip_prefix("problem: ").unwrap().replace('%', "%25")
             )
         })
-        .chain(problems.iter().map(|p| p.to_string()))
+        .chain(lines.iter().map(|l| l.to_string()))
         .collect();
     assert_eq!(run.lines(), expected);
     // `--json`: the same findings, one document, and still exit 2.
@@ -324,7 +334,7 @@ fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests
         .arg(&other)
         .status(2)
         .stdout_json()
-        .stderr_like(r"verify-attestations: \d+ problem\(s\)")
+        .stderr_line("verify-attestations: 8 problem(s)")
         .run();
     let doc = run.json();
     assert_eq!(doc["schema"], "sunaba-images/verify-attestations/v1");
@@ -335,11 +345,96 @@ fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests
     assert_eq!(doc["subjects"], 1);
     assert_eq!(
         doc["findings"].as_array().unwrap().len(),
-        problems.len(),
+        lines.len(),
         "{doc:#}"
     );
+    // By reference nothing is pinned: the same referrers are listed as
+    // ignored (warnings) beside the missing ones.
+    let by_ref_out = rig
+        .cli()
+        .args(["verify-attestations", &by_ref, "--key"])
+        .arg(&other)
+        .status(2)
+        .stdout_free("checked below")
+        .stderr_line("verify-attestations: 4 problem(s)")
+        .run()
+        .stdout()
+        .to_string();
+    let ignored = format!(
+        "warning: {}: attestations of {digest}: referrer sha256:[0-9a-f]{{64}} ignored: \
+         signed by no trusted key \\(it names the key {}\\)",
+        regex::escape(&by_ref),
+        key.public().hint()
+    );
+    let ignored = regex::Regex::new(&format!("^{ignored}$")).unwrap();
+    let lines: Vec<&str> = by_ref_out.lines().collect();
+    assert_eq!(lines.len(), 8, "{by_ref_out}");
+    assert!(
+        lines[..4].iter().all(|l| ignored.is_match(l)),
+        "{by_ref_out}"
+    );
+    assert!(
+        lines[4..].iter().all(|l| l.starts_with("problem: ")),
+        "{by_ref_out}"
+    );
 
+    // Key rotation: both keys trusted, each verifies what it signed.
+    rig.cli()
+        .args(["verify-attestations", &alias, "--key"])
+        .arg(&other)
+        .arg("--key")
+        .arg(&public)
+        .stdout(format!(
+            "ok: {alias}: the attestations of 1 image(s) verified with one of the keys {}, {}\n",
+            other_key.public().hint(),
+            key.public().hint()
+        ))
+        .run();
+    rig.cli()
+        .args(["pins", "verify", "--key"])
+        .arg(&other)
+        .arg("--key")
+        .arg(&public)
+        .stdout(format!(
+            "ok: {} alias(es) pinned and verified in image_pins.json\n",
+            family_aliases()
+        ))
+        .stderr_may(r"pins verify: .*")
+        .run();
+
+    the_policy_must_be_read(&rig, &alias, &public);
     tampering_is_named(&rig, &key, &public);
+    let listing = Listing::of_first_alias(&rig, &public);
+    a_second_signer_is_listed_as_ignored(&listing);
+    a_flood_of_referrers_is_refused_unread(&listing);
+    registry_strings_are_printed_escaped(&listing);
+}
+
+/// `verify-attestations ALIAS` holds the alias to what images.toml says
+/// its variant owes (its smoke suites): an images.toml that cannot be read
+/// fails the run naming it, before any registry request, instead of
+/// checking less.
+fn the_policy_must_be_read(rig: &Rig, alias: &str, public: &Path) {
+    let manifest = rig.project.path().join("images.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, "[family\n").unwrap();
+    rig.proxy.clear_log();
+    rig.cli()
+        .args(["verify-attestations", alias, "--key"])
+        .arg(public)
+        .status(1)
+        .stderr_like(format!(
+            "error: cannot read the smoke suites {alias} owes from images.toml: \
+             loading the image family manifest: images.toml: TOML parse error at line 1, column 8"
+        ))
+        .stderr_may(r"\s*\d*\s*\|.*|unclosed table, expected `\]`")
+        .run();
+    assert_eq!(
+        rig.proxy.log().len(),
+        0,
+        "nothing was asked of the registry"
+    );
+    std::fs::write(&manifest, text).unwrap();
 }
 
 /// The statements inside the bundles: provenance and test results valid
@@ -445,13 +540,22 @@ fn tampering_is_named(rig: &Rig, key: &PrivateKey, public: &Path) {
         m[2] = entry;
         m
     };
-    let cases: Vec<(&str, Vec<Value>, &str)> = vec![
+    let no_test_result =
+        "no verified test result (https://in-toto.io/attestation/test-result/v0.1)";
+    let stranger = format!(
+        "ignored: signed by no trusted key (it names the key {})",
+        other_key.public().hint()
+    );
+    // Each: the index, a problem it must cause, and the referrer it must
+    // list as ignored (none: no ignored line at all).
+    let cases: Vec<(&str, Vec<Value>, &str, Option<&str>)> = vec![
         (
             "a referrer replaced",
             with_test_result(
                 referrer_of(&descriptor, statement::TEST_RESULT, passed.clone(), key).1,
             ),
             "is not listed and verified",
+            None,
         ),
         (
             "a signature from another key",
@@ -464,12 +568,14 @@ fn tampering_is_named(rig: &Rig, key: &PrivateKey, public: &Path) {
                 )
                 .1,
             ),
-            "the signature does not verify with the key",
+            no_test_result,
+            Some(&stranger),
         ),
         (
             "a subject pointing elsewhere",
             with_test_result(referrer_of(&elsewhere, statement::TEST_RESULT, passed, key).1),
-            &elsewhere_says,
+            no_test_result,
+            Some(&elsewhere_says),
         ),
         (
             "a missing test result",
@@ -478,12 +584,14 @@ fn tampering_is_named(rig: &Rig, key: &PrivateKey, public: &Path) {
                 .filter(|e| e["annotations"][referrer::PREDICATE_TYPE] != statement::TEST_RESULT)
                 .cloned()
                 .collect(),
-            "no verified test result (https://in-toto.io/attestation/test-result/v0.1)",
+            no_test_result,
+            None,
         ),
         (
             "a test result saying fail",
             with_test_result(referrer_of(&descriptor, statement::TEST_RESULT, failed, key).1),
             "the signed test result says FAILED, not PASSED",
+            None,
         ),
     ];
     // A referrer whose bundle layer claims more than the limit: refused
@@ -509,9 +617,10 @@ fn tampering_is_named(rig: &Rig, key: &PrivateKey, public: &Path) {
     cases.push((
         "an oversized referrer",
         oversized,
-        "its bundle is 1099511627776 bytes, over the limit of 33554432",
+        no_test_result,
+        Some("its bundle is 1099511627776 bytes, over the limit of 33554432: not read"),
     ));
-    for (what, manifests, says) in cases {
+    for (what, manifests, says, ignored) in cases {
         put_index(manifests);
         let out = verify(rig, public, 2);
         let wanted = format!("problem: {alias}: attestations of {subject}: ");
@@ -520,9 +629,207 @@ fn tampering_is_named(rig: &Rig, key: &PrivateKey, public: &Path) {
                 .any(|l| l.starts_with(&wanted) && l.contains(says)),
             "{what}: wanted a line {wanted}…{says}, got:\n{out}"
         );
+        let warned: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with(&format!("warning: {alias}: attestations of {subject}: ")))
+            .collect();
+        match ignored {
+            Some(why) => assert!(
+                warned.len() == 1 && warned[0].ends_with(why),
+                "{what}: wanted one ignored referrer …{why}, got:\n{out}"
+            ),
+            None => assert!(warned.is_empty(), "{what}: {out}"),
+        }
     }
     p.wait(p.manifest(&rig.repo, &tag, OCI_INDEX, &original));
     verify(rig, public, 0);
+}
+
+/// A released subject's fallback index and how to answer it: what a
+/// registry lists beside a release's referrers.
+struct Listing<'a> {
+    rig: &'a Rig,
+    public: &'a Path,
+    subject: String,
+    original: Vec<u8>,
+    listed: Vec<Value>,
+    tag: String,
+    /// `alias: attestations of subject: `, as findings start.
+    prefix: String,
+    ok_line: String,
+}
+
+impl<'a> Listing<'a> {
+    fn of_first_alias(rig: &'a Rig, public: &'a Path) -> Listing<'a> {
+        let pins = pins(rig);
+        let (alias, pin) = pins["images"].as_object().unwrap().iter().next().unwrap();
+        let (subject, _) = pin["referrers"].as_object().unwrap().iter().next().unwrap();
+        let original = fallback(rig, subject).unwrap();
+        Listing {
+            rig,
+            public,
+            listed: entries(&original),
+            original,
+            tag: subject.replace(':', "-"),
+            prefix: format!("{alias}: attestations of {subject}: "),
+            subject: subject.clone(),
+            ok_line: format!(
+                "ok: {} alias(es) pinned and verified in image_pins.json",
+                family_aliases()
+            ),
+        }
+    }
+
+    fn index(&self, manifests: &[Value]) -> Vec<u8> {
+        let index =
+            serde_json::json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests});
+        serde_json::to_vec(&index).unwrap()
+    }
+
+    /// The proxy answers the next `times` reads of the fallback tag with
+    /// `body` (the registry itself refuses to store what tests list).
+    fn answer(&self, body: Vec<u8>, times: usize) {
+        use crate::support::proxy::{Fault, rule_exact};
+        let path = format!("/v2/{}/manifests/{}", self.rig.repo, self.tag);
+        let digest = sha256(&body);
+        let proxy = &self.rig.proxy;
+        proxy.add(rule_exact("GET", &path, Fault::Body(body), times));
+        proxy.add(rule_exact("GET", &path, Fault::SetDigest(digest), times));
+    }
+}
+
+/// A second signer's referrer beside the release's own: the gate passes
+/// and lists it as ignored; trusting its key too, nothing is ignored.
+fn a_second_signer_is_listed_as_ignored(l: &Listing) {
+    let (rig, public, p) = (l.rig, l.public, &l.rig.pusher);
+    let (subject, prefix, ok_line) = (&l.subject, &l.prefix, &l.ok_line);
+    let second = PrivateKey::generate();
+    let hex = &subject[7..];
+    let payload = statement::statement(
+        &[Resource::sha256("x", hex)],
+        referrer::SPDX,
+        &serde_json::json!({}),
+    );
+    let bundle = Bundle::sign(IN_TOTO, &payload, &second).to_json();
+    p.wait(p.blob(&rig.repo, &bundle));
+    let about: referrer::Descriptor = serde_json::from_value(serde_json::json!({
+        "mediaType": OCI_MANIFEST,
+        "digest": subject,
+        "size": p.wait(p.get(&rig.repo, &format!("manifests/{subject}"))).unwrap().len(),
+    }))
+    .unwrap();
+    let m = referrer::manifest(&about, &bundle, referrer::SPDX);
+    let stranger = p.wait(p.manifest(&rig.repo, &sha256(&m), OCI_MANIFEST, &m));
+    let mut with_stranger = l.listed.clone();
+    with_stranger.insert(
+        1,
+        serde_json::to_value(referrer::entry(&m).unwrap()).unwrap(),
+    );
+    p.wait(p.manifest(&rig.repo, &l.tag, OCI_INDEX, &l.index(&with_stranger)));
+    let out = verify(rig, public, 0);
+    assert_eq!(
+        out,
+        format!(
+            "warning: {prefix}referrer {stranger} ignored: signed by no trusted key (it names the key {})\n{ok_line}\n",
+            second.public().hint()
+        )
+    );
+    // Trusting the second key too, its SBOM verifies: nothing is ignored.
+    let second_pub = rig.project.path().join("second.pub");
+    std::fs::write(&second_pub, second.public().to_pem()).unwrap();
+    rig.cli()
+        .args(["pins", "verify", "--key"])
+        .arg(public)
+        .arg("--key")
+        .arg(&second_pub)
+        .stdout(format!("{ok_line}\n"))
+        .stderr_may(r"pins verify: .*")
+        .run();
+    p.wait(p.manifest(&rig.repo, &l.tag, OCI_INDEX, &l.original));
+}
+
+/// A registry listing 10,000 more referrers (the proxy rewrites the
+/// fallback index the real registry answers): refused unread, in bounded
+/// time, naming the limit.
+fn a_flood_of_referrers_is_refused_unread(l: &Listing) {
+    let (rig, public) = (l.rig, l.public);
+    let mut flood = l.listed.clone();
+    for n in 0..10_000u32 {
+        let mut e = l.listed[0].clone();
+        e["digest"] = Value::from(sha256(&n.to_be_bytes()));
+        flood.push(e);
+    }
+    let body = l.index(&flood);
+    l.answer(body.clone(), 1);
+    rig.proxy.clear_log();
+    let started = std::time::Instant::now();
+    let out = verify(rig, public, 2);
+    let took = started.elapsed();
+    let requests = rig.proxy.log();
+    eprintln!(
+        "a listing of {} referrers ({} bytes): refused in {:.2}s with {} request(s) for the whole family",
+        flood.len(),
+        body.len(),
+        took.as_secs_f64(),
+        requests.len()
+    );
+    assert_eq!(
+        out,
+        format!(
+            "problem: {}the registry lists 10004 referrers of it, over the limit of 64: none was read\n",
+            l.prefix
+        )
+    );
+    let fetched: Vec<&str> = (requests.iter())
+        .filter(|r| {
+            flood[4..]
+                .iter()
+                .any(|e| r.target.contains(e["digest"].as_str().unwrap()))
+        })
+        .map(|r| r.target.as_str())
+        .collect();
+    assert!(fetched.is_empty(), "{fetched:?}");
+    assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+}
+
+/// A listed digest holding a terminal escape sequence is printed escaped,
+/// as people, GitHub and JSON read it.
+fn registry_strings_are_printed_escaped(l: &Listing) {
+    let (rig, public) = (l.rig, l.public);
+    let (subject, prefix, ok_line) = (&l.subject, &l.prefix, &l.ok_line);
+    let mut evil = l.listed.clone();
+    let mut entry = l.listed[0].clone();
+    entry["digest"] = Value::from("sha256:\u{1b}]0;pwned\u{7}");
+    evil.push(entry);
+    l.answer(l.index(&evil), 3);
+    let escaped = r#"referrer sha256:\u{1b}]0;pwned\u{7} ignored: sha256 digests have exactly 64 hex digits, got "\u{1b}]0;pwned\u{7}""#;
+    let out = verify(rig, public, 0);
+    assert_eq!(out, format!("warning: {prefix}{escaped}\n{ok_line}\n"));
+    let run = rig
+        .cli()
+        .args(["pins", "verify", "--format", "github", "--key"])
+        .arg(public)
+        .stdout_free("checked below")
+        .stderr_may(r"pins verify: .*")
+        .run();
+    assert!(
+        run.stdout().contains(&format!("::{prefix}{escaped}")) && !run.stdout().contains('\u{1b}'),
+        "{}",
+        run.stdout()
+    );
+    let run = rig
+        .cli()
+        .args(["pins", "verify", "--json", "--key"])
+        .arg(public)
+        .stdout_json()
+        .stderr_may(r"pins verify: .*")
+        .run();
+    assert!(!run.stdout().contains('\u{1b}') && !run.stdout().contains("\\u001b"));
+    let findings = run.json()["findings"].clone();
+    assert_eq!(
+        findings[0]["message"],
+        format!("attestations of {subject}: {escaped}")
+    );
 }
 
 #[test]
@@ -652,6 +959,29 @@ fn a_two_platform_variant_has_its_index_and_each_platform_attested() {
         p.index(&repo, "python", manifests).await;
     });
     let (_, private, public) = keys(&rig);
+    // A `git` first on PATH that writes down the environment it was given
+    // (the release asks git for the checkout's ref), then runs the real one.
+    let bin = rig.project.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let real = Command::new("sh")
+        .args(["-c", "command -v git"])
+        .output()
+        .unwrap();
+    let real = String::from_utf8(real.stdout).unwrap().trim().to_string();
+    let dump = rig.project.path().join("git-env");
+    let script = bin.join("git");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nenv >> '{}'\nexec '{real}' \"$@\"\n",
+            dump.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let pem = std::fs::read_to_string(&private).unwrap();
     rig.release(&[
         "--write",
         "--notes",
@@ -659,11 +989,17 @@ fn a_two_platform_variant_has_its_index_and_each_platform_attested() {
         "--signing-key-env",
         "SUNABA_TEST_RELEASE_KEY",
     ])
-    .env(
-        "SUNABA_TEST_RELEASE_KEY",
-        std::fs::read_to_string(&private).unwrap(),
-    )
+    .env("SUNABA_TEST_RELEASE_KEY", &pem)
+    .env("PATH", &path)
+    .env_remove("GITHUB_REF")
+    .env_remove("GITHUB_SHA")
     .run();
+    // git ran, and saw neither the variable nor the key.
+    let seen = std::fs::read_to_string(&dump).unwrap();
+    assert!(seen.contains(&format!("PATH={path}\n")), "{seen}");
+    assert!(!seen.contains("SUNABA_TEST_RELEASE_KEY"), "{seen}");
+    let body = pem.lines().nth(1).unwrap();
+    assert!(!seen.contains("PRIVATE KEY") && !seen.contains(body));
     let pins = pins(&rig);
     let pin = &pins["images"]["python"];
     let referrers = pin["referrers"].as_object().unwrap();
