@@ -413,15 +413,30 @@ fn a_signed_release_attaches_referrers_that_verify_and_leaves_the_pinned_digests
 /// `verify-attestations ALIAS` holds the alias to what images.toml says
 /// its variant owes (its smoke suites): an images.toml that cannot be read
 /// fails the run naming it, before any registry request, instead of
-/// checking less.
+/// checking less. (No `--profile`: with one, the profile's settings need
+/// images.toml anyway.)
 fn the_policy_must_be_read(rig: &Rig, alias: &str, public: &Path) {
+    /// Puts images.toml back however the checks end.
+    struct Restore(PathBuf, String);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            std::fs::write(&self.0, &self.1).unwrap();
+        }
+    }
     let manifest = rig.project.path().join("images.toml");
-    let text = std::fs::read_to_string(&manifest).unwrap();
+    let _restore = Restore(
+        manifest.clone(),
+        std::fs::read_to_string(&manifest).unwrap(),
+    );
+    let cli = || {
+        (rig.project.cli())
+            .args(["verify-attestations", alias, "--key"])
+            .arg(public)
+    };
+    cli().stdout_like("ok: .*").run();
     std::fs::write(&manifest, "[family\n").unwrap();
     rig.proxy.clear_log();
-    rig.cli()
-        .args(["verify-attestations", alias, "--key"])
-        .arg(public)
+    cli()
         .status(1)
         .stderr_like(format!(
             "error: cannot read the smoke suites {alias} owes from images.toml: \
@@ -434,7 +449,15 @@ fn the_policy_must_be_read(rig: &Rig, alias: &str, public: &Path) {
         0,
         "nothing was asked of the registry"
     );
-    std::fs::write(&manifest, text).unwrap();
+    std::fs::remove_file(&manifest).unwrap();
+    cli()
+        .status(1)
+        .stderr_line(format!(
+            "error: cannot read the smoke suites {alias} owes from images.toml: \
+             loading the image family manifest: cannot read images.toml: \
+             No such file or directory (os error 2): No such file or directory (os error 2)"
+        ))
+        .run();
 }
 
 /// The statements inside the bundles: provenance and test results valid
