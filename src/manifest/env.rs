@@ -2,7 +2,7 @@
 //! `ENV`): plain names and values that refer only to the posture's
 //! variables, which the template sets before any fragment.
 
-use super::validate::{Problems, valid_arg_name};
+use super::problems::{Problems, valid_arg_name};
 use std::collections::BTreeMap;
 use toml::Spanned;
 

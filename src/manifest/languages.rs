@@ -15,7 +15,7 @@
 //! `detect` finds that language only when it is named (`--language`).
 
 use super::Tool;
-use super::validate::{Problems, known};
+use super::problems::{Problems, known};
 use serde::Deserialize;
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use std::collections::BTreeMap;

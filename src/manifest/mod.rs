@@ -13,6 +13,7 @@ pub mod edit;
 mod env;
 mod languages;
 mod packages;
+mod problems;
 mod profile;
 mod raw;
 pub mod smoke;
@@ -21,15 +22,15 @@ mod validate;
 
 pub use languages::{Language, glob_match};
 pub use packages::{LOCK_DIR, Package, Source, lock_dir};
+pub use problems::Problem;
 pub use profile::{Profile, Settings};
 pub use smoke::{SmokeCommand, SmokeExpect, SmokeSuite};
 pub use upstream::{Upstream, UpstreamError, parse_pinned};
-pub use validate::Problem;
 
 use bytesize::ByteSize;
+use problems::{LineIndex, ProblemList};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use validate::ProblemList;
 
 /// The only manifest schema this build understands.
 pub const SCHEMA: u32 = 1;
@@ -194,7 +195,7 @@ impl Manifest {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let lines = validate::LineIndex::new(text);
+        let lines = LineIndex::new(text);
         let (manifest, problems) = validate::validate(raw, path, &root, &lines);
         if problems.is_empty() {
             Ok(manifest)

@@ -3,8 +3,8 @@
 //! file of `docker/locks/<fragment>/` holds it, and which releases
 //! `outdated` may propose.
 
+use super::problems::Problems;
 use super::raw::RawPackage;
-use super::validate::Problems;
 use crate::registry::Platform;
 use crate::versions::lenient_version;
 use serde::Serialize;

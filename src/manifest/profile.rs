@@ -2,9 +2,9 @@
 //! registry, upstream, CA bundle and engine, their validation, and the
 //! settings they resolve to.
 
+use super::problems::Problems;
 use super::raw::RawProfile;
 use super::upstream::{Upstream, parse_pinned};
-use super::validate::Problems;
 use super::{Manifest, ManifestError};
 use crate::registry::Reference;
 use std::collections::BTreeMap;

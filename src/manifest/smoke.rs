@@ -3,8 +3,8 @@
 //! on each project. Validated like the rest of the manifest: every problem
 //! with its line, key and a hint.
 
+use super::problems::{Problems, known, valid_name};
 use super::raw::{RawExpect, RawSuite};
-use super::validate::{Problems, known, valid_name};
 use super::{Manifest, Tool};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};

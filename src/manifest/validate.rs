@@ -1,6 +1,7 @@
 //! Validation of a parsed `images.toml`: every cross-reference, name and
 //! pattern checked, and every problem collected with its line, key and hint.
 
+use super::problems::{LineIndex, Problem, Problems, known, valid_arg_name, valid_name};
 use super::raw::{RawFragment, RawManifest, RawTool, RawVariant};
 use super::{FRAGMENT_DIR, Fragment, Manifest, SCHEMA, Tool, Variant, packages, parse_size};
 use super::{profile, upstream};
@@ -8,132 +9,8 @@ use crate::registry::Platform;
 use crate::versions::lenient_version;
 use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::path::{Component, Path, PathBuf};
 use toml::Spanned;
-
-/// One thing wrong with the manifest: where, which key, what, and what to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// 1-based line in images.toml, when the key has a position.
-    pub line: Option<usize>,
-    /// Dotted key path, e.g. `fragments.python.provides`.
-    pub key: String,
-    pub message: String,
-    pub hint: String,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "line {line}: {}: {}", self.key, self.message)?,
-            None => write!(f, "{}: {}", self.key, self.message)?,
-        }
-        if !self.hint.is_empty() {
-            write!(f, " (hint: {})", self.hint)?;
-        }
-        Ok(())
-    }
-}
-
-pub(super) struct ProblemList<'a>(pub(super) &'a [Problem]);
-
-impl fmt::Display for ProblemList<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, p) in self.0.iter().enumerate() {
-            if i > 0 {
-                writeln!(f)?;
-            }
-            write!(f, "  - {p}")?;
-        }
-        Ok(())
-    }
-}
-
-/// Maps byte offsets to 1-based line numbers.
-pub(super) struct LineIndex {
-    starts: Vec<usize>,
-}
-
-impl LineIndex {
-    pub(super) fn new(text: &str) -> Self {
-        let mut starts = vec![0];
-        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-        LineIndex { starts }
-    }
-    fn line(&self, offset: usize) -> usize {
-        match self.starts.binary_search(&offset) {
-            Ok(i) => i + 1,
-            Err(i) => i,
-        }
-    }
-}
-
-/// The problems found so far, and where their lines are.
-pub(super) struct Problems<'a> {
-    lines: &'a LineIndex,
-    list: Vec<Problem>,
-}
-
-impl Problems<'_> {
-    pub(super) fn at<T>(
-        &mut self,
-        spanned: &Spanned<T>,
-        key: impl Into<String>,
-        message: impl Into<String>,
-        hint: impl Into<String>,
-    ) {
-        self.at_span(spanned.span(), key, message, hint);
-    }
-    pub(super) fn at_span(
-        &mut self,
-        span: std::ops::Range<usize>,
-        key: impl Into<String>,
-        message: impl Into<String>,
-        hint: impl Into<String>,
-    ) {
-        let line = Some(self.lines.line(span.start));
-        self.push(line, key, message, hint);
-    }
-    pub(super) fn push(
-        &mut self,
-        line: Option<usize>,
-        key: impl Into<String>,
-        message: impl Into<String>,
-        hint: impl Into<String>,
-    ) {
-        self.list.push(Problem {
-            line,
-            key: key.into(),
-            message: message.into(),
-            hint: hint.into(),
-        });
-    }
-}
-
-pub(super) fn known(names: impl IntoIterator<Item = impl AsRef<str>>) -> String {
-    let v: Vec<String> = names.into_iter().map(|s| s.as_ref().to_string()).collect();
-    if v.is_empty() {
-        "none".into()
-    } else {
-        v.join(", ")
-    }
-}
-
-/// Names end up in file names, image tags and shell words: keep them plain.
-pub(super) fn valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
-        && chars.all(|c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_' || c == '.'
-        })
-}
-
-pub(super) fn valid_arg_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_uppercase() || c == '_')
-        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-}
 
 /// The platforms of a `platforms` list at `key`, each parsed once: a
 /// repeat, an unparsable one, or (when `within` is not empty) one outside
@@ -216,10 +93,7 @@ pub(super) fn validate(
     root: &Path,
     lines: &LineIndex,
 ) -> (Manifest, Vec<Problem>) {
-    let mut p = Problems {
-        lines,
-        list: Vec::new(),
-    };
+    let mut p = Problems::new(lines);
     let platforms = top_level(&raw, &mut p);
     let tools = tools(std::mem::take(&mut raw.tools), &mut p);
     let fragments = fragments(
@@ -277,8 +151,7 @@ pub(super) fn validate(
             }
         }
     }
-    p.list.sort_by_key(|pr| pr.line.unwrap_or(usize::MAX));
-    (manifest, p.list)
+    (manifest, p.into_sorted())
 }
 
 /// The top-level keys: schema, upstream, platforms. Returns the family's
@@ -417,7 +290,7 @@ fn fragments(
     platforms: &[Platform],
     p: &mut Problems,
 ) -> BTreeMap<String, Fragment> {
-    let lines = p.lines;
+    let lines = p.lines();
     let mut fragments = BTreeMap::new();
     let mut arg_owner: BTreeMap<String, String> = BTreeMap::new();
     for arg in declared_args.keys() {
