@@ -137,6 +137,17 @@ impl FromStr for Platform {
                 "platform parts may contain only letters, digits, '_', '-' and '.'",
             ));
         }
+        // Every real OS, architecture and variant name does; a part that
+        // starts with '-' would read as an option where a platform is
+        // printed into a command line.
+        if parts
+            .iter()
+            .any(|p| !p.starts_with(|c: char| c.is_ascii_alphanumeric()))
+        {
+            return Err(bad(
+                "each platform part must start with a letter or a digit",
+            ));
+        }
         match parts.as_slice() {
             [os, arch] => Ok(Platform::new(os, arch, None)),
             [os, arch, variant] => Ok(Platform::new(os, arch, Some(variant))),
@@ -225,7 +236,18 @@ mod tests {
         );
         assert_eq!(p("linux/arm/v7").normalized().to_string(), "linux/arm/v7");
         assert_eq!(p("linux/arm").normalized().to_string(), "linux/arm");
-        for bad in ["linux", "linux/", "linux/amd64/v8/x", "linux/am d64", ""] {
+        for bad in [
+            "linux",
+            "linux/",
+            "linux/amd64/v8/x",
+            "linux/am d64",
+            "",
+            "--privileged/amd64",
+            "linux/-v",
+            "linux/amd64/-x",
+            "linux/.x",
+            "_/amd64",
+        ] {
             let err = bad.parse::<Platform>().unwrap_err().to_string();
             assert!(err.contains(&format!("{bad:?}")), "{err}");
         }

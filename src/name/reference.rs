@@ -26,8 +26,11 @@ static DOMAIN_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
 static PATH_COMPONENT_RE: LazyLock<regex::Regex> = LazyLock::new(|| {
     regex::Regex::new(r"^[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*$").expect("path regex")
 });
+// The grammar's `\w` is Go's, ASCII only (the regex crate's `\w` is
+// Unicode's, which takes letters of every script and the invisible joiners
+// U+200C/U+200D).
 static TAG_RE: LazyLock<regex::Regex> =
-    LazyLock::new(|| regex::Regex::new(r"^[\w][\w.-]{0,127}$").expect("tag regex"));
+    LazyLock::new(|| regex::Regex::new(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$").expect("tag regex"));
 
 /// Why a reference was rejected.
 fn invalid(input: &str, reason: impl Into<String>) -> Invalid {
@@ -240,6 +243,12 @@ fn split_name(input: &str, name: &str) -> Result<(String, String), Invalid> {
     if name.contains('@') {
         return Err(invalid(input, "a repository name cannot carry a digest"));
     }
+    if name.starts_with('-') {
+        return Err(invalid(
+            input,
+            "a name cannot start with '-' (a command line would read it as an option)",
+        ));
+    }
     let (mut registry, mut path) = match name.split_once('/') {
         Some((first, rest))
             if first.contains(['.', ':'])
@@ -382,6 +391,74 @@ mod tests {
         );
         assert!(reason(&format!("x.io/{}", "a".repeat(260))).contains("at most 255"));
         assert!(reason("foo/bar__-baz").contains("invalid"));
+        assert!(
+            reason("-v=/:/host").contains("cannot start with '-'"),
+            "{}",
+            reason("-v=/:/host")
+        );
+    }
+
+    /// Text an engine's argv parser could read as an option, or that a
+    /// terminal or shell would show as something else, is no name: refused
+    /// by the parser itself, whatever a caller checks.
+    #[test]
+    fn option_words_whitespace_control_and_foreign_letters_are_no_names() {
+        for bad in [
+            "--privileged",
+            "-v=/:/host",
+            "-v=/:/host@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+            "-it",
+            "-",
+            "--",
+            "ghcr.io/-x",
+            "-ghcr.io/x",
+            "ghcr.io:-1/x",
+            "x:-t",
+            "x=y",
+            "x/--privileged",
+            "a=b/c",
+            "x:t=1",
+            "x\t",
+            "x\n",
+            "x\u{0}",
+            "x\u{1b}[31m",
+            "x\u{7f}",
+            "x:t\u{200d}",
+            "x:t\u{200c}",
+            "x:caf\u{e9}",
+            "x:\u{661}",
+            "\u{200b}x",
+            "x\u{a0}y",
+        ] {
+            assert!(
+                bad.parse::<Reference>().is_err(),
+                "{bad:?} parsed as a reference"
+            );
+            assert!(
+                bad.parse::<Repository>().is_err(),
+                "{bad:?} parsed as a repository"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever parses is printable ASCII without `=` or whitespace and
+        /// starts with a letter, a digit or `[`, as written and as printed.
+        #[test]
+        fn whatever_parses_is_no_option_word(
+            text in r"[-=a-z0-9:/@._ \t\x{1b}\x{e9}\x{200d}\[\]]{1,24}"
+        ) {
+            if let Ok(r) = text.parse::<Reference>() {
+                for shown in [text.clone(), r.to_string()] {
+                    let first = shown.chars().next().unwrap();
+                    proptest::prop_assert!(first.is_ascii_alphanumeric() || first == '[', "{shown:?}");
+                    proptest::prop_assert!(
+                        shown.chars().all(|c| c.is_ascii_graphic() && c != '='),
+                        "{shown:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
