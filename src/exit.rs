@@ -174,14 +174,16 @@ pub(crate) fn sandboxed(status: std::process::ExitStatus) -> Result {
 }
 
 /// The one mapping from kinds of failure to exit statuses: a name the
-/// project does not declare ([`crate::name::Unknown`], anywhere in the
-/// chain) is a usage error; anything else is an operational failure.
-/// Gates set their own status ([`Error::gate`]).
+/// project does not declare ([`crate::name::Unknown`]) or text that is no
+/// name at all ([`crate::name::Invalid`]: a reference or platform that does
+/// not parse, on the command line or in a file such as image_pins.json),
+/// anywhere in the chain, is a usage error; anything else is an operational
+/// failure. Gates set their own status ([`Error::gate`]).
 fn status_for(error: &anyhow::Error) -> Status {
-    if error
-        .chain()
-        .any(|cause| cause.downcast_ref::<crate::name::Unknown>().is_some())
-    {
+    if error.chain().any(|cause| {
+        cause.downcast_ref::<crate::name::Unknown>().is_some()
+            || cause.downcast_ref::<crate::name::Invalid>().is_some()
+    }) {
         Status::Usage
     } else {
         Status::Failure
@@ -306,6 +308,15 @@ mod tests {
             format!("{:#}", e.unreported().unwrap()),
             "building the image family: unknown variant `rust` (images.toml declares: base)"
         );
+    }
+
+    #[test]
+    fn text_that_is_no_name_is_a_usage_error_whatever_the_context() {
+        let invalid = "-v=/:/host".parse::<crate::name::Repository>().unwrap_err();
+        let e: Error = anyhow::Error::new(invalid)
+            .context("reading image_pins.json")
+            .into();
+        assert_eq!(e.status(), Status::Usage);
     }
 
     #[test]

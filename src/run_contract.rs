@@ -7,6 +7,8 @@
 //! Everything here is pure: the caller measures (the engine's memory and
 //! CPUs, the caller's environment) and passes the facts in.
 
+use crate::engine::Argv;
+use crate::name::Image;
 use sha2::Digest as _;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -355,8 +357,9 @@ impl fmt::Display for Directive {
 /// One sandbox container, fully decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sandbox {
-    /// `repository@sha256:…` (or any reference for an unpinned image).
-    pub image: String,
+    /// A pin's `repository@sha256:…`, `run --image`'s reference, or the
+    /// ID of the image a check runs.
+    pub image: Image,
     /// The alias the image was chosen by (a label), if any.
     pub alias: Option<String>,
     /// Absolute host path, bind-mounted read-write at [`WORKSPACE`].
@@ -384,7 +387,7 @@ pub struct Sandbox {
 impl Sandbox {
     /// A sandbox for `workspace` with the default posture and no command.
     pub fn new(
-        image: impl Into<String>,
+        image: Image,
         workspace: &Path,
         memory_bytes: u64,
     ) -> Result<Sandbox, ContractError> {
@@ -394,7 +397,7 @@ impl Sandbox {
             });
         }
         Ok(Sandbox {
-            image: image.into(),
+            image,
             alias: None,
             workspace: workspace.to_path_buf(),
             name: container_name(workspace),
@@ -414,7 +417,7 @@ impl Sandbox {
     /// The labels the container carries.
     pub fn labels(&self) -> BTreeMap<&'static str, String> {
         let mut labels = BTreeMap::from([
-            (LABEL_IMAGE, self.image.clone()),
+            (LABEL_IMAGE, self.image.to_string()),
             (
                 LABEL_WORKSPACE,
                 self.workspace.to_string_lossy().into_owned(),
@@ -427,93 +430,84 @@ impl Sandbox {
     }
 
     /// The arguments after the engine program (`run …`), in a fixed order.
+    ///
+    /// No word made of outside text can be read as an option
+    /// (docs/run-contract.md, "What reaches an engine's command line"):
+    /// every option is one word with its value (`--label=…`), and the image
+    /// comes after `--`, where the engines read no more options (Docker
+    /// 20.10 and Podman 4.3 both take it there), then the command.
     pub fn args(&self) -> Vec<OsString> {
-        let mut a: Vec<OsString> = Vec::new();
-        let mut push = |s: &str| a.push(OsString::from(s));
-        push("run");
-        push("--rm");
+        let mut a = Argv::new("run").flag("--rm");
         if self.interactive {
-            push("--interactive");
+            a = a.flag("--interactive");
         }
         if self.tty {
-            push("--tty");
+            a = a.flag("--tty");
         }
-        push("--name");
-        push(&self.name);
         // The name is the sandbox's identity inside too (a random hostname
         // would make two runs of the same command print differently).
-        push("--hostname");
-        push(&self.name);
+        a = a.opt("--name", &self.name).opt("--hostname", &self.name);
         for (k, v) in self.labels() {
-            push("--label");
-            push(&format!("{k}={v}"));
+            a = a.opt("--label", format!("{k}={v}"));
         }
-        // Posture.
-        push("--read-only");
-        push("--tmpfs");
-        // `exec`: the engines mount --tmpfs noexec by default, and `go test`
-        // runs the binaries it builds under /tmp.
-        push(&format!("/tmp:rw,exec,nosuid,nodev,size={TMP_SIZE}"));
-        push("--tmpfs");
-        push(&format!(
-            "{HOME}:rw,exec,nosuid,nodev,size={HOME_SIZE},uid={UID},gid={GID},mode=0700"
-        ));
-        push("--cap-drop");
-        push("ALL");
-        push("--security-opt");
-        push("no-new-privileges");
-        push("--network");
-        push(if self.network { "bridge" } else { "none" });
-        push("--pids-limit");
-        push(&PIDS_LIMIT.to_string());
-        push("--init");
-        push("--memory");
-        push(&self.memory_bytes.to_string());
-        // Swap stays unbounded: a no-swap rule froze real machines.
-        push("--memory-swap");
-        push("-1");
+        // Posture. `exec` on the tmpfs mounts: the engines mount --tmpfs
+        // noexec by default, and `go test` runs the binaries it builds
+        // under /tmp.
+        a = a
+            .flag("--read-only")
+            .opt(
+                "--tmpfs",
+                format!("/tmp:rw,exec,nosuid,nodev,size={TMP_SIZE}"),
+            )
+            .opt(
+                "--tmpfs",
+                format!(
+                    "{HOME}:rw,exec,nosuid,nodev,size={HOME_SIZE},uid={UID},gid={GID},mode=0700"
+                ),
+            )
+            .opt("--cap-drop", "ALL")
+            .opt("--security-opt", "no-new-privileges")
+            .opt("--network", if self.network { "bridge" } else { "none" })
+            .opt("--pids-limit", PIDS_LIMIT.to_string())
+            .flag("--init")
+            .opt("--memory", self.memory_bytes.to_string())
+            // Swap stays unbounded: a no-swap rule froze real machines.
+            .opt("--memory-swap", "-1");
         if let Some(cpus) = self.cpus {
-            push("--cpus");
-            push(&cpus.to_string());
+            a = a.opt("--cpus", cpus.to_string());
         }
         if let Some(platform) = &self.platform {
-            push("--platform");
-            push(&platform.to_string());
+            a = a.opt("--platform", platform.to_string());
         }
         // Workspace: --mount, whose value is CSV, so a path with commas,
         // quotes or newlines is one quoted field (`-v` would split on `:`).
-        push("--mount");
-        a.push(mount_value(&self.workspace));
-        let mut push = |s: &str| a.push(OsString::from(s));
-        push("--workdir");
-        push(WORKSPACE);
+        a = a
+            .opt("--mount", bind_mount(&self.workspace, WORKSPACE, false))
+            .opt("--workdir", WORKSPACE);
         for (k, v) in fixed_env() {
-            push("--env");
-            push(&format!("{k}={v}"));
+            a = a.opt("--env", format!("{k}={v}"));
         }
         for name in &self.env {
-            push("--env");
-            push(name);
+            a = a.opt("--env", name);
         }
         for d in &self.directives {
-            push(&d.arg());
+            a = a.flag(&d.arg());
         }
         if let Some(entrypoint) = &self.entrypoint {
-            push("--entrypoint");
-            push(entrypoint);
+            a = a.opt("--entrypoint", entrypoint);
         }
-        push(&self.image);
-        for c in &self.command {
-            push(c);
-        }
-        a
+        a.operands(std::iter::once(self.image.to_string()).chain(self.command.iter().cloned()))
+            .into_args()
     }
 }
 
-/// `type=bind,source=…,target=/workspace` with the source as a CSV field:
-/// quoted (and inner quotes doubled) when it holds a comma, quote or line
-/// break, which is how the engines' `--mount` parser reads it.
-fn mount_value(source: &Path) -> OsString {
+/// `type=bind,source=…,target=…[,readonly]` with the source as a CSV
+/// field: quoted (and inner quotes doubled) when it holds a comma, quote or
+/// line break, which is how both engines' `--mount` parsers read it (Podman
+/// 4.3's too, tried). `target` is ours, never outside text. Every bind
+/// mount an engine command asks for is written here (`-v` would split a
+/// path on `:`).
+pub(crate) fn bind_mount(source: &Path, target: &str, readonly: bool) -> OsString {
     let src = source.as_os_str().as_encoded_bytes();
     let needs_quotes = src.iter().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'));
     let mut out: Vec<u8> = b"type=bind,".to_vec();
@@ -531,7 +525,10 @@ fn mount_value(source: &Path) -> OsString {
         out.extend_from_slice(b"source=");
         out.extend_from_slice(src);
     }
-    out.extend_from_slice(format!(",target={WORKSPACE}").as_bytes());
+    out.extend_from_slice(format!(",target={target}").as_bytes());
+    if readonly {
+        out.extend_from_slice(b",readonly");
+    }
     use std::os::unix::ffi::OsStringExt;
     OsString::from_vec(out)
 }
@@ -567,7 +564,7 @@ impl ContractError {
 /// directive the engine cannot honour is dropped (`dropped` hears of it),
 /// memory and CPUs are capped by what the engine has.
 pub(crate) fn sandbox(
-    image: impl Into<String>,
+    image: Image,
     workspace: &Path,
     resources: &crate::engine::Resources,
     ask: Ask,
@@ -616,7 +613,7 @@ mod tests {
             ..Ask::default()
         };
         let mut dropped = Vec::new();
-        let s = sandbox("img", Path::new("/w"), &resources, ask, &mut |d| {
+        let s = sandbox(image("img"), Path::new("/w"), &resources, ask, &mut |d| {
             dropped.push(d.to_string())
         })
         .unwrap();
@@ -629,10 +626,17 @@ mod tests {
             cpus: Some(9),
             ..Ask::default()
         };
-        let e = sandbox("img", Path::new("/w"), &resources, too_many, &mut |_| {}).unwrap_err();
+        let e = sandbox(
+            image("img"),
+            Path::new("/w"),
+            &resources,
+            too_many,
+            &mut |_| {},
+        )
+        .unwrap_err();
         assert!(e.is_usage(), "{e}");
         let relative = sandbox(
-            "img",
+            image("img"),
             Path::new("w"),
             &resources,
             Ask::default(),
@@ -810,69 +814,152 @@ mod tests {
         }
     }
 
+    const PINNED: &str = "127.0.0.1:5000/sunaba/sandbox@sha256:\
+        abababababababababababababababababababababababababababababababab";
+
+    fn image(text: &str) -> Image {
+        text.parse().unwrap()
+    }
+
+    fn words(s: &Sandbox) -> Vec<String> {
+        s.args()
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect()
+    }
+
     #[test]
     fn argv_has_the_posture_in_a_fixed_order_and_no_env_values() {
-        let mut s = Sandbox::new(
-            "127.0.0.1:5000/sunaba/sandbox@sha256:abc",
-            Path::new("/src/app"),
-            4 * GIB,
-        )
-        .unwrap();
+        let mut s = Sandbox::new(image(PINNED), Path::new("/src/app"), 4 * GIB).unwrap();
         s.alias = Some("full".into());
         s.env = vec!["TERM".into()];
         s.command = vec!["go".into(), "test".into(), "./...".into()];
-        let args: Vec<String> = s
-            .args()
-            .into_iter()
-            .map(|a| a.into_string().unwrap())
-            .collect();
-        let joined = args.join(" ");
+        let joined = words(&s).join(" ");
         for want in [
+            "run --rm --name=sunaba-app-",
             "--read-only",
-            "--tmpfs /tmp:rw,exec,nosuid,nodev,size=1g",
-            "--tmpfs /home/sandbox:rw,exec,nosuid,nodev,size=1g,uid=1000,gid=1000,mode=0700",
-            "--cap-drop ALL",
-            "--security-opt no-new-privileges",
-            "--network none",
-            "--pids-limit 4096",
+            "--tmpfs=/tmp:rw,exec,nosuid,nodev,size=1g",
+            "--tmpfs=/home/sandbox:rw,exec,nosuid,nodev,size=1g,uid=1000,gid=1000,mode=0700",
+            "--cap-drop=ALL",
+            "--security-opt=no-new-privileges",
+            "--network=none",
+            "--pids-limit=4096",
             "--init",
-            "--memory 4294967296",
-            "--mount type=bind,source=/src/app,target=/workspace",
-            "--workdir /workspace",
-            "--env HOME=/home/sandbox",
-            "--env TERM 127.0.0.1",
-            "--label dev.sunaba.sandbox.alias=full",
-            "--label dev.sunaba.sandbox.workspace=/src/app",
+            "--memory=4294967296",
+            "--memory-swap=-1",
+            "--mount=type=bind,source=/src/app,target=/workspace",
+            "--workdir=/workspace",
+            "--env=HOME=/home/sandbox",
+            "--env=TERM --",
+            "--label=dev.sunaba.sandbox.alias=full",
+            "--label=dev.sunaba.sandbox.workspace=/src/app",
         ] {
             assert!(joined.contains(want), "{want:?} missing in {joined}");
         }
         assert!(!joined.contains("--cpus"), "{joined}");
         assert!(!joined.contains("--privileged"), "{joined}");
         assert!(
-            joined.ends_with("sandbox@sha256:abc go test ./..."),
+            joined.ends_with(&format!(" -- {PINNED} go test ./...")),
             "{joined}"
         );
         s.network = true;
         s.cpus = Some(2);
-        let joined = s
-            .args()
-            .into_iter()
-            .map(|a| a.into_string().unwrap())
-            .collect::<Vec<_>>()
-            .join(" ");
+        let joined = words(&s).join(" ");
         assert!(
-            joined.contains("--network bridge") && joined.contains("--cpus 2"),
+            joined.contains("--network=bridge") && joined.contains("--cpus=2"),
             "{joined}"
         );
         assert!(
-            Sandbox::new("x", Path::new("rel"), GIB).is_err(),
+            Sandbox::new(image("x"), Path::new("rel"), GIB).is_err(),
             "a relative workspace is refused"
         );
     }
 
+    /// Every value made of outside text (the workspace path, the alias, the
+    /// image, an entrypoint, the command) is inside its option's word or
+    /// after `--`: before `--` each word is one of the contract's own
+    /// options, and the image is the word right after it.
+    #[test]
+    fn no_outside_text_can_be_read_as_an_option() {
+        let mut s = Sandbox::new(
+            image("127.0.0.1:5000/x:t"),
+            Path::new("/w/-v=/:/host --privileged"),
+            4 * GIB,
+        )
+        .unwrap();
+        s.alias = Some("--privileged".into());
+        s.entrypoint = Some("-v=/:/host".into());
+        s.platform = Some("linux/amd64".parse().unwrap());
+        s.env = vec!["TERM".into()];
+        s.directives = vec![Directive::GpusAll, Directive::ShmSize("1g".into())];
+        s.interactive = true;
+        s.tty = true;
+        s.cpus = Some(1);
+        s.command = vec!["--privileged".into(), "-v=/:/host".into()];
+        let words = words(&s);
+        let dash = words.iter().position(|w| w == "--").unwrap();
+        const FLAGS: &[&str] = &[
+            "--rm",
+            "--interactive",
+            "--tty",
+            "--read-only",
+            "--init",
+            "--gpus=all",
+        ];
+        const WITH_VALUES: &[&str] = &[
+            "name",
+            "hostname",
+            "label",
+            "tmpfs",
+            "cap-drop",
+            "security-opt",
+            "network",
+            "pids-limit",
+            "memory",
+            "memory-swap",
+            "cpus",
+            "platform",
+            "mount",
+            "workdir",
+            "env",
+            "shm-size",
+            "entrypoint",
+        ];
+        assert_eq!(words[0], "run");
+        for w in &words[1..dash] {
+            let ours = FLAGS.contains(&w.as_str())
+                || WITH_VALUES
+                    .iter()
+                    .any(|name| w.starts_with(&format!("--{name}=")));
+            assert!(
+                ours,
+                "{w:?} is not one of the contract's options: {words:?}"
+            );
+        }
+        assert_eq!(
+            words[dash + 1..],
+            ["127.0.0.1:5000/x:t", "--privileged", "-v=/:/host"]
+        );
+        assert!(words.contains(&"--label=dev.sunaba.sandbox.alias=--privileged".to_string()));
+        assert!(words.contains(&"--entrypoint=-v=/:/host".to_string()));
+    }
+
+    #[test]
+    fn a_check_runs_its_image_by_id() {
+        let id = format!("sha256:{}", "c".repeat(64));
+        let s = Sandbox::new(image(&id), Path::new("/w"), 4 * GIB).unwrap();
+        let words = words(&s);
+        assert_eq!(words[words.len() - 2..], ["--".to_string(), id.clone()]);
+        assert!(words.contains(&format!("--label=dev.sunaba.sandbox.image={id}")));
+    }
+
     #[test]
     fn mount_source_is_one_csv_field_whatever_the_path_holds() {
-        let v = |p: &str| mount_value(Path::new(p)).into_string().unwrap();
+        let v = |p: &str| {
+            bind_mount(Path::new(p), WORKSPACE, false)
+                .into_string()
+                .unwrap()
+        };
         assert_eq!(
             v("/a b/$(x)`y`"),
             "type=bind,source=/a b/$(x)`y`,target=/workspace"
@@ -880,6 +967,10 @@ mod tests {
         assert_eq!(
             v("/a,b/\"q\"\nz"),
             "type=bind,\"source=/a,b/\"\"q\"\"\nz\",target=/workspace"
+        );
+        assert_eq!(
+            bind_mount(Path::new("/x:/host,ro=false"), "/lock", true),
+            "type=bind,\"source=/x:/host,ro=false\",target=/lock,readonly"
         );
     }
 }

@@ -57,6 +57,12 @@ pub(crate) enum BuildError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The bundle reaches a build as `--secret=id=…,src=PATH`, a list the
+    /// engines split on commas (Podman on every one, quoted or not).
+    #[error(
+        "the CA bundle path {path:?} holds a comma, a quote or a line break, which an engine's          --secret value cannot carry; copy the bundle to a plainer path"
+    )]
+    CaBundlePath { path: PathBuf },
     #[error(
         "the upstream image {reference} is not available locally and cannot be pulled by its \
          digest: {source}"

@@ -122,6 +122,14 @@ pub(crate) fn run(
     // emulation, which must work before anything starts.
     let foreign = (platform != native).then(|| platform.clone());
     if let Some(path) = &opts.ca_bundle {
+        if path
+            .as_os_str()
+            .as_encoded_bytes()
+            .iter()
+            .any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
+        {
+            return Err(BuildError::CaBundlePath { path: path.clone() });
+        }
         std::fs::File::open(path).map_err(|source| BuildError::CaBundle {
             path: path.clone(),
             source,
@@ -434,6 +442,29 @@ mod tests {
             results(&third),
             BTreeMap::from([("base", "skipped"), ("b", "built")])
         );
+    }
+
+    /// The bundle's path is the `src` of a `--secret=id=…,src=…` list: a
+    /// comma in it would start another field (`,src=/root/.docker/config.json`
+    /// makes that the secret for Docker), so such a path is refused before
+    /// anything is built.
+    #[test]
+    fn a_ca_bundle_path_that_would_split_the_secret_value_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let family = fake_family(dir.path());
+        let engine = upstream_engine(&[]);
+        for name in ["ca,src=x.pem", "ca\".pem", "ca\n.pem"] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, "").unwrap();
+            let mut opts = options(dir.path(), 1);
+            opts.ca_bundle = Some(path.clone());
+            let err = run(&family, &[], &engine, &opts, &Quiet).unwrap_err();
+            assert!(
+                matches!(&err, BuildError::CaBundlePath { path: p } if *p == path),
+                "{err}"
+            );
+        }
+        assert!(engine.built.lock().unwrap().is_empty());
     }
 
     #[test]

@@ -7,8 +7,8 @@
 use super::healthcheck::{evaluate, healthcheck_argv};
 use super::report::{CheckReport, EMULATION_TIMEOUT_FACTOR, ToolStatus, human_bytes};
 use super::{CheckError, Expectation, Healthcheck, LABEL_INPUTS};
-use crate::engine::Engine;
 use crate::engine::ImageInfo;
+use crate::engine::{Engine, EngineError};
 use crate::run_contract::{self as rc, Sandbox};
 use crate::smoke::{self, driver, workspace::Workspace};
 use std::time::{Duration, Instant};
@@ -74,8 +74,15 @@ pub(crate) fn check_image(
         timeout
     };
     // The ID, so a tag moved meanwhile cannot change what is checked.
+    let id = info
+        .id
+        .parse()
+        .map_err(|e: crate::name::InvalidDigest| EngineError::Parse {
+            command: format!("image inspect {reference}"),
+            detail: format!("the image ID {:?} is no digest: {e}", info.id),
+        })?;
     let mut sandbox = Sandbox::new(
-        info.id.clone(),
+        crate::name::Image::Id(id),
         &workspace.root,
         rc::memory_cap(resources.memory_bytes, None)?,
     )?;

@@ -64,8 +64,12 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         None
     };
     let (file, text) = PinsFile::load(path)?.unwrap_or_default();
+    let repository = settings
+        .repository
+        .parse()
+        .context("images.toml `repository`")?;
     let req = Request {
-        repository: &settings.repository,
+        repository: &repository,
         specs: &specs,
         only: &args.aliases,
         select: SelectOptions {

@@ -4,6 +4,7 @@
 
 use super::context::{Context, PinsOptions};
 use crate::exit::{self, Status, WithStatus};
+use crate::name::Image;
 use crate::pins::PinsFile;
 use crate::process::Cmd;
 use crate::run_contract::{self, Directive};
@@ -20,9 +21,10 @@ pub(crate) struct Args {
     /// only a label.
     #[arg(required_unless_present = "image")]
     pub alias: Option<String>,
-    /// Run this image instead of a pinned one (an unpinned build, say).
+    /// Run this image instead of a pinned one (an unpinned build, say): a
+    /// reference or an image ID, refused unless it parses as one.
     #[arg(long, value_name = "REF")]
-    pub image: Option<String>,
+    pub image: Option<Image>,
     /// The directory mounted read-write at /workspace (default: the current one).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
@@ -84,7 +86,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let image = match (&pin, &args.image) {
         (Some(pin), _) => {
             let platform = engine.platform().context("reaching the container engine")?;
-            pin.reference_for(&platform).map_err(anyhow::Error::msg)?
+            pin.image_for(&platform).map_err(anyhow::Error::msg)?
         }
         (None, Some(image)) => image.clone(),
         (None, None) => unreachable!("clap requires an alias or --image"),
@@ -142,7 +144,7 @@ fn workspace(asked: Option<PathBuf>) -> exit::Result<PathBuf> {
     Ok(workspace)
 }
 
-/// `repository@digest` of a pinned alias.
+/// The pin of an alias (its repository parsed as the file was read).
 fn pinned(ctx: &Context, file: &PinsOptions, alias: &str) -> exit::Result<crate::pins::Pin> {
     let path = ctx.pins_path(file);
     let (pins, _) = PinsFile::load(&path)?.with_context(|| {

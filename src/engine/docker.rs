@@ -1,6 +1,6 @@
 //! The Docker CLI driver.
 
-use super::{BuildRequest, Engine, EngineError, LogFormat, Resources};
+use super::{Argv, BuildRequest, Engine, EngineError, LogFormat, Resources};
 use crate::name::Platform;
 use crate::process::Cmd;
 use std::path::{Path, PathBuf};
@@ -41,7 +41,9 @@ impl Docker {
     /// means it cannot (no buildx, and too new for built-in BuildKit).
     pub(crate) fn probe(program: &Path) -> Result<Result<Docker, String>, EngineError> {
         let version = client_version(program)?;
-        let buildx = Cmd::new(program).args(["buildx", "version"]).output()?;
+        let buildx = Cmd::new(program)
+            .args(Argv::new("buildx version").into_args())
+            .output()?;
         let mode = if buildx.success() {
             DockerMode::Buildx
         } else if major(&version).is_some_and(|m| m < BUILDX_REQUIRED_FROM) {
@@ -61,9 +63,8 @@ impl Docker {
 /// The client version; works while the daemon is down (the CLI prints the
 /// client part, then fails on the server part).
 fn client_version(program: &Path) -> Result<String, EngineError> {
-    let out = Cmd::new(program)
-        .args(["version", "--format", "{{.Client.Version}}"])
-        .output()?;
+    let argv = Argv::new("version").opt("--format", "{{.Client.Version}}");
+    let out = Cmd::new(program).args(argv.into_args()).output()?;
     Ok(out.stdout.lines().next().unwrap_or("").trim().to_string())
 }
 
@@ -109,9 +110,8 @@ impl Engine for Docker {
 
     fn platform(&self) -> Result<Platform, EngineError> {
         self.platform.get_or_ask(|| {
-            let out = Cmd::new(&self.program)
-                .args(["version", "--format", "{{.Server.Os}}/{{.Server.Arch}}"])
-                .output()?;
+            let argv = Argv::new("version").opt("--format", "{{.Server.Os}}/{{.Server.Arch}}");
+            let out = self.cmd(argv).output()?;
             let platform = out.stdout.trim().to_string();
             if !out.success() || platform.is_empty() || platform.contains("<no value>") {
                 return Err(EngineError::NotRunning {
@@ -125,54 +125,57 @@ impl Engine for Docker {
     }
 
     fn resources(&self) -> Result<Resources, EngineError> {
-        let cmd = Cmd::new(&self.program).args([
-            "info",
+        let argv = Argv::new("info").opt(
             "--format",
             "{{.MemTotal}} {{.NCPU}} {{range $k, $v := .Runtimes}}{{$k}},{{end}}",
-        ]);
+        );
+        let cmd = self.cmd(argv);
         let out = cmd.run()?;
         Resources::parse(&cmd.display(), &out.stdout)
     }
 
     fn build_cmd(&self, req: &BuildRequest) -> Cmd {
-        let cmd = match self.mode {
-            DockerMode::Buildx => Cmd::new(&self.program).args(["buildx", "build", "--load"]),
-            DockerMode::Classic => Cmd::new(&self.program)
-                .arg("build")
-                .env("DOCKER_BUILDKIT", "1"),
+        let argv = match self.mode {
+            DockerMode::Buildx => Argv::new("buildx build").flag("--load"),
+            DockerMode::Classic => Argv::new("build"),
         };
-        common_build_args(cmd.args(["--progress", "plain"]), req)
+        let cmd = self.cmd(common_build_args(argv.opt("--progress", "plain"), req));
+        match self.mode {
+            DockerMode::Buildx => cmd,
+            DockerMode::Classic => cmd.env("DOCKER_BUILDKIT", "1"),
+        }
     }
 }
 
-/// Build flags Docker and Podman share.
-pub(super) fn common_build_args(mut cmd: Cmd, req: &BuildRequest) -> Cmd {
-    cmd = cmd
-        .arg("--file")
-        .arg(&req.dockerfile)
-        .arg("--iidfile")
-        .arg(&req.iidfile);
+/// Build flags Docker and Podman share, then the context after `--`.
+/// A secret's `src` is the one value inside another's syntax (`id=…,src=…`,
+/// which Podman splits on every comma): the build refuses a path with a
+/// comma, quote or line break before it gets here (`build::scheduler`).
+pub(super) fn common_build_args(mut argv: Argv, req: &BuildRequest) -> Argv {
+    argv = argv
+        .opt("--file", &req.dockerfile)
+        .opt("--iidfile", &req.iidfile);
     for tag in &req.tags {
-        cmd = cmd.args(["--tag", tag]);
+        argv = argv.opt("--tag", tag);
     }
     for (k, v) in &req.labels {
-        cmd = cmd.arg("--label").arg(format!("{k}={v}"));
+        argv = argv.opt("--label", format!("{k}={v}"));
     }
     for (k, v) in &req.build_args {
-        cmd = cmd.arg("--build-arg").arg(format!("{k}={v}"));
+        argv = argv.opt("--build-arg", format!("{k}={v}"));
     }
     for (id, src) in &req.secrets {
-        cmd = cmd
-            .arg("--secret")
-            .arg(format!("id={id},src={}", src.display()));
+        let mut value = std::ffi::OsString::from(format!("id={id},src="));
+        value.push(src);
+        argv = argv.opt("--secret", value);
     }
     if req.no_cache {
-        cmd = cmd.arg("--no-cache");
+        argv = argv.flag("--no-cache");
     }
     if let Some(p) = &req.platform {
-        cmd = cmd.args(["--platform".to_string(), p.to_string()]);
+        argv = argv.opt("--platform", p.to_string());
     }
-    cmd.arg(&req.context)
+    argv.operands([&req.context])
 }
 
 #[cfg(test)]
@@ -208,10 +211,10 @@ mod tests {
         let cmd = d.build_cmd(&request());
         assert_eq!(
             argv(&cmd),
-            "buildx build --load --progress plain --file /ctx/docker/Dockerfile.base \
-             --iidfile /tmp/iid --tag r:base-inputs-0123 --tag r:base \
-             --label dev.sunaba.variant=base --build-arg BASE_IMAGE=debian:trixie-slim \
-             --secret id=ca_bundle,src=/etc/ca.crt --no-cache /ctx"
+            "buildx build --load --progress=plain --file=/ctx/docker/Dockerfile.base \
+             --iidfile=/tmp/iid --tag=r:base-inputs-0123 --tag=r:base \
+             --label=dev.sunaba.variant=base --build-arg=BASE_IMAGE=debian:trixie-slim \
+             --secret=id=ca_bundle,src=/etc/ca.crt --no-cache -- /ctx"
         );
         assert!(cmd.get_env().is_empty());
     }
@@ -220,7 +223,7 @@ mod tests {
     fn classic_cli_turns_buildkit_on() {
         let d = Docker::with_mode("/usr/bin/docker".into(), DockerMode::Classic);
         let cmd = d.build_cmd(&request());
-        assert!(argv(&cmd).starts_with("build --progress plain --file"));
+        assert!(argv(&cmd).starts_with("build --progress=plain --file="));
         assert_eq!(cmd.get_env(), &[("DOCKER_BUILDKIT".into(), "1".into())][..]);
     }
 

@@ -5,11 +5,13 @@
 //! (`docker`, then `podman`). `DOCKER_HOST` and Docker contexts are left to the
 //! user's environment: nothing here overrides them.
 
+mod argv;
 mod docker;
 #[cfg(test)]
 pub(crate) mod fake;
 mod podman;
 
+pub(crate) use argv::Argv;
 pub(crate) use docker::Docker;
 #[cfg(test)]
 use docker::DockerMode;
@@ -201,6 +203,10 @@ pub trait Engine: Send + Sync {
     /// e.g. `docker 20.10.24 at /usr/bin/docker (built-in BuildKit)`.
     fn describe(&self) -> String;
     fn program(&self) -> &Path;
+    /// `argv` run by this engine's program (pure).
+    fn cmd(&self, argv: Argv) -> Cmd {
+        Cmd::new(self.program()).args(argv.into_args())
+    }
     fn log_format(&self) -> LogFormat;
     /// Fails with [`EngineError::NotRunning`] when the daemon cannot be reached;
     /// returns the engine's platform (`linux/amd64`).
@@ -227,7 +233,7 @@ pub trait Engine: Send + Sync {
     }
     /// `None` when no such image exists locally.
     fn inspect(&self, reference: &str) -> Result<Option<ImageInfo>, EngineError> {
-        let cmd = Cmd::new(self.program()).args(["image", "inspect", reference]);
+        let cmd = self.cmd(Argv::new("image inspect").operands([reference]));
         let out = cmd.output()?;
         if !out.success() {
             let lower = out.stderr.to_lowercase();
@@ -245,7 +251,7 @@ pub trait Engine: Send + Sync {
     }
     /// `save` of one image as a docker-archive stream on stdout (pure).
     fn save_cmd(&self, image: &str) -> Cmd {
-        Cmd::new(self.program()).args(["save", image])
+        self.cmd(Argv::new("save").operands([image]))
     }
     /// Whether `load` takes an archive that leaves out the files of layers
     /// the engine already has (Docker looks each layer up by its chain ID
@@ -261,40 +267,36 @@ pub trait Engine: Send + Sync {
     /// Removes a local image by ID or reference (its layers go when no
     /// other image has them).
     fn remove_image(&self, image: &str) -> Result<(), EngineError> {
-        Cmd::new(self.program()).args(["rmi", image]).run()?;
+        self.cmd(Argv::new("rmi").operands([image])).run()?;
         Ok(())
     }
     fn tag(&self, source: &str, target: &str) -> Result<(), EngineError> {
-        Cmd::new(self.program())
-            .args(["tag", source, target])
+        self.cmd(Argv::new("tag").operands([source, target]))
             .run()?;
         Ok(())
     }
     /// Pulls `reference`; from an index, the image for `platform` (the
     /// engine's own when `None`).
     fn pull(&self, reference: &str, platform: Option<&Platform>) -> Result<(), EngineError> {
-        let mut cmd = Cmd::new(self.program()).args(["pull", "--quiet"]);
+        let mut argv = Argv::new("pull").flag("--quiet");
         if let Some(p) = platform {
-            cmd = cmd.args(["--platform".to_string(), p.to_string()]);
+            argv = argv.opt("--platform", p.to_string());
         }
-        cmd.arg(reference).run()?;
+        self.cmd(argv.operands([reference])).run()?;
         Ok(())
     }
     /// Whether the engine can start a container of `image` for `platform`
     /// (a platform other than its own needs an emulator: binfmt_misc with
     /// qemu-user-static). `Err` says why not, in words.
     fn runs_on(&self, image: &str, platform: &Platform) -> Result<(), String> {
-        let cmd = Cmd::new(self.program()).args([
-            "run",
-            "--rm",
-            "--network",
-            "none",
-            "--platform",
-            &platform.to_string(),
-            "--entrypoint",
-            "/bin/true",
-            image,
-        ]);
+        let cmd = self.cmd(
+            Argv::new("run")
+                .flag("--rm")
+                .opt("--network", "none")
+                .opt("--platform", platform.to_string())
+                .opt("--entrypoint", "/bin/true")
+                .operands([image]),
+        );
         let out = cmd.output().map_err(|e| e.to_string())?;
         if out.success() {
             return Ok(());
@@ -322,20 +324,22 @@ pub trait Engine: Send + Sync {
     }
     /// The argv of a tool run (pure; exposed for tests).
     fn tool_run_cmd(&self, run: &ToolRun) -> Cmd {
-        let mut cmd = Cmd::new(self.program()).args(["run", "--rm", "--user", "0:0"]);
+        let mut argv = Argv::new("run").flag("--rm").opt("--user", "0:0");
         for (host, target, read_only) in &run.mounts {
-            let ro = if *read_only { ":ro" } else { "" };
-            // The engine reads a relative path as a volume name.
+            // The engine takes only an absolute source for a bind mount.
             let host = std::path::absolute(host).unwrap_or_else(|_| host.clone());
-            cmd = cmd
-                .arg("--volume")
-                .arg(format!("{}:{target}{ro}", host.display()));
+            argv = argv.opt(
+                "--mount",
+                crate::run_contract::bind_mount(&host, target, *read_only),
+            );
         }
         for (key, value) in &run.env {
-            cmd = cmd.arg("--env").arg(format!("{key}={value}"));
+            argv = argv.opt("--env", format!("{key}={value}"));
         }
-        cmd.args(["--entrypoint", "/bin/sh", &run.image, "-c", &run.script])
-            .timeout(run.timeout)
+        let argv =
+            argv.opt("--entrypoint", "/bin/sh")
+                .operands([run.image.as_str(), "-c", &run.script]);
+        self.cmd(argv).timeout(run.timeout)
     }
     /// Runs a tool container to completion; its output whatever its status.
     fn run_tool(&self, run: &ToolRun) -> Result<crate::process::Output, EngineError> {
@@ -351,9 +355,10 @@ pub trait Engine: Send + Sync {
         match self.sandbox_cmd(sandbox).timeout(timeout).output() {
             Err(e @ ProcessError::TimedOut { .. }) => {
                 // Killing the client leaves the container running.
-                let _ = Cmd::new(self.program())
-                    .args(["rm", "--force", &sandbox.name])
-                    .output();
+                let argv = Argv::new("rm")
+                    .flag("--force")
+                    .operands([sandbox.name.as_str()]);
+                let _ = self.cmd(argv).output();
                 Err(e.into())
             }
             other => Ok(other?),
@@ -633,10 +638,70 @@ mod tests {
         );
     }
 
+    /// Every engine command this module runs, with operands and values an
+    /// option parser would take for options: each value stays in its
+    /// option's word and each operand comes after `--` (a program that
+    /// records its argv stands in for the engine).
+    #[test]
+    fn no_operand_or_value_can_be_read_as_an_option() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("argv");
+        let program = dir.path().join("engine");
+        std::fs::write(
+            &program,
+            format!(
+                "#!/bin/sh\nprintf '%s ' \"$@\" >> '{}'; echo >> '{}'\nexit 1\n",
+                log.display(),
+                log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let engine = Docker::with_mode(program, DockerMode::Classic);
+        let hostile = "--privileged";
+        let _ = engine.inspect(hostile);
+        let _ = engine.remove_image(hostile);
+        let _ = engine.tag(hostile, "-v=/:/host");
+        let _ = engine.pull(hostile, Some(&platform("linux/arm64")));
+        let _ = engine.runs_on(hostile, &platform("linux/arm64"));
+        let _ = engine.save_cmd(hostile).output();
+        let run = ToolRun {
+            image: hostile.into(),
+            script: "-c".into(),
+            mounts: vec![("/a:/b,ro=false".into(), "/lock".into(), true)],
+            env: vec![("HOME".into(), "-x".into())],
+            timeout: Duration::from_secs(5),
+        };
+        let _ = engine.run_tool(&run);
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(
+            logged.lines().collect::<Vec<_>>(),
+            [
+                "image inspect -- --privileged ",
+                "rmi -- --privileged ",
+                "tag -- --privileged -v=/:/host ",
+                "pull --quiet --platform=linux/arm64 -- --privileged ",
+                "run --rm --network=none --platform=linux/arm64 --entrypoint=/bin/true -- \
+                 --privileged ",
+                "save -- --privileged ",
+                "run --rm --user=0:0 \
+                 --mount=type=bind,\"source=/a:/b,ro=false\",target=/lock,readonly \
+                 --env=HOME=-x --entrypoint=/bin/sh -- --privileged -c -c ",
+            ]
+        );
+        let podman = Podman::new("/usr/bin/podman".into());
+        assert_eq!(
+            podman.save_cmd(hostile).get_args(),
+            ["save", "--format=docker-archive", "--", "--privileged"]
+        );
+    }
+
     #[test]
     fn a_sandbox_starts_with_the_run_contracts_argv() {
         let engine = Docker::with_mode(PathBuf::from("/usr/bin/docker"), DockerMode::Buildx);
-        let mut sandbox = Sandbox::new("img:tag", Path::new("/ws"), 4 << 30).unwrap();
+        let mut sandbox =
+            Sandbox::new("img:tag".parse().unwrap(), Path::new("/ws"), 4 << 30).unwrap();
         sandbox.command = vec!["true".into()];
         let cmd = engine.sandbox_cmd(&sandbox);
         assert_eq!(cmd.program(), "/usr/bin/docker");

@@ -2,7 +2,7 @@
 //! secrets and bind mounts are supported natively).
 
 use super::docker::common_build_args;
-use super::{BuildRequest, Engine, EngineError, LogFormat, Resources};
+use super::{Argv, BuildRequest, Engine, EngineError, LogFormat, Resources};
 use crate::name::Platform;
 use crate::process::Cmd;
 use std::path::{Path, PathBuf};
@@ -37,9 +37,8 @@ impl Engine for Podman {
 
     fn platform(&self) -> Result<Platform, EngineError> {
         self.platform.get_or_ask(|| {
-            let out = Cmd::new(&self.program)
-                .args(["info", "--format", "{{.Host.OS}}/{{.Host.Arch}}"])
-                .output()?;
+            let argv = Argv::new("info").opt("--format", "{{.Host.OS}}/{{.Host.Arch}}");
+            let out = self.cmd(argv).output()?;
             let platform = out.stdout.trim().to_string();
             if !out.success() || platform.is_empty() {
                 return Err(EngineError::NotRunning {
@@ -57,8 +56,8 @@ impl Engine for Podman {
     fn resources(&self) -> Result<Resources, EngineError> {
         // GPUs reach Podman through CDI devices, which the contract does
         // not emit: `--gpus=all` is dropped with a warning there.
-        let cmd =
-            Cmd::new(&self.program).args(["info", "--format", "{{.Host.MemTotal}} {{.Host.CPUs}}"]);
+        let argv = Argv::new("info").opt("--format", "{{.Host.MemTotal}} {{.Host.CPUs}}");
+        let cmd = self.cmd(argv);
         let out = cmd.run()?;
         Resources::parse(&cmd.display(), &out.stdout)
     }
@@ -66,16 +65,20 @@ impl Engine for Podman {
     /// Podman's default is its own format: the docker-archive is the one
     /// both engines load (src/normalize).
     fn save_cmd(&self, image: &str) -> Cmd {
-        Cmd::new(&self.program).args(["save", "--format", "docker-archive", image])
+        self.cmd(
+            Argv::new("save")
+                .opt("--format", "docker-archive")
+                .operands([image]),
+        )
     }
 
     fn build_cmd(&self, req: &BuildRequest) -> Cmd {
         // The OCI image format has no HEALTHCHECK; `check` reads it from the
         // config, so images must be built in Docker format.
-        common_build_args(
-            Cmd::new(&self.program).args(["build", "--format", "docker", "--layers"]),
-            req,
-        )
+        let argv = Argv::new("build")
+            .opt("--format", "docker")
+            .flag("--layers");
+        self.cmd(common_build_args(argv, req))
     }
 }
 
@@ -101,13 +104,11 @@ mod tests {
             argv,
             [
                 "build",
-                "--format",
-                "docker",
+                "--format=docker",
                 "--layers",
-                "--file",
-                "/ctx/Dockerfile",
-                "--iidfile",
-                "/tmp/iid",
+                "--file=/ctx/Dockerfile",
+                "--iidfile=/tmp/iid",
+                "--",
                 "/ctx"
             ]
         );

@@ -5,6 +5,10 @@
 //! - `digest.rs`: [`Digest`], computed over exact bytes;
 //! - `platform.rs`: [`Platform`] (`os/arch[/variant]`), normalised once
 //!   where text enters, then compared as a value;
+//! - `written.rs`: [`AsWritten`], a name kept in its author's words
+//!   (what a pins file and an engine's command line carry), known to parse;
+//! - `image.rs`: [`Image`], what an engine is told to run (a reference or
+//!   an image ID);
 //! - `error.rs`: [`Invalid`] and [`InvalidDigest`], why text is not a name.
 //!
 //! Nothing here talks to a registry or knows HTTP; `registry` builds on
@@ -17,13 +21,17 @@
 
 mod digest;
 mod error;
+mod image;
 mod platform;
 pub(crate) mod reference;
+mod written;
 
 pub use digest::{Algorithm, Digest};
 pub(crate) use error::{Invalid, InvalidDigest};
+pub(crate) use image::Image;
 pub use platform::{Platform, best_match};
 pub use reference::{Reference, Repository};
+pub(crate) use written::AsWritten;
 
 use std::fmt;
 

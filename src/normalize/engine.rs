@@ -231,7 +231,7 @@ pub(super) mod tests {
         assert!(
             msg.starts_with("r:t: `")
                 && msg.contains(
-                    " save r:t` failed (exit status 1): Error response from daemon: boom"
+                    " save -- r:t` failed (exit status 1): Error response from daemon: boom"
                 ),
             "{msg}"
         );

@@ -92,10 +92,7 @@ pub fn verify_pin(
         alias: alias.to_string(),
         message: escaped(&message),
     };
-    let repo: Repository = match pin.repository.parse() {
-        Ok(r) => r,
-        Err(e) => return vec![finding(Severity::Problem, format!("repository: {e}"))],
-    };
+    let repo = pin.repository.parsed().clone();
     let mut out = Vec::new();
     for (subject, is_index) in subjects(pin) {
         let pinned = pin
@@ -137,7 +134,7 @@ pub async fn pin_of_reference(client: &Client, reference: &Reference) -> anyhow:
         platforms.insert(crate::name::Platform::host(), manifest.digest.clone());
     }
     Ok(Pin {
-        repository: reference.repo().to_string(),
+        repository: reference.repo().clone().into(),
         tag: reference.tag().unwrap_or_default().to_string(),
         version: semver::Version::new(0, 0, 0),
         digest: manifest.digest,
@@ -824,7 +821,7 @@ mod tests {
         entries.push(serde_json::to_value(&odd).unwrap());
         s.list(&entries);
         let pin = Pin {
-            repository: s.repo.to_string(),
+            repository: s.repo.clone().into(),
             tag: "x-1.0.0".into(),
             version: semver::Version::new(1, 0, 0),
             digest: s.digest.clone(),
@@ -859,7 +856,7 @@ mod tests {
     #[test]
     fn an_index_pin_has_its_platforms_then_itself_a_single_image_itself() {
         let mut pin = Pin {
-            repository: "r/x".into(),
+            repository: "r/x".parse().unwrap(),
             tag: "x-1.0.0".into(),
             version: semver::Version::new(1, 0, 0),
             digest: d('f'),

@@ -16,10 +16,12 @@ pub struct PinsFile {
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
+/// The file as read: each pin's repository still text, parsed after
+/// (`PinsFile::parse`) so its error can name the alias and the line.
 #[derive(Deserialize)]
 struct Raw {
     schema: Schema,
-    images: BTreeMap<String, Pin>,
+    images: BTreeMap<String, Pin<String>>,
     #[serde(flatten)]
     extra: serde_json::Map<String, serde_json::Value>,
 }
@@ -54,6 +56,19 @@ pub enum PinsError {
         column: usize,
         key: String,
         message: String,
+    },
+    /// A pin whose `repository` is not a repository (`-v=/:/host`): the
+    /// reason, with the text, is the source.
+    #[error(
+        "{path}:{line}:{column}: at `images.{alias}.repository` (fix the file; nothing was written)"
+    )]
+    Repository {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        alias: String,
+        #[source]
+        source: crate::name::Invalid,
     },
     #[error(transparent)]
     Write(#[from] FsError),
@@ -108,8 +123,23 @@ impl PinsFile {
             }
         })?;
         let _ = raw.schema;
+        let mut images = BTreeMap::new();
+        for (alias, pin) in raw.images {
+            let pin = pin.parse_repository().map_err(|source| {
+                let keys = ["images", alias.as_str(), "repository"].map(String::from);
+                let (line, column) = locate_path(text, &keys).unwrap_or((1, 1));
+                PinsError::Repository {
+                    path: path.to_path_buf(),
+                    line,
+                    column,
+                    alias: alias.clone(),
+                    source,
+                }
+            })?;
+            images.insert(alias, pin);
+        }
         Ok(PinsFile {
-            images: raw.images,
+            images,
             extra: raw.extra,
         })
     }
@@ -247,7 +277,7 @@ mod tests {
 
     fn sample() -> PinsFile {
         let pin = Pin {
-            repository: "127.0.0.1:5000/sunaba/sandbox".into(),
+            repository: "127.0.0.1:5000/sunaba/sandbox".parse().unwrap(),
             tag: "python-1.1.0".into(),
             version: Version::new(1, 1, 0),
             digest: d('a'),
@@ -366,6 +396,60 @@ mod tests {
                 "{shown}"
             );
         }
+    }
+
+    /// A repository that is no repository (what a pull request could put
+    /// there to have `run` mount the host) is refused where the file is
+    /// read, naming the alias, the line and the text.
+    #[test]
+    fn a_repository_that_is_no_repository_is_refused_naming_alias_and_line() {
+        let good = sample().to_text();
+        for bad in ["-v=/:/host", "--privileged", "a b", "x\u{1b}[31m", ""] {
+            let text = good.replacen(
+                "\"127.0.0.1:5000/sunaba/sandbox\"",
+                &serde_json::to_string(bad).unwrap(),
+                1,
+            );
+            let err = PinsFile::parse(&text, Path::new("dir/image_pins.json")).unwrap_err();
+            let PinsError::Repository {
+                line,
+                column,
+                alias,
+                source,
+                ..
+            } = &err
+            else {
+                panic!("{err}")
+            };
+            assert_eq!((*line, *column, alias.as_str()), (5, 7, "python"), "{err}");
+            assert!(
+                matches!(source, crate::name::Invalid::Reference { input, .. } if input == bad),
+                "{source}"
+            );
+            let shown = format!("{:#}", anyhow::Error::new(err));
+            assert!(
+                shown.starts_with(
+                    "dir/image_pins.json:5:7: at `images.python.repository` (fix the file; \
+                     nothing was written): invalid image reference "
+                ),
+                "{shown}"
+            );
+            assert!(shown.contains(&format!("{bad:?}")), "{shown}");
+        }
+    }
+
+    /// The file keeps its words: a short name is not rewritten to its
+    /// canonical `docker.io/…` form, yet it is parsed.
+    #[test]
+    fn a_repository_is_written_back_as_the_file_had_it() {
+        let text =
+            sample()
+                .to_text()
+                .replacen("127.0.0.1:5000/sunaba/sandbox", "sunaba/sandbox", 1);
+        let pins = PinsFile::parse(&text, Path::new("p.json")).unwrap();
+        let repo = &pins.images["python"].repository;
+        assert_eq!(repo.parsed().to_string(), "docker.io/sunaba/sandbox");
+        assert_eq!(pins.to_text(), text);
     }
 
     #[test]

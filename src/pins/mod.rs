@@ -17,7 +17,7 @@ pub use file::{PinsError, PinsFile, locate_alias, remove_stale_temps};
 /// The digests a pin names are the registry's: serialised as `sha256:<hex>`.
 pub use crate::registry::Digest;
 
-use crate::name::Platform;
+use crate::name::{AsWritten, Image, Platform, Reference, Repository};
 
 use crate::policy::Inventory;
 use semver::Version;
@@ -28,10 +28,15 @@ pub const FILE_NAME: &str = "image_pins.json";
 pub const SCHEMA: u64 = 1;
 
 /// What one alias runs. Field order here is the order in the file.
+///
+/// The repository is parsed where the file is read, and kept in the words
+/// the file has (a rewrite of the file changes no byte of it). `R` is
+/// `String` only between reading the file's text and parsing it
+/// (`file.rs`), so the error can name the alias and the line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Pin {
-    pub repository: String,
+pub struct Pin<R = AsWritten<Repository>> {
+    pub repository: R,
     pub tag: String,
     pub version: Version,
     /// The digest to run: the index digest for a multi-platform image.
@@ -49,24 +54,36 @@ pub struct Pin {
     pub referrers: BTreeMap<Digest, Vec<Digest>>,
 }
 
+impl Pin<String> {
+    /// The same pin with its repository parsed; the error is the parser's.
+    pub(crate) fn parse_repository(self) -> Result<Pin, crate::name::Invalid> {
+        Ok(Pin {
+            repository: self.repository.parse()?,
+            tag: self.tag,
+            version: self.version,
+            digest: self.digest,
+            platforms: self.platforms,
+            tools: self.tools,
+            referrers: self.referrers,
+        })
+    }
+}
+
 impl Pin {
     /// The reference a server passes to `docker run`.
     pub fn reference(&self) -> String {
         format!("{}@{}", self.repository, self.digest)
     }
 
-    /// The reference to run on an engine of `platform`: for a
-    /// multi-platform image its platform's own image, by digest (an engine
-    /// that keeps one image per reference would otherwise run whichever
-    /// platform it pulled the index for first); a single image as it is.
-    pub fn reference_for(&self, platform: &Platform) -> Result<String, String> {
-        if self.platforms.len() <= 1 {
-            return Ok(self.reference());
-        }
-        self.platforms
-            .get(&platform.normalized())
-            .map(|d| format!("{}@{d}", self.repository))
-            .ok_or_else(|| {
+    /// The image to run on an engine of `platform`: for a multi-platform
+    /// image its platform's own image, by digest (an engine that keeps one
+    /// image per reference would otherwise run whichever platform it pulled
+    /// the index for first); a single image as it is.
+    pub fn image_for(&self, platform: &Platform) -> Result<Image, String> {
+        let digest = if self.platforms.len() <= 1 {
+            &self.digest
+        } else {
+            self.platforms.get(&platform.normalized()).ok_or_else(|| {
                 format!(
                     "{} has no image for {platform} (it has {})",
                     self.reference(),
@@ -76,7 +93,9 @@ impl Pin {
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
-            })
+            })?
+        };
+        Ok(AsWritten::<Reference>::by_digest(&self.repository, digest).into())
     }
 }
 
@@ -93,7 +112,7 @@ mod tests {
     #[test]
     fn an_engine_runs_its_platform_s_own_image_of_an_index() {
         let pin = |platforms: &[(&str, char)]| Pin {
-            repository: "r/x".into(),
+            repository: "r/x".parse().unwrap(),
             tag: "x-1.0.0".into(),
             version: Version::new(1, 0, 0),
             digest: d('f'),
@@ -105,28 +124,27 @@ mod tests {
             referrers: Default::default(),
         };
         let two = pin(&[("linux/amd64", 'a'), ("linux/arm64", 'b')]);
+        let image = |pin: &Pin, platform: &str| {
+            pin.image_for(&platform.parse().unwrap())
+                .map(|i| i.to_string())
+        };
         assert_eq!(
-            two.reference_for(&"linux/arm64/v8".parse().unwrap())
-                .unwrap(),
+            image(&two, "linux/arm64/v8").unwrap(),
             format!("r/x@{}", d('b'))
         );
         assert_eq!(
-            two.reference_for(&"linux/amd64".parse().unwrap()).unwrap(),
+            image(&two, "linux/amd64").unwrap(),
             format!("r/x@{}", d('a'))
         );
         assert_eq!(
-            two.reference_for(&"linux/s390x".parse().unwrap())
-                .unwrap_err(),
+            image(&two, "linux/s390x").unwrap_err(),
             format!(
                 "r/x@{} has no image for linux/s390x (it has linux/amd64, linux/arm64)",
                 d('f')
             )
         );
         let one = pin(&[("linux/amd64", 'a')]);
-        assert_eq!(
-            one.reference_for(&"linux/arm64".parse().unwrap()).unwrap(),
-            one.reference()
-        );
+        assert_eq!(image(&one, "linux/arm64").unwrap(), one.reference());
     }
 
     #[test]

@@ -181,7 +181,7 @@ pub fn next_for_image(
         Some((_, pin)) if pin.digest == image.digest => false,
         Some((_, pin)) => {
             let pinned = source
-                .inspect(&pin.repository, &pin.digest.to_string())
+                .inspect(pin.repository.as_str(), &pin.digest.to_string())
                 .map_err(|source| NextError::Pinned {
                     reference: pin.reference(),
                     source,

@@ -3,7 +3,7 @@
 
 use super::source::{ImageSource, Inspected, SourceError};
 use super::{Pin, PinsFile, locate_alias};
-use crate::name::Unknown;
+use crate::name::{AsWritten, Repository, Unknown};
 use crate::policy::{
     self, Bump, Inventory, Refusal, SelectError, SelectOptions, ToolChange, candidates, parse_tag,
 };
@@ -57,8 +57,9 @@ impl AliasSpec {
 }
 
 pub struct Request<'a> {
-    /// Repository to list and resolve tags in (`host/path`).
-    pub repository: &'a str,
+    /// Repository to list and resolve tags in (`host/path`), as images.toml
+    /// writes it (new pins keep its words).
+    pub repository: &'a AsWritten<Repository>,
     /// Every alias the manifest declares.
     pub specs: &'a [AliasSpec],
     /// Aliases to move; empty means all.
@@ -283,7 +284,7 @@ pub fn plan(req: &Request, file: &PinsFile, source: &impl ImageSource) -> Result
             continue;
         }
         if tags.is_none() {
-            match source.tags(req.repository) {
+            match source.tags(req.repository.as_str()) {
                 Ok(t) => tags = Some(t),
                 Err(source) => {
                     errors.push(PlanError::Source {
@@ -362,12 +363,12 @@ fn plan_alias(
     for cand in cands {
         if let (Some(o), Some(cur)) = (old, current)
             && cand.version.cmp_precedence(cur) == Ordering::Equal
-            && o.repository == req.repository
+            && o.repository == *req.repository
         {
             return Ok(keep(skipped));
         }
         let inspected = source
-            .inspect(req.repository, &cand.tag)
+            .inspect(req.repository.as_str(), &cand.tag)
             .map_err(|source| PlanError::Source {
                 alias: alias.clone(),
                 source,
@@ -399,7 +400,7 @@ fn plan_alias(
             (None, _) => policy::inventory_delta(&Inventory::new(), &inventory),
         };
         let new = Pin {
-            repository: req.repository.to_string(),
+            repository: req.repository.clone(),
             tag: cand.tag,
             version: cand.version,
             digest: inspected.digest.clone(),
@@ -529,7 +530,7 @@ pub(crate) mod tests {
         let i = reg.inspect(REPO, tag).unwrap();
         let labels = &i.images[0].labels;
         Pin {
-            repository: REPO.into(),
+            repository: REPO.parse().unwrap(),
             tag: tag.into(),
             version: parse_tag("python", tag).unwrap(),
             digest: i.digest.clone(),
@@ -559,8 +560,9 @@ pub(crate) mod tests {
     ) -> Result<Plan, PlanErrors> {
         let text = file.to_text();
         let only: Vec<String> = only.iter().map(|s| s.to_string()).collect();
+        let repository = REPO.parse().unwrap();
         let req = Request {
-            repository: REPO,
+            repository: &repository,
             specs,
             only: &only,
             select,

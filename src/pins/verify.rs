@@ -123,7 +123,7 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
             None => format!("{}@{digest}", pin.repository),
             Some(platform) => format!("{}@{digest} ({platform})", pin.repository),
         };
-        match source.check_digest(&pin.repository, digest) {
+        match source.check_digest(pin.repository.as_str(), digest) {
             Ok(DigestCheck::Intact) => {}
             Ok(DigestCheck::Missing) => {
                 intact = false;
@@ -149,7 +149,7 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
         }
     }
 
-    match source.tag_digest(&pin.repository, &pin.tag) {
+    match source.tag_digest(pin.repository.as_str(), &pin.tag) {
         Ok(Some(now)) if now != pin.digest => push(
             Severity::Warning,
             format!(
@@ -175,7 +175,7 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
     // exactly the pinned platform images. And the inventory in the file is
     // each platform image's own, not a hand edit.
     if intact {
-        match source.inspect(&pin.repository, &pin.digest.to_string()) {
+        match source.inspect(pin.repository.as_str(), &pin.digest.to_string()) {
             Ok(inspected) => {
                 for message in
                     platform_differences(&pin.digest, &inspected.platforms(), &pin.platforms)

@@ -249,7 +249,7 @@ fn compare(
         return Ok(verdict);
     }
     let (client, rt) = r.registry;
-    let repo: Repository = target.pin.repository.parse()?;
+    let repo: Repository = target.pin.repository.parsed().clone();
     let pinned_manifest = rt.block_on(client.fetch_manifest(&Reference::in_repo(&repo, pinned)))?;
     let context = format!("{repo}@{}", pinned_manifest.digest);
     let (config_digest, _) = crate::registry::config_descriptor(&context, &pinned_manifest.bytes)?;

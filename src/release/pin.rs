@@ -35,7 +35,11 @@ pub(crate) fn pins_of(journal: &Journal) -> anyhow::Result<BTreeMap<String, Pin>
             }
         }
         let pin = Pin {
-            repository: journal.plan.repository.clone(),
+            repository: journal
+                .plan
+                .repository
+                .parse()
+                .context("the release plan's repository")?,
             tag: v.immutable.clone(),
             version: v.version.clone(),
             digest,

@@ -393,7 +393,7 @@ mod tests {
     fn current(variant: &str, version: &str, inputs: &str, tools: &[(&str, &str)]) -> Current {
         Current {
             pin: Pin {
-                repository: "r/s".into(),
+                repository: "r/s".parse().unwrap(),
                 tag: format!("{variant}-{version}"),
                 version: Version::parse(version).unwrap(),
                 digest: format!("sha256:{}", "a".repeat(64)).parse().unwrap(),

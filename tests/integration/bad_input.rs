@@ -238,7 +238,7 @@ fn mutated_pins_files_parse_or_name_file_line_and_column() {
             let mutated = apply(&text, &m);
             match PinsFile::parse(&mutated, Path::new("image_pins.json")) {
                 Ok(_) => {}
-                Err(e @ PinsError::Parse { .. }) => {
+                Err(e @ (PinsError::Parse { .. } | PinsError::Repository { .. })) => {
                     prop_assert!(at.is_match(&e.to_string()), "{e}");
                 }
                 Err(e) => prop_assert!(false, "not a parse error: {e}"),
@@ -263,14 +263,58 @@ fn pin_write_on_a_mutated_pins_file_says_what_the_parser_said_and_writes_nothing
             };
             rejected.set(rejected.get() + 1);
             std::fs::write(&pins, &mutated).unwrap();
+            // A repository that does not parse is bad input (64), said with
+            // the parser's reason; a file that is no pins file is a failure.
+            let (status, said) = match &e {
+                PinsError::Repository { source, .. } => (64, format!("{e}: {source}")),
+                _ => (1, e.to_string()),
+            };
             dir.cli()
                 .args(["--profile", "local", "pin", "--write"])
-                .status(1)
-                .stderr(format!("error: {e}\n"))
+                .status(status)
+                .stderr(format!("error: {said}\n"))
                 .run();
             prop_assert!(std::fs::read_to_string(&pins).unwrap() == mutated);
             Ok(())
         })
         .unwrap();
     assert!(rejected.get() > 0, "no mutation was rejected");
+}
+
+/// Issue 28: a pins file is what a pull request changes, and its
+/// `repository` went onto `docker run`'s command line as it was. Now every
+/// command that reads the file refuses a repository that is no repository
+/// as bad input (64), naming the file, line and column, the alias and the
+/// text, before any engine or registry is asked (neither can be reached
+/// here), and writes nothing.
+#[test]
+fn a_pinned_repository_that_is_no_repository_is_refused_by_every_command_that_reads_the_file() {
+    let dir = Project::shipped_publishing_to("127.0.0.1:1/nowhere/sandbox");
+    let pins = dir.path().join("image_pins.json");
+    let text = pins_text().replacen(
+        "\"repository\": \"127.0.0.1:5000/sunaba/sandbox\"",
+        "\"repository\": \"-v=/:/host\"",
+        2,
+    );
+    std::fs::write(&pins, &text).unwrap();
+    let said = "error: image_pins.json:5:7: at `images.go.repository` (fix the file; nothing was \
+                written): invalid image reference \"-v=/:/host\": a name cannot start with '-' \
+                (a command line would read it as an option)\n";
+    for args in [
+        &["run", "go", "--print", "--", "true"][..],
+        &["pins", "show"],
+        &["pins", "show", "go"],
+        &["pins", "verify"],
+        &["pin", "--write"],
+        &["sbom", "go"],
+    ] {
+        dir.cli()
+            .env("SUNABA_ENGINE", "/nonexistent/bin/docker")
+            .args(["--profile", "local"])
+            .args(args)
+            .status(64)
+            .stderr(said)
+            .run();
+        assert_eq!(std::fs::read_to_string(&pins).unwrap(), text);
+    }
 }

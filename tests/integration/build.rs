@@ -170,7 +170,7 @@ impl Fixture {
                 let v = c
                     .args
                     .split(' ')
-                    .find_map(|a| a.strip_prefix("dev.sunaba.variant="))?
+                    .find_map(|a| a.strip_prefix("--label=dev.sunaba.variant="))?
                     .to_string();
                 Some((v, (c.start, c.end)))
             })
@@ -565,7 +565,7 @@ fn a_stale_local_tag_never_replaces_the_pinned_upstream() {
         .filter(|c| c.args.starts_with("pull "))
         .map(|c| c.args)
         .collect();
-    assert_eq!(pulls, [format!("pull --quiet {repo}@{pinned_digest}")]);
+    assert_eq!(pulls, [format!("pull --quiet -- {repo}@{pinned_digest}")]);
     let info = fx.inspect(&fx.tag("solo"));
     let labels = &info["Config"]["Labels"];
     assert_eq!(labels["org.opencontainers.image.base.name"], tag);

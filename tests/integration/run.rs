@@ -181,7 +181,7 @@ fn only_asked_allowed_variables_reach_the_container() {
         .stdout()
         .to_string();
     assert!(
-        printed.contains("--env PLAIN_VALUE ") && !printed.contains("visible value"),
+        printed.contains("--env=PLAIN_VALUE ") && !printed.contains("visible value"),
         "{printed}"
     );
 }
@@ -231,9 +231,14 @@ fn an_alias_runs_its_pinned_digest_and_an_unpinned_one_is_a_usage_error() {
         .json();
     let argv: Vec<String> = serde_json::from_value(json["argv"].clone()).unwrap();
     let image = format!("127.0.0.1:5000/sunaba/sandbox@{digest}");
-    assert_eq!(argv[argv.len() - 2], image, "{argv:?}");
+    assert_eq!(
+        argv[argv.len() - 3..],
+        ["--", image.as_str(), "true"],
+        "{argv:?}"
+    );
     assert!(
-        argv.iter().any(|a| a == "dev.sunaba.sandbox.alias=full"),
+        argv.iter()
+            .any(|a| a == "--label=dev.sunaba.sandbox.alias=full"),
         "{argv:?}"
     );
 }
@@ -271,5 +276,147 @@ fn stdin_reaches_the_sandbox_only_with_interactive() {
         !printed.stdout().contains("--interactive"),
         "{}",
         printed.stdout()
+    );
+}
+
+/// A stand-in for the engine that writes each command line it is given to
+/// `log` and answers as a Docker 20.10 CLI with a daemon would (version,
+/// platform, resources), so a `run --print` that reaches the engine prints
+/// its command line; every other call fails. The log exists once anything
+/// called the engine.
+fn recording_engine(dir: &Path) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let log = dir.join("engine-calls");
+    let program = dir.join("docker");
+    std::fs::write(
+        &program,
+        format!(
+            "#!/bin/sh\n\
+             echo \"$*\" >> '{log}'\n\
+             case \"$*\" in\n\
+             --version) echo 'Docker version 20.10.24, build 297e128' ;;\n\
+             'version --format'*Client*) echo 20.10.24 ;;\n\
+             'version --format'*Server*) echo linux/amd64 ;;\n\
+             'info --format'*) echo '8589934592 2 runc,' ;;\n\
+             *) exit 1 ;;\n\
+             esac\n",
+            log = log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (program, log)
+}
+
+fn pins_with_repository(dir: &Path, repository: &str, digest: &str) {
+    let text = serde_json::to_string_pretty(&serde_json::json!({"schema": 1, "images": {"full": {
+        "repository": repository, "tag": "full-1.0.0", "version": "1.0.0",
+        "digest": digest, "platforms": {}, "tools": {}}}}))
+    .unwrap();
+    std::fs::write(dir.join("image_pins.json"), text + "\n").unwrap();
+}
+
+/// Issue 28: the image of `run` was a bare word on the engine's command
+/// line, so `--image=--privileged` switched the posture off and a pins file
+/// (what a pull request changes) whose repository was `-v=/:/host` mounted
+/// the host's root. Each is refused as bad input (64) naming the value,
+/// before the engine is asked anything.
+#[test]
+fn an_image_or_pinned_repository_that_reads_as_an_option_is_refused_before_any_engine_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, log) = recording_engine(dir.path());
+    let run = |args: &[&str]| {
+        Cli::new(dir.path())
+            .env("SUNABA_ENGINE", &engine)
+            .args(["run"])
+            .args(args)
+            .args(["--print", "--", "true"])
+    };
+    for image in ["--privileged", "-v=/:/host"] {
+        run(&[&format!("--image={image}")])
+            .status(64)
+            .stderr_like(format!(
+                "error: invalid value '{0}' for '--image <REF>': invalid image reference \
+                 \"{0}\": .*",
+                regex::escape(image)
+            ))
+            .stderr_may("")
+            .stderr_may("For more information, try '--help'.")
+            .run();
+    }
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    pins_with_repository(dir.path(), "-v=/:/host", &digest);
+    run(&["full"])
+        .status(64)
+        .stderr(
+            "error: image_pins.json:5:7: at `images.full.repository` (fix the file; nothing was \
+             written): invalid image reference \"-v=/:/host\": a name cannot start with '-' (a \
+             command line would read it as an option)\n",
+        )
+        .run();
+    assert!(
+        !log.exists(),
+        "the engine was called: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+
+    // The stand-in is an engine: a valid pin reaches it, and the image is
+    // the word after `--`.
+    pins_with_repository(dir.path(), "127.0.0.1:5000/sunaba/sandbox", &digest);
+    let printed = run(&["full"])
+        .stdout_like(format!(
+            r".* --env=HOME=/home/sandbox -- 127\.0\.0\.1:5000/sunaba/sandbox@{digest} true"
+        ))
+        .run();
+    assert!(!printed.stdout().contains("--privileged"));
+    assert!(log.exists());
+}
+
+/// The command line `run ALIAS --print` emits for a pin of an image in the
+/// registry, run for real through `sh`: the sandbox starts (the engine
+/// reads every option as one word and the image after `--`) and it has no
+/// `/host` (a pins file can no longer give it one).
+#[test]
+fn the_printed_command_line_of_a_pin_runs_for_real_with_no_host_inside() {
+    let Some(services) = support::services() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (repository, digest) = services.base_ref.rsplit_once('@').unwrap();
+    pins_with_repository(dir.path(), repository, digest);
+    let cli = || {
+        Cli::new(dir.path())
+            .env("DOCKER_HOST", &services.docker_host)
+            .env("SUNABA_ENGINE", &services.engine)
+            .args(["run", "full", "--workspace"])
+            .args([dir.path()])
+    };
+    let probe = "if [ -e /host ]; then echo host; else echo no-host; fi; \
+                 touch /x 2>/dev/null || echo read-only";
+    let printed = cli()
+        .args(["--print", "--", "sh", "-c", probe])
+        .stdout_free("a shell command line, run through sh below")
+        .run()
+        .stdout()
+        .to_string();
+    assert!(
+        printed.contains(&format!(" -- {repository}@{digest} sh -c ")),
+        "{printed}"
+    );
+    let via_sh = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(printed.trim_end_matches('\n'))
+        .env("DOCKER_HOST", &services.docker_host)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        via_sh.status.success(),
+        "{}",
+        String::from_utf8_lossy(&via_sh.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&via_sh.stdout),
+        "no-host\nread-only\n"
     );
 }
