@@ -2,7 +2,7 @@
 //! layers per registry (state, concurrency limit), outermost first:
 //! concurrency permit, retry, authorization, scheme, redirects.
 
-use super::transport::credentials::CredentialStore;
+use super::credentials::CredentialStore;
 use super::transport::limits::Limits;
 use super::transport::retry::{self, Exhausted, RetryPolicy};
 use super::transport::{self, Clock, RegistryState, Request, Response, Session, Settings, Sleeper};

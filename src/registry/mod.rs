@@ -5,8 +5,11 @@
 //! # Layout
 //!
 //! - `transport/`: the layers every request goes through, one file each —
-//!   retry, authorization (challenge parsing, bearer tokens, credentials),
-//!   scheme, redirects and size caps;
+//!   retry, authorization (challenge parsing, bearer tokens), scheme,
+//!   redirects and size caps;
+//! - `credentials.rs`: where a registry's credentials come from (docker and
+//!   podman files, credential helpers), beside the transport that uses them
+//!   as go-containerregistry's `authn` is;
 //! - `client.rs`: composes them per registry (connection pool, concurrency
 //!   limit, state);
 //! - `manifest.rs`, `index.rs`, `config.rs`, `resolve.rs`, `tags.rs`: what
@@ -49,6 +52,7 @@ mod assemble;
 mod blob;
 mod client;
 mod config;
+pub mod credentials;
 mod error;
 #[cfg(test)]
 pub(crate) mod fake;
@@ -70,13 +74,13 @@ pub use assemble::{
 pub use blob::{BlobCopy, MAX_COPIED_BLOB};
 pub use client::{Client, ClientBuilder};
 pub use config::{ImageConfig, config_descriptor};
+pub use credentials::CredentialStore;
 pub use error::{Error, ErrorKind, Result};
 pub use host::{api_host, is_loopback};
 pub(crate) use index::Index;
 pub use manifest::{Manifest, ManifestCheck};
 pub use referrers::{fallback_reference, fallback_tag};
 pub use resolve::{ResolveOptions, Resolved};
-pub use transport::credentials::{self, CredentialStore};
 pub use transport::retry::RetryPolicy;
 pub use transport::{Clock, Sleep, Sleeper};
 

@@ -5,8 +5,8 @@
 
 use super::bearer::{self, TokenRequest, Tokens};
 use super::challenge::{self, Challenge};
-use super::credentials::Found;
 use super::{Failure, Request, Response, Session, scheme};
+use crate::registry::credentials::Found;
 use crate::registry::error::error_detail;
 use crate::registry::{Error, ErrorKind};
 use reqwest::StatusCode;

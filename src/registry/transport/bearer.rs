@@ -3,10 +3,10 @@
 //! and caching it per scope until shortly before it expires. Token-endpoint
 //! failures are reported, never turned into anonymous access.
 
-use super::credentials::Credential;
 use super::limits::Limit;
 use super::redirect::{self, Outgoing, Redirects};
 use super::{Failure, Settings, retry};
+use crate::registry::credentials::Credential;
 use crate::registry::error::error_detail;
 use crate::registry::{Error, ErrorKind};
 use reqwest::header::{self, HeaderMap, HeaderValue};

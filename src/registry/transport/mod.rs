@@ -11,13 +11,13 @@
 pub(crate) mod auth;
 pub(crate) mod bearer;
 pub(crate) mod challenge;
-pub mod credentials;
 pub(crate) mod limits;
 pub(crate) mod redirect;
 pub(crate) mod retry;
 pub(crate) mod scheme;
 
 use super::ErrorKind;
+use super::credentials;
 use bytes::Bytes;
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};

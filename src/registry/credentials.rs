@@ -8,17 +8,23 @@
 //! 3. `~/.config/containers/auth.json`,
 //! 4. `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
 //!
-//! Within a file: `credHelpers[registry]`, else `credsStore`, else `auths`
-//! (`auth` = base64 `user:password`, `username`/`password`, `identitytoken`).
-//! Keys are normalised: scheme and `/v1/`, `/v2/` suffixes dropped, and
-//! `index.docker.io` / `registry-1.docker.io` mean `docker.io`. A key may name
-//! a repository namespace (`quay.io/org`); the longest matching key wins.
+//! Within a file: `credHelpers[registry]`, else an `auths` entry that holds
+//! a credential (`auth` = base64 `user:password`, `username`/`password`,
+//! `identitytoken`), else `credsStore`. Keys are normalised: scheme and
+//! `/v1/`, `/v2/` suffixes dropped, and `index.docker.io` /
+//! `registry-1.docker.io` mean `docker.io`. A key may name a repository
+//! namespace (`quay.io/org`); the longest matching key wins.
+//!
+//! A file is read as JSON first and only the entries a lookup needs are
+//! checked, so a malformed entry is an error for its own registry only.
+//! Errors name the file, the key and the kind of problem ("is a number, not
+//! a string"), never a value.
 
 use crate::name::reference::DOCKER_HUB;
 use crate::registry::Error;
 use base64::Engine as _;
 use reqwest::header::HeaderValue;
-use std::collections::BTreeMap;
+use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -131,7 +137,7 @@ impl CredentialStore {
     /// `host:port`) and repository path, or `None` for anonymous access.
     pub fn lookup(&self, registry: &str, repository: &str) -> Result<Option<Found>, Error> {
         for file in &self.files {
-            let text = match std::fs::read_to_string(file) {
+            let text = match read_bounded(file) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {
@@ -145,6 +151,25 @@ impl CredentialStore {
         }
         Ok(None)
     }
+}
+
+/// Credential files are small; a bigger one is a mistake, not something to
+/// hold in memory.
+const MAX_FILE_BYTES: u64 = 4 << 20;
+
+/// `file` as text, refused beyond [`MAX_FILE_BYTES`].
+fn read_bounded(file: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(file)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {MAX_FILE_BYTES} bytes"
+        )));
+    }
+    Ok(text)
 }
 
 /// One registry's credential lookups, by repository (keys may name a
@@ -174,28 +199,6 @@ impl CredentialCache {
         cache.insert(repository.to_string(), found.clone());
         Ok(found)
     }
-}
-
-#[derive(serde::Deserialize, Default)]
-struct ConfigFile {
-    #[serde(default)]
-    auths: BTreeMap<String, AuthEntry>,
-    #[serde(default, rename = "credsStore")]
-    creds_store: Option<String>,
-    #[serde(default, rename = "credHelpers")]
-    cred_helpers: BTreeMap<String, String>,
-}
-
-#[derive(serde::Deserialize, Default)]
-struct AuthEntry {
-    #[serde(default)]
-    auth: Option<String>,
-    #[serde(default)]
-    username: Option<String>,
-    #[serde(default)]
-    password: Option<String>,
-    #[serde(default)]
-    identitytoken: Option<String>,
 }
 
 /// `https://index.docker.io/v1/` -> `docker.io`, `http://h:5000/v2/` -> `h:5000`.
@@ -234,15 +237,93 @@ fn key_match(key: &str, registry: &str, repository: &str) -> Option<usize> {
     }
 }
 
-fn best_key<'a, V>(
-    map: &'a BTreeMap<String, V>,
+/// The value of the key in `map` that best matches `registry/repository`
+/// (the longest), with that key.
+fn best_key<'a>(
+    map: &'a Map<String, Value>,
     registry: &str,
     repository: &str,
-) -> Option<&'a V> {
+) -> Option<(&'a str, &'a Value)> {
     map.iter()
-        .filter_map(|(k, v)| key_match(k, registry, repository).map(|n| (n, v)))
-        .max_by_key(|(n, _)| *n)
-        .map(|(_, v)| v)
+        .filter_map(|(k, v)| key_match(k, registry, repository).map(|n| (n, k.as_str(), v)))
+        .max_by_key(|(n, ..)| *n)
+        .map(|(_, k, v)| (k, v))
+}
+
+/// The JSON type of `value`, for messages that must not show the value.
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// One credentials file, read part by part: the file as JSON first, then
+/// only the entries that concern the registry looked up, each checked for
+/// its type by hand. So a bad entry is an error for its registry alone, and
+/// no message ever holds a value (serde's "invalid type: string \"…\""
+/// would print the secret).
+struct ConfigFile<'a> {
+    path: &'a Path,
+    doc: Map<String, Value>,
+    registry: &'a str,
+}
+
+impl<'a> ConfigFile<'a> {
+    fn parse(path: &'a Path, text: &str, registry: &'a str) -> Result<ConfigFile<'a>, Error> {
+        // serde_json's syntax errors name a position, never the content.
+        let doc: Value = serde_json::from_str(text).map_err(|e| {
+            let reason = format!("{} is not a valid credentials file: {e}", path.display());
+            Error::credentials(registry, reason)
+        })?;
+        let Value::Object(doc) = doc else {
+            let reason = format!(
+                "{} is not a valid credentials file: it is {}, not a JSON object",
+                path.display(),
+                type_name(&doc)
+            );
+            return Err(Error::credentials(registry, reason));
+        };
+        Ok(ConfigFile {
+            path,
+            doc,
+            registry,
+        })
+    }
+
+    /// "FILE: WHERE WHAT", never a value.
+    fn problem(&self, place: &str, what: &str) -> Error {
+        let reason = format!("{}: {place} {what}", self.path.display());
+        Error::credentials(self.registry, reason)
+    }
+
+    /// A top-level section that maps keys to entries (`auths`,
+    /// `credHelpers`); `None` when absent or null.
+    fn section(&self, name: &str) -> Result<Option<&Map<String, Value>>, Error> {
+        match self.doc.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Object(m)) => Ok(Some(m)),
+            Some(other) => Err(self.problem(
+                &format!("{name:?}"),
+                &format!("is {}, not an object", type_name(other)),
+            )),
+        }
+    }
+
+    /// A string where one is expected; `None` when absent or null.
+    fn string<'v>(&self, value: Option<&'v Value>, place: &str) -> Result<Option<&'v str>, Error> {
+        match value {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(other) => {
+                Err(self.problem(place, &format!("is {}, not a string", type_name(other))))
+            }
+        }
+    }
 }
 
 fn lookup_in(
@@ -251,13 +332,12 @@ fn lookup_in(
     registry: &str,
     repository: &str,
 ) -> Result<Option<Found>, Error> {
-    let config: ConfigFile = serde_json::from_str(text).map_err(|e| {
-        // serde_json's message names a position, never the file's content.
-        let reason = format!("{} is not a valid credentials file: {e}", file.display());
-        Error::credentials(registry, reason)
-    })?;
+    let config = ConfigFile::parse(file, text, registry)?;
     let source = file.display().to_string();
-    if let Some(helper) = best_key(&config.cred_helpers, registry, repository) {
+    let helpers = config.section("credHelpers")?;
+    if let Some((key, helper)) = helpers.and_then(|h| best_key(h, registry, repository))
+        && let Some(helper) = config.string(Some(helper), &format!("credHelpers[{key:?}]"))?
+    {
         return helper_get(helper, registry).map(|c| {
             c.map(|credential| Found {
                 credential,
@@ -265,12 +345,14 @@ fn lookup_in(
             })
         });
     }
-    if let Some(entry) = best_key(&config.auths, registry, repository)
-        && let Some(credential) = entry_credential(entry, registry, file)?
+    let auths = config.section("auths")?;
+    if let Some((key, entry)) = auths.and_then(|a| best_key(a, registry, repository))
+        && let Some(credential) = entry_credential(&config, key, entry)?
     {
         return Ok(Some(Found { credential, source }));
     }
-    if let Some(store) = &config.creds_store {
+    let store = config.string(config.doc.get("credsStore"), "\"credsStore\"")?;
+    if let Some(store) = store {
         return helper_get(store, registry).map(|c| {
             c.map(|credential| Found {
                 credential,
@@ -281,38 +363,47 @@ fn lookup_in(
     Ok(None)
 }
 
+/// The credential of one `auths` entry: `auth` (base64 `user:password`),
+/// `username`/`password`, or `identitytoken`.
 fn entry_credential(
-    entry: &AuthEntry,
-    registry: &str,
-    file: &Path,
+    config: &ConfigFile<'_>,
+    key: &str,
+    entry: &Value,
 ) -> Result<Option<Credential>, Error> {
-    let (mut username, mut password) = (entry.username.clone(), entry.password.clone());
-    if let Some(auth) = entry.auth.as_deref().filter(|a| !a.is_empty()) {
-        let bad = || {
-            let reason = format!(
-                "the \"auth\" entry in {} is not base64 of user:password",
-                file.display()
-            );
-            Error::credentials(registry, reason)
-        };
-        let decoded = base64::engine::general_purpose::STANDARD
+    let place = format!("auths[{key:?}]");
+    let entry = match entry {
+        Value::Null => return Ok(None),
+        Value::Object(m) => m,
+        other => {
+            return Err(config.problem(&place, &format!("is {}, not an object", type_name(other))));
+        }
+    };
+    let field = |name: &str| config.string(entry.get(name), &format!("{place}.{name}"));
+    let (mut username, mut password) = (field("username")?, field("password")?);
+    let (auth, identity_token) = (field("auth")?, field("identitytoken")?);
+    let decoded;
+    if let Some(auth) = auth.filter(|a| !a.is_empty()) {
+        let bad = || config.problem(&format!("{place}.auth"), "is not base64 of user:password");
+        decoded = base64::engine::general_purpose::STANDARD
             .decode(auth.trim())
-            .map_err(|_| bad())?;
-        let decoded = String::from_utf8(decoded).map_err(|_| bad())?;
+            .ok()
+            .and_then(|d| String::from_utf8(d).ok())
+            .ok_or_else(bad)?;
         let (u, p) = decoded.split_once(':').ok_or_else(bad)?;
-        username = Some(u.to_string());
-        password = Some(p.to_string());
+        username = Some(u);
+        password = Some(p);
     }
-    if let Some(token) = entry.identitytoken.as_deref().filter(|t| !t.is_empty()) {
+    if let Some(token) = identity_token.filter(|t| !t.is_empty()) {
         return Ok(Some(Credential::IdentityToken {
-            username: username.unwrap_or_default(),
+            username: username.unwrap_or_default().to_string(),
             token: token.to_string(),
         }));
     }
     match (username, password) {
-        (Some(username), Some(password)) if !username.is_empty() => {
-            Ok(Some(Credential::Basic { username, password }))
-        }
+        (Some(username), Some(password)) if !username.is_empty() => Ok(Some(Credential::Basic {
+            username: username.to_string(),
+            password: password.to_string(),
+        })),
         _ => Ok(None),
     }
 }
@@ -478,6 +569,79 @@ mod tests {
             err.contains("docker-credential-sunaba-absent-helper is not installed"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_wrong_typed_entry_is_named_without_its_value_and_spares_other_registries() {
+        let dir = tempfile::tempdir().unwrap();
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let secret = "user:Sup3r-s3cret-Value";
+        let config = serde_json::json!({
+            "auths": {
+                // `auth`'s string where the entry belongs: serde would print it.
+                "bad.io": b64(secret),
+                "num.io": {"auth": 31_415_926_535_u64},
+                "list.io": {"username": "u", "password": ["Sup3r-s3cret-Value"]},
+                "good.io": {"auth": b64("gooduser:goodpass")},
+            },
+            "credHelpers": {"helper.io": 4_242_424_242_u64},
+            "credsStore": ["Xyzzy-store"],
+        });
+        let f = write(dir.path(), "config.json", &config.to_string());
+        let store = CredentialStore::with_files(vec![f.clone()]);
+        let err = |registry: &str| store.lookup(registry, "a/b").unwrap_err().to_string();
+        for (registry, place, kind) in [
+            ("bad.io", r#"auths["bad.io"]"#, "is a string, not an object"),
+            (
+                "num.io",
+                r#"auths["num.io"].auth"#,
+                "is a number, not a string",
+            ),
+            (
+                "list.io",
+                r#"auths["list.io"].password"#,
+                "is an array, not a string",
+            ),
+            (
+                "helper.io",
+                r#"credHelpers["helper.io"]"#,
+                "is a number, not a string",
+            ),
+            ("other.io", r#""credsStore""#, "is an array, not a string"),
+        ] {
+            let e = err(registry);
+            assert!(
+                e.contains(&f.display().to_string()) && e.contains(place) && e.contains(kind),
+                "{registry}: {e}"
+            );
+            for value in [
+                &b64(secret),
+                secret,
+                "Sup3r",
+                "31415926535",
+                "4242424242",
+                "Xyzzy",
+            ] {
+                assert!(!e.contains(value), "{registry}: {value:?} in {e}");
+            }
+        }
+        assert_eq!(
+            store
+                .lookup("good.io", "a/b")
+                .unwrap()
+                .map(|f| f.credential),
+            Some(Credential::Basic {
+                username: "gooduser".into(),
+                password: "goodpass".into()
+            }),
+            "one bad entry affects only its registry"
+        );
+        let f = write(dir.path(), "array.json", "[1]");
+        let e = CredentialStore::with_files(vec![f])
+            .lookup("x.io", "a")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("an array, not a JSON object"), "{e}");
     }
 
     #[test]
