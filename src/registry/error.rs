@@ -46,6 +46,25 @@ pub enum ErrorKind {
     UntrustedCertificate {
         reason: String,
     },
+    /// A redirect from https to plain http: refused, as what was asked over
+    /// TLS must not continue in the clear. Both URLs without query or
+    /// credentials.
+    InsecureRedirect {
+        from: String,
+        to: String,
+    },
+    /// A 401 from another origin than the registry's own (a host a redirect
+    /// led to): its challenge is not answered, so no credential goes where
+    /// the registry did not say.
+    ForeignChallenge {
+        /// Where the 401 came from (origin and path).
+        location: String,
+    },
+    /// A token endpoint over plain http named by a registry spoken to over
+    /// https (allowed only for loopback hosts and insecure registries).
+    InsecureRealm {
+        realm: String,
+    },
     /// The registry redirected more often than the redirect layer follows.
     TooManyRedirects {
         limit: usize,
@@ -227,6 +246,21 @@ impl Error {
             K::UntrustedCertificate { reason } => write!(
                 f,
                 "cannot reach registry {registry}: {reason}; if the registry uses a private CA, pass it with --ca-cert"
+            ),
+            K::InsecureRedirect { from, to } => write!(
+                f,
+                "registry {registry} redirected from {from} to {to}: refusing to leave https for plain http"
+            ),
+            K::ForeignChallenge { location } => write!(
+                f,
+                "{location}, where registry {registry} redirected, asked for authorization (HTTP 401): \
+                 credentials go only to the registry's own origin, so it gets none"
+            ),
+            K::InsecureRealm { realm } => write!(
+                f,
+                "registry {registry} is spoken to over https but names the token endpoint {realm} over \
+                 plain http: refusing to send credentials there (allowed only for a loopback token \
+                 endpoint, or with --insecure-registry {registry})"
             ),
             K::TooManyRedirects { limit, location } => write!(
                 f,

@@ -5,12 +5,14 @@
 
 use super::bearer::{self, TokenRequest, Tokens};
 use super::challenge::{self, Challenge};
+use super::redirect::{redacted, redacted_text};
 use super::{Failure, Request, Response, Session, scheme};
 use crate::registry::credentials::Found;
 use crate::registry::error::error_detail;
+use crate::registry::host::is_loopback;
 use crate::registry::{Error, ErrorKind};
-use reqwest::StatusCode;
 use reqwest::header::{self, HeaderValue};
+use reqwest::{StatusCode, Url};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -46,6 +48,14 @@ pub(crate) async fn send(
         if resp.status != StatusCode::UNAUTHORIZED {
             return Ok(resp);
         }
+        // Only the registry says how to authenticate to it: a 401 from a
+        // host a redirect led to (storage, or anyone the registry names)
+        // must not choose where the next credential goes.
+        if resp.url.origin() != resp.requested.origin() {
+            return Err(Failure::Fatal(ErrorKind::ForeignChallenge {
+                location: redacted(&resp.url),
+            }));
+        }
         let offered = resp
             .headers
             .get_all(header::WWW_AUTHENTICATE)
@@ -54,6 +64,7 @@ pub(crate) async fn send(
         let Some(challenge) = challenge::preferred(offered) else {
             return Err(unauthorized(session, req, &resp, sent).await);
         };
+        check_realm(session, &resp, &challenge)?;
         let bearer = matches!(challenge, Challenge::Bearer { .. });
         *state.challenge.lock().expect("challenge lock") = Some(challenge);
         let again = if !sent && !discovered {
@@ -74,6 +85,47 @@ pub(crate) async fn send(
         }
         return Err(unauthorized(session, req, &resp, sent).await);
     }
+}
+
+/// Refuses a Bearer challenge whose realm the credential must not be sent
+/// to (see [`realm_allowed`]).
+fn check_realm(
+    session: &Session<'_>,
+    resp: &Response,
+    challenge: &Challenge,
+) -> Result<(), Failure> {
+    let Challenge::Bearer { realm, .. } = challenge else {
+        return Ok(());
+    };
+    // An unparsable realm is reported by the token request.
+    let Ok(realm) = reqwest::Url::parse(realm) else {
+        return Ok(());
+    };
+    let insecure = &session.settings.insecure;
+    if realm_allowed(&realm, &resp.url, session.registry, insecure) {
+        return Ok(());
+    }
+    Err(Failure::Fatal(ErrorKind::InsecureRealm {
+        realm: redacted(&realm),
+    }))
+}
+
+/// Whether `registry`, answering from `registry_url`, may send its client
+/// to `realm` for tokens. A realm on another host is fine (Docker Hub's and
+/// GHCR's are), but an https registry's credential (or refresh token) must
+/// not cross the network in the clear: a plain-http realm is allowed only
+/// on loopback, or when the registry or the realm's host is configured as
+/// insecure.
+fn realm_allowed(realm: &Url, registry_url: &Url, registry: &str, insecure: &[String]) -> bool {
+    if realm.scheme() != "http" || registry_url.scheme() != "https" {
+        return true;
+    }
+    let host = realm.host_str().unwrap_or_default();
+    let authority = match realm.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
+    };
+    is_loopback(host) || insecure.iter().any(|r| r == registry || *r == authority)
 }
 
 /// The Authorization value for `req`, from the challenge the registry has
@@ -107,7 +159,7 @@ async fn authorization(
         .map_err(Failure::Fatal)?;
     let mut value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
         Failure::Fatal(ErrorKind::Token {
-            realm: realm.clone(),
+            realm: redacted_text(&realm),
             reason: "the token is not a valid header value".into(),
         })
     })?;
@@ -158,4 +210,59 @@ async fn unauthorized(
         detail: error_detail(&resp.body),
         hint,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u(s: &str) -> Url {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn an_https_registry_names_a_plain_http_realm_only_on_loopback_or_when_insecure() {
+        let https = u("https://reg.example/v2/");
+        let none: &[String] = &[];
+        for ok in [
+            "https://auth.example/token",
+            "https://other.example:8443/token",
+            "http://127.0.0.1:5001/token",
+            "http://localhost/token",
+            "http://[::1]:80/token",
+        ] {
+            assert!(realm_allowed(&u(ok), &https, "reg.example", none), "{ok}");
+        }
+        let plain = u("http://auth.example/token");
+        assert!(!realm_allowed(&plain, &https, "reg.example", none));
+        assert!(!realm_allowed(
+            &u("http://10.0.0.1:5001/t"),
+            &https,
+            "reg.example",
+            none
+        ));
+        let insecure = |r: &str| vec![r.to_string()];
+        assert!(realm_allowed(
+            &plain,
+            &https,
+            "reg.example",
+            &insecure("reg.example")
+        ));
+        assert!(realm_allowed(
+            &plain,
+            &https,
+            "reg.example",
+            &insecure("auth.example")
+        ));
+        assert!(!realm_allowed(
+            &plain,
+            &https,
+            "reg.example",
+            &insecure("other.example")
+        ));
+        assert!(
+            realm_allowed(&plain, &u("http://reg.lan:5000/v2/"), "reg.lan:5000", none),
+            "a plain-http registry loses nothing to a plain-http realm"
+        );
+    }
 }

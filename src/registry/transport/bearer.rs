@@ -4,7 +4,7 @@
 //! failures are reported, never turned into anonymous access.
 
 use super::limits::Limit;
-use super::redirect::{self, Outgoing, Redirects};
+use super::redirect::{self, Outgoing, Redirects, redacted_text};
 use super::{Failure, Settings, retry};
 use crate::registry::credentials::Credential;
 use crate::registry::error::error_detail;
@@ -150,12 +150,16 @@ pub(crate) async fn fetch(
     req: &TokenRequest<'_>,
 ) -> Result<(String, Duration), ErrorKind> {
     let fail = |reason: String| ErrorKind::Token {
-        realm: req.realm.to_string(),
+        realm: redacted_text(req.realm),
         reason,
     };
     let realm = Url::parse(req.realm).map_err(|e| fail(format!("invalid realm URL: {e}")))?;
     if !matches!(realm.scheme(), "https" | "http") {
         return Err(fail("the realm is not an http(s) URL".into()));
+    }
+    // reqwest would send a URL's userinfo as Basic credentials of its own.
+    if !realm.username().is_empty() || realm.password().is_some() {
+        return Err(fail("the realm URL holds credentials".into()));
     }
     let (method, url, headers, body, authorization) = token_exchange(&realm, req);
     let realm = &realm;
@@ -270,7 +274,7 @@ fn as_token_failure(failure: Failure, req: &TokenRequest<'_>, realm: &Url) -> Fa
         other => Error::new(other, "", realm.host_str().unwrap_or_default()).to_string(),
     };
     Failure::Fatal(ErrorKind::Token {
-        realm: req.realm.to_string(),
+        realm: redacted_text(req.realm),
         reason,
     })
 }

@@ -62,7 +62,8 @@ pub(crate) async fn read_limited(
                     "the response body broke off after {} of {} bytes: {}",
                     buf.len(),
                     expected.map_or("?".to_string(), |n| n.to_string()),
-                    error_chain(&e)
+                    // Without the URL: its query may be a signature.
+                    error_chain(&e.without_url())
                 )));
             }
         }

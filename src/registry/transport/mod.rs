@@ -132,6 +132,9 @@ pub(crate) struct Response {
     pub body: Vec<u8>,
     /// The URL the response came from (after redirects).
     pub url: reqwest::Url,
+    /// The URL the request was sent to, before any redirect: for registry
+    /// requests, on the registry's own origin.
+    pub requested: reqwest::Url,
 }
 
 /// Why a target a response named (`Link`, `Location`) is not followed.

@@ -44,9 +44,96 @@ pub(crate) fn carries_authorization(from: &Url, to: &Url) -> bool {
 }
 
 /// `url` for messages: origin and path, without credentials or a query
-/// (which, for storage redirects, holds signatures).
-fn redacted(url: &Url) -> String {
+/// (which, for storage redirects, holds signatures). Every URL that enters
+/// an error goes through here (or is left out, as reqwest's are).
+pub(crate) fn redacted(url: &Url) -> String {
     format!("{}{}", url.origin().ascii_serialization(), url.path())
+}
+
+/// Text that should be a URL (a realm a registry named), for messages:
+/// [`redacted`] when it parses, else only that it is not a URL, escaped
+/// and cut short (it came from the registry).
+pub(crate) fn redacted_text(text: &str) -> String {
+    match Url::parse(text) {
+        Ok(url) if url.has_host() => redacted(&url),
+        _ => {
+            let shown: String = text.chars().take(80).collect();
+            format!("{shown:?} (not a URL)")
+        }
+    }
+}
+
+/// The rustls error among `e`'s causes that says the peer's certificate is
+/// not trusted, found by type (never by text: a repository named
+/// `acme/certificate-tools` in a URL is no TLS failure). `std::io::Error`
+/// hides the error it wraps from `source()`, so it is looked into.
+pub(crate) fn untrusted_certificate<'e>(
+    e: &'e (dyn std::error::Error + 'static),
+) -> Option<&'e rustls::Error> {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return matches!(
+                tls,
+                rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented
+            )
+            .then_some(tls);
+        }
+        if let Some(inner) = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            && let Some(tls) = untrusted_certificate(inner)
+        {
+            return Some(tls);
+        }
+        next = err.source();
+    }
+    None
+}
+
+/// Why an exchange failed, as the retry layer sees it: a certificate the
+/// client does not trust is fatal, anything else worth another try. The
+/// reason never holds the URL (its query may be a signature).
+fn send_failure(e: reqwest::Error, timeout: Duration) -> Failure {
+    if e.is_timeout() {
+        return Failure::retryable(format!("no response within {} ms", timeout.as_millis()));
+    }
+    let untrusted = untrusted_certificate(&e).is_some();
+    let reason = error_chain(&e.without_url());
+    if untrusted {
+        Failure::Fatal(ErrorKind::UntrustedCertificate { reason })
+    } else {
+        Failure::retryable(reason)
+    }
+}
+
+/// Where a redirect from `url` to `location` leads: an http(s) URL, and
+/// never from https to plain http (what was asked over TLS, a request
+/// target or a body, does not continue in the clear).
+fn next_hop(url: &Url, location: &str) -> Result<Url, Failure> {
+    let next = url.join(location).map_err(|e| {
+        Failure::Fatal(ErrorKind::Malformed {
+            what: "redirect",
+            reason: format!("bad Location: {e}"),
+        })
+    })?;
+    if !matches!(next.scheme(), "https" | "http") {
+        return Err(Failure::Fatal(ErrorKind::Malformed {
+            what: "redirect",
+            reason: format!(
+                "Location is not an http(s) URL (a {} URL, from {})",
+                next.scheme(),
+                redacted(url)
+            ),
+        }));
+    }
+    if url.scheme() == "https" && next.scheme() != "https" {
+        return Err(Failure::Fatal(ErrorKind::InsecureRedirect {
+            from: redacted(url),
+            to: redacted(&next),
+        }));
+    }
+    Ok(next)
 }
 
 /// Sends `out`, following up to [`MAX_REDIRECTS`] redirects.
@@ -73,23 +160,7 @@ pub(crate) async fn send(http: &reqwest::Client, out: Outgoing<'_>) -> Result<Re
         if let Some(b) = &body {
             rb = rb.body(b.clone());
         }
-        let mut resp = match rb.send().await {
-            Ok(r) => r,
-            Err(e) if e.is_timeout() => {
-                return Err(Failure::retryable(format!(
-                    "no response within {} ms",
-                    out.timeout.as_millis()
-                )));
-            }
-            Err(e) => {
-                let chain = error_chain(&e);
-                return Err(if chain.contains("certificate") {
-                    Failure::Fatal(ErrorKind::UntrustedCertificate { reason: chain })
-                } else {
-                    Failure::retryable(chain)
-                });
-            }
-        };
+        let mut resp = rb.send().await.map_err(|e| send_failure(e, out.timeout))?;
         let status = resp.status();
         if status.is_redirection()
             && out.redirects == Redirects::Follow
@@ -98,12 +169,7 @@ pub(crate) async fn send(http: &reqwest::Client, out: Outgoing<'_>) -> Result<Re
                 .get(header::LOCATION)
                 .and_then(|v| v.to_str().ok())
         {
-            url = url.join(location).map_err(|e| {
-                Failure::Fatal(ErrorKind::Malformed {
-                    what: "redirect",
-                    reason: format!("bad Location: {e}"),
-                })
-            })?;
+            url = next_hop(&url, location)?;
             // See other: the target is fetched (HEAD stays HEAD), whatever
             // the request was. Other redirects keep method and body, as the
             // registry API's 307s for uploads need.
@@ -139,6 +205,7 @@ pub(crate) async fn send(http: &reqwest::Client, out: Outgoing<'_>) -> Result<Re
             headers,
             body,
             url,
+            requested: origin,
         });
     }
     Err(Failure::Fatal(ErrorKind::TooManyRedirects {
@@ -316,6 +383,113 @@ mod tests {
         ] {
             assert!(!carries_authorization(&from, &u(other)), "{other}");
         }
+    }
+
+    #[test]
+    fn https_never_redirects_to_plain_http() {
+        let from = u("https://reg.example/v2/a/blobs/sha256:1?x=1");
+        let err = next_hop(&from, "http://s3.example/b/blob?X-Amz-Signature=sekrit")
+            .expect_err("a downgrade is refused");
+        let Failure::Fatal(ErrorKind::InsecureRedirect { from, to }) = err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(
+            (from.as_str(), to.as_str()),
+            (
+                "https://reg.example/v2/a/blobs/sha256:1",
+                "http://s3.example/b/blob"
+            )
+        );
+        let https = u("https://reg.example/v2/");
+        assert_eq!(
+            next_hop(&https, "https://cdn.example/b?sig=1").unwrap(),
+            u("https://cdn.example/b?sig=1")
+        );
+        let http = u("http://127.0.0.1:5000/v2/");
+        assert_eq!(
+            next_hop(&http, "https://cdn.example/b").unwrap(),
+            u("https://cdn.example/b"),
+            "upgrading is fine"
+        );
+        assert_eq!(
+            next_hop(&http, "/v2/x").unwrap(),
+            u("http://127.0.0.1:5000/v2/x")
+        );
+        for odd in ["file:///etc/passwd", "ftp://x.example/y"] {
+            let err = next_hop(&http, odd).expect_err(odd);
+            assert!(
+                matches!(err, Failure::Fatal(ErrorKind::Malformed { .. })),
+                "{odd}: {err:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_connection_error_is_retried_and_its_reason_holds_no_url() {
+        // A closed port, and a URL that holds the word "certificate" and a
+        // signature: neither a TLS failure nor something to print.
+        let closed = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let headers = HeaderMap::new();
+        let url = format!(
+            "http://{closed}/v2/acme/certificate-tools/blobs/sha256:1?X-Amz-Signature=sekrit"
+        );
+        let err = send(&http, get(&url, None, &headers))
+            .await
+            .err()
+            .expect("nothing listens");
+        let Failure::Retryable { reason, .. } = err else {
+            panic!("not a TLS failure, so retried: {err:?}")
+        };
+        for leak in ["sekrit", "X-Amz", "certificate-tools", "127.0.0.1"] {
+            assert!(!reason.contains(leak), "{leak} in {reason}");
+        }
+    }
+
+    #[test]
+    fn untrusted_certificates_are_found_by_type_through_io_errors() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("client error (Connect)")]
+        struct Outer(#[source] std::io::Error);
+        let tls = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let wrapped = Outer(std::io::Error::new(std::io::ErrorKind::InvalidData, tls));
+        assert!(matches!(
+            untrusted_certificate(&wrapped),
+            Some(rustls::Error::InvalidCertificate(_))
+        ));
+        let words = Outer(std::io::Error::other(
+            "invalid peer certificate for /v2/acme/certificate-tools",
+        ));
+        assert!(
+            untrusted_certificate(&words).is_none(),
+            "text is not a type"
+        );
+        let other_tls = Outer(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::HandshakeNotComplete,
+        ));
+        assert!(
+            untrusted_certificate(&other_tls).is_none(),
+            "a failed handshake is not an untrusted certificate"
+        );
+    }
+
+    #[test]
+    fn realms_and_other_named_urls_are_redacted_or_escaped() {
+        assert_eq!(
+            redacted_text("https://u:p@auth.example/token?secret=1"),
+            "https://auth.example/token"
+        );
+        assert_eq!(
+            redacted_text("\u{1b}[31mnot a url"),
+            "\"\\u{1b}[31mnot a url\" (not a URL)"
+        );
     }
 
     #[test]
