@@ -149,23 +149,23 @@ pub(crate) enum NotHere {
 
 impl Response {
     /// `location` resolved against the URL this response came from, as a
-    /// request target (path and query) on the same origin.
+    /// request target (path and query) on the registry's origin: only when
+    /// both the response and the target are on the origin the request was
+    /// sent to (scheme, host and port), and the target names no userinfo.
     pub(crate) fn same_origin_target(&self, location: &str) -> Result<String, NotHere> {
         let next = self
             .url
             .join(location)
             .map_err(|e| NotHere::Invalid(e.to_string()))?;
-        let authority = |u: &reqwest::Url| {
-            (
-                u.host_str().unwrap_or_default().to_string(),
-                u.port_or_known_default().unwrap_or_default(),
-            )
-        };
-        let (host, port) = authority(&next);
-        if host.is_empty()
-            || (host.clone(), port) != authority(&self.url)
+        let registry = self.requested.origin();
+        if next.host_str().is_none_or(str::is_empty)
+            || next.origin() != registry
+            || self.url.origin() != registry
             || !next.username().is_empty()
+            || next.password().is_some()
         {
+            let host = next.host_str().unwrap_or_default();
+            let port = next.port_or_known_default().unwrap_or_default();
             return Err(NotHere::OtherHost(format!("{host}:{port}")));
         }
         Ok(match next.query() {
@@ -223,4 +223,51 @@ pub(crate) struct Session<'a> {
     /// As in references: `docker.io`, `host:port`.
     pub registry: &'a str,
     pub state: &'a RegistryState,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(requested: &str, url: &str) -> Response {
+        Response {
+            status: StatusCode::ACCEPTED,
+            headers: HeaderMap::new(),
+            body: Vec::new(),
+            url: url.parse().unwrap(),
+            requested: requested.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn targets_a_response_names_stay_on_the_registry_origin() {
+        let reg = "https://reg.example/v2/a/blobs/uploads/";
+        let resp = answer(reg, reg);
+        assert_eq!(
+            resp.same_origin_target("/v2/a/blobs/uploads/1?_state=x"),
+            Ok("/v2/a/blobs/uploads/1?_state=x".to_string())
+        );
+        assert_eq!(
+            resp.same_origin_target("https://reg.example:443/v2/next"),
+            Ok("/v2/next".to_string())
+        );
+        for other in [
+            "https://cdn.example/v2/x",
+            "http://reg.example/v2/x",
+            "https://reg.example:8443/v2/x",
+            "https://user:pw@reg.example/v2/x",
+        ] {
+            assert!(
+                matches!(resp.same_origin_target(other), Err(NotHere::OtherHost(_))),
+                "{other}"
+            );
+        }
+        // An answer from where a redirect led: even a target naming the
+        // registry is not the registry's word.
+        let elsewhere = answer(reg, "https://storage.example/upload");
+        assert!(matches!(
+            elsewhere.same_origin_target("https://reg.example/v2/x"),
+            Err(NotHere::OtherHost(_))
+        ));
+    }
 }
