@@ -83,7 +83,6 @@ pub(crate) async fn send(
         &session.settings.clock,
     );
     let mut errors = Vec::new();
-    let mut untrusted = false;
     for &scheme in candidates(known, allowed) {
         let origin = format!("{}://{}", scheme.as_str(), api_host(session.registry));
         let url = reqwest::Url::parse(&format!("{origin}{}", req.target)).map_err(|e| {
@@ -114,19 +113,13 @@ pub(crate) async fn send(
             Err(Failure::Retryable { reason, .. }) => {
                 errors.push(format!("{}: {reason}", scheme.as_str()));
             }
-            // Plain http may still answer a loopback registry.
-            Err(Failure::Fatal(ErrorKind::UntrustedCertificate { reason })) => {
-                untrusted = true;
-                errors.push(format!("{}: {reason}", scheme.as_str()));
-            }
+            // A certificate was presented, so the registry speaks TLS:
+            // plain http is not its answer (a HEAD there would get an
+            // empty 400 that would pass for one), and the error is this.
             Err(fatal) => return Err(fatal),
         }
     }
-    let reason = errors.join("; ");
-    if untrusted {
-        return Err(Failure::Fatal(ErrorKind::UntrustedCertificate { reason }));
-    }
-    Err(Failure::retryable(reason))
+    Err(Failure::retryable(errors.join("; ")))
 }
 
 /// Go's TLS server answers a plain http request with this 400.
