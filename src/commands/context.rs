@@ -8,7 +8,7 @@ use crate::engine::Engine;
 use crate::manifest::{Manifest, Settings};
 use crate::pins::plan::AliasSpec;
 use crate::pins::registry_source::RegistrySource;
-use crate::registry::{Client, RetryPolicy};
+use crate::registry::{CaCert, Client, RetryPolicy};
 use crate::render::Rendered;
 use anyhow::Context as _;
 use std::cell::OnceCell;
@@ -20,9 +20,10 @@ use std::time::Duration;
 #[command(next_help_heading = "Registry options")]
 pub(crate) struct RegistryOptions {
     /// Extra root CA (PEM) this tool's own HTTPS connections trust, on top of
-    /// the system roots.
-    #[arg(long = "ca-cert", value_name = "PEM")]
-    pub ca_certs: Vec<PathBuf>,
+    /// the system roots: `PEM` for every host, `HOST=PEM` for the registry
+    /// HOST (host[:port]) only, as a `certs.d/HOST/ca.crt` would.
+    #[arg(long = "ca-cert", value_name = "[HOST=]PEM")]
+    pub ca_certs: Vec<CaCert>,
     /// Registry (host[:port]) that may be spoken to over plain http; the
     /// profile's `insecure_registries` are added. Loopback registries always may.
     #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
@@ -34,6 +35,23 @@ pub(crate) struct RegistryOptions {
     #[arg(long = "registry-timeout", value_name = "DURATION", default_value = "2m",
           value_parser = crate::duration::parse)]
     pub timeout: Duration,
+}
+
+impl RegistryOptions {
+    /// The `--ca-cert` files trusted for every host (not those given for
+    /// one registry): what clients other than the registry's trust.
+    pub(crate) fn global_ca_files(&self) -> Vec<PathBuf> {
+        global_ca_files(&self.ca_certs)
+    }
+}
+
+/// The files of the `--ca-cert` values given for every host.
+pub(crate) fn global_ca_files(ca_certs: &[CaCert]) -> Vec<PathBuf> {
+    ca_certs
+        .iter()
+        .filter(|c| c.registry.is_none())
+        .map(|c| c.path.clone())
+        .collect()
 }
 
 /// How a command reports: for people, or also for a GitHub Actions runner.
@@ -233,7 +251,7 @@ impl Context {
                 ..RetryPolicy::default()
             });
         for ca in &options.ca_certs {
-            builder = builder.root_ca_file(ca);
+            builder = builder.ca_cert(ca.clone());
         }
         builder.build().context("configuring the registry client")
     }

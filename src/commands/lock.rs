@@ -21,9 +21,10 @@ pub(crate) struct Args {
     #[arg(long = "container-ca-bundle", value_name = "PATH")]
     pub ca_bundle: Option<PathBuf>,
     /// Extra root CA (PEM) this tool's own HTTPS connections trust, on top of
-    /// the system roots.
-    #[arg(long = "ca-cert", value_name = "PEM")]
-    pub ca_certs: Vec<PathBuf>,
+    /// the system roots: `PEM` for every host, `HOST=PEM` for the registry
+    /// HOST (host[:port]) only, as a `certs.d/HOST/ca.crt` would.
+    #[arg(long = "ca-cert", value_name = "[HOST=]PEM")]
+    pub ca_certs: Vec<crate::registry::CaCert>,
     /// Bound on each registry request, retries included (`30s`, `2m`).
     #[arg(long = "registry-timeout", value_name = "DURATION", default_value = "2m",
           value_parser = crate::duration::parse)]
@@ -43,7 +44,8 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let settings = ctx.settings()?;
     let fragments = generate::select(manifest, &args.fragments).status(Status::Usage)?;
     let ca_bundle = args.ca_bundle.clone().or(settings.ca_bundle.clone());
-    let mut ca_files = args.ca_certs.clone();
+    // lock talks to npm and PyPI, no registry: only the CAs for every host.
+    let mut ca_files = super::context::global_ca_files(&args.ca_certs);
     ca_files.extend(ca_bundle.clone());
     let feeds = Feeds::new(&ca_files, args.timeout.max(Duration::from_secs(1)))?;
     let family = ctx.family()?;

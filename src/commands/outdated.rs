@@ -28,7 +28,7 @@ pub(crate) struct Args {
 pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let manifest = ctx.manifest()?;
     let settings = ctx.settings()?;
-    let mut ca_files = args.registry.ca_certs.clone();
+    let mut ca_files = args.registry.global_ca_files();
     ca_files.extend(settings.ca_bundle.clone());
     let feeds = Feeds::new(&ca_files, args.registry.timeout.max(Duration::from_secs(1)))?;
     let rt = runtime()?;

@@ -1,7 +1,13 @@
-//! The registry client: builds the HTTP pool and composes the transport
-//! layers per registry (state, concurrency limit), outermost first:
-//! concurrency permit, retry, authorization, scheme, redirects.
+//! The registry client: builds the HTTP pools and composes the transport
+//! layers per registry (state, concurrency limit, trusted CAs), outermost
+//! first: concurrency permit, retry, authorization, scheme, redirects.
+//!
+//! One connection pool serves every registry that has no CA of its own; a
+//! registry with its own CAs (`certs.d`, `--ca-cert HOST=PEM`, see
+//! `certs.rs`) gets a pool of its own whose roots add them, so they vouch
+//! for nothing else.
 
+use super::certs::{self, CaCert, CertsDirs};
 use super::credentials::CredentialStore;
 use super::transport::limits::Limits;
 use super::transport::retry::{self, Exhausted, RetryPolicy};
@@ -18,11 +24,13 @@ use tokio::sync::Semaphore;
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
     settings: Settings,
-    ca_files: Vec<PathBuf>,
-    ca_pems: Vec<Vec<u8>>,
+    /// CA files and PEM bytes, for every registry (`None`) or one.
+    ca_files: Vec<CaCert>,
+    ca_pems: Vec<(Option<String>, Vec<u8>)>,
     connect_timeout: Duration,
     per_registry: usize,
     credentials: Option<CredentialStore>,
+    certs_dirs: Option<CertsDirs>,
 }
 
 impl Default for ClientBuilder {
@@ -41,6 +49,7 @@ impl Default for ClientBuilder {
             connect_timeout: Duration::from_secs(10),
             per_registry: 16,
             credentials: None,
+            certs_dirs: None,
         }
     }
 }
@@ -57,14 +66,47 @@ impl ClientBuilder {
         self.settings.insecure.extend(more);
         self
     }
-    /// An extra trusted root CA (PEM file), on top of the system roots.
+    /// An extra trusted root CA (PEM file), on top of the system roots, for
+    /// every registry.
     pub fn root_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.ca_files.push(path.into());
+        self.ca_files.push(CaCert {
+            registry: None,
+            path: path.into(),
+        });
         self
     }
-    /// An extra trusted root CA (PEM bytes).
+    /// An extra trusted root CA (PEM bytes), for every registry.
     pub fn root_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.ca_pems.push(pem.into());
+        self.ca_pems.push((None, pem.into()));
+        self
+    }
+    /// A root CA (PEM file) trusted for `registry` (`host[:port]`, as in
+    /// references) only: its requests, its token endpoint, its storage.
+    pub fn registry_ca_file(
+        mut self,
+        registry: impl Into<String>,
+        path: impl Into<PathBuf>,
+    ) -> Self {
+        self.ca_files.push(CaCert {
+            registry: Some(registry.into()),
+            path: path.into(),
+        });
+        self
+    }
+    /// A root CA (PEM bytes) trusted for `registry` only.
+    pub fn registry_ca_pem(mut self, registry: impl Into<String>, pem: impl Into<Vec<u8>>) -> Self {
+        self.ca_pems.push((Some(registry.into()), pem.into()));
+        self
+    }
+    /// A `--ca-cert` value: for every registry or for one.
+    pub fn ca_cert(mut self, ca: CaCert) -> Self {
+        self.ca_files.push(ca);
+        self
+    }
+    /// Where per-registry CAs are looked up (`DIR/HOST[:PORT]/*.crt`);
+    /// default [`CertsDirs::from_env`].
+    pub fn certs_dirs(mut self, dirs: CertsDirs) -> Self {
+        self.certs_dirs = Some(dirs);
         self
     }
     pub fn connect_timeout(mut self, t: Duration) -> Self {
@@ -117,22 +159,15 @@ impl ClientBuilder {
     }
 
     pub fn build(self) -> Result<Client> {
-        let mut http = reqwest::Client::builder()
-            .user_agent(concat!("sunaba-images/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(self.connect_timeout)
-            .pool_max_idle_per_host(self.per_registry.max(8))
-            .pool_idle_timeout(Duration::from_secs(60))
-            .tcp_nodelay(true)
-            // The redirect layer follows redirects itself, so Authorization
-            // is only ever sent to the registry's own host.
-            .redirect(reqwest::redirect::Policy::none());
-        let certs = self.root_certificates()?;
-        if !certs.is_empty() {
-            http = http.tls_certs_merge(certs);
-        }
-        let http = http.build().map_err(|e| {
-            Error::config(format!("cannot build the HTTP client: {}", error_chain(&e)))
-        })?;
+        let (global, per_registry) = self.root_certificates()?;
+        let pools = Pools {
+            connect_timeout: self.connect_timeout,
+            idle_per_host: self.per_registry.max(8),
+            global,
+            per_registry,
+            certs_dirs: self.certs_dirs.clone().unwrap_or_else(CertsDirs::from_env),
+        };
+        let http = pools.build(Vec::new()).map_err(Error::config)?;
         let credentials = self
             .credentials
             .clone()
@@ -143,28 +178,86 @@ impl ClientBuilder {
                 settings: self.settings,
                 per_registry: self.per_registry,
                 credentials,
+                pools,
                 registries: Mutex::new(HashMap::new()),
             }),
         })
     }
 
-    /// The extra CAs, from files and PEM bytes.
-    fn root_certificates(&self) -> Result<Vec<reqwest::Certificate>> {
-        let mut pems = self.ca_pems.clone();
-        for f in &self.ca_files {
-            let pem = std::fs::read(f).map_err(|e| {
-                Error::config(format!("cannot read CA certificate {}: {e}", f.display()))
-            })?;
-            pems.push(pem);
+    /// The extra CAs from files and PEM bytes: those for every registry,
+    /// and those for one, by registry.
+    #[allow(clippy::type_complexity)]
+    fn root_certificates(
+        &self,
+    ) -> Result<(
+        Vec<reqwest::Certificate>,
+        HashMap<String, Vec<reqwest::Certificate>>,
+    )> {
+        let mut global = Vec::new();
+        let mut per_registry: HashMap<String, Vec<reqwest::Certificate>> = HashMap::new();
+        let mut add = |registry: &Option<String>, certs: Vec<reqwest::Certificate>| match registry {
+            None => global.extend(certs),
+            Some(r) => per_registry.entry(r.clone()).or_default().extend(certs),
+        };
+        for (registry, pem) in &self.ca_pems {
+            let certs = certs::parse_pem(pem)
+                .map_err(|e| Error::config(format!("a CA given as PEM bytes: {e}")))?;
+            add(registry, certs);
         }
-        let mut certs = Vec::new();
-        for pem in &pems {
-            let found = reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|e| Error::config(format!("invalid PEM CA certificate: {e}")))?;
-            if found.is_empty() {
-                return Err(Error::config("a CA file holds no PEM certificate"));
-            }
-            certs.extend(found);
+        for ca in &self.ca_files {
+            add(
+                &ca.registry,
+                certs::read_pem_file(&ca.path).map_err(Error::config)?,
+            );
+        }
+        Ok((global, per_registry))
+    }
+}
+
+/// How the client's connection pools are built: one for every registry
+/// without CAs of its own, one per registry with them.
+struct Pools {
+    connect_timeout: Duration,
+    idle_per_host: usize,
+    /// Trusted for every registry (`--ca-cert PEM`).
+    global: Vec<reqwest::Certificate>,
+    /// Trusted for one registry (`--ca-cert HOST=PEM`).
+    per_registry: HashMap<String, Vec<reqwest::Certificate>>,
+    certs_dirs: CertsDirs,
+}
+
+impl Pools {
+    /// A pool trusting the system roots, the global CAs and `extra`.
+    fn build(
+        &self,
+        extra: Vec<reqwest::Certificate>,
+    ) -> std::result::Result<reqwest::Client, String> {
+        let mut http = reqwest::Client::builder()
+            .user_agent(concat!("sunaba-images/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(self.connect_timeout)
+            .pool_max_idle_per_host(self.idle_per_host)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .tcp_nodelay(true)
+            // The redirect layer follows redirects itself, so Authorization
+            // is only ever sent to the registry's own host.
+            .redirect(reqwest::redirect::Policy::none());
+        let certs: Vec<_> = self.global.iter().cloned().chain(extra).collect();
+        if !certs.is_empty() {
+            http = http.tls_certs_merge(certs);
+        }
+        http.build()
+            .map_err(|e| format!("cannot build the HTTP client: {}", error_chain(&e)))
+    }
+
+    /// `registry`'s own CAs (given for it, and from its `certs.d`
+    /// directory); empty when it has none.
+    fn registry_certificates(
+        &self,
+        registry: &str,
+    ) -> std::result::Result<Vec<reqwest::Certificate>, String> {
+        let mut certs = self.per_registry.get(registry).cloned().unwrap_or_default();
+        for file in self.certs_dirs.ca_files(registry)? {
+            certs.extend(certs::read_pem_file(&file)?);
         }
         Ok(certs)
     }
@@ -187,6 +280,7 @@ struct Inner {
     settings: Settings,
     per_registry: usize,
     credentials: CredentialStore,
+    pools: Pools,
     registries: Mutex<HashMap<String, Arc<Registry>>>,
 }
 
@@ -194,6 +288,9 @@ struct Inner {
 struct Registry {
     permits: Semaphore,
     state: RegistryState,
+    /// The shared pool, or the registry's own when it has CAs of its own;
+    /// why not, when its CAs cannot be read (reported by every request).
+    http: std::result::Result<reqwest::Client, String>,
 }
 
 impl Client {
@@ -208,9 +305,18 @@ impl Client {
     fn registry(&self, registry: &str) -> Arc<Registry> {
         let mut map = self.inner.registries.lock().expect("registry state lock");
         let entry = map.entry(registry.to_string()).or_insert_with(|| {
+            let pools = &self.inner.pools;
+            let http = pools.registry_certificates(registry).and_then(|own| {
+                if own.is_empty() {
+                    Ok(self.http.clone())
+                } else {
+                    pools.build(own)
+                }
+            });
             Arc::new(Registry {
                 permits: Semaphore::new(self.inner.per_registry),
                 state: RegistryState::default(),
+                http,
             })
         });
         entry.clone()
@@ -227,8 +333,14 @@ impl Client {
             .acquire()
             .await
             .expect("semaphore never closed");
+        let http = shared.http.as_ref().map_err(|reason| {
+            let kind = ErrorKind::Config {
+                reason: format!("the CAs of registry {registry}: {reason}"),
+            };
+            Error::new(kind, req.context, registry)
+        })?;
         let session = Session {
-            http: &self.http,
+            http,
             settings: &self.inner.settings,
             store: &self.inner.credentials,
             registry,

@@ -245,7 +245,8 @@ impl Error {
             K::Credentials { reason } => write!(f, "credentials for {registry}: {reason}"),
             K::UntrustedCertificate { reason } => write!(
                 f,
-                "cannot reach registry {registry}: {reason}; if the registry uses a private CA, pass it with --ca-cert"
+                "cannot reach registry {registry}: {reason}; if the registry uses a private CA, pass it with \
+                 --ca-cert {registry}=PEM (or put it in certs.d/{registry}/ca.crt, see docs/registry.md)"
             ),
             K::InsecureRedirect { from, to } => write!(
                 f,

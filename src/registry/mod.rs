@@ -19,6 +19,8 @@
 //!   cross-repository mount) and manifests (exact bytes, digest checked);
 //! - `assemble.rs`: an index from platform images already in a repository,
 //!   byte-identical on re-assembly;
+//! - `certs.rs`: which CAs vouch for which registry (`certs.d`,
+//!   `--ca-cert HOST=PEM`, the global `--ca-cert PEM`);
 //! - `host.rs`: where a registry's API is served (Docker Hub's is not
 //!   `docker.io`) and whether it may be reached over plain http;
 //! - the names involved ([`Reference`], [`Repository`], [`Digest`],
@@ -50,6 +52,7 @@
 
 mod assemble;
 mod blob;
+mod certs;
 mod client;
 mod config;
 pub mod credentials;
@@ -72,6 +75,7 @@ pub use assemble::{
     AssembleError, AssembledIndex, Child, ChildRef, IndexReport, PlatformEntry, assemble,
 };
 pub use blob::{BlobCopy, MAX_COPIED_BLOB};
+pub use certs::{CaCert, CertsDirs};
 pub use client::{Client, ClientBuilder};
 pub use config::{ImageConfig, config_descriptor};
 pub use credentials::CredentialStore;

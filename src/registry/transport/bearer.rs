@@ -269,7 +269,10 @@ fn as_token_failure(failure: Failure, req: &TokenRequest<'_>, realm: &Url) -> Fa
             format!("the {what} exceeds the limit of {limit} bytes")
         }
         ErrorKind::UntrustedCertificate { reason } => {
-            format!("{reason}; if the token endpoint uses a private CA, pass it with --ca-cert")
+            format!(
+                "{reason}; if the token endpoint uses a private CA, pass it with --ca-cert \
+                 REGISTRY=PEM (it vouches for the registry's token endpoint too)"
+            )
         }
         other => Error::new(other, "", realm.host_str().unwrap_or_default()).to_string(),
     };
