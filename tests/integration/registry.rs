@@ -1,8 +1,10 @@
 //! The registry module and the `resolve`/`tags` commands against real CNCF
 //! distribution instances (plain, TLS + htpasswd, token auth) started by
-//! the tests, with a fault-injection proxy in between where needed.
+//! the tests, with a fault-injection proxy in between where needed; and
+//! (`hostile`) registries the tests control that try to move credentials.
 
 mod fixture;
+mod hostile;
 
 use crate::support::distribution::{self, Auth, PASSWORD, Registry, USER};
 use crate::support::issuer::{self, Issuer};

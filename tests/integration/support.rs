@@ -252,6 +252,7 @@ pub fn isolated_cli(home: &Path) -> Cli {
         .env_remove("REGISTRY_AUTH_FILE")
         .env_remove("XDG_RUNTIME_DIR")
         .env_remove("XDG_CONFIG_HOME")
+        .env_remove("SUNABA_CERTS_D")
 }
 
 /// Held by the tests that load the whole machine (real builds, gigabytes

@@ -27,6 +27,8 @@ pub enum Fault {
     Hang,
     /// 307 to the same target on another origin (`http://host:port`).
     Redirect(String),
+    /// 307 to exactly this URL (a storage backend's pre-signed URL).
+    RedirectTo(String),
     /// Forward the request (the registry carries it out), then never
     /// answer: a client killed now did the write but never learnt it.
     HangAfterForward,
@@ -284,6 +286,9 @@ async fn handle(
                 return Reply::Send(
                     Response::new(307).header("Location", format!("{origin}{}", req.target)),
                 );
+            }
+            Fault::RedirectTo(url) => {
+                return Reply::Send(Response::new(307).header("Location", url.clone()));
             }
             _ => {}
         }

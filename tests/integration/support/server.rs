@@ -1,13 +1,15 @@
 //! A tiny HTTP/1.1 server on raw tokio, for the token issuer and the
 //! fault-injection proxy: raw sockets make "hang", "truncate the body" and
 //! "close" faults exact, which a full server framework would smooth over.
+//! [`serve_tls`] serves the same over TLS with the test PKI's server
+//! certificate (127.0.0.1, localhost), for an https registry a test controls.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -119,6 +121,68 @@ where
     F: Fn(Request) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Reply> + Send + 'static,
 {
+    serve_with(bind, None, handler).await
+}
+
+/// Serves `handler` over TLS on `bind`, with the test PKI's server
+/// certificate (clients trust it with `distribution::pki().ca_cert`).
+pub async fn serve_tls<F, Fut>(bind: &str, handler: F) -> Server
+where
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Reply> + Send + 'static,
+{
+    serve_with(bind, Some(tls_acceptor()), handler).await
+}
+
+/// The DER blocks of a PEM file (what rustls takes).
+fn pem_blocks(path: &std::path::Path) -> Vec<Vec<u8>> {
+    use base64::Engine as _;
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        if line.starts_with("-----BEGIN ") {
+            current = Some(String::new());
+        } else if line.starts_with("-----END ") {
+            let b64 = current.take().unwrap();
+            blocks.push(
+                base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .unwrap(),
+            );
+        } else if let Some(b) = current.as_mut() {
+            b.push_str(line.trim());
+        }
+    }
+    blocks
+}
+
+fn tls_acceptor() -> tokio_rustls::TlsAcceptor {
+    use tokio_rustls::rustls::{self, pki_types};
+    let pki = super::distribution::pki();
+    let certs = pem_blocks(&pki.server_cert)
+        .into_iter()
+        .map(pki_types::CertificateDer::from)
+        .collect();
+    let key = pki_types::PrivateKeyDer::Pkcs8(pki_types::PrivatePkcs8KeyDer::from(
+        pem_blocks(&pki.server_key).remove(0),
+    ));
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("the test server certificate and key");
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+}
+
+async fn serve_with<F, Fut>(
+    bind: &str,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    handler: F,
+) -> Server
+where
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Reply> + Send + 'static,
+{
     let listener = TcpListener::bind(bind).await.expect("bind test server");
     let addr = listener.local_addr().unwrap();
     let handler = Arc::new(handler);
@@ -131,10 +195,18 @@ where
                 continue;
             };
             counter.fetch_add(1, Ordering::SeqCst);
+            let _ = stream.set_nodelay(true);
             let handler = handler.clone();
+            let tls = tls.clone();
             // Connections live in the JoinSet so aborting the server ends them.
             conns.spawn(async move {
-                let _ = connection(stream, handler).await;
+                let _ = match tls {
+                    None => connection(stream, handler).await,
+                    Some(tls) => match tls.accept(stream).await {
+                        Ok(stream) => connection(stream, handler).await,
+                        Err(_) => Ok(()),
+                    },
+                };
             });
             while conns.try_join_next().is_some() {}
         }
@@ -146,12 +218,12 @@ where
     }
 }
 
-async fn connection<F, Fut>(mut stream: TcpStream, handler: Arc<F>) -> std::io::Result<()>
+async fn connection<S, F, Fut>(mut stream: S, handler: Arc<F>) -> std::io::Result<()>
 where
+    S: AsyncRead + AsyncWrite + Unpin,
     F: Fn(Request) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Reply> + Send + 'static,
 {
-    stream.set_nodelay(true)?;
     let mut buf: Vec<u8> = Vec::new();
     loop {
         let head_end = loop {
@@ -233,6 +305,7 @@ where
                 if !is_head {
                     stream.write_all(&resp.body).await?;
                 }
+                stream.flush().await?;
             }
             Reply::Truncate(resp, n) => {
                 stream.write_all(&head_bytes(&resp, false)).await?;
@@ -251,7 +324,10 @@ where
 
 /// Reads a chunked body from `buf` and then `stream`; `None` when the
 /// connection closed before its end.
-async fn dechunk(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<Option<Vec<u8>>> {
+async fn dechunk(
+    stream: &mut (impl AsyncRead + Unpin),
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<Vec<u8>>> {
     let mut body = Vec::new();
     loop {
         let line_end = loop {
@@ -288,7 +364,7 @@ async fn dechunk(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<O
 }
 
 /// Reads more from `stream` into `buf`; false at end of stream.
-async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+async fn fill(stream: &mut (impl AsyncRead + Unpin), buf: &mut Vec<u8>) -> std::io::Result<bool> {
     let mut chunk = [0u8; 65536];
     let n = stream.read(&mut chunk).await?;
     buf.extend_from_slice(&chunk[..n]);
