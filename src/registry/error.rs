@@ -245,8 +245,9 @@ impl Error {
             K::Credentials { reason } => write!(f, "credentials for {registry}: {reason}"),
             K::UntrustedCertificate { reason } => write!(
                 f,
-                "cannot reach registry {registry}: {reason}; if the registry uses a private CA, pass it with \
-                 --ca-cert {registry}=PEM (or put it in certs.d/{registry}/ca.crt, see docs/registry.md)"
+                "cannot reach registry {registry}: {reason}; if the registry uses a private CA, trust it for \
+                 this registry alone (certs.d/{registry}/ca.crt or --ca-cert {registry}=PEM, see \
+                 docs/registry.md) or, for every host, pass it with --ca-cert"
             ),
             K::InsecureRedirect { from, to } => write!(
                 f,

@@ -82,6 +82,7 @@ fn basic(user: &str, password: &str) -> String {
 // ------------------------------------- credentials go where the registry said
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn a_401_where_a_blob_was_redirected_sends_no_credential_to_the_realm_it_names() {
     let Some(f) = setup("foreign_challenge") else {
         return;
@@ -154,6 +155,7 @@ async fn a_401_where_a_blob_was_redirected_sends_no_credential_to_the_realm_it_n
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn an_https_registry_cannot_redirect_to_plain_http_nor_name_a_plain_http_realm() {
     let Some(_) = setup("https_downgrades") else {
         return;
@@ -289,6 +291,7 @@ async fn an_https_registry_cannot_redirect_to_plain_http_nor_name_a_plain_http_r
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn an_error_for_a_pre_signed_url_holds_no_query_string() {
     let Some(f) = setup("presigned") else {
         return;
@@ -349,6 +352,7 @@ async fn a_repository_named_certificate_is_no_tls_failure() {
 // ---------------------------------------- a registry's CA vouches for it only
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn a_registry_ca_vouches_for_its_registry_only() {
     let Some(f) = setup("registry_ca") else {
         return;
@@ -470,6 +474,7 @@ fn home_dir(config: &Path) -> std::path::PathBuf {
 // ------------------------------------------------ a config.json gone wrong
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn a_wrong_typed_config_json_entry_shows_no_secret_and_spares_other_registries() {
     let Some(f) = setup("config_json_types") else {
         return;
