@@ -23,7 +23,7 @@
 //! read. The directory is named after the registry as image references
 //! write it: `host` or `host:port` (`reg.example:5000`, `docker.io`).
 
-use super::{Error, Repository};
+use super::Repository;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
@@ -144,10 +144,11 @@ pub struct CaCert {
     pub path: PathBuf,
 }
 
+/// Why a `--ca-cert` value is refused (clap names the option and value).
 impl std::str::FromStr for CaCert {
-    type Err = Error;
+    type Err = String;
 
-    fn from_str(s: &str) -> Result<CaCert, Error> {
+    fn from_str(s: &str) -> Result<CaCert, String> {
         let scoped = s
             .split_once('=')
             .filter(|(host, _)| !host.is_empty() && !host.contains('/'));
@@ -163,15 +164,13 @@ impl std::str::FromStr for CaCert {
             .parse::<Repository>()
             .is_ok_and(|r| r.registry() == host);
         if !is_registry {
-            return Err(Error::config(format!(
-                "--ca-cert {s:?}: {host:?} is not a registry host as image references write it \
+            return Err(format!(
+                "{host:?} is not a registry host as image references write it \
                  (host.domain or host:port); a file whose name holds `=` is written ./{s}"
-            )));
+            ));
         }
         if path.is_empty() {
-            return Err(Error::config(format!(
-                "--ca-cert {s:?}: no PEM file after `{host}=`"
-            )));
+            return Err(format!("no PEM file after `{host}=`"));
         }
         Ok(CaCert {
             registry: Some(host.to_string()),
@@ -215,9 +214,13 @@ mod tests {
             "a path with `=` after a `/`"
         );
         assert_eq!(parse("=b.pem").unwrap().registry, None);
-        for bad in ["myhost=c.pem", "reg.example=", "a b=c.pem"] {
-            let e = parse(bad).unwrap_err().to_string();
-            assert!(e.contains("--ca-cert"), "{bad}: {e}");
+        for (bad, why) in [
+            ("myhost=c.pem", "\"myhost\" is not a registry host"),
+            ("reg.example=", "no PEM file after `reg.example=`"),
+            ("a b=c.pem", "\"a b\" is not a registry host"),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
         }
     }
 
