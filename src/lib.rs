@@ -36,6 +36,7 @@ pub(crate) mod release;
 pub(crate) mod render;
 pub(crate) mod run_contract;
 pub(crate) mod scaffold;
+pub(crate) mod scratch;
 pub(crate) mod smoke;
 pub(crate) mod table;
 pub(crate) mod versions;
@@ -61,6 +62,9 @@ pub fn main_entry() -> ExitCode {
             };
         }
     };
+    // Stale scratch of killed runs swept, Ctrl-C handled, this run's
+    // scratch removed however the verb ends.
+    let _scratch = scratch::Session::start();
     exit::report(commands::run(cli, verb))
 }
 

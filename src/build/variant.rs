@@ -143,7 +143,7 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
             );
         }
     };
-    let work = match tempfile::Builder::new().prefix("sunaba-build-").tempdir() {
+    let work = match crate::scratch::tempdir("sunaba-build-") {
         Ok(d) => d,
         Err(e) => {
             return failed(

@@ -16,7 +16,13 @@ pub(crate) fn normalize_image(
     opts: &Options,
 ) -> Result<(String, Report), NormalizeError> {
     let piped = piped(image);
-    let spill_dir = std::env::temp_dir();
+    // The spill is the size of the image: in the process's scratch
+    // directory, so a killed run's is swept by the next (src/scratch.rs).
+    let spill_dir = crate::scratch::dir().map_err(|e| NormalizeError::Io {
+        image: image.to_string(),
+        context: "cannot make a directory for the spill".into(),
+        source: e.into(),
+    })?;
     let staged = engine
         .save_cmd(image)
         .read_stdout(|out| read(image, out, &spill_dir))

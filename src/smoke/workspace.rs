@@ -65,10 +65,8 @@ pub(crate) struct Snapshot(BTreeMap<PathBuf, Entry>);
 impl Workspace {
     /// Copies each case's project into `<root>/<case id>`.
     pub(crate) fn prepare(cases: &[Case]) -> Result<Workspace, WorkspaceError> {
-        let dir = tempfile::Builder::new()
-            .prefix("sunaba-smoke-")
-            .tempdir()
-            .map_err(io("creating a temporary directory"))?;
+        let dir = crate::scratch::tempdir("sunaba-smoke-")
+            .map_err(|e| io("creating a temporary directory")(e.into()))?;
         let root = dir.path().join("workspace");
         std::fs::create_dir(&root).map_err(io(format!("creating {}", root.display())))?;
         let me = std::fs::metadata(&root)
