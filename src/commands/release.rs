@@ -6,7 +6,6 @@
 use super::context::{Context, OutputOptions, PinsOptions, RegistryOptions};
 use crate::build::progress::PlainReporter;
 use crate::exit;
-use crate::fsutil::FileLock;
 use crate::pins::PinsFile;
 use crate::registry::Repository;
 use crate::release::journal::{self, Journal};
@@ -79,7 +78,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let key = signing_key(&args)?;
     // One release at a time on this machine.
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let _lock = FileLock::acquire(&dir.join("release")).context("locking the releases")?;
+    let _lock = journal::lock(&dir).context("locking the releases")?;
     let releaser = |engine| Releaser {
         client: &client,
         rt: &rt,

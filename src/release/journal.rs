@@ -5,7 +5,7 @@
 //! moving tags pointed at.
 
 use super::plan::Plan;
-use crate::fsutil::{self, FsError};
+use crate::fsutil::{self, FileLock, FsError};
 use crate::registry::Digest;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -17,6 +17,31 @@ pub(crate) const SCHEMA: u32 = 1;
 /// The directory of the journals, beside images.toml.
 pub(crate) fn dir(root: &Path) -> PathBuf {
     root.join("target/sunaba-release")
+}
+
+/// Locks the journal directory `dir` for one release run (one release at a
+/// time on this machine: `<dir>/release.lock`, held until dropped), and then
+/// removes what a killed run's journal write left there: the temp file of
+/// an atomic write that never reached its rename (`.<id>.json.<random>.tmp`).
+/// Only with the lock held is no other run mid-write.
+pub(crate) fn lock(dir: &Path) -> Result<FileLock, JournalError> {
+    let lock = FileLock::acquire(&dir.join("release"))?;
+    remove_stale_temps(dir);
+    Ok(lock)
+}
+
+/// The temp files of journal writes in `dir` (see [`fsutil::atomic_write`]).
+fn remove_stale_temps(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') && name.contains(".json.") && name.ends_with(".tmp") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// The last step a release finished.
@@ -332,5 +357,33 @@ pub(crate) mod tests {
         assert!(unfinished(dir.path()).is_empty());
         let err = Journal::load(dir.path(), "nope").unwrap_err().to_string();
         assert!(err.starts_with("no release nope"), "{err}");
+    }
+
+    #[test]
+    fn taking_the_lock_removes_what_a_killed_journal_write_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = Plan {
+            id: "r1".into(),
+            repository: "r/s".into(),
+            variants: vec![planned("a", &["a"])],
+            unchanged: Vec::new(),
+        };
+        Journal::new(dir.path(), plan, "2026-12-01T00:00:00Z".into())
+            .save()
+            .unwrap();
+        // As `atomic_write` names its temp file, killed before the rename.
+        let left = dir.path().join(".r1.json.Ab12Cd.tmp");
+        std::fs::write(&left, "{half a journal").unwrap();
+        let journal = std::fs::read(dir.path().join("r1.json")).unwrap();
+        let held = lock(dir.path()).unwrap();
+        assert!(!left.exists(), "the killed write's temp file is removed");
+        assert_eq!(std::fs::read(dir.path().join("r1.json")).unwrap(), journal);
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["r1.json", "release.lock"]);
+        drop(held);
     }
 }
