@@ -181,7 +181,7 @@ pub(crate) fn run(
             failures.join(", ")
         );
     }
-    let cache = LayerCache::for_user();
+    let cache = LayerCache::for_user()?;
     let mut verdicts = Vec::new();
     for summary in &outcome.summaries {
         for target in targets {

@@ -85,7 +85,7 @@ pub(crate) fn push_checked(
         local,
         target,
         image_id,
-        &LayerCache::for_user(),
+        &LayerCache::for_user()?,
     )
     .map(|(manifest, _)| manifest)
 }
@@ -112,7 +112,10 @@ pub(crate) fn push_image(
     for diff_id in &info.layers {
         if let Some(c) = cache.compressed(diff_id) {
             let digest = parse_digest(&c.digest)?;
-            if rt.block_on(client.blob_size(repo, &digest))?.is_some() {
+            // The blob itself is not read (that is what the cache saves),
+            // but its size must be the one remembered: an entry that names
+            // some other blob of the repository is a miss, compressed again.
+            if rt.block_on(client.blob_size(repo, &digest))? == Some(c.size) {
                 have.insert(diff_id.clone(), c);
             }
         }
@@ -340,7 +343,7 @@ fn read_and_compress(
         let size = entry.size();
         let mut entry = BufReader::with_capacity(256 << 10, entry);
         if crate::normalize::is_layer_file(&name, &mut entry)? {
-            let mut spill = tempfile::tempfile().context("creating a file for a layer")?;
+            let mut spill = crate::scratch::tempfile().context("creating a file for a layer")?;
             let mut tee =
                 compress::Hashing::new(std::io::BufWriter::with_capacity(256 << 10, &mut spill));
             std::io::copy(&mut entry, &mut tee)
@@ -352,7 +355,8 @@ fn read_and_compress(
                 continue;
             }
             spill.rewind()?;
-            let file = tempfile::tempfile().context("creating a file for a compressed layer")?;
+            let file =
+                crate::scratch::tempfile().context("creating a file for a compressed layer")?;
             let c = compress::gzip(
                 BufReader::with_capacity(256 << 10, &spill),
                 std::io::BufWriter::new(&file),
@@ -456,5 +460,109 @@ mod tests {
         );
         // The config is still read from the stream.
         assert!(small.iter().any(|s| s.starts_with(b"{\"architecture\"")));
+    }
+
+    /// An engine holding one image: `inspect` answers `info`, `save` prints
+    /// the stream at `stream`.
+    struct Saved {
+        info: crate::engine::ImageInfo,
+        stream: std::path::PathBuf,
+    }
+
+    impl Engine for Saved {
+        fn describe(&self) -> String {
+            "saved".into()
+        }
+        fn program(&self) -> &std::path::Path {
+            std::path::Path::new("/bin/false")
+        }
+        fn log_format(&self) -> crate::engine::LogFormat {
+            crate::engine::LogFormat::BuildKit
+        }
+        fn platform(&self) -> Result<crate::name::Platform, crate::engine::EngineError> {
+            Ok("linux/amd64".parse().expect("a platform"))
+        }
+        fn resources(&self) -> Result<crate::engine::Resources, crate::engine::EngineError> {
+            unreachable!()
+        }
+        fn build_cmd(&self, _: &crate::engine::BuildRequest) -> crate::process::Cmd {
+            unreachable!()
+        }
+        fn inspect(
+            &self,
+            _: &str,
+        ) -> Result<Option<crate::engine::ImageInfo>, crate::engine::EngineError> {
+            Ok(Some(self.info.clone()))
+        }
+        fn save_cmd(&self, _: &str) -> crate::process::Cmd {
+            crate::process::Cmd::new("cat").arg(&self.stream)
+        }
+    }
+
+    #[test]
+    fn a_cache_entry_naming_a_blob_of_another_size_is_not_trusted() {
+        use crate::normalize::tests::{file, layer, save_stream};
+        let tmp = tempfile::tempdir().unwrap();
+        let layer = layer(&[file("a", "x\n")]);
+        let stream = save_stream(std::slice::from_ref(&layer), "2026-12-01T19:00:00Z");
+        std::fs::write(tmp.path().join("save.tar"), &stream).unwrap();
+        let (small, _) =
+            read_and_compress(&mut stream.as_slice(), |_| true, |_, _| Ok(())).unwrap();
+        let config = small
+            .into_iter()
+            .find(|s| s.starts_with(b"{\"architecture\""))
+            .unwrap();
+        let diff_id = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&layer)));
+        let engine = Saved {
+            info: crate::engine::ImageInfo {
+                id: format!("sha256:{}", hex::encode(sha2::Sha256::digest(&config))),
+                size: 0,
+                labels: BTreeMap::new(),
+                healthcheck: None,
+                user: String::new(),
+                env: Vec::new(),
+                layers: vec![diff_id.clone()],
+                repo_tags: Vec::new(),
+                repo_digests: Vec::new(),
+                platform: None,
+            },
+            stream: tmp.path().join("save.tar"),
+        };
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let reg = rt.block_on(crate::registry::fake::FakeRegistry::start());
+        let client = reg.client();
+        let repo: Repository = format!("{}/a/b", reg.authority).parse().unwrap();
+        // Another blob of the repository, and a cache entry that says it is
+        // this layer compressed, with a size that is not that blob's.
+        let decoy = reg.put_blob("a/b", b"some other layer");
+        let cache_dir = tempfile::tempdir().unwrap();
+        let cache = LayerCache::open(cache_dir.path()).unwrap();
+        cache.remember(&Compressed {
+            diff_id: diff_id.clone(),
+            digest: decoy.to_string(),
+            size: 1234,
+        });
+        let (manifest, stats) = push_image(
+            &engine,
+            &client,
+            &rt,
+            "local",
+            Target::Digest(&repo),
+            &engine.info.id,
+            &cache,
+        )
+        .unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&manifest.bytes).unwrap();
+        let mut want = Vec::new();
+        let real = compress::gzip(layer.as_slice(), &mut want).unwrap();
+        assert_eq!(doc["layers"][0]["digest"], real.digest.as_str());
+        assert_ne!(real.digest, decoy.to_string());
+        assert_eq!((stats.present, stats.compressed, stats.uploaded), (0, 1, 1));
+        // And the entry is corrected.
+        assert_eq!(cache.compressed(&diff_id), Some(real));
     }
 }
