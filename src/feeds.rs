@@ -4,12 +4,19 @@
 //!
 //! Where: `SUNABA_NPM_REGISTRY`, else npm's own `NPM_CONFIG_REGISTRY`, else
 //! <https://registry.npmjs.org>; `SUNABA_PYPI_URL`, else <https://pypi.org>.
+//!
+//! What they send is read under a cap per kind of body ([`Caps`]), refused
+//! as soon as it is known to be over (by `Content-Length` or by what has
+//! arrived). A registry URL may carry `user:token@` (npm's and pip's
+//! configs allow it) and a download URL a signed query: every URL in an
+//! error is [`redacted`], and a transport error is shown without its URL.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Every `url` field is [`redacted`].
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum FeedError {
     #[error("cannot read the CA file {path}: {reason}")]
@@ -20,6 +27,108 @@ pub(crate) enum FeedError {
     Status { url: String, status: u16 },
     #[error("{url}: unexpected answer: {reason}")]
     Body { url: String, reason: String },
+    #[error("{url}: the {} is over the cap of {cap} bytes ({read}); refused", .kind.what())]
+    TooLarge {
+        url: String,
+        kind: BodyKind,
+        cap: u64,
+        /// What was known when it was refused.
+        read: ReadSoFar,
+    },
+}
+
+/// How much of a refused body was seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadSoFar {
+    /// Refused on the length the server announced, before reading.
+    Announced(u64),
+    /// Refused while reading, once this many bytes had arrived.
+    Read(u64),
+}
+
+impl std::fmt::Display for ReadSoFar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadSoFar::Announced(n) => write!(f, "the server announced {n} bytes"),
+            ReadSoFar::Read(n) => write!(f, "stopped after reading {n} bytes"),
+        }
+    }
+}
+
+/// The kinds of body the feeds send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyKind {
+    Packument,
+    NpmVersion,
+    PypiProject,
+    Tarball,
+}
+
+impl BodyKind {
+    fn what(self) -> &'static str {
+        match self {
+            BodyKind::Packument => "npm packument",
+            BodyKind::NpmVersion => "npm version document",
+            BodyKind::PypiProject => "PyPI project document",
+            BodyKind::Tarball => "download",
+        }
+    }
+}
+
+/// The most a feed may send of each kind of body: far above what the
+/// registries send (the abbreviated packument of a package with thousands
+/// of versions is a few MiB, PyPI's JSON of the busiest projects tens; the
+/// tarballs locked today are tens of MiB), finite, and held in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Caps {
+    pub packument: u64,
+    pub npm_version: u64,
+    pub pypi_project: u64,
+    pub tarball: u64,
+}
+
+impl Default for Caps {
+    fn default() -> Caps {
+        Caps {
+            packument: 64 << 20,
+            npm_version: 16 << 20,
+            pypi_project: 64 << 20,
+            tarball: 512 << 20,
+        }
+    }
+}
+
+impl Caps {
+    fn of(&self, kind: BodyKind) -> u64 {
+        match kind {
+            BodyKind::Packument => self.packument,
+            BodyKind::NpmVersion => self.npm_version,
+            BodyKind::PypiProject => self.pypi_project,
+            BodyKind::Tarball => self.tarball,
+        }
+    }
+}
+
+/// `url` for messages: without `user:password@`, a query or a fragment
+/// (where registries and storage put credentials and signatures). Text
+/// that does not parse as a URL keeps only what precedes any `?` or `#`,
+/// with everything up to an `@` after `//` dropped.
+pub(crate) fn redacted(url: &str) -> String {
+    if let Ok(mut u) = url::Url::parse(url) {
+        let _ = u.set_username("");
+        let _ = u.set_password(None);
+        u.set_query(None);
+        u.set_fragment(None);
+        return u.to_string();
+    }
+    let head = url.split(['?', '#']).next().unwrap_or_default();
+    match head.split_once("//") {
+        Some((scheme, rest)) => match rest.split('/').next().and_then(|a| a.rfind('@')) {
+            Some(at) => format!("{scheme}//{}", &rest[at + 1..]),
+            None => head.to_string(),
+        },
+        None => head.to_string(),
+    }
 }
 
 /// One client for both registries.
@@ -28,6 +137,7 @@ pub(crate) struct Feeds {
     http: reqwest::Client,
     npm: String,
     pypi: String,
+    caps: Caps,
 }
 
 /// What the npm registry says about one version.
@@ -116,11 +226,23 @@ impl Feeds {
                 .unwrap_or_else(|| "https://registry.npmjs.org".into()),
             ),
             pypi: trim(env(&["SUNABA_PYPI_URL"]).unwrap_or_else(|| "https://pypi.org".into())),
+            caps: Caps::default(),
         })
     }
 
-    /// GET with three tries on connection errors and 5xx/429.
-    async fn get(&self, url: &str, accept: &str) -> Result<bytes::Bytes, FeedError> {
+    /// GET with three tries on connection errors and 5xx/429; the body
+    /// read under the cap of its `kind`.
+    async fn get(
+        &self,
+        url: &str,
+        accept: &str,
+        kind: BodyKind,
+    ) -> Result<bytes::Bytes, FeedError> {
+        // What reqwest says of a failure names the URL whole: shown without.
+        let http = |e: reqwest::Error| FeedError::Http {
+            url: redacted(url),
+            reason: crate::chain::error_chain(&e.without_url()),
+        };
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -133,20 +255,32 @@ impl Feeds {
                 tokio::time::sleep(Duration::from_millis(500 * attempt)).await;
                 continue;
             }
-            let resp = result.map_err(|e| FeedError::Http {
-                url: url.to_string(),
-                reason: crate::chain::error_chain(&e),
-            })?;
+            let mut resp = result.map_err(http)?;
             if !resp.status().is_success() {
                 return Err(FeedError::Status {
-                    url: url.to_string(),
+                    url: redacted(url),
                     status: resp.status().as_u16(),
                 });
             }
-            return resp.bytes().await.map_err(|e| FeedError::Http {
-                url: url.to_string(),
-                reason: e.to_string(),
-            });
+            let cap = self.caps.of(kind);
+            let too_large = |read| FeedError::TooLarge {
+                url: redacted(url),
+                kind,
+                cap,
+                read,
+            };
+            if let Some(n) = resp.content_length().filter(|&n| n > cap) {
+                return Err(too_large(ReadSoFar::Announced(n)));
+            }
+            let mut body = Vec::new();
+            while let Some(chunk) = resp.chunk().await.map_err(http)? {
+                let read = (body.len() + chunk.len()) as u64;
+                if read > cap {
+                    return Err(too_large(ReadSoFar::Read(read)));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            return Ok(body.into());
         }
     }
 
@@ -154,10 +288,11 @@ impl Feeds {
         &self,
         url: &str,
         accept: &str,
+        kind: BodyKind,
     ) -> Result<T, FeedError> {
-        let bytes = self.get(url, accept).await?;
+        let bytes = self.get(url, accept, kind).await?;
         serde_json::from_slice(&bytes).map_err(|e| FeedError::Body {
-            url: url.to_string(),
+            url: redacted(url),
             reason: e.to_string(),
         })
     }
@@ -176,19 +311,25 @@ impl Feeds {
         self.json(
             &format!("{}/{version}", self.npm_url(name)),
             "application/json",
+            BodyKind::NpmVersion,
         )
         .await
     }
 
     /// The abbreviated packument (dist-tags and versions).
     pub(crate) async fn npm_packument(&self, name: &str) -> Result<Packument, FeedError> {
-        self.json(&self.npm_url(name), "application/vnd.npm.install-v1+json")
-            .await
+        self.json(
+            &self.npm_url(name),
+            "application/vnd.npm.install-v1+json",
+            BodyKind::Packument,
+        )
+        .await
     }
 
     /// The bytes at a tarball URL.
     pub(crate) async fn download(&self, url: &str) -> Result<bytes::Bytes, FeedError> {
-        self.get(url, "application/octet-stream").await
+        self.get(url, "application/octet-stream", BodyKind::Tarball)
+            .await
     }
 
     /// Every release of a PyPI project that has files and is not yanked.
@@ -197,6 +338,7 @@ impl Feeds {
             .json(
                 &format!("{}/pypi/{name}/json", self.pypi),
                 "application/json",
+                BodyKind::PypiProject,
             )
             .await?;
         Ok(project
@@ -205,5 +347,162 @@ impl Feeds {
             .filter(|(_, files)| !files.is_empty() && files.iter().any(|f| !f.yanked))
             .map(|(v, _)| v)
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    /// What the test server answers: a status, whether it announces the
+    /// body's length (else it sends it until it closes), and the body.
+    #[derive(Clone)]
+    struct Answer {
+        status: u16,
+        length: Option<u64>,
+        body: Vec<u8>,
+    }
+
+    /// Answers every request on loopback with `answer`; returns its port.
+    async fn serve(answer: Answer) -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let answer = answer.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        if conn.read(&mut byte).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let mut out = format!("HTTP/1.1 {} X\r\nConnection: close\r\n", answer.status);
+                    if let Some(n) = answer.length {
+                        out.push_str(&format!("Content-Length: {n}\r\n"));
+                    }
+                    out.push_str("\r\n");
+                    let _ = conn.write_all(out.as_bytes()).await;
+                    let _ = conn.write_all(&answer.body).await;
+                    let _ = conn.shutdown().await;
+                });
+            }
+        });
+        port
+    }
+
+    /// A client whose npm registry is `npm` (as `NPM_CONFIG_REGISTRY` would
+    /// set it).
+    fn npm_at(npm: String) -> Feeds {
+        Feeds {
+            npm,
+            ..Feeds::new(&[], Duration::from_secs(20)).unwrap()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_announced_over_its_cap_is_refused_before_it_is_read() {
+        let port = serve(Answer {
+            status: 200,
+            length: Some(100 << 20),
+            body: b"{\"versions\":".to_vec(),
+        })
+        .await;
+        let feeds = npm_at(format!("http://user:s3cret@127.0.0.1:{port}"));
+        let err = feeds.npm_packument("left-pad").await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "http://127.0.0.1:{port}/left-pad: the npm packument is over the cap of \
+                 67108864 bytes (the server announced 104857600 bytes); refused"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_that_grows_over_its_cap_is_refused_while_read() {
+        let port = serve(Answer {
+            status: 200,
+            length: None,
+            body: vec![b' '; 300 << 10],
+        })
+        .await;
+        let mut feeds = npm_at(format!("http://127.0.0.1:{port}"));
+        feeds.caps.tarball = 100 << 10;
+        let url = format!("http://127.0.0.1:{port}/t.tgz?X-Signature=abc");
+        let err = feeds.download(&url).await.unwrap_err();
+        let FeedError::TooLarge {
+            url: shown,
+            kind: BodyKind::Tarball,
+            cap,
+            read: ReadSoFar::Read(read),
+        } = &err
+        else {
+            panic!("{err:?}")
+        };
+        assert_eq!(shown, &format!("http://127.0.0.1:{port}/t.tgz"));
+        assert_eq!(*cap, 100 << 10);
+        assert!(*read > *cap && *read < 300 << 10, "{err}");
+        // Under the cap, the same body is read whole.
+        feeds.caps.tarball = 300 << 10;
+        assert_eq!(feeds.download(&url).await.unwrap().len(), 300 << 10);
+    }
+
+    #[tokio::test]
+    async fn errors_show_no_userinfo_and_no_query() {
+        let port = serve(Answer {
+            status: 404,
+            length: Some(0),
+            body: Vec::new(),
+        })
+        .await;
+        let feeds = npm_at(format!("http://npm-user:s3cret@127.0.0.1:{port}"));
+        let err = feeds.npm_version("a", "1.0.0").await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("http://127.0.0.1:{port}/a/1.0.0: HTTP 404")
+        );
+        let err = feeds
+            .download(&format!(
+                "http://u:s3cret@127.0.0.1:{port}/a.tgz?token=s3cret#s3cret"
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("http://127.0.0.1:{port}/a.tgz: HTTP 404")
+        );
+
+        // A transport error: reqwest's own message names the URL whole.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let feeds = npm_at(format!("http://npm-user:s3cret@127.0.0.1:{port}"));
+        let err = feeds.npm_packument("a").await.unwrap_err().to_string();
+        assert!(
+            !err.contains("s3cret") && !err.contains("npm-user"),
+            "{err}"
+        );
+        assert!(
+            err.starts_with(&format!("http://127.0.0.1:{port}/a: ")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn redaction_keeps_origin_and_path_only() {
+        assert_eq!(
+            redacted("https://u:p@registry.example/a%2Fb?token=t#f"),
+            "https://registry.example/a%2Fb"
+        );
+        assert_eq!(
+            redacted("https://registry.example"),
+            "https://registry.example/"
+        );
+        assert_eq!(redacted("not a url?secret"), "not a url");
+        assert_eq!(redacted("weird://u:p@[bad/x?q"), "weird://[bad/x");
     }
 }
