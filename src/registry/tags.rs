@@ -14,13 +14,18 @@ use std::sync::LazyLock;
 /// Page size asked for; registries may return less and must not send more
 /// than asked (distribution caps `n` at 1000 by default).
 pub(super) const PAGE_SIZE: usize = 1000;
-/// Loop guard: no repository we pin has anywhere near this many pages.
-const MAX_PAGES: usize = 10_000;
-/// Cap on one page: 1000 tags of at most 128 characters, generously.
+/// Cap on one page: 1000 tags of at most 128 characters are ~135 KB.
 const PAGE_LIMIT: Limit = Limit {
-    bytes: 16 << 20,
+    bytes: 4 << 20,
     what: "tag list page",
 };
+/// Caps on a whole listing, so a registry cannot keep one going (pages
+/// without end, or huge ones) or fill memory: far more than any repository
+/// we read (the busiest Docker Hub repositories have a few tens of
+/// thousands of tags), and a few seconds of requests.
+pub(super) const MAX_TAGS: usize = 100_000;
+pub(super) const MAX_BYTES: usize = 64 << 20;
+pub(super) const MAX_PAGES: usize = 1_000;
 
 static TAG_RE: LazyLock<regex::Regex> =
     LazyLock::new(|| regex::Regex::new(r"^[\w][\w.-]{0,127}$").expect("tag regex"));
@@ -70,6 +75,13 @@ impl Client {
         let mut visited = HashSet::new();
         let mut seen = HashSet::new();
         let mut tags = Vec::new();
+        // Every tag the pages listed (kept or not), and their bytes.
+        let (mut listed, mut bytes) = (0usize, 0usize);
+        let over = |cap: String, pages: usize, listed: usize, bytes: usize| {
+            fail(format!(
+                "over the cap of {cap} (refused after {pages} pages, {listed} tags, {bytes} bytes)"
+            ))
+        };
         loop {
             if !visited.insert(target.clone()) {
                 return Err(fail(format!(
@@ -77,7 +89,8 @@ impl Client {
                 )));
             }
             if visited.len() > MAX_PAGES {
-                return Err(fail(format!("more than {MAX_PAGES} pages")));
+                let pages = visited.len() - 1;
+                return Err(over(format!("{MAX_PAGES} pages"), pages, listed, bytes));
             }
             let mut headers = HeaderMap::new();
             headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
@@ -102,7 +115,18 @@ impl Client {
             }
             let page: Page = serde_json::from_slice(&resp.body)
                 .map_err(|e| Error::malformed(&context, "tag list", e.to_string()))?;
-            for tag in page.tags.unwrap_or_default().into_iter().flatten() {
+            let page = page.tags.unwrap_or_default();
+            listed += page.len();
+            bytes += resp.body.len();
+            if listed > MAX_TAGS {
+                let cap = format!("{MAX_TAGS} tags");
+                return Err(over(cap, visited.len(), listed, bytes));
+            }
+            if bytes > MAX_BYTES {
+                let cap = format!("{MAX_BYTES} bytes");
+                return Err(over(cap, visited.len(), listed, bytes));
+            }
+            for tag in page.into_iter().flatten() {
                 if is_image_tag(&tag) && seen.insert(tag.clone()) {
                     tags.push(tag);
                 }

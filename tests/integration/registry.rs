@@ -1367,6 +1367,97 @@ async fn tag_listing_follows_links_and_refuses_loops_and_other_hosts() {
     assert_eq!(c.list_tags(&repo).await.unwrap(), ["a", "b"]);
 }
 
+/// A registry whose tag pages never end: `page(n)` is page n's body and
+/// whether it is the last; every other page links to the next. Returns the
+/// server and the count of pages asked for.
+async fn endless_tags(
+    page: impl Fn(usize) -> (Vec<u8>, bool) + Send + Sync + 'static,
+) -> (
+    crate::support::server::Server,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use crate::support::server::{Reply, Response, serve};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let pages = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = pages.clone();
+    let server = serve("127.0.0.1:0", move |req| {
+        let reply = if req.path().ends_with("/tags/list") {
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            let (body, last) = page(n);
+            let mut r = Response::new(200)
+                .header("Content-Type", "application/json")
+                .body(body);
+            if !last {
+                r = r.header(
+                    "Link",
+                    format!("</v2/x/y/tags/list?n=1000&last=p{n}>; rel=\"next\""),
+                );
+            }
+            r
+        } else {
+            Response::json(200, &serde_json::json!({}))
+        };
+        async move { Reply::Send(reply) }
+    })
+    .await;
+    (server, pages)
+}
+
+/// Tag listing is bounded in tags, bytes and pages, each with an error
+/// naming the cap and what was read; the servers give up (a last page)
+/// only well past each cap, so an unbounded listing would succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_tag_listing_stops_at_a_cap_naming_it() {
+    use std::sync::atomic::Ordering;
+    let c = client().build().unwrap();
+    let list = |server: &crate::support::server::Server| {
+        let repo: Repository = format!("{}/x/y", server.authority()).parse().unwrap();
+        let c = c.clone();
+        async move { c.list_tags(&repo).await }
+    };
+
+    // 1000 new tags a page: the tag cap (100,000) at page 101.
+    let tags = |tags: Vec<String>| serde_json::to_vec(&serde_json::json!({"tags": tags})).unwrap();
+    let (server, pages) = endless_tags(move |n| {
+        (
+            tags((0..1000).map(|i| format!("t{n}-{i}")).collect()),
+            n >= 150,
+        )
+    })
+    .await;
+    let started = Instant::now();
+    let err = list(&server).await.unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "tag listing: over the cap of 100000 tags (refused after 101 pages, 101000 tags, "
+        ),
+        "{err}"
+    );
+    assert_eq!(pages.load(Ordering::SeqCst), 101);
+    assert!(started.elapsed() < Duration::from_secs(30));
+
+    // One tag and ~4 MB of padding a page: the byte cap (64 MiB) at page 17.
+    let padded = |n: usize| format!(r#"{{"tags": ["p{n}"]{}}}"#, " ".repeat(4_000_000));
+    let (server, pages) = endless_tags(move |n| (padded(n).into_bytes(), n >= 30)).await;
+    let err = list(&server).await.unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "tag listing: over the cap of 67108864 bytes (refused after 17 pages, 17 tags, "
+        ),
+        "{err}"
+    );
+    assert_eq!(pages.load(Ordering::SeqCst), 17);
+
+    // Empty pages: the page cap (1,000).
+    let (server, pages) = endless_tags(|n| (br#"{"tags": []}"#.to_vec(), n >= 1100)).await;
+    let err = list(&server).await.unwrap_err().to_string();
+    assert!(
+        err.contains("tag listing: over the cap of 1000 pages (refused after 1000 pages, 0 tags, "),
+        "{err}"
+    );
+    assert_eq!(pages.load(Ordering::SeqCst), 1000);
+}
+
 // ---------------------------------------------- 8. schemes, redirects ---
 
 /// A local address that is not loopback (the default route's source).
