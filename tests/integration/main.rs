@@ -28,4 +28,5 @@ mod reproducible;
 mod run;
 mod scaffold;
 mod support;
+mod tidy;
 mod update_base;
