@@ -8,6 +8,7 @@
 //! | 2 | the gate ran and found problems (drift, failed check, pins problems) |
 //! | 64 | usage error (EX_USAGE): unknown command or flag, bad argument combination |
 //! | any | `run` only: the sandboxed command's own status (128 + signal when killed) |
+//! | 130, 143 | stopped by SIGINT / SIGTERM (`scratch`: its temporary files removed first) |
 //!
 //! `main` maps an [`Error`] to its status exactly once ([`report`]); commands
 //! never print `error:` themselves.
