@@ -7,7 +7,8 @@
 //! Everything here is pure: the caller measures (the engine's memory and
 //! CPUs, the caller's environment) and passes the facts in.
 
-use crate::engine::Argv;
+use crate::engine::{Argv, Engine, EngineError, bind_mount};
+use crate::process::Cmd;
 use crate::name::Image;
 use sha2::Digest as _;
 use std::collections::BTreeMap;
@@ -58,7 +59,7 @@ const NAME_PREFIX: &str = "sunaba-";
 const SLUG_MAX: usize = 40;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ContractError {
+pub(crate) enum ContractError {
     #[error(
         "environment variable {name} may not cross into a sandbox: it matches the deny rule \
          `{rule}` (credentials and engine settings stay on the host)"
@@ -294,7 +295,7 @@ pub(crate) fn allowed_env(
 
 /// A runtime directive beyond the posture that an owner may ask for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Directive {
+pub(crate) enum Directive {
     /// `--gpus=all`: optional, dropped with a warning when the engine has no
     /// GPU runtime.
     GpusAll,
@@ -305,7 +306,7 @@ pub enum Directive {
 pub(crate) const DIRECTIVES_ALLOWED: &str = "--gpus=all, --shm-size=<n>[k|m|g]";
 
 impl Directive {
-    pub fn parse(text: &str) -> Result<Directive, ContractError> {
+    pub(crate) fn parse(text: &str) -> Result<Directive, ContractError> {
         let denied = || ContractError::DeniedDirective {
             directive: text.to_string(),
             allowed: DIRECTIVES_ALLOWED.to_string(),
@@ -329,12 +330,12 @@ impl Directive {
     }
 
     /// Each of `texts`, in order; the first refused one is the error.
-    pub fn parse_all(texts: &[String]) -> Result<Vec<Directive>, ContractError> {
+    pub(crate) fn parse_all(texts: &[String]) -> Result<Vec<Directive>, ContractError> {
         texts.iter().map(|d| Directive::parse(d)).collect()
     }
 
     /// Whether the engine must be able to honour it, or it is dropped.
-    pub fn optional(&self) -> bool {
+    pub(crate) fn optional(&self) -> bool {
         matches!(self, Directive::GpusAll)
     }
 
@@ -356,7 +357,7 @@ impl fmt::Display for Directive {
 
 /// One sandbox container, fully decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sandbox {
+pub(crate) struct Sandbox {
     /// A pin's `repository@sha256:…`, `run --image`'s reference, or the
     /// ID of the image a check runs.
     pub image: Image,
@@ -386,7 +387,7 @@ pub struct Sandbox {
 
 impl Sandbox {
     /// A sandbox for `workspace` with the default posture and no command.
-    pub fn new(
+    pub(crate) fn new(
         image: Image,
         workspace: &Path,
         memory_bytes: u64,
@@ -415,7 +416,7 @@ impl Sandbox {
     }
 
     /// The labels the container carries.
-    pub fn labels(&self) -> BTreeMap<&'static str, String> {
+    pub(crate) fn labels(&self) -> BTreeMap<&'static str, String> {
         let mut labels = BTreeMap::from([
             (LABEL_IMAGE, self.image.to_string()),
             (
@@ -436,7 +437,7 @@ impl Sandbox {
     /// every option is one word with its value (`--label=…`), and the image
     /// comes after `--`, where the engines read no more options (Docker
     /// 20.10 and Podman 4.3 both take it there), then the command.
-    pub fn args(&self) -> Vec<OsString> {
+    pub(crate) fn args(&self) -> Vec<OsString> {
         let mut a = Argv::new("run").flag("--rm");
         if self.interactive {
             a = a.flag("--interactive");
@@ -499,39 +500,24 @@ impl Sandbox {
         a.operands(std::iter::once(self.image.to_string()).chain(self.command.iter().cloned()))
             .into_args()
     }
+
+    /// The command that starts this sandbox on `engine` (pure): `run`
+    /// prints it with `--print`, and runs it attached.
+    pub(crate) fn cmd(&self, engine: &dyn Engine) -> Cmd {
+        engine.container_cmd(self.args())
+    }
+
+    /// Runs this sandbox on `engine` to completion, its output captured
+    /// (check's healthcheck and smoke); on timeout the container is removed.
+    pub(crate) fn run(
+        &self,
+        engine: &dyn Engine,
+        timeout: std::time::Duration,
+    ) -> Result<crate::process::Output, EngineError> {
+        engine.run_container(&self.name, self.args(), timeout)
+    }
 }
 
-/// `type=bind,source=…,target=…[,readonly]` with the source as a CSV
-/// field: quoted (and inner quotes doubled) when it holds a comma, quote or
-/// line break, which is how both engines' `--mount` parsers read it (Podman
-/// 4.3's too, tried). `target` is ours, never outside text. Every bind
-/// mount an engine command asks for is written here (`-v` would split a
-/// path on `:`).
-pub(crate) fn bind_mount(source: &Path, target: &str, readonly: bool) -> OsString {
-    let src = source.as_os_str().as_encoded_bytes();
-    let needs_quotes = src.iter().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'));
-    let mut out: Vec<u8> = b"type=bind,".to_vec();
-    if needs_quotes {
-        out.push(b'"');
-        out.extend_from_slice(b"source=");
-        for &b in src {
-            if b == b'"' {
-                out.push(b'"');
-            }
-            out.push(b);
-        }
-        out.push(b'"');
-    } else {
-        out.extend_from_slice(b"source=");
-        out.extend_from_slice(src);
-    }
-    out.extend_from_slice(format!(",target={target}").as_bytes());
-    if readonly {
-        out.extend_from_slice(b",readonly");
-    }
-    use std::os::unix::ffi::OsStringExt;
-    OsString::from_vec(out)
-}
 
 // ------------------------------------------------------------ what is asked ---
 
@@ -555,7 +541,7 @@ pub(crate) struct Ask {
 impl ContractError {
     /// Whether the error is about what was asked (a usage error), rather
     /// than about the sandbox itself.
-    pub fn is_usage(&self) -> bool {
+    pub(crate) fn is_usage(&self) -> bool {
         !matches!(self, ContractError::RelativeWorkspace { .. })
     }
 }
@@ -973,4 +959,16 @@ mod tests {
             "type=bind,\"source=/x:/host,ro=false\",target=/lock,readonly"
         );
     }
+
+    #[test]
+    fn a_sandbox_starts_with_its_argv_after_the_engine_program() {
+        let engine = crate::engine::fake::FakeEngine::default();
+        let mut sandbox =
+            Sandbox::new("img:tag".parse().unwrap(), Path::new("/ws"), 4 << 30).unwrap();
+        sandbox.command = vec!["true".into()];
+        let cmd = sandbox.cmd(&engine);
+        assert_eq!(cmd.program(), engine.program().as_os_str());
+        assert_eq!(cmd.get_args(), sandbox.args().as_slice());
+    }
+
 }

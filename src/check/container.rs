@@ -97,8 +97,8 @@ pub(crate) fn check_image(
     let script = driver::script(&healthcheck, cases);
     sandbox.entrypoint = Some("/bin/sh".into());
     sandbox.command = vec!["-c".into(), script.text, "sunaba-check".into()];
-    let out = engine
-        .run_sandbox(&sandbox, timeout)
+    let out = sandbox
+        .run(engine, timeout)
         .map_err(|source| CheckError::Run {
             reference: reference.to_string(),
             source,

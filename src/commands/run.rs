@@ -113,7 +113,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         sandbox => sandbox?,
     };
 
-    let cmd = Cmd::new(engine.program()).args(sandbox.args());
+    let cmd = sandbox.cmd(engine.as_ref());
     if args.json {
         return super::write_json(&serde_json::json!({"argv": argv(&cmd)?}));
     }

@@ -2,6 +2,7 @@
 //! docs/run-contract.md, "What reaches an engine's command line").
 
 use std::ffi::{OsStr, OsString};
+use std::path::Path;
 
 /// An engine command's arguments, built so that no value can be read as an
 /// option: an option and its value are one word (`--name=value`, which the
@@ -45,6 +46,38 @@ impl Argv {
     pub(crate) fn into_args(self) -> Vec<OsString> {
         self.0
     }
+}
+
+/// `type=bind,source=…,target=…[,readonly]` with the source as a CSV
+/// field: quoted (and inner quotes doubled) when it holds a comma, quote or
+/// line break, which is how both engines' `--mount` parsers read it (Podman
+/// 4.3's too, tried). `target` is ours, never outside text. Every bind
+/// mount an engine command asks for is written here (`-v` would split a
+/// path on `:`).
+pub(crate) fn bind_mount(source: &Path, target: &str, readonly: bool) -> OsString {
+    let src = source.as_os_str().as_encoded_bytes();
+    let needs_quotes = src.iter().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'));
+    let mut out: Vec<u8> = b"type=bind,".to_vec();
+    if needs_quotes {
+        out.push(b'"');
+        out.extend_from_slice(b"source=");
+        for &b in src {
+            if b == b'"' {
+                out.push(b'"');
+            }
+            out.push(b);
+        }
+        out.push(b'"');
+    } else {
+        out.extend_from_slice(b"source=");
+        out.extend_from_slice(src);
+    }
+    out.extend_from_slice(format!(",target={target}").as_bytes());
+    if readonly {
+        out.extend_from_slice(b",readonly");
+    }
+    use std::os::unix::ffi::OsStringExt;
+    OsString::from_vec(out)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ mod docker;
 pub(crate) mod fake;
 mod podman;
 
-pub(crate) use argv::Argv;
+pub(crate) use argv::{Argv, bind_mount};
 pub(crate) use docker::Docker;
 #[cfg(test)]
 use docker::DockerMode;
@@ -19,7 +19,6 @@ pub(crate) use podman::Podman;
 
 use crate::name::Platform;
 use crate::process::{Cmd, ProcessError};
-use crate::run_contract::Sandbox;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -316,11 +315,11 @@ pub trait Engine: Send + Sync {
             )
         })
     }
-    /// The engine command that starts `sandbox`: the run contract's argv
-    /// after this engine's program (pure). `run`, and `check`'s healthcheck
-    /// and smoke, all start their containers through it.
-    fn sandbox_cmd(&self, sandbox: &Sandbox) -> Cmd {
-        Cmd::new(self.program()).args(sandbox.args())
+    /// The engine command of `args`, the arguments after the program that
+    /// someone above the engine put together (the run contract's
+    /// [`Sandbox::args`](crate::run_contract::Sandbox::args)), pure.
+    fn container_cmd(&self, args: Vec<std::ffi::OsString>) -> Cmd {
+        Cmd::new(self.program()).args(args)
     }
     /// The argv of a tool run (pure; exposed for tests).
     fn tool_run_cmd(&self, run: &ToolRun) -> Cmd {
@@ -330,7 +329,7 @@ pub trait Engine: Send + Sync {
             let host = std::path::absolute(host).unwrap_or_else(|_| host.clone());
             argv = argv.opt(
                 "--mount",
-                crate::run_contract::bind_mount(&host, target, *read_only),
+                bind_mount(&host, target, *read_only),
             );
         }
         for (key, value) in &run.env {
@@ -345,19 +344,19 @@ pub trait Engine: Send + Sync {
     fn run_tool(&self, run: &ToolRun) -> Result<crate::process::Output, EngineError> {
         Ok(self.tool_run_cmd(run).output()?)
     }
-    /// Runs a sandbox to completion and captures its output (whatever its
-    /// exit status); on timeout the container is removed.
-    fn run_sandbox(
+    /// Runs the container `args` start (named `name`) to completion and
+    /// captures its output (whatever its exit status); on timeout the
+    /// container is removed.
+    fn run_container(
         &self,
-        sandbox: &Sandbox,
+        name: &str,
+        args: Vec<std::ffi::OsString>,
         timeout: Duration,
     ) -> Result<crate::process::Output, EngineError> {
-        match self.sandbox_cmd(sandbox).timeout(timeout).output() {
+        match self.container_cmd(args).timeout(timeout).output() {
             Err(e @ ProcessError::TimedOut { .. }) => {
                 // Killing the client leaves the container running.
-                let argv = Argv::new("rm")
-                    .flag("--force")
-                    .operands([sandbox.name.as_str()]);
+                let argv = Argv::new("rm").flag("--force").operands([name]);
                 let _ = self.cmd(argv).output();
                 Err(e.into())
             }
@@ -695,17 +694,6 @@ mod tests {
             podman.save_cmd(hostile).get_args(),
             ["save", "--format=docker-archive", "--", "--privileged"]
         );
-    }
-
-    #[test]
-    fn a_sandbox_starts_with_the_run_contracts_argv() {
-        let engine = Docker::with_mode(PathBuf::from("/usr/bin/docker"), DockerMode::Buildx);
-        let mut sandbox =
-            Sandbox::new("img:tag".parse().unwrap(), Path::new("/ws"), 4 << 30).unwrap();
-        sandbox.command = vec!["true".into()];
-        let cmd = engine.sandbox_cmd(&sandbox);
-        assert_eq!(cmd.program(), "/usr/bin/docker");
-        assert_eq!(cmd.get_args(), sandbox.args().as_slice());
     }
 
     #[test]
