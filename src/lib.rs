@@ -21,6 +21,7 @@ pub(crate) mod failpoint;
 pub(crate) mod feeds;
 pub(crate) mod fsutil;
 pub(crate) mod github;
+pub(crate) mod image;
 pub(crate) mod labels;
 pub(crate) mod locks;
 pub mod manifest;

@@ -26,9 +26,10 @@ pub(crate) struct Facts {
 }
 
 /// The entries of a layer tar by path (a path written twice: its last).
+/// The tar's extension headers are bounded (see [`crate::image::entries`]).
 pub(crate) fn index_layer(input: impl Read) -> std::io::Result<BTreeMap<String, Facts>> {
     let mut out = BTreeMap::new();
-    let mut archive = tar::Archive::new(input);
+    let mut archive = crate::image::entries::BoundedTar::new(input);
     for entry in archive.entries()? {
         let mut entry = entry?;
         let h = entry.header();
@@ -279,6 +280,24 @@ mod tests {
             ]
         );
         assert!(entry_changes(&pinned, &pinned).is_empty());
+    }
+
+    #[test]
+    fn a_pax_header_over_its_cap_is_an_error_not_an_allocation() {
+        let value = vec![b'v'; 2 << 20];
+        let mut b = tar::Builder::new(Vec::new());
+        b.append_pax_extensions([("SCHILY.xattr.user.big", value.as_slice())])
+            .unwrap();
+        let mut h = tar::Header::new_ustar();
+        h.set_size(1);
+        h.set_cksum();
+        b.append_data(&mut h, "etc/x", &b"x"[..]).unwrap();
+        let err = index_layer(b.into_inner().unwrap().as_slice()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the PAX extended header at byte 0 (entry 1) declares 2097183 bytes, over the cap \
+             of 1048576 bytes"
+        );
     }
 
     #[test]

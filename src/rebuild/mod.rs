@@ -351,7 +351,7 @@ fn local_layer(
         .save_cmd(image_id)
         .read_stdout(
             |out| -> anyhow::Result<Option<BTreeMap<String, diff::Facts>>> {
-                let mut outer = tar::Archive::new(out);
+                let mut outer = crate::image::entries::BoundedTar::new(out);
                 for entry in outer.entries()? {
                     let entry = entry?;
                     let name = String::from_utf8_lossy(&entry.path_bytes()).to_string();

@@ -327,7 +327,7 @@ fn read_and_compress(
     use std::io::{Seek as _, Write as _};
     let mut small = Vec::new();
     let mut done = Vec::new();
-    let mut outer = tar::Archive::new(input);
+    let mut outer = crate::image::entries::BoundedTar::new(input);
     for entry in outer
         .entries()
         .context("the save stream is not a tar archive")?
