@@ -119,7 +119,6 @@ impl std::fmt::Display for Oversized {
 impl std::error::Error for Oversized {}
 
 /// The [`Oversized`] header an error of [`Entries`] is about, if it is.
-#[cfg(test)]
 pub(crate) fn oversized(e: &io::Error) -> Option<&Oversized> {
     e.get_ref()?.downcast_ref::<Oversized>()
 }

@@ -4,18 +4,9 @@
 
 use super::read::{Layer, Staged};
 use super::{LayerReport, NormalizeError, Options, Report, config, digest, layer};
-use serde::Deserialize;
 use sha2::Digest as _;
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
-
-#[derive(Deserialize)]
-struct ManifestItem {
-    #[serde(rename = "Config")]
-    config: String,
-    #[serde(rename = "Layers", default)]
-    layers: Vec<String>,
-}
 
 /// Counts and hashes what passes through.
 struct Meter<'a> {
@@ -52,26 +43,8 @@ fn file_header(name: &str, size: u64) -> tar::Header {
     h
 }
 
-/// A name of the stream, through its symlinks.
-fn resolve(links: &BTreeMap<String, String>, name: &str) -> String {
-    let mut name = name.trim_start_matches("./").to_string();
-    for _ in 0..8 {
-        match links.get(&name) {
-            Some(t) => name = t.clone(),
-            None => break,
-        }
-    }
-    name
-}
-
 /// What `manifest.json` and the config of a save stream say.
-pub(super) struct Parts {
-    pub(super) config: serde_json::Value,
-    /// The layer files, in the image's order, through their symlinks.
-    pub(super) layers: Vec<String>,
-    /// The config's `rootfs.diff_ids`, one per layer file.
-    pub(super) diff_ids: Vec<String>,
-}
+pub(super) use crate::image::save_stream::Contents as Parts;
 
 /// Reads the one image of a save stream from its small files.
 pub(super) fn parts(
@@ -79,49 +52,8 @@ pub(super) fn parts(
     files: &BTreeMap<String, Vec<u8>>,
     links: &BTreeMap<String, String>,
 ) -> Result<Parts, NormalizeError> {
-    let corrupt = |detail: String| NormalizeError::Corrupt {
-        image: image.to_string(),
-        detail,
-    };
-    let truncated = |detail: String| NormalizeError::Truncated {
-        image: image.to_string(),
-        detail,
-    };
-    let manifest = files.get("manifest.json").ok_or_else(|| {
-        truncated("there is no manifest.json (a whole save stream has one)".into())
-    })?;
-    let items: Vec<ManifestItem> =
-        serde_json::from_slice(manifest).map_err(|e| corrupt(format!("manifest.json: {e}")))?;
-    let [item] = items.as_slice() else {
-        return Err(corrupt(format!(
-            "manifest.json describes {} images, not one",
-            items.len()
-        )));
-    };
-    let config_name = resolve(links, &item.config);
-    let config_bytes = files.get(&config_name).ok_or_else(|| {
-        truncated(format!(
-            "the config {config_name} named by manifest.json is missing"
-        ))
-    })?;
-    let config: serde_json::Value = serde_json::from_slice(config_bytes)
-        .map_err(|e| corrupt(format!("the config {config_name}: {e}")))?;
-    let diff_ids: Vec<String> = config
-        .pointer("/rootfs/diff_ids")
-        .and_then(|d| serde_json::from_value(d.clone()).ok())
-        .ok_or_else(|| corrupt(format!("the config {config_name} has no rootfs.diff_ids")))?;
-    if diff_ids.len() != item.layers.len() {
-        return Err(corrupt(format!(
-            "manifest.json lists {} layers, the config {}",
-            item.layers.len(),
-            diff_ids.len()
-        )));
-    }
-    Ok(Parts {
-        config,
-        layers: item.layers.iter().map(|l| resolve(links, l)).collect(),
-        diff_ids,
-    })
+    crate::image::save_stream::contents(files, links)
+        .map_err(|e| super::read::stream_failure(image, e))
 }
 
 /// The end of an archive: the config (as `<hex>.json`), `manifest.json`

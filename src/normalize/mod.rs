@@ -93,8 +93,8 @@ mod relabel;
 
 use engine::load_and_verify;
 pub(crate) use engine::normalize_image;
+pub(crate) use crate::image::save_stream::{clean_outer, resolve_outer};
 pub(crate) use read::read;
-pub(crate) use read::{clean_outer, resolve_outer};
 pub(crate) use relabel::relabel;
 
 /// Whether a file of a save stream is a layer (see [`read`]).
@@ -102,7 +102,7 @@ pub(crate) fn is_layer_file(
     name: &str,
     entry: &mut impl std::io::BufRead,
 ) -> std::io::Result<bool> {
-    read::is_layer(name.trim_start_matches("./"), entry)
+    crate::image::save_stream::is_layer(name.trim_start_matches("./"), entry)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +150,15 @@ pub(crate) enum NormalizeError {
         layer: String,
         path: String,
         kind: String,
+    },
+    /// A PAX or GNU long-name header over its cap (the tar crate would
+    /// read it whole into memory).
+    #[error("{image}: {place}: {source}")]
+    Oversized {
+        image: String,
+        /// `layer NAME` or `the save stream`.
+        place: String,
+        source: Box<crate::image::entries::Oversized>,
     },
     #[error("{image}: {context}: {source}")]
     Io {

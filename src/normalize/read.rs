@@ -3,15 +3,13 @@
 //! indexed and checked.
 
 use super::NormalizeError;
+use crate::image::entries::{self, BoundedTar};
+use crate::image::save_stream::{StreamError, WalkError, walk};
 use sha2::Digest as _;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 use tar::EntryType;
-
-/// Files of the save stream other than layers (manifest.json, the config,
-/// the legacy per-layer `json`) are read into memory up to this size.
-pub(super) const SMALL_FILE_LIMIT: u64 = 64 << 20;
 
 /// What a layer entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,118 +94,40 @@ pub(crate) fn read(
         out: BufWriter::with_capacity(1 << 20, spill_file),
         at: 0,
     };
-    let corrupt = |detail: String| NormalizeError::Corrupt {
-        image: image.to_string(),
-        detail,
-    };
     let mut layers = BTreeMap::new();
-    let mut files = BTreeMap::new();
-    let mut links = BTreeMap::new();
-    let mut outer = tar::Archive::new(input);
-    let entries = outer
-        .entries()
-        .map_err(|e| corrupt(format!("not a tar archive: {e}")))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| stream_error(image, e))?;
-        let name = clean_outer(&entry.path_bytes());
-        match entry.header().entry_type() {
-            EntryType::Directory => {}
-            EntryType::Symlink => {
-                let target = entry.link_name_bytes().unwrap_or_default();
-                links.insert(name.clone(), resolve_outer(&name, &target));
-            }
-            EntryType::Regular | EntryType::Continuous => {
-                let size = entry.size();
-                let mut entry = BufReader::with_capacity(64 << 10, entry);
-                if is_layer(&name, &mut entry).map_err(|e| stream_error(image, e))? {
-                    let layer = read_layer(image, &name, &mut entry, size, &mut spill)?;
-                    layers.insert(name, layer);
-                } else if size > SMALL_FILE_LIMIT {
-                    return Err(corrupt(format!(
-                        "{name} ({size} bytes) is neither a layer nor a small metadata file"
-                    )));
-                } else {
-                    let mut bytes = Vec::with_capacity(size as usize);
-                    entry
-                        .read_to_end(&mut bytes)
-                        .map_err(|e| stream_error(image, e))?;
-                    if (bytes.len() as u64) < size {
-                        return Err(NormalizeError::Truncated {
-                            image: image.to_string(),
-                            detail: format!("{name} ends after {} of {size} bytes", bytes.len()),
-                        });
-                    }
-                    files.insert(name, bytes);
-                }
-            }
-            other => {
-                return Err(corrupt(format!(
-                    "{name} is a {other:?}, not a file, directory or symlink"
-                )));
-            }
-        }
-    }
+    let files = walk(input, |name, size, entry| {
+        let layer = read_layer(image, name, entry, size, &mut spill)?;
+        layers.insert(name.to_string(), layer);
+        Ok(())
+    })
+    .map_err(|e| match e {
+        WalkError::Stream(e) => stream_failure(image, e),
+        WalkError::Layer(e) => e,
+    })?;
     spill.out.flush().map_err(io("cannot write the spill"))?;
     let spill = std::fs::File::open(&spill_path).map_err(io("cannot reopen the spill"))?;
     Ok(Staged {
         image: image.to_string(),
         spill,
         layers,
-        files,
-        links,
+        files: files.small,
+        links: files.links,
         _dir: dir,
     })
 }
 
-/// A short read of the outer stream is a truncation; anything else that
-/// breaks it, corruption.
-pub(super) fn stream_error(image: &str, e: std::io::Error) -> NormalizeError {
-    if e.kind() == std::io::ErrorKind::UnexpectedEof || e.to_string().contains("entire block") {
-        NormalizeError::Truncated {
-            image: image.to_string(),
-            detail: e.to_string(),
-        }
-    } else {
-        NormalizeError::Corrupt {
-            image: image.to_string(),
-            detail: e.to_string(),
-        }
+/// What is wrong with the save stream, as the normaliser says it.
+pub(super) fn stream_failure(image: &str, e: StreamError) -> NormalizeError {
+    let image = image.to_string();
+    match e {
+        StreamError::Truncated(detail) => NormalizeError::Truncated { image, detail },
+        StreamError::Corrupt(detail) => NormalizeError::Corrupt { image, detail },
+        StreamError::Oversized(source) => NormalizeError::Oversized {
+            image,
+            place: "the save stream".into(),
+            source: Box::new(source),
+        },
     }
-}
-
-pub(crate) fn clean_outer(path: &[u8]) -> String {
-    let s = String::from_utf8_lossy(path);
-    s.trim_start_matches("./").to_string()
-}
-
-/// A symlink's target, as a path of the stream (relative to the link's
-/// directory, as Docker writes them: `../<id>/layer.tar`).
-pub(crate) fn resolve_outer(link: &str, target: &[u8]) -> String {
-    let target = String::from_utf8_lossy(target);
-    let mut parts: Vec<&str> = link.split('/').collect();
-    parts.pop();
-    for part in target.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            p => parts.push(p),
-        }
-    }
-    parts.join("/")
-}
-
-/// Layers are `<id>/layer.tar` (Docker), `<hex>.tar` (Podman), or blobs of
-/// an OCI layout (Docker 25 and later) that do not start like JSON.
-pub(super) fn is_layer(name: &str, entry: &mut impl BufRead) -> std::io::Result<bool> {
-    if name.ends_with(".tar") {
-        return Ok(true);
-    }
-    if !name.starts_with("blobs/") {
-        return Ok(false);
-    }
-    Ok(entry.fill_buf()?.first().is_some_and(|b| *b != b'{'))
 }
 
 struct Spill {
@@ -237,7 +157,7 @@ impl<R: Read> Read for Tee<'_, R> {
 fn read_layer(
     image: &str,
     name: &str,
-    input: &mut impl Read,
+    input: &mut (impl Read + ?Sized),
     size: u64,
     spill: &mut Spill,
 ) -> Result<Layer, NormalizeError> {
@@ -255,12 +175,19 @@ fn read_layer(
     };
     let mut entries = Vec::new();
     let parsed = (|| {
-        let mut archive = tar::Archive::new(&mut tee);
+        let mut archive = BoundedTar::new(&mut tee);
         let iter = archive
             .entries()
             .map_err(|e| layer_err(format!("not a tar archive: {e}")))?;
         for entry in iter {
-            let mut entry = entry.map_err(|e| layer_err(e.to_string()))?;
+            let mut entry = entry.map_err(|e| match entries::oversized(&e) {
+                Some(o) => NormalizeError::Oversized {
+                    image: image.to_string(),
+                    place: format!("layer {name}"),
+                    source: Box::new(o.clone()),
+                },
+                None => layer_err(e.to_string()),
+            })?;
             if let Some(e) = index_entry(image, name, &mut entry, size)? {
                 entries.push(e);
             }
@@ -460,4 +387,36 @@ pub(super) fn clean_path(raw: &[u8]) -> Result<Vec<u8>, &'static str> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::normalize::tests::{file, layer, save_stream};
+
+    #[test]
+    fn a_long_name_over_its_cap_in_a_layer_is_refused_naming_image_and_layer() {
+        // A GNU long name of 1 MiB: the tar crate would read it whole.
+        let mut h = tar::Header::new_gnu();
+        h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+        h.set_entry_type(EntryType::GNULongName);
+        h.set_size(1 << 20);
+        h.set_cksum();
+        let mut l = h.as_bytes().to_vec();
+        l.extend(vec![b'n'; 1 << 20]);
+        l.extend(layer(&[file("x", "data")]));
+        let stream = save_stream(&[l], "2026-12-01T19:00:00Z");
+        let dir = tempfile::tempdir().unwrap();
+        let err = read("r:t", stream.as_slice(), dir.path()).err().unwrap();
+        assert!(matches!(err, NormalizeError::Oversized { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(msg.starts_with("r:t: layer "), "{msg}");
+        assert!(
+            msg.ends_with(
+                "/layer.tar: the GNU long name header `././@LongLink` at byte 0 (entry 1) \
+                 declares 1048576 bytes, over the cap of 65536 bytes"
+            ),
+            "{msg}"
+        );
+    }
 }

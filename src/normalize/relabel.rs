@@ -15,13 +15,13 @@
 //! stream byte for byte (the cost of a normalisation, without the rewrite).
 
 use super::archive::{Parts, parts, write_config_and_manifest};
-use super::read::{SMALL_FILE_LIMIT, clean_outer, is_layer, read, resolve_outer, stream_error};
+use super::read::{read, stream_failure};
 use super::{NormalizeError, load_and_verify};
 use crate::engine::Engine;
+use crate::image::save_stream::{WalkError, stream_error, walk};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{BufReader, Read, Write};
-use tar::EntryType;
+use std::io::{Read, Write};
 
 /// Loads `image` again with `labels` added to its config (a label of the
 /// same key is replaced) and tagged `tags`; returns the new image's ID.
@@ -118,46 +118,14 @@ fn read_small_files(
     image: &str,
     input: &mut dyn Read,
 ) -> Result<(SmallFiles, Links), NormalizeError> {
-    let corrupt = |detail: String| NormalizeError::Corrupt {
-        image: image.to_string(),
-        detail,
-    };
-    let mut files = BTreeMap::new();
-    let mut links = BTreeMap::new();
-    let mut outer = tar::Archive::new(input);
-    let entries = outer
-        .entries()
-        .map_err(|e| corrupt(format!("not a tar archive: {e}")))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| stream_error(image, e))?;
-        let name = clean_outer(&entry.path_bytes());
-        match entry.header().entry_type() {
-            EntryType::Symlink => {
-                let target = entry.link_name_bytes().unwrap_or_default();
-                links.insert(name.clone(), resolve_outer(&name, &target));
-            }
-            EntryType::Regular | EntryType::Continuous => {
-                let size = entry.size();
-                let mut entry = BufReader::with_capacity(64 << 10, entry);
-                if is_layer(&name, &mut entry).map_err(|e| stream_error(image, e))? {
-                    std::io::copy(&mut entry, &mut std::io::sink())
-                        .map_err(|e| stream_error(image, e))?;
-                } else if size > SMALL_FILE_LIMIT {
-                    return Err(corrupt(format!(
-                        "{name} ({size} bytes) is neither a layer nor a small metadata file"
-                    )));
-                } else {
-                    let mut bytes = Vec::with_capacity(size as usize);
-                    entry
-                        .read_to_end(&mut bytes)
-                        .map_err(|e| stream_error(image, e))?;
-                    files.insert(name, bytes);
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok((files, links))
+    let files = walk(input, |_, _, layer| {
+        std::io::copy(layer, &mut std::io::sink()).map(drop)
+    })
+    .map_err(|e| match e {
+        WalkError::Stream(e) => stream_failure(image, e),
+        WalkError::Layer(e) => stream_failure(image, stream_error(e)),
+    })?;
+    Ok((files.small, files.links))
 }
 
 #[cfg(test)]

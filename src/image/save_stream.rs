@@ -1,0 +1,230 @@
+//! Walking a save stream (`docker save`, `podman save --format
+//! docker-archive`, and Docker 25's OCI layout): the one loop over its
+//! files that the normaliser, the relabeller and the SBOM's reader share.
+//! Layers go to the caller as they pass, every other file is kept in memory
+//! up to [`SMALL_FILE_LIMIT`], symlinks between files are noted; and what
+//! `manifest.json` and the config say of the stream's one image is read
+//! from those ([`contents`]).
+
+use super::entries::{self, BoundedTar, Oversized};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use tar::EntryType;
+
+/// Files of the save stream other than layers (manifest.json, the config,
+/// the legacy per-layer `json`) are read into memory up to this size.
+pub(crate) const SMALL_FILE_LIMIT: u64 = 64 << 20;
+
+/// What is wrong with a save stream.
+#[derive(Debug)]
+pub(crate) enum StreamError {
+    /// It ends early (a file, or the stream, cut short).
+    Truncated(String),
+    /// It is not a save stream (a bad header, an entry of another kind).
+    Corrupt(String),
+    /// A header of its own over its cap (see [`entries`]).
+    Oversized(Oversized),
+}
+
+/// Why a walk stopped: the stream, or the caller's layer reader.
+#[derive(Debug)]
+pub(crate) enum WalkError<E> {
+    Stream(StreamError),
+    Layer(E),
+}
+
+impl<E> From<StreamError> for WalkError<E> {
+    fn from(e: StreamError) -> Self {
+        WalkError::Stream(e)
+    }
+}
+
+/// The files of a save stream that are not layers.
+#[derive(Debug, Default)]
+pub(crate) struct Files {
+    /// By name.
+    pub(crate) small: BTreeMap<String, Vec<u8>>,
+    /// Symlinks between files of the stream, name -> target (Docker saves
+    /// a layer that occurs twice once, and links the second name to it).
+    pub(crate) links: BTreeMap<String, String>,
+}
+
+/// Walks the save stream `input`: `layer` is given each layer's name, size
+/// and bytes as it passes (what it leaves unread is skipped).
+pub(crate) fn walk<E>(
+    input: impl Read,
+    mut layer: impl FnMut(&str, u64, &mut dyn BufRead) -> Result<(), E>,
+) -> Result<Files, WalkError<E>> {
+    let mut files = Files::default();
+    let mut outer = BoundedTar::new(input);
+    let entries = outer
+        .entries()
+        .map_err(|e| StreamError::Corrupt(format!("not a tar archive: {e}")))?;
+    for entry in entries {
+        let entry = entry.map_err(stream_error)?;
+        let name = clean_outer(&entry.path_bytes());
+        match entry.header().entry_type() {
+            EntryType::Directory => {}
+            EntryType::Symlink => {
+                let target = entry.link_name_bytes().unwrap_or_default();
+                files
+                    .links
+                    .insert(name.clone(), resolve_outer(&name, &target));
+            }
+            EntryType::Regular | EntryType::Continuous => {
+                let size = entry.size();
+                let mut entry = BufReader::with_capacity(64 << 10, entry);
+                if is_layer(&name, &mut entry).map_err(stream_error)? {
+                    layer(&name, size, &mut entry).map_err(WalkError::Layer)?;
+                } else if size > SMALL_FILE_LIMIT {
+                    return Err(StreamError::Corrupt(format!(
+                        "{name} ({size} bytes) is neither a layer nor a small metadata file"
+                    ))
+                    .into());
+                } else {
+                    let mut bytes = Vec::with_capacity(size as usize);
+                    entry.read_to_end(&mut bytes).map_err(stream_error)?;
+                    if (bytes.len() as u64) < size {
+                        return Err(StreamError::Truncated(format!(
+                            "{name} ends after {} of {size} bytes",
+                            bytes.len()
+                        ))
+                        .into());
+                    }
+                    files.small.insert(name, bytes);
+                }
+            }
+            other => {
+                return Err(StreamError::Corrupt(format!(
+                    "{name} is a {other:?}, not a file, directory or symlink"
+                ))
+                .into());
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// A read error of the stream: an oversized header; a short read is a
+/// truncation; anything else that breaks it, corruption.
+pub(crate) fn stream_error(e: std::io::Error) -> StreamError {
+    if let Some(o) = entries::oversized(&e) {
+        StreamError::Oversized(o.clone())
+    } else if e.kind() == std::io::ErrorKind::UnexpectedEof
+        || e.to_string().contains("entire block")
+    {
+        StreamError::Truncated(e.to_string())
+    } else {
+        StreamError::Corrupt(e.to_string())
+    }
+}
+
+/// A file name of the stream, without a leading `./`.
+pub(crate) fn clean_outer(path: &[u8]) -> String {
+    let s = String::from_utf8_lossy(path);
+    s.trim_start_matches("./").to_string()
+}
+
+/// A symlink's target, as a path of the stream (relative to the link's
+/// directory, as Docker writes them: `../<id>/layer.tar`).
+pub(crate) fn resolve_outer(link: &str, target: &[u8]) -> String {
+    let target = String::from_utf8_lossy(target);
+    let mut parts: Vec<&str> = link.split('/').collect();
+    parts.pop();
+    for part in target.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    parts.join("/")
+}
+
+/// Layers are `<id>/layer.tar` (Docker), `<hex>.tar` (Podman), or blobs of
+/// an OCI layout (Docker 25 and later) that do not start like JSON.
+pub(crate) fn is_layer(name: &str, entry: &mut impl BufRead) -> std::io::Result<bool> {
+    if name.ends_with(".tar") {
+        return Ok(true);
+    }
+    if !name.starts_with("blobs/") {
+        return Ok(false);
+    }
+    Ok(entry.fill_buf()?.first().is_some_and(|b| *b != b'{'))
+}
+
+/// A name of the stream, through its symlinks.
+pub(crate) fn resolve(links: &BTreeMap<String, String>, name: &str) -> String {
+    let mut name = name.trim_start_matches("./").to_string();
+    for _ in 0..8 {
+        match links.get(&name) {
+            Some(t) => name = t.clone(),
+            None => break,
+        }
+    }
+    name
+}
+
+#[derive(serde::Deserialize)]
+struct ManifestItem {
+    #[serde(rename = "Config")]
+    config: String,
+    #[serde(rename = "Layers", default)]
+    layers: Vec<String>,
+}
+
+/// What `manifest.json` and the config of a save stream say.
+pub(crate) struct Contents {
+    pub(crate) config: serde_json::Value,
+    /// The layer files, in the image's order (bottom first), through their
+    /// symlinks.
+    pub(crate) layers: Vec<String>,
+    /// The config's `rootfs.diff_ids`, one per layer file.
+    pub(crate) diff_ids: Vec<String>,
+}
+
+/// Reads the one image of a save stream from its small files.
+pub(crate) fn contents(
+    small: &BTreeMap<String, Vec<u8>>,
+    links: &BTreeMap<String, String>,
+) -> Result<Contents, StreamError> {
+    let manifest = small.get("manifest.json").ok_or_else(|| {
+        StreamError::Truncated("there is no manifest.json (a whole save stream has one)".into())
+    })?;
+    let items: Vec<ManifestItem> = serde_json::from_slice(manifest)
+        .map_err(|e| StreamError::Corrupt(format!("manifest.json: {e}")))?;
+    let [item] = items.as_slice() else {
+        return Err(StreamError::Corrupt(format!(
+            "manifest.json describes {} images, not one",
+            items.len()
+        )));
+    };
+    let config_name = resolve(links, &item.config);
+    let config_bytes = small.get(&config_name).ok_or_else(|| {
+        StreamError::Truncated(format!(
+            "the config {config_name} named by manifest.json is missing"
+        ))
+    })?;
+    let config: serde_json::Value = serde_json::from_slice(config_bytes)
+        .map_err(|e| StreamError::Corrupt(format!("the config {config_name}: {e}")))?;
+    let diff_ids: Vec<String> = config
+        .pointer("/rootfs/diff_ids")
+        .and_then(|d| serde_json::from_value(d.clone()).ok())
+        .ok_or_else(|| {
+            StreamError::Corrupt(format!("the config {config_name} has no rootfs.diff_ids"))
+        })?;
+    if diff_ids.len() != item.layers.len() {
+        return Err(StreamError::Corrupt(format!(
+            "manifest.json lists {} layers, the config {}",
+            item.layers.len(),
+            diff_ids.len()
+        )));
+    }
+    Ok(Contents {
+        config,
+        layers: item.layers.iter().map(|l| resolve(links, l)).collect(),
+        diff_ids,
+    })
+}
