@@ -1,24 +1,564 @@
-//! Reading a few files of an image's final filesystem from a `save`
-//! stream, without running it and without unpacking it: each layer is read
-//! as it passes, the wanted paths (and whiteouts of them) noted per layer,
-//! and the image's layer order (manifest.json) decides which layer's copy
-//! is the one the image shows. Memory holds the wanted files only.
+//! Reading a few files of an image's final filesystem — the files an SBOM
+//! is made from — from its layers, as the runtime applies them, without
+//! unpacking anything: each layer is read once as it passes, what it says
+//! about the paths the reading follows is noted (memory holds those
+//! files only), and the notes are applied bottom first.
+//!
+//! # The runtime's rules (OCI image-spec, "Applying Changesets")
+//! - `DIR/.wh.NAME` deletes `DIR/NAME` of the lower layers — a file, or a
+//!   directory with everything in it;
+//! - `DIR/.wh..wh..opq` hides everything the lower layers have in `DIR`;
+//! - whiteouts apply to the lower layers only, before the layer's own
+//!   entries (whatever their order in the tar): what the same layer writes
+//!   stays;
+//! - an entry that is not a directory replaces what was at its path,
+//!   a directory of the lower layers with everything in it; a directory
+//!   over a lower directory merges with it; an entry inside a directory
+//!   makes the directory one in this layer, written or not;
+//! - within a layer the last entry of a path wins, and a hardlink is the
+//!   file at its target as this layer wrote it before (Docker's applier
+//!   links inside the layer being applied: a hardlink to a path the layer
+//!   has not written fails there, and is an error here).
+//!
+//! # Links
+//! A wanted path is looked up as the kernel would in the final
+//! filesystem: symlinks in any component are followed (relative to the
+//! link's directory, absolute ones from the image's root, `..` at the root
+//! staying there, at most 40), so `etc/os-release -> ../usr/lib/os-release`
+//! reads `usr/lib/os-release`. What a layer holds at a path the reading
+//! did not follow is not known after the layer has passed, so a link to a
+//! new place makes another round: the reading adds the path
+//! ([`Reading::follow`]) and the layers are read again (a registry's blobs
+//! by digest, the engine's image by another `save`). Real images need none
+//! or one; a reading that keeps finding new places stops at
+//! [`MAX_FOLLOWED`] paths.
+//!
+//! # Bad layers
+//! A layer that does not read as a tar (plain, or gzip, told by its first
+//! bytes as the runtime tells it), whose headers are over their caps
+//! ([`crate::image::entries`]), or whose entries no runtime would apply (a
+//! path out of the root, a hardlink to nothing) is an error naming the
+//! layer and the image — never a layer with nothing in it.
 
-use super::AttestError;
-use std::collections::BTreeMap;
-use std::io::Read;
-
-/// What one layer said about one wanted path.
-#[derive(Debug, Clone)]
-enum Seen {
-    File(Vec<u8>),
-    Deleted,
-}
+use crate::image::entries::{self, BoundedTar, Oversized, shown};
+use crate::image::save_stream::{self, StreamError, WalkError};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io::{BufRead, BufReader, Read};
+use std::rc::Rc;
 
 /// The largest wanted file kept (dpkg's status of a big image is ~2 MB).
 const WANTED_LIMIT: u64 = 64 << 20;
+/// Symlinks followed in one lookup (Linux's `MAXSYMLINKS`).
+const MAX_SYMLINKS: usize = 40;
+/// Paths a reading follows links to, beyond the wanted ones.
+pub(crate) const MAX_FOLLOWED: usize = 16;
 
-/// What was read of an image.
+/// Why an image's files could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The save stream itself is not what `save` writes.
+    #[error("{image}: the save stream {problem}")]
+    Stream { image: String, problem: String },
+    /// A layer the runtime could not apply.
+    #[error("{image}: layer {layer}: {detail}")]
+    Layer {
+        image: String,
+        layer: String,
+        detail: String,
+    },
+    /// A PAX or GNU long-name header over its cap, refused before it was
+    /// read into memory.
+    #[error("{image}: {place}: {header} declares {size} bytes, over the cap of {cap} bytes")]
+    HeaderTooLarge {
+        image: String,
+        /// `layer DIGEST …` or `the save stream`.
+        place: String,
+        /// Which header, where, before which entry.
+        header: String,
+        size: u64,
+        cap: u64,
+    },
+    /// The links of the wanted paths lead to too many places.
+    #[error(
+        "{image}: the links of {path} lead to more than {cap} other paths; a real image's \
+         need one or two"
+    )]
+    TooManyLinks {
+        image: String,
+        path: String,
+        cap: usize,
+    },
+}
+
+impl ReadError {
+    fn oversized(image: &str, place: String, o: &Oversized) -> ReadError {
+        ReadError::HeaderTooLarge {
+            image: image.to_string(),
+            place,
+            header: o.header(),
+            size: o.size,
+            cap: o.cap,
+        }
+    }
+
+    fn stream(image: &str, e: StreamError) -> ReadError {
+        let image = image.to_string();
+        match e {
+            StreamError::Truncated(d) => ReadError::Stream {
+                image,
+                problem: format!("is truncated: {d}"),
+            },
+            StreamError::Corrupt(d) => ReadError::Stream {
+                image,
+                problem: format!("is corrupt: {d}"),
+            },
+            StreamError::Oversized(o) => ReadError::oversized(&image, "the save stream".into(), &o),
+        }
+    }
+}
+
+/// Why one layer could not be read, before it is named.
+#[derive(Debug, Clone)]
+pub(crate) enum LayerFault {
+    Unreadable(String),
+    Oversized(Oversized),
+}
+
+impl LayerFault {
+    fn io(e: std::io::Error) -> LayerFault {
+        match entries::oversized(&e) {
+            Some(o) => LayerFault::Oversized(o.clone()),
+            None => LayerFault::Unreadable(format!("the tar is corrupt: {e}")),
+        }
+    }
+
+    /// The error, naming the image and the layer.
+    pub(crate) fn named(self, image: &str, layer: &str) -> ReadError {
+        match self {
+            LayerFault::Unreadable(detail) => ReadError::Layer {
+                image: image.to_string(),
+                layer: layer.to_string(),
+                detail,
+            },
+            LayerFault::Oversized(o) => ReadError::oversized(image, format!("layer {layer}"), &o),
+        }
+    }
+}
+
+/// What a layer has at a path.
+#[derive(Debug, Clone)]
+enum Node {
+    Dir,
+    /// A regular file; its bytes when the path is one the reading keeps.
+    File(Option<Rc<[u8]>>),
+    /// A symlink, its target as written.
+    Symlink(String),
+    /// A hardlink to a path the reading did not keep.
+    Hardlink(String),
+    /// Anything else that is not a directory (a device, a FIFO).
+    Other,
+}
+
+/// What one layer says about the paths a reading follows: read once, kept
+/// (small: the followed files only) and composed with the image's other
+/// layers by [`Reading::compose`]. A family's images share their base
+/// layers, so a release reads each distinct blob once.
+#[derive(Debug, Clone, Default)]
+pub struct LayerFiles {
+    /// What the layer leaves at each followed path, or a directory above
+    /// one, after its own entries (the last entry of a path wins).
+    nodes: BTreeMap<String, Node>,
+    /// Paths of the lower layers it deletes (`.wh.NAME`).
+    whiteouts: BTreeSet<String>,
+    /// Directories whose lower contents it hides (`.wh..wh..opq`); `""`
+    /// is the root.
+    opaque: BTreeSet<String>,
+    /// The paths of the reading it was read for.
+    read_for: BTreeSet<String>,
+}
+
+/// The paths a reading keeps: the wanted ones and the places their links
+/// lead to; and what it notes: those and every directory above them.
+#[derive(Debug, Clone)]
+pub(crate) struct Reading {
+    wanted: Vec<String>,
+    paths: BTreeSet<String>,
+    tracked: BTreeSet<String>,
+}
+
+/// The outcome of composing an image's layers.
+#[derive(Debug)]
+pub(crate) enum Composed {
+    /// The final contents of each wanted path the image has.
+    Files(BTreeMap<String, Vec<u8>>),
+    /// The links lead to these paths, which the layers were not read for.
+    Needs(BTreeSet<String>),
+}
+
+impl Reading {
+    pub(crate) fn new(wanted: &[&str]) -> Reading {
+        let mut r = Reading {
+            wanted: wanted.iter().map(|w| w.to_string()).collect(),
+            paths: BTreeSet::new(),
+            tracked: BTreeSet::new(),
+        };
+        for w in wanted {
+            r.add(w);
+        }
+        r
+    }
+
+    fn add(&mut self, path: &str) {
+        self.paths.insert(path.to_string());
+        let mut at = 0;
+        while let Some(i) = path[at..].find('/') {
+            self.tracked.insert(path[..at + i].to_string());
+            at += i + 1;
+        }
+        self.tracked.insert(path.to_string());
+    }
+
+    /// Adds the paths a composition needs; an error when the links lead
+    /// to too many.
+    pub(crate) fn follow(&mut self, image: &str, needs: BTreeSet<String>) -> Result<(), ReadError> {
+        let before = self.paths.len();
+        let path = needs.iter().next().cloned().unwrap_or_default();
+        for p in &needs {
+            self.add(p);
+        }
+        if self.paths.len() == before || self.paths.len() > self.wanted.len() + MAX_FOLLOWED {
+            return Err(ReadError::TooManyLinks {
+                image: image.to_string(),
+                path,
+                cap: MAX_FOLLOWED,
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether `layer` was read for every path of this reading (a layer
+    /// read for more is as good).
+    pub(crate) fn covered_by(&self, layer: &LayerFiles) -> bool {
+        layer.read_for.is_superset(&self.paths)
+    }
+
+    /// Reads one layer blob as a stream: a tar, or a gzip-compressed one
+    /// (every member, as Go's reader takes them), told by its first bytes
+    /// as the runtime tells them; zstd is refused.
+    pub(crate) fn scan_blob(&self, input: impl Read) -> Result<LayerFiles, LayerFault> {
+        let mut input = BufReader::with_capacity(64 << 10, input);
+        let head = input.fill_buf().map_err(LayerFault::io)?;
+        if head.starts_with(&[0x1f, 0x8b]) {
+            self.scan_tar(flate2::bufread::MultiGzDecoder::new(input))
+        } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+            Err(LayerFault::Unreadable(
+                "it is zstd-compressed, and zstd layers are not read".into(),
+            ))
+        } else {
+            self.scan_tar(input)
+        }
+    }
+
+    /// Reads one layer tar, noting what it says about the tracked paths.
+    pub(crate) fn scan_tar(&self, input: impl Read) -> Result<LayerFiles, LayerFault> {
+        let mut out = LayerFiles {
+            read_for: self.paths.clone(),
+            ..LayerFiles::default()
+        };
+        let mut tar = BoundedTar::new(input);
+        for entry in tar.entries().map_err(LayerFault::io)? {
+            let mut entry = entry.map_err(LayerFault::io)?;
+            let raw = entry.path_bytes().into_owned();
+            let bad = |problem: &str| {
+                LayerFault::Unreadable(format!("entry `{}` {problem}", shown(&raw)))
+            };
+            let path = clean_path(&raw).map_err(bad)?;
+            if path.is_empty() {
+                continue;
+            }
+            let (dir, base) = path.rsplit_once('/').unwrap_or(("", path.as_str()));
+            self.implicit_dirs(&mut out, dir);
+            if let Some(name) = base.strip_prefix(".wh.") {
+                if name == ".wh..opq" {
+                    if dir.is_empty() || self.tracked.contains(dir) {
+                        out.opaque.insert(dir.to_string());
+                    }
+                } else if !name.starts_with(".wh.") {
+                    let deleted = join(dir, name);
+                    if self.tracked.contains(&deleted) {
+                        out.whiteouts.insert(deleted);
+                    }
+                }
+                // Other `.wh..wh.` names are AUFS's bookkeeping, no path.
+                continue;
+            }
+            if !self.tracked.contains(&path) {
+                continue;
+            }
+            let node = match entry.header().entry_type() {
+                tar::EntryType::Directory => Node::Dir,
+                tar::EntryType::Regular | tar::EntryType::Continuous => {
+                    if self.paths.contains(&path) {
+                        Node::File(Some(read_wanted(&mut entry, &path)?))
+                    } else {
+                        Node::File(None)
+                    }
+                }
+                tar::EntryType::Symlink => Node::Symlink(
+                    String::from_utf8_lossy(&entry.link_name_bytes().unwrap_or_default())
+                        .into_owned(),
+                ),
+                tar::EntryType::Link => {
+                    let raw = entry.link_name_bytes().unwrap_or_default().into_owned();
+                    let target = clean_path(&raw).map_err(|problem| {
+                        LayerFault::Unreadable(format!(
+                            "entry `{path}` (a hardlink to `{}`) {problem}",
+                            shown(&raw)
+                        ))
+                    })?;
+                    self.hardlink(&out, &path, target)?
+                }
+                tar::EntryType::GNUSparse => {
+                    return Err(LayerFault::Unreadable(format!(
+                        "entry `{path}` is a GNU sparse file, which no engine writes"
+                    )));
+                }
+                tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo => Node::Other,
+                // A global PAX header is no file.
+                tar::EntryType::XGlobalHeader => continue,
+                other => {
+                    return Err(LayerFault::Unreadable(format!(
+                        "entry `{path}` has a type no runtime applies ({other:?})"
+                    )));
+                }
+            };
+            if !matches!(node, Node::Dir) {
+                remove_under(&mut out.nodes, &path);
+            }
+            out.nodes.insert(path, node);
+        }
+        Ok(out)
+    }
+
+    /// Each tracked directory at or above `dir` is a directory in this
+    /// layer: an entry is in it.
+    fn implicit_dirs(&self, out: &mut LayerFiles, dir: &str) {
+        if dir.is_empty() {
+            return;
+        }
+        let mut end = 0;
+        loop {
+            let next = dir[end..].find('/').map(|i| end + i);
+            let prefix = &dir[..next.unwrap_or(dir.len())];
+            if !self.tracked.contains(prefix) {
+                // Nothing tracked is below an untracked directory.
+                return;
+            }
+            if !matches!(out.nodes.get(prefix), Some(Node::Dir)) {
+                remove_under(&mut out.nodes, prefix);
+                out.nodes.insert(prefix.to_string(), Node::Dir);
+            }
+            match next {
+                Some(i) => end = i + 1,
+                None => return,
+            }
+        }
+    }
+
+    /// A hardlink at `path` to `target`: what this layer wrote at `target`
+    /// before it, when the reading tracks `target`.
+    fn hardlink(&self, out: &LayerFiles, path: &str, target: String) -> Result<Node, LayerFault> {
+        if !self.tracked.contains(&target) {
+            return Ok(Node::Hardlink(target));
+        }
+        match out.nodes.get(&target) {
+            Some(Node::Dir) => Err(LayerFault::Unreadable(format!(
+                "entry `{path}` is a hardlink to the directory `{target}`"
+            ))),
+            Some(Node::File(None)) => Ok(Node::Hardlink(target)),
+            Some(node) => Ok(node.clone()),
+            None => Err(LayerFault::Unreadable(format!(
+                "entry `{path}` is a hardlink to `{target}`, which the layer has not written \
+                 before it (the runtime cannot apply it)"
+            ))),
+        }
+    }
+
+    /// The final contents of the wanted paths of an image whose layers,
+    /// bottom first, said `layers` (each read for this reading: see
+    /// [`Reading::covered_by`]).
+    pub(crate) fn compose<'a>(&self, layers: impl IntoIterator<Item = &'a LayerFiles>) -> Composed {
+        let mut merged: BTreeMap<String, Node> = BTreeMap::new();
+        for layer in layers {
+            for path in &layer.whiteouts {
+                merged.remove(path);
+                remove_under(&mut merged, path);
+            }
+            for dir in &layer.opaque {
+                remove_under(&mut merged, dir);
+            }
+            for (path, node) in &layer.nodes {
+                if !matches!(node, Node::Dir) {
+                    remove_under(&mut merged, path);
+                }
+                merged.insert(path.clone(), node.clone());
+            }
+        }
+        let mut files = BTreeMap::new();
+        let mut needs = BTreeSet::new();
+        for wanted in &self.wanted {
+            match self.resolve(&merged, wanted) {
+                Resolved::Found(bytes) => {
+                    files.insert(wanted.clone(), bytes.to_vec());
+                }
+                Resolved::Absent => {}
+                Resolved::Need(path) => {
+                    needs.insert(path);
+                }
+            }
+        }
+        if needs.is_empty() {
+            Composed::Files(files)
+        } else {
+            Composed::Needs(needs)
+        }
+    }
+
+    /// Looks `path` up in the composed filesystem, following symlinks.
+    fn resolve<'m>(&self, merged: &'m BTreeMap<String, Node>, path: &str) -> Resolved<'m> {
+        let mut todo: VecDeque<String> = path.split('/').map(str::to_string).collect();
+        let mut at: Vec<String> = Vec::new();
+        let mut symlinks = 0;
+        while let Some(part) = todo.pop_front() {
+            match part.as_str() {
+                "" | "." => continue,
+                ".." => {
+                    at.pop();
+                    continue;
+                }
+                _ => at.push(part),
+            }
+            let here = at.join("/");
+            if !self.tracked.contains(&here) {
+                // Not noted: read again for it, and the plain names after
+                // it (up to a `..`, which depends on what is found).
+                let mut need = here;
+                for p in todo.iter().take_while(|p| *p != "..") {
+                    if !p.is_empty() && p != "." {
+                        need.push('/');
+                        need.push_str(p);
+                    }
+                }
+                return Resolved::Need(need);
+            }
+            let last = todo.iter().all(|p| p.is_empty() || p == ".");
+            match merged.get(&here) {
+                None | Some(Node::Other) => return Resolved::Absent,
+                Some(Node::Dir) if last => return Resolved::Absent,
+                Some(Node::Dir) => {}
+                Some(Node::File(data)) if !last => {
+                    // Not a directory: nothing is below it.
+                    let _ = data;
+                    return Resolved::Absent;
+                }
+                Some(Node::File(Some(bytes))) => return Resolved::Found(bytes),
+                Some(Node::File(None)) => return Resolved::Need(here),
+                Some(Node::Hardlink(target)) => return Resolved::Need(target.clone()),
+                Some(Node::Symlink(target)) => {
+                    symlinks += 1;
+                    if symlinks > MAX_SYMLINKS {
+                        // ELOOP: the runtime cannot open it either.
+                        return Resolved::Absent;
+                    }
+                    at.pop();
+                    if target.starts_with('/') {
+                        at.clear();
+                    }
+                    for p in target.split('/').rev() {
+                        todo.push_front(p.to_string());
+                    }
+                }
+            }
+        }
+        Resolved::Absent
+    }
+}
+
+enum Resolved<'m> {
+    Found(&'m Rc<[u8]>),
+    Absent,
+    Need(String),
+}
+
+/// Reads a wanted file's bytes, whole.
+fn read_wanted<R: Read>(
+    entry: &mut entries::Entry<'_, R>,
+    path: &str,
+) -> Result<Rc<[u8]>, LayerFault> {
+    let size = entry.size();
+    if size > WANTED_LIMIT {
+        return Err(LayerFault::Unreadable(format!(
+            "entry `{path}` is {size} bytes, over the {WANTED_LIMIT} bytes a wanted file may have"
+        )));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    entry.read_to_end(&mut bytes).map_err(LayerFault::io)?;
+    if (bytes.len() as u64) < size {
+        return Err(LayerFault::Unreadable(format!(
+            "entry `{path}` ends after {} of its {size} bytes",
+            bytes.len()
+        )));
+    }
+    Ok(bytes.into())
+}
+
+/// Removes everything strictly below `dir` (`""`: the root).
+fn remove_under(nodes: &mut BTreeMap<String, Node>, dir: &str) {
+    let prefix = if dir.is_empty() {
+        String::new()
+    } else {
+        format!("{dir}/")
+    };
+    let below: Vec<String> = nodes
+        .range(prefix.clone()..)
+        .take_while(|(p, _)| p.starts_with(&prefix))
+        .map(|(p, _)| p.clone())
+        .collect();
+    for p in below {
+        nodes.remove(&p);
+    }
+}
+
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// A layer path as the runtime applies it: relative to the image's root
+/// (a leading `/` or `./` means the root too), `.` and empty components
+/// dropped, `..` taken lexically; one that climbs out of the root is
+/// refused, as the engines refuse it.
+fn clean_path(raw: &[u8]) -> Result<String, &'static str> {
+    let text = String::from_utf8_lossy(raw);
+    let mut parts: Vec<&str> = Vec::new();
+    for part in text.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err("climbs out of the root");
+                }
+            }
+            p => parts.push(p),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// What was read of an image from its save stream.
 #[derive(Debug, Clone)]
 pub struct ImageFiles {
     /// The final contents of each wanted path the image has.
@@ -27,239 +567,106 @@ pub struct ImageFiles {
     pub config: serde_json::Value,
 }
 
-/// The final contents of `wanted` (paths without a leading `/`) in the
-/// image whose save stream is `input`, and its config; a path no layer has,
-/// or whose last word is a whiteout, is absent from the answer.
-pub fn read_files(
+/// A save stream read for a reading: the image's config and, bottom first,
+/// what each layer said.
+#[derive(Debug)]
+pub(crate) struct Saved {
+    pub(crate) config: serde_json::Value,
+    pub(crate) layers: Vec<Rc<LayerFiles>>,
+}
+
+/// Reads the save stream of `image` for `reading`. Layers are named by
+/// their diff_id (and their file in the stream).
+pub(crate) fn read_save_stream(
     image: &str,
+    reading: &Reading,
     input: &mut dyn Read,
-    wanted: &[&str],
-) -> Result<ImageFiles, AttestError> {
-    let bad = |detail: String| AttestError::Malformed {
-        what: format!("the save stream of {image}"),
-        detail,
-    };
-    let mut by_layer: BTreeMap<String, BTreeMap<String, Seen>> = BTreeMap::new();
-    let mut links: BTreeMap<String, String> = BTreeMap::new();
-    let mut manifest: Option<Vec<u8>> = None;
-    let mut jsons: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let mut outer = tar::Archive::new(input);
-    for entry in outer.entries().map_err(|e| bad(e.to_string()))? {
-        let mut entry = entry.map_err(|e| bad(e.to_string()))?;
-        let name = crate::normalize::clean_outer(&entry.path_bytes());
-        match entry.header().entry_type() {
-            tar::EntryType::Symlink => {
-                let target = entry.link_name_bytes().unwrap_or_default();
-                let resolved = crate::normalize::resolve_outer(&name, &target);
-                links.insert(name, resolved);
+) -> Result<Saved, ReadError> {
+    let mut scanned: BTreeMap<String, Result<Rc<LayerFiles>, LayerFault>> = BTreeMap::new();
+    let files = save_stream::walk(input, |name, _size, layer| {
+        // Blobs of an OCI layout that are not layers read as faults here:
+        // only the layers manifest.json names matter.
+        scanned.insert(name.to_string(), reading.scan_blob(layer).map(Rc::new));
+        Ok::<(), std::convert::Infallible>(())
+    })
+    .map_err(|e| match e {
+        WalkError::Stream(e) => ReadError::stream(image, e),
+        WalkError::Layer(never) => match never {},
+    })?;
+    let contents = save_stream::contents(&files.small, &files.links)
+        .map_err(|e| ReadError::stream(image, e))?;
+    let count = contents.layers.len();
+    let mut layers = Vec::with_capacity(count);
+    for (i, (name, diff_id)) in contents.layers.iter().zip(&contents.diff_ids).enumerate() {
+        let named = || {
+            format!(
+                "{diff_id} ({} of {count}, {name} in the save stream)",
+                i + 1
+            )
+        };
+        match scanned.get(name) {
+            None => {
+                return Err(ReadError::Stream {
+                    image: image.to_string(),
+                    problem: format!(
+                        "is truncated: layer {name} named by manifest.json is not in it"
+                    ),
+                });
             }
-            tar::EntryType::Regular if name == "manifest.json" => {
-                let mut bytes = Vec::new();
-                entry
-                    .read_to_end(&mut bytes)
-                    .map_err(|e| bad(e.to_string()))?;
-                manifest = Some(bytes);
-            }
-            tar::EntryType::Regular if name.ends_with(".json") && entry.size() <= WANTED_LIMIT => {
-                let mut bytes = Vec::new();
-                entry
-                    .read_to_end(&mut bytes)
-                    .map_err(|e| bad(e.to_string()))?;
-                jsons.insert(name, bytes);
-            }
-            tar::EntryType::Regular if name.ends_with(".tar") || name.starts_with("blobs/") => {
-                let seen = scan_layer(&mut entry, wanted, &bad)?;
-                std::io::copy(&mut entry, &mut std::io::sink()).map_err(|e| bad(e.to_string()))?;
-                by_layer.insert(name, seen);
-            }
-            _ => {}
+            Some(Err(fault)) => return Err(fault.clone().named(image, &named())),
+            Some(Ok(files)) => layers.push(files.clone()),
         }
     }
-    #[derive(serde::Deserialize)]
-    struct Item {
-        #[serde(rename = "Config")]
-        config: String,
-        #[serde(rename = "Layers")]
-        layers: Vec<String>,
-    }
-    let manifest = manifest.ok_or_else(|| bad("there is no manifest.json".into()))?;
-    let items: Vec<Item> =
-        serde_json::from_slice(&manifest).map_err(|e| bad(format!("manifest.json: {e}")))?;
-    let [item] = items.as_slice() else {
-        return Err(bad(format!(
-            "manifest.json describes {} images, not one",
-            items.len()
-        )));
-    };
-    let config = jsons
-        .get(item.config.trim_start_matches("./"))
-        .ok_or_else(|| bad(format!("the config {} is not in the stream", item.config)))?;
-    let config: serde_json::Value =
-        serde_json::from_slice(config).map_err(|e| bad(format!("the config: {e}")))?;
-    let mut files = BTreeMap::new();
-    for layer in &item.layers {
-        let mut name = layer.trim_start_matches("./").to_string();
-        for _ in 0..8 {
-            match links.get(&name) {
-                Some(t) => name = t.clone(),
-                None => break,
-            }
-        }
-        let seen = by_layer.get(&name).ok_or_else(|| {
-            bad(format!(
-                "layer {name} named by manifest.json is not in the stream"
-            ))
-        })?;
-        apply(&mut files, seen);
-    }
-    Ok(ImageFiles { files, config })
+    Ok(Saved {
+        config: contents.config,
+        layers,
+    })
 }
 
-/// What one layer (an uncompressed tar) says about each wanted path. A
-/// stream that is not a tar (an OCI layout's config, a synthetic layer)
-/// reads as an error here, and holds nothing wanted.
-fn scan_layer(
-    input: &mut dyn Read,
-    wanted: &[&str],
-    bad: &dyn Fn(String) -> AttestError,
-) -> Result<BTreeMap<String, Seen>, AttestError> {
-    let mut inner = tar::Archive::new(input);
-    let mut seen = BTreeMap::new();
-    if let Ok(entries) = inner.entries() {
-        for e in entries {
-            let Ok(mut e) = e else { break };
-            let path = String::from_utf8_lossy(&e.path_bytes())
-                .trim_start_matches("./")
-                .trim_start_matches('/')
-                .to_string();
-            let (dir, base) = path.rsplit_once('/').unwrap_or(("", path.as_str()));
-            if let Some(deleted) = base.strip_prefix(".wh.") {
-                let full = if dir.is_empty() {
-                    deleted.to_string()
-                } else {
-                    format!("{dir}/{deleted}")
-                };
-                if wanted.contains(&full.as_str()) {
-                    seen.insert(full, Seen::Deleted);
-                }
-            } else if wanted.contains(&path.as_str())
-                && e.header().entry_type().is_file()
-                && e.size() <= WANTED_LIMIT
-            {
-                let mut bytes = Vec::new();
-                e.read_to_end(&mut bytes)
-                    .map_err(|err| bad(err.to_string()))?;
-                seen.insert(path, Seen::File(bytes));
-            }
-        }
-    }
-    Ok(seen)
-}
-
-fn apply(files: &mut BTreeMap<String, Vec<u8>>, seen: &BTreeMap<String, Seen>) {
-    for (path, s) in seen {
-        match s {
-            Seen::File(bytes) => {
-                files.insert(path.clone(), bytes.clone());
-            }
-            Seen::Deleted => {
-                files.remove(path);
-            }
-        }
-    }
-}
-
-/// What one layer blob says about the wanted paths: read once, kept (it
-/// is small: the wanted files only) and composed with the image's other
-/// layers by [`compose`]. A family's images share their base layers, so a
-/// release reads each distinct blob once.
-#[derive(Debug, Clone, Default)]
-pub struct LayerFiles(BTreeMap<String, Seen>);
-
-/// Reads one layer blob as a stream (`…tar`, or `…tar+gzip` /
-/// `…tar.gzip` decompressed as it is read), keeping only the wanted paths
-/// and whiteouts of them. A layer that does not read as a (compressed) tar
-/// holds nothing wanted; zstd layers are refused.
-pub fn scan_blob(
+/// Reads an image's wanted files: `read` gives its layers (bottom first)
+/// as read for a reading, and is called again while links lead to paths
+/// the reading has not followed.
+pub(crate) fn read_following<T, E: From<ReadError>>(
     image: &str,
-    media_type: &str,
-    input: &mut dyn Read,
     wanted: &[&str],
-) -> Result<LayerFiles, AttestError> {
-    let bad = |detail: String| AttestError::Malformed {
-        what: format!("the layers of {image}"),
-        detail,
-    };
-    let seen = if media_type.ends_with("gzip") {
-        let mut gz = flate2::read::GzDecoder::new(input);
-        scan_layer(&mut gz, wanted, &bad).unwrap_or_default()
-    } else if media_type.ends_with("zstd") {
-        return Err(bad(format!("{media_type}: zstd layers are not read")));
-    } else {
-        scan_layer(input, wanted, &bad).unwrap_or_default()
-    };
-    Ok(LayerFiles(seen))
-}
-
-/// The final contents of the wanted paths of an image whose layers,
-/// bottom first, said `layers`.
-pub fn compose<'a>(layers: impl IntoIterator<Item = &'a LayerFiles>) -> BTreeMap<String, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    for layer in layers {
-        apply(&mut files, &layer.0);
+    mut read: impl FnMut(&Reading) -> Result<(T, Vec<Rc<LayerFiles>>), E>,
+) -> Result<(T, BTreeMap<String, Vec<u8>>), E> {
+    let mut reading = Reading::new(wanted);
+    loop {
+        let (extra, layers) = read(&reading)?;
+        match reading.compose(layers.iter().map(|l| l.as_ref())) {
+            Composed::Files(files) => return Ok((extra, files)),
+            Composed::Needs(paths) => reading.follow(image, paths)?,
+        }
     }
-    files
 }
 
 /// The final contents of `wanted` in an image given as its layer blobs,
-/// bottom first, each with its media type (as a registry serves them:
-/// `…tar`, `…tar+gzip` / `…tar.gzip`). A layer that does not read as a
-/// (compressed) tar holds nothing wanted.
+/// bottom first, each with its media type (as a registry serves them; the
+/// compression is told by the bytes). A layer that cannot be read is an
+/// error naming it by its digest.
 pub fn read_layers(
     image: &str,
     layers: &[(String, Vec<u8>)],
     wanted: &[&str],
-) -> Result<BTreeMap<String, Vec<u8>>, AttestError> {
-    let scanned = layers
-        .iter()
-        .map(|(media_type, bytes)| scan_blob(image, media_type, &mut bytes.as_slice(), wanted))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(compose(&scanned))
+) -> Result<BTreeMap<String, Vec<u8>>, ReadError> {
+    let count = layers.len();
+    let ((), files) = read_following(image, wanted, |reading| {
+        let mut scanned = Vec::with_capacity(count);
+        for (i, (media_type, bytes)) in layers.iter().enumerate() {
+            let files = reading.scan_blob(bytes.as_slice()).map_err(|fault| {
+                let digest = crate::registry::Digest::sha256(bytes);
+                fault.named(
+                    image,
+                    &format!("{digest} ({} of {count}, {media_type})", i + 1),
+                )
+            })?;
+            scanned.push(Rc::new(files));
+        }
+        Ok::<_, ReadError>(((), scanned))
+    })?;
+    Ok(files)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::normalize::tests::{file, layer, save_stream};
-
-    #[test]
-    fn the_last_layer_to_write_a_path_wins_and_a_whiteout_removes_it() {
-        let stream = save_stream(
-            &[
-                layer(&[
-                    file("var/lib/dpkg/status", "one\n"),
-                    file("etc/os-release", "ID=debian\n"),
-                ]),
-                layer(&[
-                    file("var/lib/dpkg/status", "two\n"),
-                    file("etc/.wh.os-release", ""),
-                ]),
-            ],
-            "2026-12-01T19:00:00Z",
-        );
-        let files = read_files(
-            "i",
-            &mut stream.as_slice(),
-            &[
-                "var/lib/dpkg/status",
-                "etc/os-release",
-                "usr/lib/os-release",
-            ],
-        )
-        .unwrap();
-        assert_eq!(files.config["created"], "2026-12-01T19:00:00Z");
-        let files = files.files;
-        assert_eq!(files.len(), 1, "{files:?}");
-        assert_eq!(files["var/lib/dpkg/status"], b"two\n");
-    }
-}
+mod tests;

@@ -1,12 +1,14 @@
 //! The files an SBOM is made from ([`super::sbom::WANTED`]), read from an
 //! image's layer blobs in a registry: each blob fetched, checked against
 //! its digest, decompressed as a stream through the tar reader (only the
-//! wanted paths kept) and dropped before the next is fetched, so memory
-//! holds one compressed layer and the wanted files, never an image's
-//! layers together. What a blob said is kept by digest: a family's images
-//! share their base layers, and a release reads each distinct blob once.
+//! followed paths kept; see [`super::image_files`]) and dropped before the
+//! next is fetched, so memory holds one compressed layer and the wanted
+//! files, never an image's layers together. What a blob said is kept by
+//! digest: a family's images share their base layers, and a release reads
+//! each distinct blob once. A blob that cannot be read is an error naming
+//! its digest and the image.
 
-use super::image_files::{self, LayerFiles};
+use super::image_files::{Composed, LayerFiles, Reading};
 use crate::registry::{Client, Digest, Repository};
 use anyhow::Context as _;
 use serde::Deserialize;
@@ -17,7 +19,8 @@ use std::rc::Rc;
 /// The largest layer blob read.
 const MAX_LAYER: usize = crate::registry::MAX_COPIED_BLOB;
 
-/// Reads images' wanted files from their layers, each distinct blob once.
+/// Reads images' wanted files from their layers, each distinct blob once
+/// (again only when another image's links lead where it was not read).
 #[derive(Debug, Default)]
 pub(crate) struct LayerReader {
     seen: RefCell<BTreeMap<Digest, Rc<LayerFiles>>>,
@@ -43,7 +46,6 @@ impl LayerReader {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Layer {
-            media_type: String,
             digest: Digest,
         }
         #[derive(Deserialize)]
@@ -52,29 +54,40 @@ impl LayerReader {
         }
         let parsed: Layers = serde_json::from_slice(manifest)
             .with_context(|| format!("{image}: the manifest's layers"))?;
-        let mut scanned = Vec::with_capacity(parsed.layers.len());
-        for l in parsed.layers {
-            let known = self.seen.borrow().get(&l.digest).cloned();
-            let files = match known {
-                Some(f) => f,
-                None => {
-                    let bytes = client.fetch_blob(repo, &l.digest, MAX_LAYER).await?;
-                    self.fetched.set(self.fetched.get() + 1);
-                    let files = image_files::scan_blob(
-                        image,
-                        &l.media_type,
-                        &mut bytes.as_slice(),
-                        &super::sbom::WANTED,
-                    )?;
-                    drop(bytes);
-                    let files = Rc::new(files);
-                    self.seen.borrow_mut().insert(l.digest, files.clone());
-                    files
-                }
-            };
-            scanned.push(files);
+        let count = parsed.layers.len();
+        let mut reading = Reading::new(&super::sbom::WANTED);
+        loop {
+            let mut scanned = Vec::with_capacity(count);
+            for (i, l) in parsed.layers.iter().enumerate() {
+                let known = self
+                    .seen
+                    .borrow()
+                    .get(&l.digest)
+                    .filter(|f| reading.covered_by(f))
+                    .cloned();
+                let files = match known {
+                    Some(f) => f,
+                    None => {
+                        let bytes = client.fetch_blob(repo, &l.digest, MAX_LAYER).await?;
+                        self.fetched.set(self.fetched.get() + 1);
+                        let files = reading.scan_blob(bytes.as_slice()).map_err(|fault| {
+                            fault.named(image, &format!("{} ({} of {count})", l.digest, i + 1))
+                        })?;
+                        drop(bytes);
+                        let files = Rc::new(files);
+                        self.seen
+                            .borrow_mut()
+                            .insert(l.digest.clone(), files.clone());
+                        files
+                    }
+                };
+                scanned.push(files);
+            }
+            match reading.compose(scanned.iter().map(|f| f.as_ref())) {
+                Composed::Files(files) => return Ok(files),
+                Composed::Needs(paths) => reading.follow(image, paths)?,
+            }
         }
-        Ok(image_files::compose(scanned.iter().map(|f| f.as_ref())))
     }
 }
 
@@ -131,5 +144,63 @@ mod tests {
         assert!(!files.contains_key("etc/os-release"), "whited out");
         assert_eq!(reader.fetched(), 3, "the shared base once");
         assert_eq!(fake.state().count("GET", "/blobs/"), 3);
+    }
+
+    #[tokio::test]
+    async fn a_blob_that_is_not_a_layer_is_an_error_naming_its_digest_and_the_image() {
+        let fake = FakeRegistry::start().await;
+        let client = fake.client();
+        let base = gzip(&layer(&[file("var/lib/dpkg/status", "base\n")]));
+        // Gzip that holds no tar: before, "nothing wanted in it", and the
+        // SBOM listed the base's packages as if it were not there.
+        let bad = gzip(&b"corrupt".repeat(300));
+        let m = manifest(&fake, "f/sandbox", &[&base, &bad]);
+        let repo: Repository = format!("{}/f/sandbox", fake.authority).parse().unwrap();
+        let err = LayerReader::default()
+            .files(&client, &repo, "f/sandbox@sha256:12", &m)
+            .await
+            .unwrap_err();
+        let digest = Digest::sha256(&bad);
+        assert!(
+            format!("{err:#}").starts_with(&format!(
+                "f/sandbox@sha256:12: layer {digest} (2 of 2): the tar is corrupt: "
+            )),
+            "{err:#}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_link_to_a_new_place_reads_the_blobs_again_and_the_wider_reading_is_kept() {
+        let fake = FakeRegistry::start().await;
+        let client = fake.client();
+        let base = gzip(&layer(&[
+            file("var/lib/dpkg/status", "base\n"),
+            file("opt/dpkg/status", "moved\n"),
+        ]));
+        let moved = gzip(&layer(&[
+            file("var/lib/.wh.dpkg", ""),
+            crate::normalize::tests::link(
+                "var/lib/dpkg",
+                tar::EntryType::Symlink,
+                "../../opt/dpkg",
+            ),
+        ]));
+        let plain = gzip(&layer(&[file("etc/os-release", "ID=debian\n")]));
+        let moved = manifest(&fake, "f/sandbox", &[&base, &moved]);
+        let plain = manifest(&fake, "f/sandbox", &[&base, &plain]);
+        let repo: Repository = format!("{}/f/sandbox", fake.authority).parse().unwrap();
+        let reader = LayerReader::default();
+        let files = reader.files(&client, &repo, "moved", &moved).await.unwrap();
+        assert_eq!(files["var/lib/dpkg/status"], b"moved\n");
+        assert_eq!(
+            reader.fetched(),
+            4,
+            "both layers again, for opt/dpkg/status"
+        );
+        // The base was last read for more paths than this image needs:
+        // good for it, not fetched again.
+        let files = reader.files(&client, &repo, "plain", &plain).await.unwrap();
+        assert_eq!(files["var/lib/dpkg/status"], b"base\n");
+        assert_eq!(reader.fetched(), 5);
     }
 }

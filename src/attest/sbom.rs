@@ -7,7 +7,6 @@
 //! bytes (packages sorted, the document's namespace and time derived from
 //! the image, not from the clock or a random id).
 
-use super::AttestError;
 use super::dpkg::{Distro, Package};
 use super::locked::{Component, Ecosystem};
 use serde_json::json;
@@ -259,17 +258,23 @@ fn spdx_time(rfc3339: &str) -> String {
 pub const WANTED: [&str; 3] = [STATUS, OS_RELEASE[0], OS_RELEASE[1]];
 
 /// The wanted files and the config of a local image of `engine` (an
-/// image ID or a reference), read through its `save` stream.
+/// image ID or a reference), read through its `save` stream (again, when
+/// a wanted path's links lead where the first reading did not look).
 pub fn local_files(
     engine: &dyn crate::engine::Engine,
     image: &str,
 ) -> anyhow::Result<super::image_files::ImageFiles> {
+    use super::image_files::{ImageFiles, read_following, read_save_stream};
     use anyhow::Context as _;
-    engine
-        .save_cmd(image)
-        .read_stdout(|out| super::image_files::read_files(image, out, &WANTED))
-        .map_err(crate::process::PipeError::into_anyhow)
-        .with_context(|| format!("reading {image} from {}", engine.describe()))
+    let (config, files) = read_following(image, &WANTED, |reading| {
+        let saved = engine
+            .save_cmd(image)
+            .read_stdout(|out| read_save_stream(image, reading, out))
+            .map_err(crate::process::PipeError::into_anyhow)
+            .with_context(|| format!("reading {image} from {}", engine.describe()))?;
+        anyhow::Ok((saved.config, saved.layers))
+    })?;
+    Ok(ImageFiles { files, config })
 }
 
 const STATUS: &str = "var/lib/dpkg/status";
@@ -322,7 +327,7 @@ pub fn of_layers(
     layers: &[(String, Vec<u8>)],
     locked: &[Component],
     tool_version: &str,
-) -> Result<(Vec<u8>, usize), AttestError> {
+) -> Result<(Vec<u8>, usize), super::image_files::ReadError> {
     let files = super::image_files::read_layers(&subject.name, layers, &WANTED)?;
     Ok(of_files(
         subject,

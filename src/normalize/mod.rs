@@ -11,7 +11,8 @@
 //! go-containerregistry's `mutate.Canonical` do, on any engine.
 //!
 //! # Streaming, bounded memory
-//! Reading ([`read`]) is one pass over the save stream: each layer's raw
+//! Reading ([`read`]) is one pass over the save stream (the walk of
+//! [`crate::image::save_stream`]): each layer's raw
 //! bytes go to one spill file in a temporary directory while its entries
 //! are indexed (path, metadata and where the data sits in the spill, never
 //! the data). The save stream lists layers in the engine's order, not the
@@ -79,7 +80,9 @@
 //! A truncated or corrupt stream (a short layer, a bad header, a layer
 //! whose bytes do not hash to its diff_id), a path that is absolute or has
 //! a `..` component, a sparse entry or one claiming more bytes than its
-//! layer holds (a tar bomb) are each an error naming the image and the
+//! layer holds (a tar bomb), a PAX or GNU long-name header over its cap
+//! (refused before the tar crate reads it into memory: see
+//! [`crate::image::entries`]) are each an error naming the image and the
 //! layer; nothing is written to the engine then (see [`engine`]).
 
 mod archive;
@@ -93,7 +96,6 @@ mod relabel;
 
 use engine::load_and_verify;
 pub(crate) use engine::normalize_image;
-pub(crate) use crate::image::save_stream::{clean_outer, resolve_outer};
 pub(crate) use read::read;
 pub(crate) use relabel::relabel;
 

@@ -121,17 +121,27 @@ impl FakeRegistry {
         digest
     }
 
-    /// Stores a tiny image in `repo` directly: one layer of its own, the
-    /// `config` document (with a `rootfs` of that layer) as its config
-    /// blob, a manifest of `media_type`. Returns the manifest's digest.
+    /// Stores a tiny image in `repo` directly: one layer of its own (a tar
+    /// holding one file, so that the layer reads as one), the `config`
+    /// document (with a `rootfs` of that layer) as its config blob, a
+    /// manifest of `media_type`. Returns the manifest's digest.
     pub(crate) fn put_image(
         &self,
         repo: &str,
         config: &serde_json::Value,
         media_type: &str,
     ) -> Digest {
-        let layer_bytes = format!("layer of {config}");
-        let layer = self.put_blob(repo, layer_bytes.as_bytes());
+        let layer_bytes = {
+            let data = format!("layer of {config}");
+            let mut b = tar::Builder::new(Vec::new());
+            let mut h = tar::Header::new_ustar();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            h.set_cksum();
+            b.append_data(&mut h, "layer", data.as_bytes()).unwrap();
+            b.into_inner().unwrap()
+        };
+        let layer = self.put_blob(repo, &layer_bytes);
         let mut config = config.clone();
         config["rootfs"] = serde_json::json!({"type": "layers", "diff_ids": [layer]});
         let config = serde_json::to_vec(&config).unwrap();
