@@ -128,7 +128,8 @@ impl LayerFault {
     fn io(e: std::io::Error) -> LayerFault {
         match entries::oversized(&e) {
             Some(o) => LayerFault::Oversized(o.clone()),
-            None => LayerFault::Unreadable(format!("the tar is corrupt: {e}")),
+            // The crate's message may quote the layer's bytes.
+            None => LayerFault::Unreadable(format!("the tar is corrupt: {}", shown(e.to_string()))),
         }
     }
 
@@ -229,7 +230,7 @@ impl Reading {
         if self.paths.len() == before || self.paths.len() > self.wanted.len() + MAX_FOLLOWED {
             return Err(ReadError::TooManyLinks {
                 image: image.to_string(),
-                path,
+                path: shown(&path),
                 cap: MAX_FOLLOWED,
             });
         }
@@ -312,7 +313,8 @@ impl Reading {
                     let raw = entry.link_name_bytes().unwrap_or_default().into_owned();
                     let target = clean_path(&raw).map_err(|problem| {
                         LayerFault::Unreadable(format!(
-                            "entry `{path}` (a hardlink to `{}`) {problem}",
+                            "entry `{}` (a hardlink to `{}`) {problem}",
+                            shown(&path),
                             shown(&raw)
                         ))
                     })?;
@@ -320,7 +322,8 @@ impl Reading {
                 }
                 tar::EntryType::GNUSparse => {
                     return Err(LayerFault::Unreadable(format!(
-                        "entry `{path}` is a GNU sparse file, which no engine writes"
+                        "entry `{}` is a GNU sparse file, which no engine writes",
+                        shown(&path)
                     )));
                 }
                 tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo => Node::Other,
@@ -328,7 +331,8 @@ impl Reading {
                 tar::EntryType::XGlobalHeader => continue,
                 other => {
                     return Err(LayerFault::Unreadable(format!(
-                        "entry `{path}` has a type no runtime applies ({other:?})"
+                        "entry `{}` has a type no runtime applies ({other:?})",
+                        shown(&path)
                     )));
                 }
             };
@@ -373,13 +377,17 @@ impl Reading {
         }
         match out.nodes.get(&target) {
             Some(Node::Dir) => Err(LayerFault::Unreadable(format!(
-                "entry `{path}` is a hardlink to the directory `{target}`"
+                "entry `{}` is a hardlink to the directory `{}`",
+                shown(path),
+                shown(&target)
             ))),
             Some(Node::File(None)) => Ok(Node::Hardlink(target)),
             Some(node) => Ok(node.clone()),
             None => Err(LayerFault::Unreadable(format!(
-                "entry `{path}` is a hardlink to `{target}`, which the layer has not written \
-                 before it (the runtime cannot apply it)"
+                "entry `{}` is a hardlink to `{}`, which the layer has not written before it \
+                 (the runtime cannot apply it)",
+                shown(path),
+                shown(&target)
             ))),
         }
     }
@@ -498,14 +506,16 @@ fn read_wanted<R: Read>(
     let size = entry.size();
     if size > WANTED_LIMIT {
         return Err(LayerFault::Unreadable(format!(
-            "entry `{path}` is {size} bytes, over the {WANTED_LIMIT} bytes a wanted file may have"
+            "entry `{}` is {size} bytes, over the {WANTED_LIMIT} bytes a wanted file may have",
+            shown(path)
         )));
     }
     let mut bytes = Vec::with_capacity(size as usize);
     entry.read_to_end(&mut bytes).map_err(LayerFault::io)?;
     if (bytes.len() as u64) < size {
         return Err(LayerFault::Unreadable(format!(
-            "entry `{path}` ends after {} of its {size} bytes",
+            "entry `{}` ends after {} of its {size} bytes",
+            shown(path),
             bytes.len()
         )));
     }

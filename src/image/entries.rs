@@ -123,10 +123,11 @@ pub(crate) fn oversized(e: &io::Error) -> Option<&Oversized> {
     e.get_ref()?.downcast_ref::<Oversized>()
 }
 
-/// Bytes of a tar path or name as text for a message: lossy UTF-8, control
-/// characters escaped (a hostile name cannot move a terminal's cursor).
-pub(crate) fn shown(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes)
+/// A tar path or name (or a message quoting one) as text for a message:
+/// lossy UTF-8, control characters escaped (a hostile name cannot move a
+/// terminal's cursor).
+pub(crate) fn shown(bytes: impl AsRef<[u8]>) -> String {
+    String::from_utf8_lossy(bytes.as_ref())
         .chars()
         .flat_map(|c| {
             let escaped: Vec<char> = if c.is_control() {
@@ -279,7 +280,7 @@ impl<R: Read> Guarded<R> {
         let header = tar::Header::from_byte_slice(&self.block);
         let oversized = Oversized {
             kind,
-            name: shown(&header.path_bytes()),
+            name: shown(header.path_bytes()),
             at,
             size,
             cap: kind.cap(),
@@ -396,7 +397,7 @@ impl<'a, R: Read> Iterator for Entries<'a, R> {
             }
             Some(Ok(entry)) => {
                 self.count += 1;
-                let path = shown(&entry.path_bytes());
+                let path = shown(entry.path_bytes());
                 if entry.header().entry_type().is_gnu_sparse() {
                     self.after_sparse = Some(path.clone());
                 } else {

@@ -113,9 +113,10 @@ pub(crate) fn stream_error(e: std::io::Error) -> StreamError {
     } else if e.kind() == std::io::ErrorKind::UnexpectedEof
         || e.to_string().contains("entire block")
     {
-        StreamError::Truncated(e.to_string())
+        StreamError::Truncated(entries::shown(e.to_string()))
     } else {
-        StreamError::Corrupt(e.to_string())
+        // The crate's message may quote the stream's bytes.
+        StreamError::Corrupt(entries::shown(e.to_string()))
     }
 }
 

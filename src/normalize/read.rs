@@ -186,7 +186,8 @@ fn read_layer(
                     place: format!("layer {name}"),
                     source: Box::new(o.clone()),
                 },
-                None => layer_err(e.to_string()),
+                // The crate's message may quote the layer's bytes.
+                None => layer_err(entries::shown(e.to_string())),
             })?;
             if let Some(e) = index_entry(image, name, &mut entry, size)? {
                 entries.push(e);
@@ -227,7 +228,7 @@ fn index_entry<R: Read>(
     layer_size: u64,
 ) -> Result<Option<Entry>, NormalizeError> {
     let raw_path = entry.path_bytes().into_owned();
-    let shown = String::from_utf8_lossy(&raw_path).into_owned();
+    let shown = entries::shown(&raw_path);
     let bad = |problem: &'static str| NormalizeError::BadPath {
         image: image.to_string(),
         layer: layer.to_string(),
@@ -271,7 +272,7 @@ fn index_entry<R: Read>(
             clean_path(&raw).map_err(|problem| NormalizeError::BadPath {
                 image: image.to_string(),
                 layer: layer.to_string(),
-                path: format!("{shown} (a hardlink to {})", String::from_utf8_lossy(&raw)),
+                path: format!("{shown} (a hardlink to {})", entries::shown(&raw)),
                 problem,
             })?
         }
@@ -281,7 +282,7 @@ fn index_entry<R: Read>(
         r.map_err(|e| NormalizeError::CorruptLayer {
             image: image.to_string(),
             layer: layer.to_string(),
-            detail: format!("{shown}: {e}"),
+            detail: format!("{shown}: {}", entries::shown(e.to_string())),
         })
     };
     let mut uid = field(header.uid())?;
@@ -294,14 +295,14 @@ fn index_entry<R: Read>(
         .map_err(|e| NormalizeError::CorruptLayer {
             image: image.to_string(),
             layer: layer.to_string(),
-            detail: format!("{shown}: PAX header: {e}"),
+            detail: format!("{shown}: PAX header: {}", entries::shown(e.to_string())),
         })?
     {
         for ext in exts {
             let ext = ext.map_err(|e| NormalizeError::CorruptLayer {
                 image: image.to_string(),
                 layer: layer.to_string(),
-                detail: format!("{shown}: PAX record: {e}"),
+                detail: format!("{shown}: PAX record: {}", entries::shown(e.to_string())),
             })?;
             let number = || {
                 std::str::from_utf8(ext.value_bytes())

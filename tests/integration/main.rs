@@ -26,6 +26,7 @@ mod release;
 mod render;
 mod reproducible;
 mod run;
+mod sbom;
 mod scaffold;
 mod support;
 mod tidy;

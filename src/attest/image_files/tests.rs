@@ -256,6 +256,12 @@ fn a_layer_that_is_not_a_tar_is_an_error_naming_it() {
         );
         assert!(msg.contains("the tar is corrupt"), "{msg}");
     }
+    // The tar crate's message quotes the header's bytes: escaped.
+    let hostile = b"\x1b[2J\x1b]0;owned\x07".repeat(64);
+    let msg = apply(&[hostile]).unwrap_err();
+    assert!(msg.contains("the tar is corrupt"), "{msg}");
+    assert!(!msg.contains('\x1b') && !msg.contains('\x07'), "{msg:?}");
+    assert!(msg.contains("\\u{1b}[2J"), "{msg:?}");
     // A gzip layer cut short.
     let whole = gzip(&base());
     let msg = apply(&[whole[..whole.len() / 2].to_vec()]).unwrap_err();

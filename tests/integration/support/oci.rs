@@ -60,9 +60,17 @@ impl Image {
         self
     }
     /// Bytes of its own for the layer, so that images with the same
-    /// config still differ.
+    /// config still differ: a tar holding one file of them (the layer must
+    /// read as one: an SBOM is made from it).
     pub fn layer(mut self, bytes: impl Into<Vec<u8>>) -> Image {
-        self.layer = bytes.into();
+        let bytes = bytes.into();
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_ustar();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append_data(&mut h, "layer", bytes.as_slice()).unwrap();
+        self.layer = b.into_inner().unwrap();
         self
     }
     pub fn docker(mut self) -> Image {
