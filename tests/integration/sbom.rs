@@ -224,6 +224,23 @@ fn build(engine: &str, dir: &Path, tag: &str, dockerfile: &str) {
     );
 }
 
+/// Removes the engine's images of a test however it ends.
+struct Untag<'a> {
+    engine: &'a str,
+    tags: Vec<String>,
+}
+
+impl Drop for Untag<'_> {
+    fn drop(&mut self) {
+        if !self.tags.is_empty() {
+            let _ = Command::new(self.engine)
+                .args(["rmi", "-f"])
+                .args(&self.tags)
+                .output();
+        }
+    }
+}
+
 #[test]
 #[ignore = "tier: engine"]
 fn an_image_built_to_delete_dpkgs_database_has_no_packages_from_the_engine_or_the_registry() {
@@ -232,6 +249,10 @@ fn an_image_built_to_delete_dpkgs_database_has_no_packages_from_the_engine_or_th
     };
     let dir = tempfile::tempdir().unwrap();
     let name = support::unique("sbom-rm-dpkg");
+    let mut untag = Untag {
+        engine: &s.engine,
+        tags: Vec::new(),
+    };
     for (what, run) in [
         // A whiteout of the directory, as the engine writes it.
         ("whiteout", "rm -rf /var/lib/dpkg"),
@@ -240,6 +261,7 @@ fn an_image_built_to_delete_dpkgs_database_has_no_packages_from_the_engine_or_th
     ] {
         let local = format!("sunaba-test/{name}:{what}");
         let remote = format!("{}/test/{name}:{what}", s.registry);
+        untag.tags.extend([local.clone(), remote.clone()]);
         build(
             &s.engine,
             dir.path(),
@@ -283,8 +305,5 @@ fn an_image_built_to_delete_dpkgs_database_has_no_packages_from_the_engine_or_th
             sbom_from_registry(dir.path(), &by_digest, &format!("{what}-registry.json")),
             Vec::<String>::new()
         );
-        let _ = Command::new(&s.engine)
-            .args(["rmi", "-f", &local, &remote])
-            .output();
     }
 }
