@@ -8,8 +8,8 @@
 //! CPUs, the caller's environment) and passes the facts in.
 
 use crate::engine::{Argv, Engine, EngineError, bind_mount};
-use crate::process::Cmd;
 use crate::name::Image;
+use crate::process::Cmd;
 use sha2::Digest as _;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -518,7 +518,6 @@ impl Sandbox {
     }
 }
 
-
 // ------------------------------------------------------------ what is asked ---
 
 /// What an owner asks of a sandbox (`run`'s flags), before the engine's
@@ -970,5 +969,4 @@ mod tests {
         assert_eq!(cmd.program(), engine.program().as_os_str());
         assert_eq!(cmd.get_args(), sandbox.args().as_slice());
     }
-
 }

@@ -327,10 +327,7 @@ pub trait Engine: Send + Sync {
         for (host, target, read_only) in &run.mounts {
             // The engine takes only an absolute source for a bind mount.
             let host = std::path::absolute(host).unwrap_or_else(|_| host.clone());
-            argv = argv.opt(
-                "--mount",
-                bind_mount(&host, target, *read_only),
-            );
+            argv = argv.opt("--mount", bind_mount(&host, target, *read_only));
         }
         for (key, value) in &run.env {
             argv = argv.opt("--env", format!("{key}={value}"));
