@@ -20,6 +20,8 @@ pub(crate) mod exit;
 pub(crate) mod failpoint;
 pub(crate) mod feeds;
 pub(crate) mod fsutil;
+#[cfg(test)]
+mod function_length_rule;
 pub(crate) mod github;
 pub(crate) mod image;
 pub(crate) mod labels;

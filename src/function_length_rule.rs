@@ -1,0 +1,245 @@
+//! No function of the library is longer than [`MAX_LINES`] lines: a longer one
+//! does several things, and each should have its name (docs/architecture.md).
+//! Checked on the source as the dependency rule is: every file under `src/`
+//! is parsed (`syn`, with line numbers), and each `fn` with a body is measured
+//! from its `fn` line to its closing brace, signature and comments included.
+//! Test code is exempt: `#[test]` functions, and everything inside a
+//! `#[cfg(test)]` item or file (`#[cfg(test)] mod tests;`).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use syn::visit::Visit;
+
+/// The most lines a function may span.
+const MAX_LINES: usize = 120;
+
+/// Functions still over the limit, each to be split (path, name). The list
+/// only shrinks: an entry that is no longer over the limit fails the test.
+const NOT_YET_SPLIT: &[(&str, &str)] = &[
+    ("src/build/scheduler.rs", "run"),
+    ("src/build/variant.rs", "build_one_inner"),
+    ("src/check/container.rs", "check_image"),
+    ("src/detect/mod.rs", "detect"),
+    ("src/manifest/packages.rs", "validate"),
+    ("src/manifest/smoke.rs", "validate"),
+    ("src/manifest/validate.rs", "fragments"),
+    ("src/manifest/validate.rs", "variants"),
+    ("src/normalize/archive.rs", "write"),
+    ("src/normalize/read.rs", "index_entry"),
+    ("src/pins/plan.rs", "plan_alias"),
+    ("src/pins/verify.rs", "check_pin"),
+    ("src/scaffold.rs", "plan"),
+];
+
+/// A function over the limit: where it is and how long.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Long {
+    path: String,
+    line: usize,
+    name: String,
+    lines: usize,
+}
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `#[cfg(test)]` or `#[test]`.
+fn test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("test")
+            || (a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test"))
+    })
+}
+
+/// The file of `mod name;` declared in `file`: `name.rs` or `name/mod.rs`
+/// in the directory of the declaring module's children.
+fn module_files(file: &Path, name: &str) -> [PathBuf; 2] {
+    let dir = match file.file_stem().and_then(|s| s.to_str()) {
+        Some("mod" | "lib" | "main") => file.parent().unwrap().to_path_buf(),
+        Some(stem) => file.parent().unwrap().join(stem),
+        None => file.parent().unwrap().to_path_buf(),
+    };
+    [
+        dir.join(format!("{name}.rs")),
+        dir.join(name).join("mod.rs"),
+    ]
+}
+
+/// Measures the non-test functions of one file, and names the files its
+/// `#[cfg(test)] mod name;` items declare.
+struct Measure<'a> {
+    path: &'a Path,
+    long: Vec<Long>,
+    test_files: Vec<PathBuf>,
+}
+
+impl Measure<'_> {
+    fn measure(&mut self, name: &syn::Ident, fn_token: &syn::token::Fn, block: &syn::Block) {
+        let first = fn_token.span.start().line;
+        let last = block.brace_token.span.close().end().line;
+        let lines = last + 1 - first;
+        if lines > MAX_LINES {
+            self.long.push(Long {
+                path: self.path.display().to_string(),
+                line: first,
+                name: name.to_string(),
+                lines,
+            });
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Measure<'_> {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if test_only(&m.attrs) {
+            if m.content.is_none() {
+                let name = m.ident.to_string();
+                self.test_files.extend(module_files(self.path, &name));
+            }
+            return;
+        }
+        syn::visit::visit_item_mod(self, m);
+    }
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        if !test_only(&i.attrs) {
+            syn::visit::visit_item_impl(self, i);
+        }
+    }
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        if !test_only(&f.attrs) {
+            self.measure(&f.sig.ident, &f.sig.fn_token, &f.block);
+            syn::visit::visit_item_fn(self, f);
+        }
+    }
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if !test_only(&f.attrs) {
+            self.measure(&f.sig.ident, &f.sig.fn_token, &f.block);
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+    }
+    fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+        if let (false, Some(block)) = (test_only(&f.attrs), &f.default) {
+            self.measure(&f.sig.ident, &f.sig.fn_token, block);
+            syn::visit::visit_trait_item_fn(self, f);
+        }
+    }
+}
+
+/// The non-test functions over [`MAX_LINES`] in the tree at `src`, paths
+/// relative to `src`'s parent.
+fn long_functions(src: &Path) -> Vec<Long> {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    let base = src.parent().unwrap();
+    let mut long = Vec::new();
+    let mut test_files = BTreeSet::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let ast = syn::parse_file(&text)
+            .unwrap_or_else(|e| panic!("{}: not parsed: {e}", file.display()));
+        let rel = file.strip_prefix(base).unwrap();
+        let mut measure = Measure {
+            path: rel,
+            long: Vec::new(),
+            test_files: Vec::new(),
+        };
+        measure.visit_file(&ast);
+        long.extend(measure.long);
+        test_files.extend(measure.test_files);
+    }
+    long.retain(|l| !test_files.contains(Path::new(&l.path)));
+    long.sort();
+    long
+}
+
+#[test]
+fn no_library_function_is_over_the_limit() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = long_functions(&src);
+    let long: Vec<String> = found
+        .iter()
+        .filter(|l| !NOT_YET_SPLIT.contains(&(l.path.as_str(), l.name.as_str())))
+        .map(|l| format!("{}:{}: fn {} is {} lines", l.path, l.line, l.name, l.lines))
+        .collect();
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_LINES} lines (split each into steps with names):\n{}",
+        long.join("\n")
+    );
+    let split: Vec<String> = NOT_YET_SPLIT
+        .iter()
+        .filter(|(path, name)| {
+            !found
+                .iter()
+                .any(|l| (l.path.as_str(), l.name.as_str()) == (*path, *name))
+        })
+        .map(|(path, name)| format!("{path}: fn {name}"))
+        .collect();
+    assert!(
+        split.is_empty(),
+        "within the limit now, so off NOT_YET_SPLIT:\n{}",
+        split.join("\n")
+    );
+}
+
+#[test]
+fn the_check_measures_library_code_and_leaves_tests_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("a")).unwrap();
+    let body = |lines: usize| "    let _ = 1;\n".repeat(lines - 2);
+    // 121 lines from `fn` to `}`: over; 120: not.
+    std::fs::write(
+        src.join("lib.rs"),
+        format!(
+            "mod a;\n#[cfg(test)]\nmod tests;\n\n/// Doc lines do not count.\npub fn long() {{\n{}}}\n\
+             fn fits() {{\n{}}}\n",
+            body(121),
+            body(120)
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("a/mod.rs"),
+        format!(
+            "struct S;\nimpl S {{\n    fn method(&self) {{\n{}    }}\n}}\n\
+             #[cfg(test)]\nmod inline {{\n    fn helper() {{\n{}    }}\n}}\n\
+             #[test]\nfn a_test() {{\n{}}}\n",
+            body(130),
+            body(200),
+            body(200)
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("tests.rs"),
+        format!("fn helper() {{\n{}}}\n", body(300)),
+    )
+    .unwrap();
+    let found = long_functions(&src);
+    assert_eq!(
+        found,
+        [
+            Long {
+                path: "src/a/mod.rs".into(),
+                line: 3,
+                name: "method".into(),
+                lines: 130,
+            },
+            Long {
+                path: "src/lib.rs".into(),
+                line: 6,
+                name: "long".into(),
+                lines: 121,
+            },
+        ]
+    );
+}
