@@ -571,6 +571,237 @@ mod tests {
         assert_eq!(ere_escape("a.b+"), r"a\.b\+");
     }
 
+    /// A family of one variant (the default, without a parent) in `dir`.
+    fn tiny_family(dir: &Path) -> (String, Manifest) {
+        let text = "schema = 1\n\
+            repository = \"example.test/sandbox\"\n\
+            upstream = \"debian:trixie-slim@sha256:d7e12182ce18b85b93007c1dedf31f2d29e01ccf3182cc4017c709b6259bc132\"\n\
+            platforms = [\"linux/amd64\"]\n\
+            default = \"base\"\n\
+            source = \"https://example.test/images\"\n\
+            licenses = \"Apache-2.0\"\n\
+            \n\
+            [tools.git]\n\
+            probe = [\"git\", \"--version\"]\n\
+            version = 'git version ([0-9]+\\.[0-9]+\\.[0-9]+)'\n\
+            \n\
+            [fragments.core]\n\
+            script = \"docker/install-core.sh\"\n\
+            provides = [\"git\"]\n\
+            \n\
+            # The one variant.\n\
+            [variants.base]\n\
+            fragments = [\"core\"]  # kept\n\
+            aliases = [\"neutral\"]\n\
+            size_budget = \"500MiB\"";
+        std::fs::create_dir_all(dir.join("docker")).unwrap();
+        std::fs::write(dir.join("docker/install-core.sh"), "#!/bin/sh\n").unwrap();
+        let manifest = Manifest::from_str_at(text, &dir.join("images.toml")).unwrap();
+        (text.to_string(), manifest)
+    }
+
+    /// What `new fragment` writes, byte for byte: a language with Debian
+    /// packages on the default variant (no parent; its lists edited in
+    /// place), and a probed toolchain on an explicit parent (a declared tool
+    /// skipped, a tool with a version, one that printed nothing, one without
+    /// a version, one the probe did not run).
+    #[test]
+    fn the_scaffold_writes_exactly_these_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let (text, manifest) = tiny_family(dir.path());
+        let language = Request {
+            name: "quux".into(),
+            tools: vec!["quuxc".into(), "quuxfmt".into()],
+            apt: vec!["quux-tools".into(), "lib+x".into()],
+            language: Some("quuxlang".into()),
+            markers: vec!["quux.toml".into(), "Quuxfile".into()],
+            extensions: vec!["qx".into()],
+            ..Request::default()
+        };
+        let s = plan(&manifest, &text, &language, None).unwrap();
+        assert_eq!(
+            s.manifest_text,
+            r#"schema = 1
+repository = "example.test/sandbox"
+upstream = "debian:trixie-slim@sha256:d7e12182ce18b85b93007c1dedf31f2d29e01ccf3182cc4017c709b6259bc132"
+platforms = ["linux/amd64"]
+default = "base"
+source = "https://example.test/images"
+licenses = "Apache-2.0"
+
+[tools.git]
+probe = ["git", "--version"]
+version = 'git version ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[fragments.core]
+script = "docker/install-core.sh"
+provides = ["git"]
+
+# The one variant.
+[variants.base]
+fragments = ["core", "quux"]  # kept
+aliases = ["neutral"]
+size_budget = "500MiB"
+serves = ["quuxlang"]
+
+# ------------------------------------------------------------ quux ----
+# Written by `sunaba-images new fragment quux`: proposals to check (the
+# version patterns against what the probes print, the size budget after a
+# build: `check` says by how much an image is over).
+
+[tools.quuxc]
+probe = ["quuxc", "--version"]
+version = 'quuxc ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[tools.quuxfmt]
+probe = ["quuxfmt", "--version"]
+version = 'quuxfmt ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[fragments.quux]
+script = "docker/install-quux.sh"
+provides = ["quuxc", "quuxfmt"]
+# Caches and build directories go under ${HOME} or ${XDG_CACHE_HOME} in
+# [fragments.quux.env] (e.g. CARGO_TARGET_DIR): the workspace stays untouched.
+# Debian packages: apt cannot pin a version (no *_VERSION argument); `outdated` reports them.
+[fragments.quux.packages]
+quux-tools = { from = "debian" }
+"lib+x" = { from = "debian" }
+
+[variants.quux]
+fragments = ["quux"]
+aliases = ["quux"]
+serves = ["quuxlang"]
+# An estimate (the parent's plus 500 MiB).
+size_budget = "500MiB"
+
+[languages.quuxlang]
+tools = ["quuxc"]
+markers = ["quux.toml", "Quuxfile"]
+extensions = ["qx"]
+
+# Run by `check` on tests/smoke/quuxlang/pass and .../defect: the command verify
+# runs, and what it prints (the defect's `output` is required).
+[smoke.quuxlang]
+[[smoke.quuxlang.commands]]
+run = ["quuxc", "check", "."]
+expect.pass = { exit = 0, output = "TODO: what quuxc prints on a clean project" }
+expect.defect = { exit = 1, output = "TODO: the finding quuxc reports on the seeded defect" }
+"#
+        );
+        let files: Vec<(&str, &str)> = s
+            .files
+            .iter()
+            .map(|(p, t)| (p.to_str().unwrap(), t.as_str()))
+            .collect();
+        assert_eq!(
+            files,
+            [
+                (
+                    "docker/install-quux.sh",
+                    "#!/bin/sh\n\
+                     # Fragment `quux`: quuxc, quuxfmt. Runs on its parent, alone or next to the other\n\
+                     # fragments of a variant.\n\
+                     set -eu\n\
+                     # shellcheck source=docker/lib/common.sh\n\
+                     . /run/sunaba/lib/common.sh\n\
+                     apt_install quux-tools lib+x\n\
+                     sunaba_cleanup\n"
+                ),
+                (
+                    "tests/smoke/quuxlang/pass/README.md",
+                    "TODO: a small project every tool of the language passes (replace this file).\n"
+                ),
+                (
+                    "tests/smoke/quuxlang/defect/README.md",
+                    "TODO: the same project with a seeded defect: a lint error, a type error or a \
+                     failing test printing a marker (replace this file).\n"
+                ),
+            ]
+        );
+        assert_eq!(s.variants, ["quux", "base"]);
+
+        let probed = Request {
+            name: "calc".into(),
+            tools: ["bc", "git", "jq", "weird", "gone"]
+                .map(String::from)
+                .to_vec(),
+            variant: Some("calc-v".into()),
+            parent: Some("base".into()),
+            ..Request::default()
+        };
+        let probe = Probe {
+            versions: [
+                ("bc", "bc 1.07.1"),
+                ("jq", ""),
+                ("weird", "no version here"),
+            ]
+            .into_iter()
+            .map(|(t, p)| (t.to_string(), p.to_string()))
+            .collect(),
+            size: 10 << 20,
+        };
+        let s = plan(&manifest, &text, &probed, Some(&probe)).unwrap();
+        assert_eq!(
+            s.manifest_text,
+            format!(
+                "{text}\n{}",
+                r#"
+# ------------------------------------------------------------ calc ----
+# Written by `sunaba-images new fragment calc`: proposals to check (the
+# version patterns against what the probes print, the size budget after a
+# build: `check` says by how much an image is over).
+
+[tools.bc]
+probe = ["bc", "--version"]
+# the probe printed: bc 1.07.1
+version = 'bc ([0-9]+\.[0-9]+\.[0-9]+)'
+min = "1.07.1"
+
+[tools.jq]
+probe = ["jq", "--version"]
+# the probe printed nothing: no version in it; write the pattern by hand
+version = 'jq ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[tools.weird]
+probe = ["weird", "--version"]
+# the probe printed `no version here`: no version in it; write the pattern by hand
+version = 'weird ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[tools.gone]
+probe = ["gone", "--version"]
+version = 'gone ([0-9]+\.[0-9]+\.[0-9]+)'
+
+[fragments.calc]
+script = "docker/install-calc.sh"
+provides = ["bc", "git", "jq", "weird", "gone"]
+# Caches and build directories go under ${HOME} or ${XDG_CACHE_HOME} in
+# [fragments.calc.env] (e.g. CARGO_TARGET_DIR): the workspace stays untouched.
+
+[variants.calc-v]
+parent = "base"
+fragments = ["calc"]
+aliases = ["calc-v"]
+# An estimate (the parent's, plus what the probed packages added and a quarter more, plus 50 MiB).
+size_budget = "563MiB"
+"#
+            )
+        );
+        assert_eq!(s.files.len(), 1);
+        assert_eq!(
+            s.files[0].1,
+            "#!/bin/sh\n\
+             # Fragment `calc`: bc, git, jq, weird, gone. Runs on its parent, alone or next to the other\n\
+             # fragments of a variant.\n\
+             set -eu\n\
+             # shellcheck source=docker/lib/common.sh\n\
+             . /run/sunaba/lib/common.sh\n\
+             # TODO: install bc, git, jq, weird, gone (apt_install PKG…, or a locked download: \
+             docs/dependencies.md \"Locks\").\n\
+             sunaba_cleanup\n"
+        );
+        assert_eq!(s.variants, ["calc-v"]);
+    }
+
     #[test]
     fn lists_gain_an_entry_and_everything_else_is_kept() {
         let text = "# head\n[variants.full]\n# why\nfragments = [\"a\", \"b\"]  # keep\nsize_budget = \"1GiB\"\n";
