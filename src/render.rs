@@ -116,12 +116,20 @@ pub(crate) fn existing_generated_files(root: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn load_templates(root: &Path) -> Result<Handlebars<'static>, RenderError> {
-    let dir = root.join(TEMPLATE_DIR);
+/// A Handlebars registry as every template of the project is rendered: a
+/// variable the data lacks is an error (strict), nothing is HTML-escaped, a
+/// partial is not re-indented.
+pub(crate) fn handlebars() -> Handlebars<'static> {
     let mut hb = Handlebars::new();
     hb.set_strict_mode(true);
     hb.register_escape_fn(handlebars::no_escape);
     hb.set_prevent_indent(true);
+    hb
+}
+
+fn load_templates(root: &Path) -> Result<Handlebars<'static>, RenderError> {
+    let dir = root.join(TEMPLATE_DIR);
+    let mut hb = handlebars();
     let mut register = |name: String, path: PathBuf, partial: bool| -> Result<(), RenderError> {
         let text = std::fs::read_to_string(&path).map_err(|source| RenderError::Read {
             path: path.clone(),

@@ -4,7 +4,9 @@
 //! overwritten: every file is new, and images.toml gains one appended block
 //! (comments and layout of the rest kept byte for byte) plus, for a
 //! language, the default variant's `fragments` and `serves` (edited with
-//! `toml_edit`). The result is validated as a whole before anything is
+//! `toml_edit`). The block and the install script are rendered from
+//! `templates/scaffold/` (compiled in), values encoded as TOML and shell
+//! words by the templates' helpers. The result is validated as a whole before anything is
 //! written; a problem writes nothing.
 //!
 //! Without a probe the proposals are guesses: the version pattern is the
@@ -18,6 +20,11 @@
 
 use crate::fsutil::atomic_write;
 use crate::manifest::{Manifest, ManifestError, parse_size};
+use crate::process::sh_quote;
+use handlebars::{
+    Handlebars, Helper, HelperResult, Output, RenderContext, RenderError, RenderErrorReason,
+};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 use toml_edit::DocumentMut;
 
@@ -55,6 +62,11 @@ pub(crate) enum ScaffoldError {
     UnknownParent { name: String, known: String },
     #[error("images.toml cannot be edited: {0}")]
     Edit(String),
+    #[error("the scaffold's template {template}: {message}")]
+    Template {
+        template: &'static str,
+        message: String,
+    },
     #[error("the scaffolded images.toml would not be valid, so nothing was written")]
     Invalid(#[source] ManifestError),
     #[error(
@@ -191,68 +203,99 @@ fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
 }
 
-/// Plans the scaffold of `req` in `manifest` (whose text is `text`).
-pub(crate) fn plan(
+/// The block `new fragment` appends to images.toml and the install script
+/// of the new fragment: Handlebars, compiled in. Every value that enters
+/// TOML goes through the `toml` helper (a TOML encoder), every shell word
+/// through `sh`.
+const FRAGMENT_TOML: &str = include_str!("../templates/scaffold/fragment.toml.hbs");
+const INSTALL_SCRIPT: &str = include_str!("../templates/scaffold/install.sh.hbs");
+/// Their names in the registry (and in errors).
+const FRAGMENT: &str = "scaffold/fragment.toml.hbs";
+const INSTALL: &str = "scaffold/install.sh.hbs";
+
+/// The names a request declares: the fragment, its variant and its tools.
+struct Names {
+    fragment: String,
+    variant: String,
+    tools: Vec<String>,
+}
+
+impl Names {
+    fn of(req: &Request) -> Names {
+        let fragment = req.name.clone();
+        Names {
+            variant: req.variant.clone().unwrap_or_else(|| fragment.clone()),
+            tools: if req.tools.is_empty() {
+                vec![fragment.clone()]
+            } else {
+                req.tools.clone()
+            },
+            fragment,
+        }
+    }
+
+    /// Refuses a name that is not one, or one images.toml already declares.
+    fn check(&self, manifest: &Manifest, language: Option<&String>) -> Result<(), ScaffoldError> {
+        let checks = [("fragment", &self.fragment), ("variant", &self.variant)]
+            .into_iter()
+            .chain(self.tools.iter().map(|t| ("tool", t)))
+            .chain(language.map(|l| ("language", l)));
+        for (what, name) in checks {
+            if !valid_name(name) {
+                return Err(ScaffoldError::BadName {
+                    what,
+                    name: name.to_string(),
+                });
+            }
+        }
+        if manifest.fragments.contains_key(&self.fragment) {
+            return Err(declared("fragment", &self.fragment));
+        }
+        if manifest.variants.contains_key(&self.variant) {
+            return Err(declared("variant", &self.variant));
+        }
+        if let Some(l) = language {
+            if manifest.languages.contains_key(l) {
+                return Err(declared("language", l));
+            }
+            if manifest.smoke.contains_key(l) {
+                return Err(declared("smoke suite", l));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The new variant's parent: the one asked for, else the default variant's.
+fn parent(manifest: &Manifest, asked: Option<&String>) -> Result<Option<String>, ScaffoldError> {
+    match asked {
+        Some(p) if manifest.variants.contains_key(p) => Ok(Some(p.clone())),
+        Some(p) => Err(ScaffoldError::UnknownParent {
+            name: p.clone(),
+            known: manifest
+                .variants
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+        None => Ok(manifest
+            .variants
+            .get(&manifest.default)
+            .and_then(|d| d.parent.clone())),
+    }
+}
+
+/// The proposed size budget (bytes) and how it was estimated.
+fn budget(
     manifest: &Manifest,
-    text: &str,
-    req: &Request,
+    parent: Option<&String>,
     probe: Option<&Probe>,
-) -> Result<Scaffold, ScaffoldError> {
-    let name = &req.name;
-    let variant = req.variant.clone().unwrap_or_else(|| name.clone());
-    let tools = if req.tools.is_empty() {
-        vec![name.clone()]
-    } else {
-        req.tools.clone()
-    };
-    let checks: Vec<(&'static str, &String)> = [("fragment", name), ("variant", &variant)]
-        .into_iter()
-        .chain(tools.iter().map(|t| ("tool", t)))
-        .chain(req.language.iter().map(|l| ("language", l)))
-        .collect();
-    for (what, n) in &checks {
-        if !valid_name(n) {
-            return Err(ScaffoldError::BadName {
-                what,
-                name: n.to_string(),
-            });
-        }
-    }
-    if manifest.fragments.contains_key(name) {
-        return Err(declared("fragment", name));
-    }
-    if manifest.variants.contains_key(&variant) {
-        return Err(declared("variant", &variant));
-    }
-    if let Some(l) = &req.language {
-        if manifest.languages.contains_key(l) {
-            return Err(declared("language", l));
-        }
-        if manifest.smoke.contains_key(l) {
-            return Err(declared("smoke suite", l));
-        }
-    }
-    let default = manifest.variants.get(&manifest.default);
-    let parent = match &req.parent {
-        Some(p) if manifest.variants.contains_key(p) => Some(p.clone()),
-        Some(p) => {
-            return Err(ScaffoldError::UnknownParent {
-                name: p.clone(),
-                known: manifest
-                    .variants
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
-        }
-        None => default.and_then(|d| d.parent.clone()),
-    };
+) -> (u64, &'static str) {
     let parent_budget = parent
-        .as_ref()
         .and_then(|p| manifest.variants.get(p))
         .map_or(0, |v| v.size_budget);
-    let (budget, budget_why) = match probe {
+    match probe {
         Some(p) => (
             parent_budget + p.size + p.size / 4 + parse_size("50MiB").unwrap_or_default(),
             "the parent's, plus what the probed packages added and a quarter more, plus 50 MiB",
@@ -261,120 +304,149 @@ pub(crate) fn plan(
             parent_budget + parse_size("500MiB").unwrap_or_default(),
             "the parent's plus 500 MiB",
         ),
-    };
+    }
+}
 
-    let script = PathBuf::from(format!("docker/install-{name}.sh"));
-    let mut files = vec![(script.clone(), install_script(name, &tools, &req.apt))];
-    let mut block = String::new();
-    block.push_str(&format!(
-        "\n# {:-<60} {name} ----\n\
-         # Written by `sunaba-images new fragment {name}`: proposals to check (the\n\
-         # version patterns against what the probes print, the size budget after a\n\
-         # build: `check` says by how much an image is over).\n",
-        ""
-    ));
-    for tool in tools.iter().filter(|t| !manifest.tools.contains_key(*t)) {
-        block.push_str(&format!(
-            "\n[tools.{tool}]\nprobe = [\"{tool}\", \"--version\"]\n"
-        ));
+/// What `templates/scaffold/fragment.toml.hbs` renders.
+#[derive(Serialize)]
+struct Block<'a> {
+    name: &'a str,
+    /// The tools images.toml does not declare yet.
+    tools: Vec<ToolBlock<'a>>,
+    script: String,
+    provides: &'a [String],
+    apt: &'a [String],
+    variant: &'a str,
+    parent: Option<&'a str>,
+    fragments: [&'a str; 1],
+    aliases: [&'a str; 1],
+    serves: Vec<&'a str>,
+    budget_why: &'static str,
+    size_budget: String,
+    language: Option<LanguageBlock<'a>>,
+}
+
+#[derive(Serialize)]
+struct ToolBlock<'a> {
+    name: &'a str,
+    probe: [&'a str; 2],
+    /// The probe ran the tool; `printed` is the first line it printed.
+    probed: bool,
+    printed: &'a str,
+    /// The version pattern found in `printed`, and the version it captures.
+    proposal: Option<Proposal>,
+    /// The pattern to start from when there is no proposal.
+    guess: String,
+}
+
+#[derive(Serialize)]
+struct Proposal {
+    pattern: String,
+    version: String,
+}
+
+#[derive(Serialize)]
+struct LanguageBlock<'a> {
+    name: &'a str,
+    /// What verify runs: the first tool (add others with their smoke).
+    tool: &'a str,
+    tools: [&'a str; 1],
+    markers: &'a [String],
+    extensions: &'a [String],
+    run: [&'a str; 3],
+}
+
+impl<'a> Block<'a> {
+    fn new(
+        manifest: &Manifest,
+        req: &'a Request,
+        names: &'a Names,
+        script: &Path,
+        parent: Option<&'a String>,
+        probe: Option<&'a Probe>,
+    ) -> Block<'a> {
+        let (budget, budget_why) = budget(manifest, parent, probe);
+        let first_tool = names.tools[0].as_str();
+        Block {
+            name: &names.fragment,
+            tools: names
+                .tools
+                .iter()
+                .filter(|t| !manifest.tools.contains_key(*t))
+                .map(|t| ToolBlock::of(t, probe))
+                .collect(),
+            script: script.display().to_string(),
+            provides: &names.tools,
+            apt: &req.apt,
+            variant: &names.variant,
+            parent: parent.map(String::as_str),
+            fragments: [&names.fragment],
+            aliases: [&names.variant],
+            serves: req.language.iter().map(String::as_str).collect(),
+            budget_why,
+            size_budget: format!("{}MiB", budget.div_ceil(1024 * 1024)),
+            language: req.language.as_deref().map(|l| LanguageBlock {
+                name: l,
+                tool: first_tool,
+                tools: [first_tool],
+                markers: &req.markers,
+                extensions: &req.extensions,
+                run: [first_tool, "check", "."],
+            }),
+        }
+    }
+}
+
+impl<'a> ToolBlock<'a> {
+    fn of(tool: &'a str, probe: Option<&'a Probe>) -> ToolBlock<'a> {
         let printed = probe.and_then(|p| p.versions.get(tool));
-        match printed.and_then(|line| proposed_pattern(line).map(|p| (line, p))) {
-            Some((line, (pattern, version))) => block.push_str(&format!(
-                "# the probe printed: {line}\nversion = '{pattern}'\nmin = \"{version}\"\n"
-            )),
-            None => {
-                if let Some(line) = printed {
-                    block.push_str(&format!(
-                        "# the probe printed {}: no version in it; write the pattern by hand\n",
-                        if line.is_empty() {
-                            "nothing".to_string()
-                        } else {
-                            format!("`{line}`")
-                        }
-                    ));
-                }
-                block.push_str(&format!(
-                    "version = '{} ([0-9]+\\.[0-9]+\\.[0-9]+)'\n",
-                    ere_escape(tool)
-                ));
-            }
+        ToolBlock {
+            name: tool,
+            probe: [tool, "--version"],
+            probed: printed.is_some(),
+            printed: printed.map_or("", String::as_str),
+            proposal: printed
+                .and_then(|line| proposed_pattern(line))
+                .map(|(pattern, version)| Proposal { pattern, version }),
+            guess: format!("{} ([0-9]+\\.[0-9]+\\.[0-9]+)", ere_escape(tool)),
         }
     }
-    block.push_str(&format!(
-        "\n[fragments.{name}]\nscript = \"{}\"\nprovides = {}\n\
-         # Caches and build directories go under ${{HOME}} or ${{XDG_CACHE_HOME}} in\n\
-         # [fragments.{name}.env] (e.g. CARGO_TARGET_DIR): the workspace stays untouched.\n",
-        script.display(),
-        toml_list(&tools)
-    ));
-    if !req.apt.is_empty() {
-        block.push_str(&format!(
-            "# Debian packages: apt cannot pin a version (no *_VERSION argument); `outdated` reports them.\n\
-             [fragments.{name}.packages]\n"
-        ));
-        for pkg in &req.apt {
-            block.push_str(&format!("{} = {{ from = \"debian\" }}\n", toml_key(pkg)));
-        }
-    }
-    block.push_str(&format!("\n[variants.{variant}]\n"));
-    if let Some(p) = &parent {
-        block.push_str(&format!("parent = \"{p}\"\n"));
-    }
-    block.push_str(&format!(
-        "fragments = [\"{name}\"]\naliases = [\"{variant}\"]\n"
-    ));
-    if let Some(l) = &req.language {
-        block.push_str(&format!("serves = [\"{l}\"]\n"));
-    }
-    block.push_str(&format!(
-        "# An estimate ({budget_why}).\nsize_budget = \"{}MiB\"\n",
-        budget.div_ceil(1024 * 1024)
-    ));
+}
 
-    let mut variants = vec![variant.clone()];
+/// Plans the scaffold of `req` in `manifest` (whose text is `text`).
+pub(crate) fn plan(
+    manifest: &Manifest,
+    text: &str,
+    req: &Request,
+    probe: Option<&Probe>,
+) -> Result<Scaffold, ScaffoldError> {
+    let names = Names::of(req);
+    names.check(manifest, req.language.as_ref())?;
+    let parent = parent(manifest, req.parent.as_ref())?;
+    let script = PathBuf::from(format!("docker/install-{}.sh", names.fragment));
+    let block = Block::new(manifest, req, &names, &script, parent.as_ref(), probe);
+    let templates = templates()?;
+    let install = install_script(&templates, &names.fragment, &names.tools, &req.apt)?;
+    let mut files = vec![(script, install)];
+    let mut variants = vec![names.variant.clone()];
     let mut text = text.to_string();
     if let Some(l) = &req.language {
-        // What verify runs: the first tool (add others with their smoke).
-        block.push_str(&format!(
-            "\n[languages.{l}]\ntools = {}\nmarkers = {}\nextensions = {}\n",
-            toml_list(&tools[..1]),
-            toml_list(&req.markers),
-            toml_list(&req.extensions)
-        ));
-        let tool = &tools[0];
-        block.push_str(&format!(
-            "\n# Run by `check` on tests/smoke/{l}/pass and .../defect: the command verify\n\
-             # runs, and what it prints (the defect's `output` is required).\n\
-             [smoke.{l}]\n[[smoke.{l}.commands]]\nrun = [\"{tool}\", \"check\", \".\"]\n\
-             expect.pass = {{ exit = 0, output = \"TODO: what {tool} prints on a clean project\" }}\n\
-             expect.defect = {{ exit = 1, output = \"TODO: the finding {tool} reports on the seeded defect\" }}\n"
-        ));
-        for (project, what) in [
-            ("pass", "a small project every tool of the language passes"),
-            (
-                "defect",
-                "the same project with a seeded defect: a lint error, a type error or a failing test printing a marker",
-            ),
-        ] {
-            files.push((
-                PathBuf::from(format!("tests/smoke/{l}/{project}/README.md")),
-                format!("TODO: {what} (replace this file).\n"),
-            ));
-        }
+        files.extend(smoke_stubs(l));
         // Coverage: the default variant owes every language's tools.
-        if let Some(d) = default {
-            text = push_to_lists(
-                &text,
-                &d.name,
-                &[("fragments", name.as_str()), ("serves", l.as_str())],
-            )?;
+        if let Some(d) = manifest.variants.get(&manifest.default) {
+            let edits = [
+                ("fragments", names.fragment.as_str()),
+                ("serves", l.as_str()),
+            ];
+            text = push_to_lists(&text, &d.name, &edits)?;
             variants.push(d.name.clone());
         }
     }
     if !text.ends_with('\n') {
         text.push('\n');
     }
-    text.push_str(&block);
+    text.push('\n');
+    text.push_str(&render(&templates, FRAGMENT, &block)?);
     Ok(Scaffold {
         files,
         manifest_text: text,
@@ -382,26 +454,154 @@ pub(crate) fn plan(
     })
 }
 
+/// A language's sample projects, to be replaced by real ones.
+fn smoke_stubs(language: &str) -> Vec<(PathBuf, String)> {
+    [
+        ("pass", "a small project every tool of the language passes"),
+        (
+            "defect",
+            "the same project with a seeded defect: a lint error, a type error or a failing test printing a marker",
+        ),
+    ]
+    .into_iter()
+    .map(|(project, what)| {
+        (
+            PathBuf::from(format!("tests/smoke/{language}/{project}/README.md")),
+            format!("TODO: {what} (replace this file).\n"),
+        )
+    })
+    .collect()
+}
+
+/// What `templates/scaffold/install.sh.hbs` renders.
+#[derive(Serialize)]
+struct InstallScript<'a> {
+    name: &'a str,
+    provides: String,
+    apt: &'a [String],
+}
+
+/// The new fragment's install script: the apt packages, or what to do.
+fn install_script(
+    templates: &Handlebars<'_>,
+    name: &str,
+    tools: &[String],
+    apt: &[String],
+) -> Result<String, ScaffoldError> {
+    let data = InstallScript {
+        name,
+        provides: tools.join(", "),
+        apt,
+    };
+    render(templates, INSTALL, &data)
+}
+
+/// The scaffold's templates, with their `toml` and `sh` helpers.
+fn templates() -> Result<Handlebars<'static>, ScaffoldError> {
+    let mut hb = crate::render::handlebars();
+    hb.register_helper("toml", Box::new(toml_helper));
+    hb.register_helper("toml_key", Box::new(toml_key_helper));
+    hb.register_helper("sh", Box::new(sh_helper));
+    for (name, text) in [(FRAGMENT, FRAGMENT_TOML), (INSTALL, INSTALL_SCRIPT)] {
+        hb.register_template_string(name, text)
+            .map_err(|e| ScaffoldError::Template {
+                template: name,
+                message: e.to_string(),
+            })?;
+    }
+    Ok(hb)
+}
+
+fn render(
+    hb: &Handlebars<'_>,
+    name: &'static str,
+    data: &impl Serialize,
+) -> Result<String, ScaffoldError> {
+    hb.render(name, data).map_err(|e| ScaffoldError::Template {
+        template: name,
+        message: e.to_string(),
+    })
+}
+
+/// The helper's one parameter.
+fn param<'a>(
+    h: &'a Helper<'_>,
+    helper: &'static str,
+) -> Result<&'a serde_json::Value, RenderError> {
+    Ok(h.param(0)
+        .ok_or(RenderErrorReason::ParamNotFoundForIndex(helper, 0))?
+        .value())
+}
+
+/// `{{toml VALUE}}`: a string or a list of strings as a TOML value.
+fn toml_helper(
+    h: &Helper<'_>,
+    _: &Handlebars<'_>,
+    _: &handlebars::Context,
+    _: &mut RenderContext<'_, '_>,
+    out: &mut dyn Output,
+) -> HelperResult {
+    let value: toml_edit::Value = match param(h, "toml")? {
+        serde_json::Value::String(s) => s.as_str().into(),
+        serde_json::Value::Array(items) => items
+            .iter()
+            .map(|i| {
+                i.as_str()
+                    .ok_or(RenderErrorReason::InvalidParamType("a list of strings"))
+            })
+            .collect::<Result<toml_edit::Array, _>>()?
+            .into(),
+        _ => {
+            return Err(
+                RenderErrorReason::InvalidParamType("a string or a list of strings").into(),
+            );
+        }
+    };
+    out.write(&value.to_string())?;
+    Ok(())
+}
+
+/// `{{toml_key KEY}}`: a string as a TOML key (bare where it can be).
+fn toml_key_helper(
+    h: &Helper<'_>,
+    _: &Handlebars<'_>,
+    _: &handlebars::Context,
+    _: &mut RenderContext<'_, '_>,
+    out: &mut dyn Output,
+) -> HelperResult {
+    let key = param(h, "toml_key")?
+        .as_str()
+        .ok_or(RenderErrorReason::InvalidParamType("a string"))?;
+    out.write(&toml_edit::Key::new(key).display_repr())?;
+    Ok(())
+}
+
+/// `{{sh WORDS}}`: a list of strings as shell words, quoted where needed.
+fn sh_helper(
+    h: &Helper<'_>,
+    _: &Handlebars<'_>,
+    _: &handlebars::Context,
+    _: &mut RenderContext<'_, '_>,
+    out: &mut dyn Output,
+) -> HelperResult {
+    let words = param(h, "sh")?
+        .as_array()
+        .ok_or(RenderErrorReason::InvalidParamType("a list of strings"))?
+        .iter()
+        .map(|w| {
+            w.as_str()
+                .map(sh_quote)
+                .ok_or(RenderErrorReason::InvalidParamType("a list of strings"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    out.write(&words.join(" "))?;
+    Ok(())
+}
+
 fn declared(what: &'static str, name: &str) -> ScaffoldError {
     ScaffoldError::Declared {
         what,
         name: name.to_string(),
-    }
-}
-
-fn toml_list(items: &[String]) -> String {
-    let quoted: Vec<String> = items.iter().map(|i| format!("\"{i}\"")).collect();
-    format!("[{}]", quoted.join(", "))
-}
-
-fn toml_key(key: &str) -> String {
-    if key
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        key.to_string()
-    } else {
-        format!("\"{key}\"")
     }
 }
 
@@ -429,28 +629,6 @@ fn push_to_lists(
         }
     }
     Ok(doc.to_string())
-}
-
-fn install_script(name: &str, tools: &[String], apt: &[String]) -> String {
-    let install = if apt.is_empty() {
-        format!(
-            "# TODO: install {} (apt_install PKG…, or a locked download: docs/dependencies.md \"Locks\").\n",
-            tools.join(", ")
-        )
-    } else {
-        format!("apt_install {}\n", apt.join(" "))
-    };
-    format!(
-        "#!/bin/sh\n\
-         # Fragment `{name}`: {}. Runs on its parent, alone or next to the other\n\
-         # fragments of a variant.\n\
-         set -eu\n\
-         # shellcheck source=docker/lib/common.sh\n\
-         . /run/sunaba/lib/common.sh\n\
-         {install}\
-         sunaba_cleanup\n",
-        tools.join(", ")
-    )
 }
 
 /// Writes `scaffold` under `root` (the manifest at `manifest_path`): the new
@@ -802,6 +980,37 @@ size_budget = "563MiB"
         assert_eq!(s.variants, ["calc-v"]);
     }
 
+    /// Values are encoded, not pasted: a quote in a marker or in what a
+    /// tool printed stays inside its TOML string.
+    #[test]
+    fn values_with_quotes_stay_toml_strings() {
+        let dir = tempfile::tempdir().unwrap();
+        let (text, manifest) = tiny_family(dir.path());
+        let req = Request {
+            name: "odd".into(),
+            language: Some("oddlang".into()),
+            markers: vec!["we\"ird\\".into(), "it's".into()],
+            extensions: vec!["o'd".into()],
+            ..Request::default()
+        };
+        let probe = Probe {
+            versions: [("odd".to_string(), "it's 1.2.3".to_string())].into(),
+            size: 0,
+        };
+        let s = plan(&manifest, &text, &req, Some(&probe)).unwrap();
+        let doc: toml::Table =
+            toml::from_str(&s.manifest_text).unwrap_or_else(|e| panic!("{e}\n{}", s.manifest_text));
+        let language = &doc["languages"]["oddlang"];
+        assert_eq!(
+            language["markers"],
+            toml::Value::from(vec!["we\"ird\\", "it's"])
+        );
+        assert_eq!(language["extensions"], toml::Value::from(vec!["o'd"]));
+        let pattern = doc["tools"]["odd"]["version"].as_str().unwrap();
+        assert_eq!(pattern, r"it's ([0-9]+\.[0-9]+\.[0-9]+)");
+        assert_eq!(doc["tools"]["odd"]["min"].as_str(), Some("1.2.3"));
+    }
+
     #[test]
     fn lists_gain_an_entry_and_everything_else_is_kept() {
         let text = "# head\n[variants.full]\n# why\nfragments = [\"a\", \"b\"]  # keep\nsize_budget = \"1GiB\"\n";
@@ -819,13 +1028,23 @@ size_budget = "563MiB"
 
     #[test]
     fn the_script_installs_the_packages_or_says_what_to_do() {
-        let s = install_script("rust", &["cargo".into()], &["cargo".into(), "rustc".into()]);
+        let hb = templates().unwrap();
+        let s = install_script(
+            &hb,
+            "rust",
+            &["cargo".into()],
+            &["cargo".into(), "rustc".into()],
+        )
+        .unwrap();
         assert!(s.starts_with("#!/bin/sh\n# Fragment `rust`: cargo."), "{s}");
         assert!(
             s.contains("set -eu\n") && s.contains("\napt_install cargo rustc\nsunaba_cleanup\n")
         );
-        let s = install_script("toy", &["toyc".into()], &[]);
+        let s = install_script(&hb, "toy", &["toyc".into()], &[]).unwrap();
         assert!(s.contains("# TODO: install toyc (apt_install PKG"), "{s}");
+        // A package name is one shell word, whatever it holds.
+        let s = install_script(&hb, "toy", &["toyc".into()], &["a b;c".into()]).unwrap();
+        assert!(s.contains("\napt_install 'a b;c'\n"), "{s}");
         assert!(valid_name("rust-nightly_2") && !valid_name("Rust") && !valid_name("a b"));
     }
 }
