@@ -96,7 +96,7 @@ pub(crate) fn check_image(
     }
     let script = driver::script(&healthcheck, cases);
     sandbox.entrypoint = Some("/bin/sh".into());
-    sandbox.command = vec!["-c".into(), script.text, "sunaba-check".into()];
+    sandbox.command = script.sh_args();
     let out = sandbox
         .run(engine, timeout)
         .map_err(|source| CheckError::Run {

@@ -1,15 +1,14 @@
 //! The script a check runs in its one sandbox, and reading its output back.
-//! The image's healthcheck and each suite's cases run side by side (a lane
-//! per suite, its cases in order: container start-up, not the tools,
-//! dominated one container per case), each case in its own copy under
-//! /workspace, its output kept in the container's /tmp; then everything is
-//! printed in sections framed by a random nonce, so no output can end a
+//! The script is `templates/smoke-driver.sh`, compiled in and run as it is
+//! (`sh -c`), so shellcheck sees exactly what runs: the healthcheck and the
+//! cases come in as its arguments, never as script text. It runs the image's
+//! healthcheck and each suite's cases side by side (a lane per suite, its
+//! cases in order), each case in its own copy under /workspace, and prints
+//! everything in sections framed by a random nonce, so no output can end a
 //! section early.
 
 use super::Case;
-use crate::process::sh_quote;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::time::Duration;
 
 /// Each case's time limit inside the container (`timeout`, when the image
@@ -18,12 +17,26 @@ pub(crate) const CASE_TIMEOUT: Duration = Duration::from_secs(120);
 /// The bytes of output a case reports (its tail): `output` patterns are
 /// matched against them.
 pub(crate) const OUTPUT_CAP: usize = 64 * 1024;
+/// The driver script (its arguments are described at its top).
+const DRIVER: &str = include_str!("../../templates/smoke-driver.sh");
 
-/// The script text and the nonce framing its output.
+/// The driver's arguments and the nonce framing its output.
 #[derive(Debug, Clone)]
 pub(crate) struct Script {
-    pub text: String,
+    pub args: Vec<String>,
     pub nonce: String,
+}
+
+impl Script {
+    /// The arguments of `/bin/sh` that run the driver (`sunaba-check` is
+    /// its `$0`).
+    pub(crate) fn sh_args(&self) -> Vec<String> {
+        ["-c", DRIVER, "sunaba-check"]
+            .into_iter()
+            .map(String::from)
+            .chain(self.args.iter().cloned())
+            .collect()
+    }
 }
 
 /// What one case (or the healthcheck) did.
@@ -52,62 +65,39 @@ pub(crate) struct Report {
     pub fatal: Option<String>,
 }
 
-fn words(argv: &[String]) -> String {
-    argv.iter()
-        .map(|w| sh_quote(w))
-        .collect::<Vec<_>>()
-        .join(" ")
+/// The driver's run of `healthcheck` (argv) and every case, one lane per
+/// suite, in the sandbox's workspace.
+pub(crate) fn script(healthcheck: &[String], cases: &[Case]) -> Script {
+    script_in(crate::run_contract::WORKSPACE, healthcheck, cases)
 }
 
-/// The script: `healthcheck` (argv) and every case, one lane per suite.
-pub(crate) fn script(healthcheck: &[String], cases: &[Case]) -> Script {
+/// [`script`] with the cases' copies under `workspace`.
+fn script_in(workspace: &str, healthcheck: &[String], cases: &[Case]) -> Script {
     let nonce = format!("sunaba-{:016x}", rand::random::<u64>());
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "set -u\n\
-         n={nonce}\n\
-         o=/tmp/{nonce}\n\
-         if ! mkdir -p \"$o\"; then echo \"$n fatal cannot create $o in the container\"; exit 0; fi\n\
-         if command -v timeout >/dev/null 2>&1; then t='timeout -k 5 {limit}'; else t=; fi\n\
-         now() {{ date +%s%N 2>/dev/null; }}\n\
-         run_case() {{\n\
-         \tc=$1\n\
-         \tshift\n\
-         \ts=$(now)\n\
-         \t(cd \"/workspace/$c\" && exec $t \"$@\") </dev/null >\"$o/$c\" 2>&1\n\
-         \tr=$?\n\
-         \ttimes >\"$o/$c.cpu\"\n\
-         \techo \"$r $s $(now) $(sed -n 2p \"$o/$c.cpu\" | tr -d ' ')\" >\"$o/$c.rc\"\n\
-         }}\n\
-         show() {{\n\
-         \tprintf '%s begin %s\\n' \"$n\" \"$1\"\n\
-         \ttail -c {cap} \"$o/$1\" 2>/dev/null\n\
-         \tprintf '\\n%s end %s %s %s\\n' \"$n\" \"$1\" \"$(wc -c <\"$o/$1\" 2>/dev/null || echo 0)\" \"$(cat \"$o/$1.rc\" 2>/dev/null)\"\n\
-         }}\n\
-         {{ s=$(now); {hc} </dev/null >\"$o/hc\" 2>\"$o/hc.err\"; echo \"$? $s $(now)\" >\"$o/hc.rc\"; }} &\n",
-        limit = CASE_TIMEOUT.as_secs(),
-        cap = OUTPUT_CAP,
-        hc = words(healthcheck),
-    );
-    let mut lanes: BTreeMap<&str, Vec<&Case>> = BTreeMap::new();
+    let mut lanes: BTreeMap<&str, usize> = cases.iter().map(|c| (c.suite.as_str(), 0)).collect();
+    for (n, lane) in lanes.values_mut().enumerate() {
+        *lane = n + 1;
+    }
+    let mut args = vec![
+        nonce.clone(),
+        CASE_TIMEOUT.as_secs().to_string(),
+        OUTPUT_CAP.to_string(),
+        workspace.to_string(),
+        lanes.len().to_string(),
+    ];
+    push_command(&mut args, healthcheck);
     for c in cases {
-        lanes.entry(&c.suite).or_default().push(c);
+        args.push(lanes[c.suite.as_str()].to_string());
+        args.push(c.id.clone());
+        push_command(&mut args, &c.argv);
     }
-    for lane in lanes.values() {
-        s.push_str("{\n");
-        for c in lane {
-            let _ = writeln!(s, "\trun_case {} {}", sh_quote(&c.id), words(&c.argv));
-        }
-        s.push_str("} &\n");
-    }
-    s.push_str(
-        "wait\nprintf '%s id %s %s\\n' \"$n\" \"$(id -u)\" \"$(id -g)\"\nshow hc\nshow hc.err\n",
-    );
-    for c in cases {
-        let _ = writeln!(s, "show {}", sh_quote(&c.id));
-    }
-    Script { text: s, nonce }
+    Script { args, nonce }
+}
+
+/// A command as the driver takes it: how many words, then the words.
+fn push_command(args: &mut Vec<String>, argv: &[String]) {
+    args.push(argv.len().to_string());
+    args.extend(argv.iter().cloned());
 }
 
 /// One framed section: its text and the rest of its `end` line.
@@ -216,6 +206,12 @@ mod tests {
                 "a",
                 &["sh", "-c", "echo \"it's here\"; pwd; exit 3"],
             ),
+            // Words are data: nothing in them is expanded, split or run.
+            case(
+                "c-pass-01",
+                "c",
+                &["printf", "[%s]", "a b", "", "$HOME", "'q'", "*", "; exit 9"],
+            ),
             case("a-pass-02", "a", &["printf", "%s", "no newline"]),
             case(
                 "b-pass-01",
@@ -226,7 +222,8 @@ mod tests {
         for c in &cases {
             std::fs::create_dir_all(dir.path().join(&c.id)).unwrap();
         }
-        let script = script(
+        let script = script_in(
+            dir.path().to_str().unwrap(),
             &[
                 "sh".into(),
                 "-c".into(),
@@ -234,13 +231,8 @@ mod tests {
             ],
             &cases,
         );
-        let text = script.text.replace(
-            "\"/workspace/$c\"",
-            &format!("{}/\"$c\"", dir.path().display()),
-        );
         let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(&text)
+            .args(script.sh_args())
             .output()
             .unwrap();
         let stdout = String::from_utf8(out.stdout).unwrap();
@@ -258,6 +250,9 @@ mod tests {
         assert!(a1.seconds.is_some_and(|s| s >= 0.0), "{a1:?}");
         assert!(a1.cpu.is_some_and(|s| s >= 0.0), "{a1:?}");
         assert_eq!(report.cases["a-pass-02"].output, "no newline");
+        let c1 = &report.cases["c-pass-01"];
+        assert_eq!(c1.exit, Some(0));
+        assert_eq!(c1.output, "[a b][][$HOME]['q'][*][; exit 9]");
         assert_eq!(report.cases["b-pass-01"].output, "sunaba-0 end x\nlate\n");
         assert_eq!(report.fatal, None);
     }
