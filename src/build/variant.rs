@@ -54,7 +54,7 @@ pub(super) fn base_labels(upstream: &crate::registry::Reference) -> BTreeMap<Str
 /// Builds one variant whose parent (if any) is `from` = (reference, image ID).
 pub(super) fn build_one(sh: &Shared, variant: &str, from: Option<(String, String)>) -> Outcome {
     let reporter = sh.reporter;
-    let outcome = build_one_inner(sh, variant, from);
+    let outcome = build_stages(sh, variant, from).unwrap_or_else(|outcome| *outcome);
     match &outcome {
         Outcome::Built {
             build_seconds,
@@ -94,111 +94,139 @@ pub(super) fn failed(
     }
 }
 
-fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -> Outcome {
-    let family = sh.family;
-    let plan = &family.variants[variant];
-    let (from_ref, from_id) = match (&from, &sh.upstream_id) {
-        (Some((r, id)), _) => (r.clone(), id.clone()),
-        (None, Some(id)) => (sh.upstream.clone(), id.clone()),
-        (None, None) => unreachable!("the upstream is resolved when a root variant is selected"),
-    };
-    let Inputs {
-        files,
-        mut build_args,
-        static_labels,
-        hash: inputs,
-    } = match family.inputs(variant, &sh.platform, &from_ref, &from_id) {
-        Ok(i) => i,
-        Err(e) => return failed(Stage::Prepare, e, None),
-    };
-    let definition = match super::definition::of(family, variant) {
-        Ok(d) => d,
-        Err(e) => return failed(Stage::Prepare, e, None),
-    };
-    let inputs_tag = family.inputs_tag(variant, &inputs);
-    let variant_tag = family.platform_tag(variant, sh.foreign.as_ref());
-    let tags = vec![inputs_tag.clone(), variant_tag.clone()];
-    let log_path = sh.opts.log_dir.join(format!("{variant}.log"));
+/// A stage that failed ends the variant's build with this outcome.
+type StageResult<T> = Result<T, Box<Outcome>>;
 
+fn fail(stage: Stage, reason: impl std::fmt::Display, log: Option<PathBuf>) -> Box<Outcome> {
+    Box::new(failed(stage, reason, log))
+}
+
+/// What one variant's build is, before anything runs.
+struct Prepared {
+    /// The image ID it is built FROM.
+    from_id: String,
+    inputs: Inputs,
+    /// The `labels::DEFINITION` label.
+    definition: String,
+    inputs_tag: String,
+    /// The inputs tag and the variant tag.
+    tags: Vec<String>,
+    log_path: PathBuf,
+}
+
+/// The stages of one variant's build: prepare; reuse an image with the same
+/// inputs, or build (and normalise) one; then check. A stage that fails
+/// ends it with its outcome.
+fn build_stages(
+    sh: &Shared,
+    variant: &str,
+    from: Option<(String, String)>,
+) -> StageResult<Outcome> {
+    let prepared = prepare(sh, variant, from)?;
     let force = sh.forced.contains(variant);
     if !force {
-        match sh.engine.inspect(&inputs_tag) {
-            Err(e) => return failed(Stage::Prepare, e, None),
-            Ok(Some(info)) if info.labels.get(LABEL_INPUTS) == Some(&inputs) => {
-                return reuse(sh, variant, info, inputs, inputs_tag, &log_path);
+        match sh.engine.inspect(&prepared.inputs_tag) {
+            Err(e) => return Err(fail(Stage::Prepare, e, None)),
+            Ok(Some(info)) if info.labels.get(LABEL_INPUTS) == Some(&prepared.inputs.hash) => {
+                let Prepared {
+                    inputs,
+                    inputs_tag,
+                    log_path,
+                    ..
+                } = prepared;
+                return Ok(reuse(sh, variant, info, inputs.hash, inputs_tag, &log_path));
             }
             Ok(_) => {}
         }
     }
+    let (image_id, build_seconds) = engine_build(sh, variant, &prepared, force)?;
+    let Prepared {
+        from_id,
+        inputs,
+        inputs_tag,
+        tags,
+        log_path,
+        ..
+    } = prepared;
+    let normalize_started = Instant::now();
+    let (image_id, normalize_seconds) = if sh.opts.normalize {
+        match normalize(sh, &image_id, &from_id, &tags, &log_path) {
+            Ok(id) => (id, Some(normalize_started.elapsed().as_secs_f64())),
+            Err(e) => return Err(fail(Stage::Normalize, e, Some(log_path))),
+        }
+    } else {
+        (image_id, None)
+    };
+    let (image_id, check) = if sh.opts.check {
+        let (id, report) = check_and_record(sh, variant, &inputs_tag, &log_path)?;
+        (id, Some(report))
+    } else {
+        (image_id, None)
+    };
+    Ok(Outcome::Built {
+        image_id,
+        reference: inputs_tag,
+        inputs: inputs.hash,
+        build_seconds,
+        normalize_seconds,
+        check,
+    })
+}
 
-    // Build.
-    let mut log = match std::fs::File::create(&log_path) {
+/// The variant's inputs (hashed), its definition, tags and log.
+fn prepare(sh: &Shared, variant: &str, from: Option<(String, String)>) -> StageResult<Prepared> {
+    let family = sh.family;
+    let (from_ref, from_id) = match (from, &sh.upstream_id) {
+        (Some((r, id)), _) => (r, id),
+        (None, Some(id)) => (sh.upstream.clone(), id.clone()),
+        (None, None) => unreachable!("the upstream is resolved when a root variant is selected"),
+    };
+    let inputs = family
+        .inputs(variant, &sh.platform, &from_ref, &from_id)
+        .map_err(|e| fail(Stage::Prepare, e, None))?;
+    let definition =
+        super::definition::of(family, variant).map_err(|e| fail(Stage::Prepare, e, None))?;
+    let inputs_tag = family.inputs_tag(variant, &inputs.hash);
+    let variant_tag = family.platform_tag(variant, sh.foreign.as_ref());
+    Ok(Prepared {
+        from_id,
+        inputs,
+        definition,
+        tags: vec![inputs_tag.clone(), variant_tag],
+        inputs_tag,
+        log_path: sh.opts.log_dir.join(format!("{variant}.log")),
+    })
+}
+
+/// Stages the build context and builds it on the engine, every line into
+/// the variant's log. Returns the image ID and the build's seconds.
+fn engine_build(
+    sh: &Shared,
+    variant: &str,
+    prepared: &Prepared,
+    force: bool,
+) -> StageResult<(String, f64)> {
+    let log_path = &prepared.log_path;
+    let mut log = match std::fs::File::create(log_path) {
         // Line by line, so `tail -f` of a running build shows its progress.
         Ok(f) => std::io::LineWriter::new(f),
         Err(e) => {
-            return failed(
-                Stage::Prepare,
-                format!("cannot create the log file {}: {e}", log_path.display()),
-                None,
-            );
+            let reason = format!("cannot create the log file {}: {e}", log_path.display());
+            return Err(fail(Stage::Prepare, reason, None));
         }
     };
-    let work = match crate::scratch::tempdir("sunaba-build-") {
-        Ok(d) => d,
-        Err(e) => {
-            return failed(
-                Stage::Prepare,
-                format!("cannot create a staging directory: {e}"),
-                None,
-            );
-        }
-    };
+    let work = crate::scratch::tempdir("sunaba-build-").map_err(|e| {
+        let reason = format!("cannot create a staging directory: {e}");
+        fail(Stage::Prepare, reason, None)
+    })?;
     let context = work.path().join("context");
-    if let Err(e) = inputs::stage(&context, &files, sh.opts.source_date_epoch) {
-        return failed(
-            Stage::Prepare,
-            format!("cannot stage the build context: {e}"),
-            None,
-        );
-    }
-    let mut labels = static_labels;
-    labels.insert(LABEL_INPUTS.to_string(), inputs.clone());
-    // Derived from the inputs (equal inputs, equal definition): not hashed.
-    labels.insert(labels::DEFINITION.to_string(), definition);
-    labels.insert(labels::OCI_REVISION.to_string(), sh.opts.revision.clone());
-    labels.insert(labels::OCI_CREATED.to_string(), sh.created.clone());
-    labels.extend(sh.base_labels.clone());
-    // SOURCE_DATE_EPOCH reaches the build (fragments clamp file times to
-    // it) but not the inputs hash: a new commit alone changes no image.
-    build_args.insert(
-        super::SOURCE_DATE_EPOCH.to_string(),
-        sh.opts.source_date_epoch.to_string(),
-    );
-    let req = BuildRequest {
-        context: context.clone(),
-        dockerfile: context.join(&plan.dockerfile),
-        // Normalised, the engine's image stays untagged: only the rewritten
-        // one gets the tags, so a normalisation that fails leaves nothing
-        // a later run would reuse.
-        tags: if sh.opts.normalize {
-            Vec::new()
-        } else {
-            tags.clone()
-        },
-        build_args,
-        labels,
-        secrets: sh
-            .opts
-            .ca_bundle
-            .iter()
-            .map(|p| (CA_SECRET_ID.to_string(), p.clone()))
-            .collect(),
-        no_cache: force,
-        iidfile: work.path().join("iid"),
-        platform: sh.foreign.clone(),
-    };
+    inputs::stage(&context, &prepared.inputs.files, sh.opts.source_date_epoch).map_err(|e| {
+        let reason = format!("cannot stage the build context: {e}");
+        fail(Stage::Prepare, reason, None)
+    })?;
+    let req = build_request(sh, variant, prepared, &context, work.path(), force);
     let _ = writeln!(log, "# {}", sh.engine.build_cmd(&req).display());
-    let _ = writeln!(log, "# inputs {inputs}");
+    let _ = writeln!(log, "# inputs {}", prepared.inputs.hash);
     sh.reporter.event(variant, Event::Building(None));
     sh.builds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let mut tracker = StepTracker::new(sh.engine.log_format());
@@ -212,53 +240,68 @@ fn build_one_inner(sh: &Shared, variant: &str, from: Option<(String, String)>) -
     let build_seconds = started.elapsed().as_secs_f64();
     let _ = log.flush();
     drop(log);
-    let image_id = match result {
-        Ok(id) => id,
+    match result {
+        Ok(id) => Ok((id, build_seconds)),
         Err(EngineError::BuildFailed { .. }) => {
-            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-            return failed(
-                Stage::Build,
-                format!(
-                    "{}\n--- last lines of {}:\n{}",
-                    tracker.failure(),
-                    log_path.display(),
-                    crate::process::tail_lines(&text, FAILURE_TAIL_LINES)
-                ),
-                Some(log_path),
+            let text = std::fs::read_to_string(log_path).unwrap_or_default();
+            let reason = format!(
+                "{}\n--- last lines of {}:\n{}",
+                tracker.failure(),
+                log_path.display(),
+                crate::process::tail_lines(&text, FAILURE_TAIL_LINES)
             );
+            Err(fail(Stage::Build, reason, Some(log_path.clone())))
         }
-        Err(e) => return failed(Stage::Build, e, Some(log_path)),
-    };
-    let normalize_started = Instant::now();
-    let (image_id, normalize_seconds) = if sh.opts.normalize {
-        match normalize(sh, &image_id, &from_id, &tags, &log_path) {
-            Ok(id) => (id, Some(normalize_started.elapsed().as_secs_f64())),
-            Err(e) => return failed(Stage::Normalize, e, Some(log_path)),
-        }
-    } else {
-        (image_id, None)
-    };
-
-    if !sh.opts.check {
-        return Outcome::Built {
-            image_id,
-            reference: inputs_tag,
-            inputs,
-            build_seconds,
-            normalize_seconds,
-            check: None,
-        };
+        Err(e) => Err(fail(Stage::Build, e, Some(log_path.clone()))),
     }
-    match check_and_record(sh, variant, &inputs_tag, &log_path) {
-        Ok((id, report)) => Outcome::Built {
-            image_id: id,
-            reference: inputs_tag,
-            inputs,
-            build_seconds,
-            normalize_seconds,
-            check: Some(report),
+}
+
+/// The engine's build of the staged `context` (`work`: the staging
+/// directory): the build arguments, labels, tags and secret.
+fn build_request(
+    sh: &Shared,
+    variant: &str,
+    prepared: &Prepared,
+    context: &Path,
+    work: &Path,
+    force: bool,
+) -> BuildRequest {
+    let mut labels = prepared.inputs.static_labels.clone();
+    labels.insert(LABEL_INPUTS.to_string(), prepared.inputs.hash.clone());
+    // Derived from the inputs (equal inputs, equal definition): not hashed.
+    labels.insert(labels::DEFINITION.to_string(), prepared.definition.clone());
+    labels.insert(labels::OCI_REVISION.to_string(), sh.opts.revision.clone());
+    labels.insert(labels::OCI_CREATED.to_string(), sh.created.clone());
+    labels.extend(sh.base_labels.clone());
+    // SOURCE_DATE_EPOCH reaches the build (fragments clamp file times to
+    // it) but not the inputs hash: a new commit alone changes no image.
+    let mut build_args = prepared.inputs.build_args.clone();
+    build_args.insert(
+        super::SOURCE_DATE_EPOCH.to_string(),
+        sh.opts.source_date_epoch.to_string(),
+    );
+    BuildRequest {
+        context: context.to_path_buf(),
+        dockerfile: context.join(&sh.family.variants[variant].dockerfile),
+        // Normalised, the engine's image stays untagged: only the rewritten
+        // one gets the tags, so a normalisation that fails leaves nothing
+        // a later run would reuse.
+        tags: if sh.opts.normalize {
+            Vec::new()
+        } else {
+            prepared.tags.clone()
         },
-        Err(outcome) => *outcome,
+        build_args,
+        labels,
+        secrets: sh
+            .opts
+            .ca_bundle
+            .iter()
+            .map(|p| (CA_SECRET_ID.to_string(), p.clone()))
+            .collect(),
+        no_cache: force,
+        iidfile: work.join("iid"),
+        platform: sh.foreign.clone(),
     }
 }
 
