@@ -93,25 +93,42 @@ pub(crate) fn run(
     reporter: &dyn Reporter,
 ) -> Result<Summary, BuildError> {
     let started = Instant::now();
-    let mut selected = family.select(targets)?;
-    let native = engine.platform()?;
-    let platform = opts.platform.clone().unwrap_or_else(|| native.clone());
-    if !family.platforms.is_empty() && !family.platforms.contains(&platform) {
-        let declared = family
-            .platforms
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
-        let platform = platform.to_string();
-        return Err(match &opts.platform {
-            Some(_) => BuildError::UnknownPlatform { platform, declared },
-            None => BuildError::Platform {
-                engine: platform,
-                declared,
-            },
-        });
+    let (selected, shared) = prepare(family, targets, engine, opts, reporter)?;
+    for v in &selected {
+        reporter.event(v, Event::Queued);
     }
+    let mut outcomes = schedule(&shared, &selected);
+    reporter.finish();
+
+    Ok(Summary {
+        engine: engine.describe(),
+        platform: shared.platform.clone(),
+        results: selected
+            .iter()
+            .map(|v| VariantResult {
+                variant: v.clone(),
+                outcome: outcomes
+                    .remove(v)
+                    .expect("every selected variant has an outcome"),
+            })
+            .collect(),
+        wall_seconds: started.elapsed().as_secs_f64(),
+        engine_builds: shared.builds.load(std::sync::atomic::Ordering::SeqCst),
+    })
+}
+
+/// Everything checked and resolved before the first build starts: the
+/// variants selected (those built for the platform), and what their builds
+/// share.
+fn prepare<'a>(
+    family: &'a Family,
+    targets: &[String],
+    engine: &'a dyn Engine,
+    opts: &'a Options,
+    reporter: &'a dyn Reporter,
+) -> Result<(Vec<String>, Shared<'a>), BuildError> {
+    let mut selected = family.select(targets)?;
+    let (native, platform) = target_platform(family, engine, opts)?;
     // A variant that narrows its platforms is not built for the others (nor
     // are its children, which inherit them).
     selected.retain(|v| {
@@ -138,33 +155,15 @@ pub(crate) fn run(
     // The upstream is always the pinned digest; its name and digest label
     // every image (children inherit them from the root).
     let pinned = family.upstream.pinned()?;
-    // What root variants are built FROM: the pinned reference, or for
-    // another platform its image there (see `Options::upstream_for_platform`).
-    let upstream = match (&foreign, &opts.upstream_for_platform) {
-        (None, _) => pinned.clone(),
-        (Some(_), Some(child)) => child.clone(),
-        (Some(p), None) => {
-            return Err(BuildError::NoPlatformUpstream {
-                platform: p.to_string(),
-            });
-        }
-    };
     let needs_upstream = selected.iter().any(|v| family.variants[v].parent.is_none());
-    let upstream_id = if needs_upstream || foreign.is_some() {
-        Some(resolve_upstream(engine, &upstream, foreign.as_ref())?)
-    } else {
-        None
-    };
-    if let Some(p) = &foreign {
-        // `upstream` is the platform's image by its digest here.
-        engine
-            .runs_on(&upstream.to_string(), p)
-            .map_err(|detail| BuildError::Emulation {
-                platform: p.to_string(),
-                native: native.to_string(),
-                detail,
-            })?;
-    }
+    let (upstream, upstream_id) = root_upstream(
+        engine,
+        opts,
+        &pinned,
+        &native,
+        foreign.as_ref(),
+        needs_upstream,
+    )?;
     std::fs::create_dir_all(&opts.log_dir).map_err(|source| BuildError::Io {
         context: format!("cannot create the log directory {}", opts.log_dir.display()),
         source,
@@ -183,7 +182,7 @@ pub(crate) fn run(
         engine,
         opts,
         reporter,
-        platform: platform.clone(),
+        platform,
         foreign,
         upstream: upstream.to_string(),
         base_labels: super::variant::base_labels(&pinned),
@@ -192,16 +191,87 @@ pub(crate) fn run(
         forced,
         builds: Default::default(),
     };
-    for v in &selected {
-        reporter.event(v, Event::Queued);
-    }
+    Ok((selected, shared))
+}
 
+/// The engine's own platform and the one the build is for (`--platform`,
+/// else the engine's), which must be one of the family's.
+fn target_platform(
+    family: &Family,
+    engine: &dyn Engine,
+    opts: &Options,
+) -> Result<(Platform, Platform), BuildError> {
+    let native = engine.platform()?;
+    let platform = opts.platform.clone().unwrap_or_else(|| native.clone());
+    if !family.platforms.is_empty() && !family.platforms.contains(&platform) {
+        let declared = family
+            .platforms
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let platform = platform.to_string();
+        return Err(match &opts.platform {
+            Some(_) => BuildError::UnknownPlatform { platform, declared },
+            None => BuildError::Platform {
+                engine: platform,
+                declared,
+            },
+        });
+    }
+    Ok((native, platform))
+}
+
+/// What root variants are built FROM, and its image ID when one is built
+/// (or the platform is `foreign`): the pinned reference, or for another
+/// platform its image there (see `Options::upstream_for_platform`), which
+/// the engine must be able to run.
+fn root_upstream(
+    engine: &dyn Engine,
+    opts: &Options,
+    pinned: &Reference,
+    native: &Platform,
+    foreign: Option<&Platform>,
+    needs_upstream: bool,
+) -> Result<(Reference, Option<String>), BuildError> {
+    let upstream = match (foreign, &opts.upstream_for_platform) {
+        (None, _) => pinned.clone(),
+        (Some(_), Some(child)) => child.clone(),
+        (Some(p), None) => {
+            return Err(BuildError::NoPlatformUpstream {
+                platform: p.to_string(),
+            });
+        }
+    };
+    let upstream_id = if needs_upstream || foreign.is_some() {
+        Some(resolve_upstream(engine, &upstream, foreign)?)
+    } else {
+        None
+    };
+    if let Some(p) = foreign {
+        // `upstream` is the platform's image by its digest here.
+        engine
+            .runs_on(&upstream.to_string(), p)
+            .map_err(|detail| BuildError::Emulation {
+                platform: p.to_string(),
+                native: native.to_string(),
+                detail,
+            })?;
+    }
+    Ok((upstream, upstream_id))
+}
+
+/// Runs the builds of `selected`, each on its own thread: parents before
+/// children, at most `--jobs` at once, a failed parent's children not
+/// attempted. Returns every variant's outcome.
+fn schedule(shared: &Shared, selected: &[String]) -> BTreeMap<String, Outcome> {
+    let (family, reporter) = (shared.family, shared.reporter);
     let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
     let mut running: BTreeSet<String> = BTreeSet::new();
     std::thread::scope(|scope| {
         let (tx, rx) = mpsc::channel::<(String, Outcome)>();
         loop {
-            for v in &selected {
+            for v in selected {
                 if outcomes.contains_key(v) || running.contains(v) {
                     continue;
                 }
@@ -216,7 +286,7 @@ pub(crate) fn run(
                     continue;
                 }
                 let ready = parent.is_none() || parent_outcome.is_some();
-                if !ready || running.len() >= opts.jobs.max(1) {
+                if !ready || running.len() >= shared.opts.jobs.max(1) {
                     continue;
                 }
                 let from = parent_outcome
@@ -224,26 +294,9 @@ pub(crate) fn run(
                     .map(|(r, id)| (r.to_string(), id.to_string()));
                 running.insert(v.clone());
                 let tx = tx.clone();
-                let shared = &shared;
                 let v = v.clone();
                 scope.spawn(move || {
-                    // A panic must still report, or the scheduler would wait
-                    // for this variant forever.
-                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        build_one(shared, &v, from)
-                    }))
-                    .unwrap_or_else(|panic| {
-                        let what = panic
-                            .downcast_ref::<String>()
-                            .cloned()
-                            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                            .unwrap_or_default();
-                        failed(
-                            Stage::Internal,
-                            format!("the build of {v} panicked: {what}"),
-                            None,
-                        )
-                    });
+                    let outcome = build_reporting_panics(shared, &v, from);
                     let _ = tx.send((v, outcome));
                 });
             }
@@ -255,23 +308,25 @@ pub(crate) fn run(
             outcomes.insert(v, outcome);
         }
     });
-    reporter.finish();
+    outcomes
+}
 
-    Ok(Summary {
-        engine: engine.describe(),
-        platform,
-        results: selected
-            .iter()
-            .map(|v| VariantResult {
-                variant: v.clone(),
-                outcome: outcomes
-                    .remove(v)
-                    .expect("every selected variant has an outcome"),
-            })
-            .collect(),
-        wall_seconds: started.elapsed().as_secs_f64(),
-        engine_builds: shared.builds.load(std::sync::atomic::Ordering::SeqCst),
-    })
+/// [`build_one`], with a panic as the variant's failure: a worker must
+/// still report, or the scheduler would wait for it forever.
+fn build_reporting_panics(shared: &Shared, v: &str, from: Option<(String, String)>) -> Outcome {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| build_one(shared, v, from)))
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            failed(
+                Stage::Internal,
+                format!("the build of {v} panicked: {what}"),
+                None,
+            )
+        })
 }
 
 #[cfg(test)]
