@@ -441,7 +441,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let family = fake_family(dir.path());
         let engine = upstream_engine(&[]);
-        let summary = run(&family, &[], &engine, &options(dir.path(), 2), &Quiet).unwrap();
+        // The two roots (base, solo) are held in the engine until both run:
+        // two at once is what the scheduler did, not how long builds took.
+        engine.gate.close();
+        let (summary, held) = std::thread::scope(|scope| {
+            let build = scope.spawn(|| run(&family, &[], &engine, &options(dir.path(), 2), &Quiet));
+            let held = engine.gate.wait_until_held(2, Duration::from_secs(30));
+            engine.gate.open();
+            (build.join().unwrap().unwrap(), held)
+        });
+        assert_eq!(held, 2, "--jobs 2 runs the two roots at once");
         assert!(results(&summary).values().all(|r| *r == "built"));
         assert_eq!(summary.engine_builds, 5);
         let max = engine.max_running.load(std::sync::atomic::Ordering::SeqCst);

@@ -8,12 +8,13 @@ use crate::name::Platform;
 use crate::process::Cmd;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::Mutex;
 use std::sync::atomic::AtomicUsize;
-use std::time::Duration;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
-/// Builds take 60 ms each so parallel builds overlap; a variant named in
-/// `fail` fails its build with a BuildKit-style error step.
+/// Builds take no time; a test that needs builds to overlap closes the
+/// `gate` (nothing waits on a clock). A variant named in `fail` fails its
+/// build with a BuildKit-style error step.
 #[derive(Default)]
 pub(crate) struct FakeEngine {
     /// Tag -> image.
@@ -24,6 +25,61 @@ pub(crate) struct FakeEngine {
     /// Variants built, in the order their builds finished.
     pub(crate) built: Mutex<Vec<String>>,
     pub(crate) fail: BTreeSet<String>,
+    /// Where running builds wait while a test holds them.
+    pub(crate) gate: Gate,
+}
+
+/// Holds builds once they are running: while it is closed, a build waits
+/// in it, so a test can see several running at once and then let them go.
+#[derive(Default)]
+pub(crate) struct Gate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    closed: bool,
+    /// Builds waiting in the gate now.
+    held: usize,
+}
+
+impl Gate {
+    pub(crate) fn close(&self) {
+        self.state.lock().unwrap().closed = true;
+    }
+
+    pub(crate) fn open(&self) {
+        self.state.lock().unwrap().closed = false;
+        self.changed.notify_all();
+    }
+
+    /// Waits until `n` builds are held (all running at once), or `limit`
+    /// passed (a scheduler that never runs `n` at once must fail its test,
+    /// not hang it). Returns how many are held.
+    pub(crate) fn wait_until_held(&self, n: usize, limit: Duration) -> usize {
+        let deadline = Instant::now() + limit;
+        let mut state = self.state.lock().unwrap();
+        while state.held < n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            state = self.changed.wait_timeout(state, left).unwrap().0;
+        }
+        state.held
+    }
+
+    /// A running build: waits while the gate is closed.
+    fn pass(&self) {
+        let mut state = self.state.lock().unwrap();
+        state.held += 1;
+        self.changed.notify_all();
+        while state.closed {
+            state = self.changed.wait(state).unwrap();
+        }
+        state.held -= 1;
+    }
 }
 
 impl Engine for FakeEngine {
@@ -59,7 +115,7 @@ impl Engine for FakeEngine {
         let now = self.running.fetch_add(1, SeqCst) + 1;
         self.max_running.fetch_max(now, SeqCst);
         on_line("#5 [1/2] FROM x");
-        std::thread::sleep(Duration::from_millis(60));
+        self.gate.pass();
         self.running.fetch_sub(1, SeqCst);
         if self.fail.contains(&variant) {
             on_line("#6 [2/2] RUN sh /run/sunaba/install.sh");
