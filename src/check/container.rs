@@ -65,35 +65,14 @@ pub(crate) fn check_image(
         .map(|c| workspace.snapshot(c))
         .collect::<Result<Vec<_>, _>>()?;
 
-    let resources = engine.resources()?;
-    let native = engine.platform()?;
-    let emulated = info.platform.as_ref().is_some_and(|p| *p != native);
-    let timeout = if emulated {
-        timeout * EMULATION_TIMEOUT_FACTOR
-    } else {
-        timeout
-    };
-    // The ID, so a tag moved meanwhile cannot change what is checked.
-    let id = info
-        .id
-        .parse()
-        .map_err(|e: crate::name::InvalidDigest| EngineError::Parse {
-            command: format!("image inspect {reference}"),
-            detail: format!("the image ID {:?} is no digest: {e}", info.id),
-        })?;
-    let mut sandbox = Sandbox::new(
-        crate::name::Image::Id(id),
+    let (mut sandbox, emulated, timeout) = check_sandbox(
+        engine,
+        reference,
+        &info,
+        &expect.variant,
         &workspace.root,
-        rc::memory_cap(resources.memory_bytes, None)?,
+        timeout,
     )?;
-    sandbox.name = format!(
-        "sunaba-check-{}-{:08x}",
-        expect.variant,
-        rand::random::<u32>()
-    );
-    if emulated {
-        sandbox.platform = info.platform.clone();
-    }
     let script = driver::script(&healthcheck, cases);
     sandbox.entrypoint = Some("/bin/sh".into());
     sandbox.command = script.sh_args();
@@ -105,31 +84,7 @@ pub(crate) fn check_image(
         })?;
     let report = driver::parse(&out.stdout, &script.nonce, cases);
 
-    let mut problems = Vec::new();
-    if let Some(fatal) = &report.fatal {
-        problems.push(format!("the check script gave up: {fatal}"));
-    }
-    match report.user {
-        Some((uid, gid)) if (uid, gid) == (rc::UID, rc::GID) => {}
-        Some((uid, gid)) if custom => problems.push(posture_user(&info, uid, gid)),
-        Some((uid, gid)) => problems.push(format!(
-            "the image runs as uid {uid} gid {gid}{}: the run contract runs the image's own \
-             USER, which must be {}:{} ({}), the owner of the HOME tmpfs it mounts at {}",
-            if uid == 0 { " (root)" } else { "" },
-            rc::UID,
-            rc::GID,
-            rc::USER,
-            rc::HOME
-        )),
-        None => problems.push(format!(
-            "the check container did not run its script to the end ({}){}",
-            crate::process::describe_status(&out.status),
-            match crate::process::tail_lines(&out.stderr, 5).trim() {
-                "" => String::new(),
-                tail => format!(": {tail}"),
-            }
-        )),
-    }
+    let mut problems = script_problems(&report, &out, &info, custom);
     let (hc_exit, hc_out, hc_err) = match &report.healthcheck {
         Some((ran, stderr)) => (ran.exit, ran.output.as_str(), stderr.as_str()),
         None => (None, "", out.stderr.as_str()),
@@ -175,6 +130,80 @@ pub(crate) fn check_image(
         emulated,
         custom,
     })
+}
+
+/// The one sandbox of a check of the image `info` (`reference`; by its ID,
+/// so a tag moved meanwhile cannot change what is checked), on `workspace`;
+/// whether it runs emulated, and the time limit, longer when it does.
+fn check_sandbox(
+    engine: &dyn Engine,
+    reference: &str,
+    info: &ImageInfo,
+    variant: &str,
+    workspace: &std::path::Path,
+    timeout: Duration,
+) -> Result<(Sandbox, bool, Duration), CheckError> {
+    let resources = engine.resources()?;
+    let native = engine.platform()?;
+    let emulated = info.platform.as_ref().is_some_and(|p| *p != native);
+    let timeout = if emulated {
+        timeout * EMULATION_TIMEOUT_FACTOR
+    } else {
+        timeout
+    };
+    let id = info
+        .id
+        .parse()
+        .map_err(|e: crate::name::InvalidDigest| EngineError::Parse {
+            command: format!("image inspect {reference}"),
+            detail: format!("the image ID {:?} is no digest: {e}", info.id),
+        })?;
+    let mut sandbox = Sandbox::new(
+        crate::name::Image::Id(id),
+        workspace,
+        rc::memory_cap(resources.memory_bytes, None)?,
+    )?;
+    sandbox.name = format!("sunaba-check-{variant}-{:08x}", rand::random::<u32>());
+    if emulated {
+        sandbox.platform = info.platform.clone();
+    }
+    Ok((sandbox, emulated, timeout))
+}
+
+/// What the driver's report says is wrong with the run itself: it gave up,
+/// it ran as another user than the contract's, or it did not finish.
+fn script_problems(
+    report: &driver::Report,
+    out: &crate::process::Output,
+    info: &ImageInfo,
+    custom: bool,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Some(fatal) = &report.fatal {
+        problems.push(format!("the check script gave up: {fatal}"));
+    }
+    match report.user {
+        Some((uid, gid)) if (uid, gid) == (rc::UID, rc::GID) => {}
+        Some((uid, gid)) if custom => problems.push(posture_user(info, uid, gid)),
+        Some((uid, gid)) => problems.push(format!(
+            "the image runs as uid {uid} gid {gid}{}: the run contract runs the image's own \
+             USER, which must be {}:{} ({}), the owner of the HOME tmpfs it mounts at {}",
+            if uid == 0 { " (root)" } else { "" },
+            rc::UID,
+            rc::GID,
+            rc::USER,
+            rc::HOME
+        )),
+        None => problems.push(format!(
+            "the check container did not run its script to the end ({}){}",
+            crate::process::describe_status(&out.status),
+            match crate::process::tail_lines(&out.stderr, 5).trim() {
+                "" => String::new(),
+                tail => format!(": {tail}"),
+            }
+        )),
+    }
+    problems
 }
 
 /// What a custom image's own HEALTHCHECK is (information: the project's
