@@ -148,110 +148,158 @@ pub(crate) fn detect(
     options: &Options,
     languages: &BTreeMap<String, Language>,
 ) -> Result<Detection, DetectError> {
-    let canonical = |p: &Path| {
-        p.canonicalize().map_err(|source| DetectError::Path {
-            path: p.to_path_buf(),
-            source,
-        })
-    };
     let target = canonical(target)?;
     let is_dir = target.is_dir();
-    let workdir = match &options.workdir {
+    let workdir = workdir(&target, is_dir, options.workdir.as_deref())?;
+    let (found, walk, warnings) = if let Some(language) = &options.language {
+        if !languages.contains_key(language) {
+            return Err(DetectError::UnknownLanguage {
+                language: language.clone(),
+                known: known(languages),
+            });
+        }
+        let found = (language.clone(), target.clone(), Evidence::Override);
+        (vec![found], None, Vec::new())
+    } else if !is_dir {
+        (
+            vec![by_extension(&target, &workdir, languages)?],
+            None,
+            Vec::new(),
+        )
+    } else {
+        let (found, stats, warnings) = by_markers(&target, &workdir, options.limits, languages)?;
+        (found, Some(stats), warnings)
+    };
+    Ok(Detection {
+        languages: resolve_tools(found, &workdir, languages)?,
+        target,
+        workdir,
+        walk,
+        warnings,
+    })
+}
+
+/// A language found before its tools are resolved: its name, its scope (a
+/// directory, or the file) and the evidence.
+type Found = (String, PathBuf, Evidence);
+
+fn canonical(path: &Path) -> Result<PathBuf, DetectError> {
+    path.canonicalize().map_err(|source| DetectError::Path {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn known(languages: &BTreeMap<String, Language>) -> Vec<String> {
+    languages.keys().cloned().collect()
+}
+
+/// Where verify runs: `asked` (a directory), else the target directory or
+/// the target file's directory.
+fn workdir(target: &Path, is_dir: bool, asked: Option<&Path>) -> Result<PathBuf, DetectError> {
+    match asked {
         Some(dir) => {
             let dir = canonical(dir)?;
             if !dir.is_dir() {
                 return Err(DetectError::WorkdirNotDir { path: dir });
             }
-            dir
+            Ok(dir)
         }
-        None if is_dir => target.clone(),
-        None => target
+        None if is_dir => Ok(target.to_path_buf()),
+        None => Ok(target
             .parent()
             .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("/")),
+            .unwrap_or_else(|| PathBuf::from("/"))),
+    }
+}
+
+/// A single file, by its extension (rule 2).
+fn by_extension(
+    target: &Path,
+    workdir: &Path,
+    languages: &BTreeMap<String, Language>,
+) -> Result<Found, DetectError> {
+    let extension = target
+        .extension()
+        .map(|e| e.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let Some(language) = extension_language(languages, target) else {
+        return Err(DetectError::Unknown {
+            target: target.to_path_buf(),
+            what: format!(
+                "the extension {} is not one of {}",
+                if extension.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    format!(".{extension}")
+                },
+                or_none(all_extensions(languages).join(", "))
+            ),
+            known: known(languages),
+            warnings: Vec::new(),
+        });
     };
-    let known = || languages.keys().cloned().collect::<Vec<_>>();
-    let rel = |p: &Path| relative_to(p, &workdir);
-
-    // (language, scope dir or file, evidence) before tool resolution.
-    let mut found: Vec<(String, PathBuf, Evidence)> = Vec::new();
-    let mut walk = None;
-    let mut warnings = Vec::new();
-
-    if let Some(language) = &options.language {
-        if !languages.contains_key(language) {
-            return Err(DetectError::UnknownLanguage {
-                language: language.clone(),
-                known: known(),
-            });
+    let evidence = if language == "ts" {
+        Evidence::TypescriptFile {
+            extension,
+            tsconfig: find_upward(target, "tsconfig.json").map(|p| relative_to(&p, workdir)),
         }
-        found.push((language.clone(), target.clone(), Evidence::Override));
-    } else if !is_dir {
-        let extension = target
-            .extension()
-            .map(|e| e.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let Some(language) = extension_language(languages, &target) else {
-            return Err(DetectError::Unknown {
-                target: target.clone(),
-                what: format!(
-                    "the extension {} is not one of {}",
-                    if extension.is_empty() {
-                        "(none)".to_string()
-                    } else {
-                        format!(".{extension}")
-                    },
-                    or_none(all_extensions(languages).join(", "))
-                ),
-                known: known(),
-                warnings,
-            });
-        };
-        let evidence = if language == "ts" {
-            Evidence::TypescriptFile {
-                extension,
-                tsconfig: find_upward(&target, "tsconfig.json").map(|p| rel(&p)),
-            }
-        } else {
-            Evidence::Extension { extension }
-        };
-        found.push((language.to_string(), target.clone(), evidence));
     } else {
-        let outcome = walk_markers(&target, options.limits, languages);
-        warnings = outcome.warnings;
-        walk = Some(outcome.stats);
-        for (language, dirs) in outcome.markers {
-            for (scope, markers) in fold_nested(dirs) {
-                let markers = markers.iter().map(|m| rel(m)).collect();
-                found.push((language.clone(), scope, Evidence::Marker { markers }));
-            }
-        }
-        if found.is_empty() {
-            return Err(DetectError::Unknown {
-                target: target.clone(),
-                what: format!(
-                    "no project marker found ({})",
-                    or_none(all_markers(languages).join(", "))
-                ),
-                known: known(),
-                warnings,
-            });
+        Evidence::Extension { extension }
+    };
+    Ok((language.to_string(), target.to_path_buf(), evidence))
+}
+
+/// A directory, by the markers its walk finds (rules 3 and 4), with the
+/// walk's statistics and warnings.
+fn by_markers(
+    target: &Path,
+    workdir: &Path,
+    limits: Limits,
+    languages: &BTreeMap<String, Language>,
+) -> Result<(Vec<Found>, WalkStats, Vec<Warning>), DetectError> {
+    let outcome = walk_markers(target, limits, languages);
+    let mut found = Vec::new();
+    for (language, dirs) in outcome.markers {
+        for (scope, markers) in fold_nested(dirs) {
+            let markers = markers.iter().map(|m| relative_to(m, workdir)).collect();
+            found.push((language.clone(), scope, Evidence::Marker { markers }));
         }
     }
+    if found.is_empty() {
+        return Err(DetectError::Unknown {
+            target: target.to_path_buf(),
+            what: format!(
+                "no project marker found ({})",
+                or_none(all_markers(languages).join(", "))
+            ),
+            known: known(languages),
+            warnings: outcome.warnings,
+        });
+    }
+    Ok((found, outcome.stats, outcome.warnings))
+}
 
+/// Each language found with its tools resolved where verify runs it (the
+/// scope directory; a single file's in the workdir), sorted.
+fn resolve_tools(
+    found: Vec<Found>,
+    workdir: &Path,
+    languages: &BTreeMap<String, Language>,
+) -> Result<Vec<DetectedLanguage>, DetectError> {
+    let rel = |p: &Path| relative_to(p, workdir);
     let mut detected = Vec::with_capacity(found.len());
     for (language, scope, evidence) in found {
         let Some(tools) = languages.get(&language).map(|l| &l.tools) else {
             return Err(DetectError::UnknownLanguage {
                 language,
-                known: known(),
+                known: known(languages),
             });
         };
-        // Verify runs in the scope directory; a single file's in the workdir.
         let run_dir = if scope.is_dir() {
             scope.clone()
         } else {
-            workdir.clone()
+            workdir.to_path_buf()
         };
         let tools = tools::resolve(&language, tools, &run_dir, rel);
         detected.push(DetectedLanguage {
@@ -262,13 +310,7 @@ pub(crate) fn detect(
         });
     }
     detected.sort_by(|a, b| (&a.language, &a.scope).cmp(&(&b.language, &b.scope)));
-    Ok(Detection {
-        target,
-        workdir,
-        languages: detected,
-        walk,
-        warnings,
-    })
+    Ok(detected)
 }
 
 /// A list for a message, or what it means when images.toml declares none.
