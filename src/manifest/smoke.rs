@@ -4,7 +4,7 @@
 //! with its line, key and a hint.
 
 use super::problems::{Problems, known, valid_name};
-use super::raw::{RawExpect, RawSuite};
+use super::raw::{RawExpect, RawSmokeCommand, RawSuite};
 use super::{Manifest, Tool};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -106,76 +106,8 @@ pub(super) fn validate(
                 "use lowercase letters, digits, `-`, `_`, `.`",
             );
         }
-        let suite_languages: Vec<String> = match (&s.languages, name == NEUTRAL) {
-            (Some(list), true) => {
-                if let Some(first) = list.first() {
-                    p.at(
-                        first,
-                        format!("{key}.languages"),
-                        "the neutral suite runs on every variant: it has no languages",
-                        "drop `languages`, or give the suite another name",
-                    );
-                }
-                Vec::new()
-            }
-            (None, true) => Vec::new(),
-            (Some(list), false) => list.iter().map(|l| l.get_ref().clone()).collect(),
-            (None, false) => vec![name.clone()],
-        };
-        for (i, language) in suite_languages.iter().enumerate() {
-            let at = s.languages.as_ref().and_then(|l| l.get(i));
-            if !languages.contains(language) {
-                let message = format!("unknown language `{language}`");
-                let hint = format!(
-                    "use one of: {} (or set `languages`, or call the suite `{NEUTRAL}`)",
-                    known(languages)
-                );
-                match at {
-                    Some(at) => p.at(at, format!("{key}.languages"), message, hint),
-                    None => p.at(&s.commands, &key, message, hint),
-                }
-            } else if let Some(other) = covered.insert(language.clone(), name.clone()) {
-                let message = format!("language `{language}` already has the suite `{other}`");
-                match at {
-                    Some(at) => p.at(
-                        at,
-                        format!("{key}.languages"),
-                        message,
-                        "one suite per language",
-                    ),
-                    None => p.at(&s.commands, &key, message, "one suite per language"),
-                }
-            }
-        }
-
-        let dir = match &s.dir {
-            Some(d) => {
-                let dir = PathBuf::from(d.get_ref());
-                if !inside_project(&dir) {
-                    p.at(
-                        d,
-                        format!("{key}.dir"),
-                        format!(
-                            "`{}` is not a relative path inside the project",
-                            dir.display()
-                        ),
-                        format!("e.g. {DEFAULT_DIR}/{name}"),
-                    );
-                }
-                dir
-            }
-            None => PathBuf::from(DEFAULT_DIR).join(&name),
-        };
-        let dir_ok = inside_project(&dir) && root.join(&dir).is_dir();
-        if inside_project(&dir) && !dir_ok {
-            let message = format!("the suite's directory `{}` does not exist", dir.display());
-            let hint = "create it with one directory per project (e.g. pass/, defect/)";
-            match &s.dir {
-                Some(d) => p.at(d, format!("{key}.dir"), message, hint),
-                None => p.at(&s.commands, &key, message, hint),
-            }
-        }
-
+        let suite_languages = suite_languages(&name, &s, &key, languages, &mut covered, p);
+        let dir = suite_dir(&name, &s, &key, root, p);
         if s.commands.get_ref().is_empty() {
             p.at(
                 &s.commands,
@@ -190,100 +122,9 @@ pub(super) fn validate(
         let suite_line = s.commands.span();
         for (i, c) in s.commands.into_inner().into_iter().enumerate() {
             let ckey = format!("{key}.commands[{i}]");
-            if c.run.get_ref().is_empty() || c.run.get_ref()[0].is_empty() {
-                p.at(
-                    &c.run,
-                    format!("{ckey}.run"),
-                    "run is empty",
-                    "give the argv to run, e.g. [\"ruff\", \"check\", \".\"]",
-                );
-            }
-            let cname = match &c.name {
-                Some(n) => n.get_ref().clone(),
-                None => c.run.get_ref().join(" "),
-            };
-            if !names.insert(cname.clone()) {
-                p.at(
-                    &c.run,
-                    format!("{ckey}.name"),
-                    format!("two commands are called `{cname}`"),
-                    "give one a `name`",
-                );
-            }
-            let program = c.run.get_ref().first().cloned().unwrap_or_default();
-            let command_tools: Vec<String> = match &c.tools {
-                Some(list) => {
-                    for t in list {
-                        if !tools.contains_key(t.get_ref()) {
-                            p.at(
-                                t,
-                                format!("{ckey}.tools"),
-                                format!("unknown tool `{}`", t.get_ref()),
-                                format!("use one of: {}", known(tools.keys())),
-                            );
-                        }
-                    }
-                    list.iter().map(|t| t.get_ref().clone()).collect()
-                }
-                None if tools.contains_key(&program) => vec![program.clone()],
-                None => {
-                    p.at(
-                        &c.run,
-                        format!("{ckey}.tools"),
-                        format!("`{program}` is not a declared tool"),
-                        "say which tools the command exercises (`tools = [\"…\"]`; `[]` runs it on every variant)",
-                    );
-                    Vec::new()
-                }
-            };
-            if c.expect.get_ref().is_empty() {
-                p.at(
-                    &c.expect,
-                    format!("{ckey}.expect"),
-                    "no expected outcome",
-                    "add e.g. `expect.pass = { exit = 0 }` and `expect.defect = { exit = 1, output = \"…\" }`",
-                );
-            }
-            let mut expect = BTreeMap::new();
-            for (project, e) in c.expect.into_inner() {
-                let ekey = format!("{ckey}.expect.{project}");
-                if !valid_name(&project) || project.ends_with(DIRTY_SUFFIX) {
-                    p.at(
-                        &e,
-                        &ekey,
-                        format!("invalid project name `{project}`"),
-                        "a project is a directory of the suite's `dir`: lowercase letters, digits, `-`, `_`",
-                    );
-                } else if dir_ok && !root.join(&dir).join(&project).is_dir() {
-                    p.at(
-                        &e,
-                        &ekey,
-                        format!("no project `{}`", dir.join(&project).display()),
-                        format!(
-                            "create the directory, or use one of: {}",
-                            known(projects(&root.join(&dir)))
-                        ),
-                    );
-                }
-                let exp = expectation(e, &ekey, c.run.get_ref(), p);
-                any_defect |= exp.exit != 0;
-                expect.insert(project, exp);
-            }
-            if !expect.is_empty() && !expect.values().any(SmokeExpect::proves_the_tool_ran) {
-                p.at(
-                    &c.run,
-                    format!("{ckey}.expect"),
-                    "a tool that does nothing would pass every expectation",
-                    "expect a non-zero `exit` on a seeded-defect project, or an `output` the tool must print",
-                );
-            }
-            commands.push(SmokeCommand {
-                name: cname,
-                run: c.run.into_inner(),
-                tools: command_tools,
-                writes: c.writes,
-                expect,
-            });
+            let (command, defect) = command(c, &ckey, tools, &dir, &mut names, p);
+            any_defect |= defect;
+            commands.push(command);
         }
         if name != NEUTRAL && !commands.is_empty() && !any_defect {
             p.at_span(
@@ -298,13 +139,238 @@ pub(super) fn validate(
             SmokeSuite {
                 name,
                 languages: suite_languages,
-                dir,
+                dir: dir.path,
                 git: s.git,
                 commands,
             },
         );
     }
     suites
+}
+
+/// The languages a suite covers (none for the neutral suite; by default
+/// the one named like it), each known and covered by one suite only
+/// (`covered`: language -> its suite so far).
+fn suite_languages(
+    name: &str,
+    s: &RawSuite,
+    key: &str,
+    languages: &BTreeSet<String>,
+    covered: &mut BTreeMap<String, String>,
+    p: &mut Problems,
+) -> Vec<String> {
+    let suite_languages: Vec<String> = match (&s.languages, name == NEUTRAL) {
+        (Some(list), true) => {
+            if let Some(first) = list.first() {
+                p.at(
+                    first,
+                    format!("{key}.languages"),
+                    "the neutral suite runs on every variant: it has no languages",
+                    "drop `languages`, or give the suite another name",
+                );
+            }
+            Vec::new()
+        }
+        (None, true) => Vec::new(),
+        (Some(list), false) => list.iter().map(|l| l.get_ref().clone()).collect(),
+        (None, false) => vec![name.to_string()],
+    };
+    for (i, language) in suite_languages.iter().enumerate() {
+        let at = s.languages.as_ref().and_then(|l| l.get(i));
+        if !languages.contains(language) {
+            let message = format!("unknown language `{language}`");
+            let hint = format!(
+                "use one of: {} (or set `languages`, or call the suite `{NEUTRAL}`)",
+                known(languages)
+            );
+            match at {
+                Some(at) => p.at(at, format!("{key}.languages"), message, hint),
+                None => p.at(&s.commands, key, message, hint),
+            }
+        } else if let Some(other) = covered.insert(language.clone(), name.to_string()) {
+            let message = format!("language `{language}` already has the suite `{other}`");
+            match at {
+                Some(at) => p.at(
+                    at,
+                    format!("{key}.languages"),
+                    message,
+                    "one suite per language",
+                ),
+                None => p.at(&s.commands, key, message, "one suite per language"),
+            }
+        }
+    }
+    suite_languages
+}
+
+/// A suite's directory of projects, project-relative.
+struct SuiteDir<'a> {
+    path: PathBuf,
+    root: &'a Path,
+    /// It is inside the project and exists (its projects can be looked for).
+    exists: bool,
+}
+
+/// The suite's `dir` (default `tests/smoke/NAME`): inside the project, and
+/// there.
+fn suite_dir<'a>(
+    name: &str,
+    s: &RawSuite,
+    key: &str,
+    root: &'a Path,
+    p: &mut Problems,
+) -> SuiteDir<'a> {
+    let dir = match &s.dir {
+        Some(d) => {
+            let dir = PathBuf::from(d.get_ref());
+            if !inside_project(&dir) {
+                p.at(
+                    d,
+                    format!("{key}.dir"),
+                    format!(
+                        "`{}` is not a relative path inside the project",
+                        dir.display()
+                    ),
+                    format!("e.g. {DEFAULT_DIR}/{name}"),
+                );
+            }
+            dir
+        }
+        None => PathBuf::from(DEFAULT_DIR).join(name),
+    };
+    let exists = inside_project(&dir) && root.join(&dir).is_dir();
+    if inside_project(&dir) && !exists {
+        let message = format!("the suite's directory `{}` does not exist", dir.display());
+        let hint = "create it with one directory per project (e.g. pass/, defect/)";
+        match &s.dir {
+            Some(d) => p.at(d, format!("{key}.dir"), message, hint),
+            None => p.at(&s.commands, key, message, hint),
+        }
+    }
+    SuiteDir {
+        path: dir,
+        root,
+        exists,
+    }
+}
+
+/// One command of a suite (`names`: the suite's command names so far), and
+/// whether it expects a failure on a project (a seeded defect).
+fn command(
+    c: RawSmokeCommand,
+    ckey: &str,
+    tools: &BTreeMap<String, Tool>,
+    dir: &SuiteDir,
+    names: &mut BTreeSet<String>,
+    p: &mut Problems,
+) -> (SmokeCommand, bool) {
+    if c.run.get_ref().is_empty() || c.run.get_ref()[0].is_empty() {
+        p.at(
+            &c.run,
+            format!("{ckey}.run"),
+            "run is empty",
+            "give the argv to run, e.g. [\"ruff\", \"check\", \".\"]",
+        );
+    }
+    let cname = match &c.name {
+        Some(n) => n.get_ref().clone(),
+        None => c.run.get_ref().join(" "),
+    };
+    if !names.insert(cname.clone()) {
+        p.at(
+            &c.run,
+            format!("{ckey}.name"),
+            format!("two commands are called `{cname}`"),
+            "give one a `name`",
+        );
+    }
+    let command_tools = command_tools(&c, ckey, tools, p);
+    if c.expect.get_ref().is_empty() {
+        p.at(
+            &c.expect,
+            format!("{ckey}.expect"),
+            "no expected outcome",
+            "add e.g. `expect.pass = { exit = 0 }` and `expect.defect = { exit = 1, output = \"…\" }`",
+        );
+    }
+    let mut any_defect = false;
+    let mut expect = BTreeMap::new();
+    for (project, e) in c.expect.into_inner() {
+        let ekey = format!("{ckey}.expect.{project}");
+        if !valid_name(&project) || project.ends_with(DIRTY_SUFFIX) {
+            p.at(
+                &e,
+                &ekey,
+                format!("invalid project name `{project}`"),
+                "a project is a directory of the suite's `dir`: lowercase letters, digits, `-`, `_`",
+            );
+        } else if dir.exists && !dir.root.join(&dir.path).join(&project).is_dir() {
+            p.at(
+                &e,
+                &ekey,
+                format!("no project `{}`", dir.path.join(&project).display()),
+                format!(
+                    "create the directory, or use one of: {}",
+                    known(projects(&dir.root.join(&dir.path)))
+                ),
+            );
+        }
+        let exp = expectation(e, &ekey, c.run.get_ref(), p);
+        any_defect |= exp.exit != 0;
+        expect.insert(project, exp);
+    }
+    if !expect.is_empty() && !expect.values().any(SmokeExpect::proves_the_tool_ran) {
+        p.at(
+            &c.run,
+            format!("{ckey}.expect"),
+            "a tool that does nothing would pass every expectation",
+            "expect a non-zero `exit` on a seeded-defect project, or an `output` the tool must print",
+        );
+    }
+    let command = SmokeCommand {
+        name: cname,
+        run: c.run.into_inner(),
+        tools: command_tools,
+        writes: c.writes,
+        expect,
+    };
+    (command, any_defect)
+}
+
+/// The tools a command exercises: its `tools`, each declared, or by
+/// default its program when that is a declared tool.
+fn command_tools(
+    c: &RawSmokeCommand,
+    ckey: &str,
+    tools: &BTreeMap<String, Tool>,
+    p: &mut Problems,
+) -> Vec<String> {
+    let program = c.run.get_ref().first().cloned().unwrap_or_default();
+    match &c.tools {
+        Some(list) => {
+            for t in list {
+                if !tools.contains_key(t.get_ref()) {
+                    p.at(
+                        t,
+                        format!("{ckey}.tools"),
+                        format!("unknown tool `{}`", t.get_ref()),
+                        format!("use one of: {}", known(tools.keys())),
+                    );
+                }
+            }
+            list.iter().map(|t| t.get_ref().clone()).collect()
+        }
+        None if tools.contains_key(&program) => vec![program.clone()],
+        None => {
+            p.at(
+                &c.run,
+                format!("{ckey}.tools"),
+                format!("`{program}` is not a declared tool"),
+                "say which tools the command exercises (`tools = [\"…\"]`; `[]` runs it on every variant)",
+            );
+            Vec::new()
+        }
+    }
 }
 
 fn expectation(e: Spanned<RawExpect>, key: &str, run: &[String], p: &mut Problems) -> SmokeExpect {
