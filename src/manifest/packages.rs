@@ -163,109 +163,9 @@ pub(super) fn validate(
             continue;
         };
         let arg = r.arg.as_ref().map(|a| a.get_ref().clone());
-        let pinned = match &r.arg {
-            Some(a) => match args.get(a.get_ref()) {
-                Some(v) => Some(v.clone()),
-                None => {
-                    p.at(
-                        a,
-                        format!("{at}.arg"),
-                        format!("`{}` is not a build argument of this fragment", a.get_ref()),
-                        "declare it in the fragment's args (or [args] + shared_args)",
-                    );
-                    None
-                }
-            },
-            None if source != Source::Debian => {
-                p.at(
-                    &r.from,
-                    format!("{at}.arg"),
-                    "no `arg` pins its version",
-                    "name the build argument whose value is the version, e.g. arg = \"ESLINT_VERSION\"",
-                );
-                None
-            }
-            None => None,
-        };
-        if let (Some(v), Some(a)) = (&pinned, &r.arg)
-            && source != Source::Debian
-            && !exact_version(v)
-        {
-            p.at(
-                a,
-                format!("{at}.arg"),
-                format!("`{}` = `{v}` is not an exact version", a.get_ref()),
-                "pin one release (ranges would make the lock the only pin)",
-            );
-        }
-        let template = r
-            .name
-            .as_ref()
-            .map(|n| n.get_ref().clone())
-            .unwrap_or_else(|| key.clone());
-        let mut name = template.clone();
-        if let (Some(a), Some(v)) = (&arg, &pinned) {
-            name = name.replace(&format!("${{{a}}}"), v);
-        }
-        if name.contains("${") {
-            let span = r.name.as_ref().unwrap_or(&r.from);
-            p.at(
-                span,
-                format!("{at}.name"),
-                format!("`{template}` uses a variable other than its `arg`"),
-                "only `${ARG}` of the package's own `arg` is replaced",
-            );
-        } else if source != Source::Debian && !valid_package_name(&name) {
-            let span = r.name.as_ref().unwrap_or(&r.from);
-            p.at(
-                span,
-                format!("{at}.name"),
-                format!("`{name}` is not a package name"),
-                "npm names are lowercase, maybe @scope/name; PyPI names letters, digits, . _ -",
-            );
-        }
-        if !r.platforms.is_empty() && source != Source::NpmTarball {
-            p.at(
-                &r.from,
-                format!("{at}.platforms"),
-                "per-platform packages are only for npm-tarball",
-                "drop `platforms`",
-            );
-        }
-        let mut per_platform = BTreeMap::new();
-        for (platform, pkg) in &r.platforms {
-            match Platform::parse_normalized(platform) {
-                Ok(pl) => {
-                    per_platform.insert(pl, pkg.clone());
-                }
-                Err(e) => p.at(
-                    &r.from,
-                    format!("{at}.platforms"),
-                    format!("{e}"),
-                    "write os/arch, e.g. linux/arm64",
-                ),
-            }
-            if !valid_package_name(pkg) {
-                p.at(
-                    &r.from,
-                    format!("{at}.platforms"),
-                    format!("`{pkg}` is not a package name"),
-                    "npm names are lowercase, maybe @scope/name",
-                );
-            }
-        }
-        if !per_platform.is_empty() {
-            for pl in platforms {
-                if !per_platform.contains_key(pl) {
-                    p.at(
-                        &r.from,
-                        format!("{at}.platforms"),
-                        format!("no package for {pl}, which the family is built for"),
-                        format!("add \"{pl}\" = \"<package>\""),
-                    );
-                }
-            }
-        }
+        let pinned = pinned_version(&r, &at, source, args, p);
+        let (name, template) = package_name(&r, &at, &key, source, pinned.as_deref(), p);
+        let per_platform = per_platform(&r, &at, source, platforms, p);
         if r.suite.is_some() && source != Source::Debian {
             p.at(
                 &r.from,
@@ -298,6 +198,146 @@ pub(super) fn validate(
         });
     }
     out
+}
+
+/// The version the package's `arg` pins it to: an argument of the
+/// fragment, holding one exact version (a Debian package may have none).
+fn pinned_version(
+    r: &RawPackage,
+    at: &str,
+    source: Source,
+    args: &BTreeMap<String, String>,
+    p: &mut Problems,
+) -> Option<String> {
+    let pinned = match &r.arg {
+        Some(a) => match args.get(a.get_ref()) {
+            Some(v) => Some(v.clone()),
+            None => {
+                p.at(
+                    a,
+                    format!("{at}.arg"),
+                    format!("`{}` is not a build argument of this fragment", a.get_ref()),
+                    "declare it in the fragment's args (or [args] + shared_args)",
+                );
+                None
+            }
+        },
+        None if source != Source::Debian => {
+            p.at(
+                &r.from,
+                format!("{at}.arg"),
+                "no `arg` pins its version",
+                "name the build argument whose value is the version, e.g. arg = \"ESLINT_VERSION\"",
+            );
+            None
+        }
+        None => None,
+    };
+    if let (Some(v), Some(a)) = (&pinned, &r.arg)
+        && source != Source::Debian
+        && !exact_version(v)
+    {
+        p.at(
+            a,
+            format!("{at}.arg"),
+            format!("`{}` = `{v}` is not an exact version", a.get_ref()),
+            "pin one release (ranges would make the lock the only pin)",
+        );
+    }
+    pinned
+}
+
+/// The registry's name of the package (its `name`, or its key) with
+/// `${ARG}` replaced by the pinned version, and the name as written.
+fn package_name(
+    r: &RawPackage,
+    at: &str,
+    key: &str,
+    source: Source,
+    pinned: Option<&str>,
+    p: &mut Problems,
+) -> (String, String) {
+    let template = r
+        .name
+        .as_ref()
+        .map(|n| n.get_ref().clone())
+        .unwrap_or_else(|| key.to_string());
+    let mut name = template.clone();
+    if let (Some(a), Some(v)) = (&r.arg, pinned) {
+        name = name.replace(&format!("${{{}}}", a.get_ref()), v);
+    }
+    if name.contains("${") {
+        let span = r.name.as_ref().unwrap_or(&r.from);
+        p.at(
+            span,
+            format!("{at}.name"),
+            format!("`{template}` uses a variable other than its `arg`"),
+            "only `${ARG}` of the package's own `arg` is replaced",
+        );
+    } else if source != Source::Debian && !valid_package_name(&name) {
+        let span = r.name.as_ref().unwrap_or(&r.from);
+        p.at(
+            span,
+            format!("{at}.name"),
+            format!("`{name}` is not a package name"),
+            "npm names are lowercase, maybe @scope/name; PyPI names letters, digits, . _ -",
+        );
+    }
+    (name, template)
+}
+
+/// An npm-tarball's package per platform: one for every platform the
+/// family is built for.
+fn per_platform(
+    r: &RawPackage,
+    at: &str,
+    source: Source,
+    platforms: &[Platform],
+    p: &mut Problems,
+) -> BTreeMap<Platform, String> {
+    if !r.platforms.is_empty() && source != Source::NpmTarball {
+        p.at(
+            &r.from,
+            format!("{at}.platforms"),
+            "per-platform packages are only for npm-tarball",
+            "drop `platforms`",
+        );
+    }
+    let mut per_platform = BTreeMap::new();
+    for (platform, pkg) in &r.platforms {
+        match Platform::parse_normalized(platform) {
+            Ok(pl) => {
+                per_platform.insert(pl, pkg.clone());
+            }
+            Err(e) => p.at(
+                &r.from,
+                format!("{at}.platforms"),
+                format!("{e}"),
+                "write os/arch, e.g. linux/arm64",
+            ),
+        }
+        if !valid_package_name(pkg) {
+            p.at(
+                &r.from,
+                format!("{at}.platforms"),
+                format!("`{pkg}` is not a package name"),
+                "npm names are lowercase, maybe @scope/name",
+            );
+        }
+    }
+    if !per_platform.is_empty() {
+        for pl in platforms {
+            if !per_platform.contains_key(pl) {
+                p.at(
+                    &r.from,
+                    format!("{at}.platforms"),
+                    format!("no package for {pl}, which the family is built for"),
+                    format!("add \"{pl}\" = \"<package>\""),
+                );
+            }
+        }
+    }
+    per_platform
 }
 
 #[cfg(test)]
