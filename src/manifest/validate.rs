@@ -290,7 +290,6 @@ fn fragments(
     platforms: &[Platform],
     p: &mut Problems,
 ) -> BTreeMap<String, Fragment> {
-    let lines = p.lines();
     let mut fragments = BTreeMap::new();
     let mut arg_owner: BTreeMap<String, String> = BTreeMap::new();
     for arg in declared_args.keys() {
@@ -313,87 +312,9 @@ fn fragments(
                 "use lowercase letters, digits, `-`, `_`, `.`",
             );
         }
-        let script = PathBuf::from(f.script.get_ref());
-        if !inside_fragment_dir(&script) {
-            p.at(&f.script, format!("{key}.script"), format!("`{}` is outside {FRAGMENT_DIR}/", script.display()), format!("fragment scripts live under {FRAGMENT_DIR}/, e.g. {FRAGMENT_DIR}/install-{name}.sh"));
-        } else if !root.join(&script).is_file() {
-            p.at(
-                &f.script,
-                format!("{key}.script"),
-                format!("`{}` does not exist", script.display()),
-                format!("create {} or fix the path", root.join(&script).display()),
-            );
-        }
-        if f.provides.is_empty() {
-            p.push(
-                lines_of(&f.script, lines),
-                format!("{key}.provides"),
-                "provides no tools",
-                "list the tools this fragment installs; each must be a [tools.*] entry",
-            );
-        }
-        let mut provides = Vec::new();
-        for t in &f.provides {
-            if !tools.contains_key(t.get_ref()) {
-                p.at(
-                    t,
-                    format!("{key}.provides"),
-                    format!("unknown tool `{}`", t.get_ref()),
-                    format!(
-                        "declare [tools.{}] or use one of: {}",
-                        t.get_ref(),
-                        known(tools.keys())
-                    ),
-                );
-            } else if provides.contains(t.get_ref()) {
-                p.at(
-                    t,
-                    format!("{key}.provides"),
-                    format!("tool `{}` listed twice", t.get_ref()),
-                    "remove the repeat",
-                );
-            } else {
-                provides.push(t.get_ref().clone());
-            }
-        }
-        for arg in f.args.keys() {
-            if !valid_arg_name(arg) {
-                p.at(
-                    &f.script,
-                    format!("{key}.args.{arg}"),
-                    format!("invalid build argument name `{arg}`"),
-                    "use UPPER_CASE letters, digits and `_`",
-                );
-            }
-            if declared_args.contains_key(arg) {
-                p.at(
-                    &f.script,
-                    format!("{key}.args.{arg}"),
-                    format!("`{arg}` is also a shared argument in [args]"),
-                    format!("drop it here and list it in {key}.shared_args"),
-                );
-            }
-            if let Some(other) = arg_owner.insert(arg.clone(), name.clone()) {
-                p.at(&f.script, format!("{key}.args.{arg}"), format!("build argument `{arg}` is also declared by fragment `{other}`"), "declare it once under [args] and list it in both fragments' `shared_args`, so a bump is one line");
-            }
-        }
-        let mut args = f.args;
-        for shared in &f.shared_args {
-            match declared_args.get(shared.get_ref()) {
-                Some(value) => {
-                    args.insert(shared.get_ref().clone(), value.clone());
-                }
-                None => p.at(
-                    shared,
-                    format!("{key}.shared_args"),
-                    format!("unknown shared argument `{}`", shared.get_ref()),
-                    format!(
-                        "declare it under [args] (declared: {})",
-                        known(declared_args.keys())
-                    ),
-                ),
-            }
-        }
+        let script = fragment_script(&name, &key, &f.script, root, p);
+        let provides = fragment_provides(&key, &f, tools, p);
+        let args = fragment_args(&name, &key, &f, declared_args, &mut arg_owner, p);
         super::env::check(&f.env, &key, &f.script, p);
         let packages = packages::validate(&name, f.packages, &args, platforms, p);
         let has_npm = packages.iter().any(|pk| pk.source == packages::Source::Npm);
@@ -425,6 +346,129 @@ fn fragments(
         );
     }
     fragments
+}
+
+/// A fragment's script: under the fragment directory, and there.
+fn fragment_script(
+    name: &str,
+    key: &str,
+    script: &Spanned<String>,
+    root: &Path,
+    p: &mut Problems,
+) -> PathBuf {
+    let path = PathBuf::from(script.get_ref());
+    if !inside_fragment_dir(&path) {
+        p.at(
+            script,
+            format!("{key}.script"),
+            format!("`{}` is outside {FRAGMENT_DIR}/", path.display()),
+            format!(
+                "fragment scripts live under {FRAGMENT_DIR}/, e.g. {FRAGMENT_DIR}/install-{name}.sh"
+            ),
+        );
+    } else if !root.join(&path).is_file() {
+        p.at(
+            script,
+            format!("{key}.script"),
+            format!("`{}` does not exist", path.display()),
+            format!("create {} or fix the path", root.join(&path).display()),
+        );
+    }
+    path
+}
+
+/// The tools a fragment provides: at least one, each declared, none twice.
+fn fragment_provides(
+    key: &str,
+    f: &RawFragment,
+    tools: &BTreeMap<String, Tool>,
+    p: &mut Problems,
+) -> Vec<String> {
+    if f.provides.is_empty() {
+        p.push(
+            lines_of(&f.script, p.lines()),
+            format!("{key}.provides"),
+            "provides no tools",
+            "list the tools this fragment installs; each must be a [tools.*] entry",
+        );
+    }
+    let mut provides = Vec::new();
+    for t in &f.provides {
+        if !tools.contains_key(t.get_ref()) {
+            p.at(
+                t,
+                format!("{key}.provides"),
+                format!("unknown tool `{}`", t.get_ref()),
+                format!(
+                    "declare [tools.{}] or use one of: {}",
+                    t.get_ref(),
+                    known(tools.keys())
+                ),
+            );
+        } else if provides.contains(t.get_ref()) {
+            p.at(
+                t,
+                format!("{key}.provides"),
+                format!("tool `{}` listed twice", t.get_ref()),
+                "remove the repeat",
+            );
+        } else {
+            provides.push(t.get_ref().clone());
+        }
+    }
+    provides
+}
+
+/// A fragment's build arguments: its own (each declared by one fragment
+/// only, `arg_owner`: argument -> fragment so far) and the shared ones it
+/// lists, with their values from [args].
+fn fragment_args(
+    name: &str,
+    key: &str,
+    f: &RawFragment,
+    declared_args: &BTreeMap<String, String>,
+    arg_owner: &mut BTreeMap<String, String>,
+    p: &mut Problems,
+) -> BTreeMap<String, String> {
+    for arg in f.args.keys() {
+        if !valid_arg_name(arg) {
+            p.at(
+                &f.script,
+                format!("{key}.args.{arg}"),
+                format!("invalid build argument name `{arg}`"),
+                "use UPPER_CASE letters, digits and `_`",
+            );
+        }
+        if declared_args.contains_key(arg) {
+            p.at(
+                &f.script,
+                format!("{key}.args.{arg}"),
+                format!("`{arg}` is also a shared argument in [args]"),
+                format!("drop it here and list it in {key}.shared_args"),
+            );
+        }
+        if let Some(other) = arg_owner.insert(arg.clone(), name.to_string()) {
+            p.at(&f.script, format!("{key}.args.{arg}"), format!("build argument `{arg}` is also declared by fragment `{other}`"), "declare it once under [args] and list it in both fragments' `shared_args`, so a bump is one line");
+        }
+    }
+    let mut args = f.args.clone();
+    for shared in &f.shared_args {
+        match declared_args.get(shared.get_ref()) {
+            Some(value) => {
+                args.insert(shared.get_ref().clone(), value.clone());
+            }
+            None => p.at(
+                shared,
+                format!("{key}.shared_args"),
+                format!("unknown shared argument `{}`", shared.get_ref()),
+                format!(
+                    "declare it under [args] (declared: {})",
+                    known(declared_args.keys())
+                ),
+            ),
+        }
+    }
+    args
 }
 
 /// `[variants.*]`: parents, fragments, aliases (each naming one variant),
