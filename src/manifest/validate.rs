@@ -540,40 +540,8 @@ fn variants(
                 );
             }
         }
-        let size_budget = match parse_size(v.size_budget.get_ref()) {
-            Some(b) => b,
-            None => {
-                p.at(
-                    &v.size_budget,
-                    format!("{key}.size_budget"),
-                    format!("`{}` is not a size", v.size_budget.get_ref()),
-                    "write e.g. \"900MiB\" or \"1.5GiB\"",
-                );
-                0
-            }
-        };
-        let narrowed = match &v.platforms {
-            None => Vec::new(),
-            Some(list) => {
-                if platforms.is_empty() {
-                    p.at(
-                        list,
-                        format!("{key}.platforms"),
-                        "narrows the family's `platforms`, which images.toml does not declare",
-                        "declare the family's `platforms` at the top, or drop this key",
-                    );
-                }
-                if list.get_ref().is_empty() {
-                    p.at(
-                    list,
-                    format!("{key}.platforms"),
-                    "is empty",
-                    "list the platforms this variant is built for, or drop the key (the family's)",
-                );
-                }
-                platform_list(list.get_ref(), format!("{key}.platforms"), platforms, p)
-            }
-        };
+        let size_budget = size_budget(&v.size_budget, &key, p);
+        let narrowed = narrowed_platforms(v.platforms.as_ref(), &key, platforms, p);
         variants.insert(
             name.clone(),
             Variant {
@@ -588,14 +556,72 @@ fn variants(
         );
     }
 
-    // A child is built FROM its parent: it cannot be built where the
-    // parent (by its own list or one it inherits) is not.
+    children_within_parents(raw, &variants, platforms, p);
+    duplicate_aliases(alias_uses, p);
+    variants
+}
+
+/// A variant's size budget (0 when it is not a size).
+fn size_budget(budget: &Spanned<String>, key: &str, p: &mut Problems) -> u64 {
+    match parse_size(budget.get_ref()) {
+        Some(b) => b,
+        None => {
+            p.at(
+                budget,
+                format!("{key}.size_budget"),
+                format!("`{}` is not a size", budget.get_ref()),
+                "write e.g. \"900MiB\" or \"1.5GiB\"",
+            );
+            0
+        }
+    }
+}
+
+/// The platforms a variant narrows the family's to (none: the family's).
+fn narrowed_platforms(
+    platforms_key: Option<&Spanned<Vec<Spanned<String>>>>,
+    key: &str,
+    platforms: &[Platform],
+    p: &mut Problems,
+) -> Vec<Platform> {
+    match platforms_key {
+        None => Vec::new(),
+        Some(list) => {
+            if platforms.is_empty() {
+                p.at(
+                    list,
+                    format!("{key}.platforms"),
+                    "narrows the family's `platforms`, which images.toml does not declare",
+                    "declare the family's `platforms` at the top, or drop this key",
+                );
+            }
+            if list.get_ref().is_empty() {
+                p.at(
+                    list,
+                    format!("{key}.platforms"),
+                    "is empty",
+                    "list the platforms this variant is built for, or drop the key (the family's)",
+                );
+            }
+            platform_list(list.get_ref(), format!("{key}.platforms"), platforms, p)
+        }
+    }
+}
+
+/// A child is built FROM its parent: it cannot be built where the parent
+/// (by its own list or one it inherits) is not.
+fn children_within_parents(
+    raw: &RawManifest,
+    variants: &BTreeMap<String, Variant>,
+    platforms: &[Platform],
+    p: &mut Problems,
+) {
     for (name, v) in &raw.variants {
         let (Some(parent), Some(list)) = (&v.parent, &v.platforms) else {
             continue;
         };
-        let up = super::inherited_platforms(&variants, platforms, parent.get_ref());
-        let own = super::inherited_platforms(&variants, platforms, name);
+        let up = super::inherited_platforms(variants, platforms, parent.get_ref());
+        let own = super::inherited_platforms(variants, platforms, name);
         if let Some(extra) = own.iter().find(|p| !up.contains(p)) {
             p.at(
                 list,
@@ -608,8 +634,13 @@ fn variants(
             );
         }
     }
+}
 
-    // A repeated alias is reported where it repeats, in file order.
+/// A repeated alias is reported where it repeats, in file order.
+fn duplicate_aliases(
+    alias_uses: BTreeMap<String, Vec<(String, &Spanned<String>)>>,
+    p: &mut Problems,
+) {
     for (alias, mut uses) in alias_uses {
         uses.sort_by_key(|u| u.1.span().start);
         let first = uses[0].0.clone();
@@ -622,7 +653,6 @@ fn variants(
             );
         }
     }
-    variants
 }
 
 /// Parent cycles: follow each chain; a chain that returns to a variant it
