@@ -15,6 +15,7 @@ mod docs;
 mod engine_release;
 mod exit_status;
 mod github;
+mod link;
 mod locks;
 mod multiarch;
 mod pins;

@@ -2,13 +2,15 @@
 //! (`project`), the one gate for services a test needs (skip locally, fail
 //! under CI), snapshots and `sha256`; the OCI test pusher (`oci`); and the registry
 //! test servers: real `docker-registry` instances (`distribution`), a raw
-//! HTTP server (`server`), a fault-injection proxy (`proxy`) and a token
-//! issuer (`issuer`).
+//! HTTP server (`server`), a fault-injection proxy (`proxy`), a token
+//! issuer (`issuer`) and the shaped link program (`link`: bandwidth,
+//! latency and faults, the `sunaba-link` binary).
 #![allow(dead_code)]
 
 mod cli;
 pub mod distribution;
 pub mod issuer;
+pub mod link;
 pub mod oci;
 mod project;
 pub mod proxy;

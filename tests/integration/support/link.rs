@@ -1,0 +1,124 @@
+//! The shaped link (`sunaba-link`, src/bin/sunaba-link) as tests start it:
+//! a child process in front of an upstream on loopback, driven through its
+//! admin endpoints (`/_link/…`), killed when dropped. Benchmarks start the
+//! same program from bash (docs/testing.md#the-shaped-link-sunaba-link).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+
+pub struct Link {
+    child: Child,
+    addr: String,
+}
+
+impl Link {
+    /// Starts a link to `upstream` (`host:port`) with these extra flags
+    /// (`--rate 40mbit`, `--rtt 40ms`, …).
+    pub fn start(upstream: &str, flags: &[&str]) -> Link {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sunaba-link"))
+            .arg("--upstream")
+            .arg(upstream)
+            .args(flags)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting sunaba-link");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line.trim().to_string();
+        assert!(
+            addr.starts_with("127.0.0.1:"),
+            "sunaba-link printed {line:?} for its address"
+        );
+        Link { child, addr }
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn authority(&self) -> &str {
+        &self.addr
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops the link with SIGTERM (it writes its stats file, if it has
+    /// one) and waits for it.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        // SAFETY: a signal to the child this value owns, which has not
+        // been waited for (its pid is not reused yet).
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        self.child.wait().unwrap()
+    }
+
+    /// The counters and the exchange log.
+    pub fn stats(&self) -> serde_json::Value {
+        let (status, body) = self.admin("GET", "/_link/stats", None);
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// The finished and open exchanges whose target contains `part`.
+    pub fn exchanges(&self, part: &str) -> Vec<serde_json::Value> {
+        self.stats()["exchanges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["target"].as_str().unwrap().contains(part))
+            .cloned()
+            .collect()
+    }
+
+    pub fn clear_stats(&self) {
+        assert_eq!(self.admin("DELETE", "/_link/stats", None).0, 204);
+    }
+
+    /// Adds a rule (or a list of them).
+    pub fn add_rules(&self, rules: serde_json::Value) {
+        let (status, body) = self.admin("POST", "/_link/rules", Some(rules));
+        assert_eq!(status, 200, "{body}");
+    }
+
+    pub fn set_shape(&self, up_bps: Option<u64>, down_bps: Option<u64>, rtt_ms: u64) {
+        let shape = serde_json::json!({"up_bps": up_bps, "down_bps": down_bps, "rtt_ms": rtt_ms});
+        let (status, body) = self.admin("PUT", "/_link/shape", Some(shape));
+        assert_eq!(status, 200, "{body}");
+    }
+
+    /// One admin request on a connection of its own: (status, body).
+    pub fn admin(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (u16, String) {
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        )
+        .unwrap();
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).unwrap();
+        let status = reply[9..12].parse().unwrap();
+        let body = reply
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body)
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
