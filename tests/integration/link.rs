@@ -87,7 +87,7 @@ fn exchange_with<'a>(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn uploads_and_downloads_go_through_whole_on_one_kept_alive_connection() {
+async fn uploads_and_downloads_go_through_whole_and_locations_name_the_link() {
     let Some(registry) = support::dev_registry() else {
         return;
     };
@@ -119,10 +119,17 @@ async fn uploads_and_downloads_go_through_whole_on_one_kept_alive_connection() {
     assert_eq!(head.headers()["content-length"], "3145728");
 
     let stats = link.stats();
-    // POST, POST, PUT, GET, HEAD: one client connection throughout.
-    assert_eq!(
-        (stats["requests"].as_u64(), stats["connections"].as_u64()),
-        (Some(5), Some(1)),
+    // POST, POST, PUT, GET, HEAD, every one complete. (How many connections
+    // reqwest opens is its pool's business: it may start the next request
+    // before the last connection is back. That the link keeps a connection
+    // is asserted on a raw one, below.)
+    assert_eq!(stats["requests"].as_u64(), Some(5), "{stats:#}");
+    assert!(
+        stats["exchanges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["outcome"] == "complete"),
         "{stats:#}"
     );
     let exchanges = stats["exchanges"].as_array().unwrap().clone();
@@ -630,7 +637,7 @@ async fn status_bursts_and_429_with_retry_after_are_answered_by_the_link() {
         "TOOMANYREQUESTS"
     );
     // Not forwarded: the registry has no such blob, and the session is
-    // still open for the retry, on the same connection.
+    // still open for the retry.
     let head = http
         .head(format!("{base}/v2/{repo}/blobs/{digest}"))
         .send()
@@ -646,7 +653,6 @@ async fn status_bursts_and_429_with_retry_after_are_answered_by_the_link() {
     assert_eq!(r.status(), 201);
     let stats = link.stats();
     assert_eq!(stats["faults"], 4);
-    assert_eq!(stats["connections"], 1, "{stats:#}");
     let refused = exchange_with(stats["exchanges"].as_array().unwrap(), "PUT", "digest=");
     assert_eq!(refused["request"]["body"], 1 << 20);
     assert_eq!(refused["status"], 429);

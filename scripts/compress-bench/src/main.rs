@@ -186,7 +186,7 @@ fn synthetic(len: usize) -> Vec<u8> {
             }
             _ => {
                 // Already-compressed data (a .gz, a .png in the layer).
-                for _ in 0..next() % 60_000 {
+                for _ in 0..next() % 12_000 {
                     out.push(next() as u8);
                 }
             }

@@ -190,8 +190,9 @@ pub(crate) fn reason(status: u16) -> &'static str {
     }
 }
 
-/// The body a status fault answers with: distribution's error shape.
-fn status_reply(code: u16, retry_after: Option<&str>) -> Vec<u8> {
+/// The head and body a status fault answers with: distribution's error
+/// shape.
+fn status_reply(code: u16, retry_after: Option<&str>) -> (String, String) {
     let error = match code {
         429 => "TOOMANYREQUESTS",
         503 => "UNAVAILABLE",
@@ -209,9 +210,7 @@ fn status_reply(code: u16, retry_after: Option<&str>) -> Vec<u8> {
         head.push_str(&format!("Retry-After: {r}\r\n"));
     }
     head.push_str("\r\n");
-    let mut out = head.into_bytes();
-    out.extend_from_slice(body.as_bytes());
-    out
+    (head, body)
 }
 
 struct Ctx<'a> {
@@ -296,18 +295,12 @@ async fn run(
                 .map_err(|a| (None, a))?;
         }
         link.shape.one_way().await;
-        let reply = status_reply(*code, retry_after.as_deref());
-        let split = reply.len()
-            - reply
-                .windows(4)
-                .rev()
-                .position(|w| w == b"\r\n\r\n")
-                .unwrap_or(0);
+        let (head, body) = status_reply(*code, retry_after.as_deref());
         send(
             ctx,
             Dir::Down,
             &mut cw,
-            &reply[..split],
+            head.as_bytes(),
             &ctx.live.response_head,
         )
         .await
@@ -316,7 +309,7 @@ async fn run(
             ctx,
             Dir::Down,
             &mut cw,
-            &reply[split..],
+            body.as_bytes(),
             &ctx.live.response_body,
         )
         .await
