@@ -284,38 +284,9 @@ async fn run(
     let client_fd = client.stream.as_raw_fd();
     link.shape.one_way().await;
     if let Some(Fault::Status { code, retry_after }) = &fault {
-        // The link answers; the request's body (if the client sends it
-        // without waiting for a 100) crosses the link and is dropped.
-        let Side { stream, buf } = client;
-        let (mut cr, mut cw) = stream.split();
-        if !req.expect_continue {
-            let mut sink = Pump::new(ctx, Dir::Up, None);
-            sink.body(buf, &mut cr, &mut tokio::io::sink(), req.framing, client_fd)
-                .await
-                .map_err(|a| (None, a))?;
-        }
-        link.shape.one_way().await;
-        let (head, body) = status_reply(*code, retry_after.as_deref());
-        send(
-            ctx,
-            Dir::Down,
-            &mut cw,
-            head.as_bytes(),
-            &ctx.live.response_head,
-        )
-        .await
-        .map_err(|a| (None, a))?;
-        send(
-            ctx,
-            Dir::Down,
-            &mut cw,
-            body.as_bytes(),
-            &ctx.live.response_body,
-        )
-        .await
-        .map_err(|a| (None, a))?;
-        // A client that waits for a 100 may still send its body: close.
-        return Ok((*code, !req.expect_continue));
+        return answer_with_status(ctx, client, req, *code, retry_after.as_deref())
+            .await
+            .map_err(|a| (None, a));
     }
     if let Some(c) = cut_at(Point::RequestHead) {
         fire(ctx, c.action, client_fd, None)
@@ -391,6 +362,46 @@ async fn run(
     // A request whose body did not all go through leaves the connection
     // out of step: close it.
     Ok((code, !close && matches!(sent, Some(Ok(())))))
+}
+
+/// A status fault: the link answers `code` itself; the request's body (if
+/// the client sends it without waiting for a 100) crosses the link and is
+/// dropped. `Ok((code, keep the connection))`.
+async fn answer_with_status(
+    ctx: &Ctx<'_>,
+    client: &mut Side,
+    req: &RequestHead,
+    code: u16,
+    retry_after: Option<&str>,
+) -> Result<(u16, bool), Abort> {
+    let client_fd = client.stream.as_raw_fd();
+    let Side { stream, buf } = client;
+    let (mut cr, mut cw) = stream.split();
+    if !req.expect_continue {
+        let mut sink = Pump::new(ctx, Dir::Up, None);
+        sink.body(buf, &mut cr, &mut tokio::io::sink(), req.framing, client_fd)
+            .await?;
+    }
+    ctx.link.shape.one_way().await;
+    let (head, body) = status_reply(code, retry_after);
+    send(
+        ctx,
+        Dir::Down,
+        &mut cw,
+        head.as_bytes(),
+        &ctx.live.response_head,
+    )
+    .await?;
+    send(
+        ctx,
+        Dir::Down,
+        &mut cw,
+        body.as_bytes(),
+        &ctx.live.response_body,
+    )
+    .await?;
+    // A client that waits for a 100 may still send its body: close.
+    Ok((code, !req.expect_continue))
 }
 
 fn status_of(s: &AtomicU64) -> Option<u16> {
