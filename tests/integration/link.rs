@@ -87,6 +87,7 @@ fn exchange_with<'a>(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn uploads_and_downloads_go_through_whole_and_locations_name_the_link() {
     let Some(registry) = support::dev_registry() else {
         return;
@@ -394,6 +395,7 @@ async fn unshaped_it_moves_well_over_100_mbit_per_second_both_ways() {
 /// 20 MiB at 40 Mbit/s is 4.19 s, each way, to the real registry: the
 /// bucket shapes the body, not just its start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn at_40_mbit_20_mib_take_4_2_seconds_each_way() {
     let _timing = TIMING.lock().await;
     let Some(registry) = support::dev_registry() else {
@@ -487,6 +489,7 @@ async fn a_40_ms_rtt_adds_40_ms_per_turnaround_and_one_more_per_connection() {
 /// registry, the client sees its connection fail, and the link answers the
 /// next request again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn a_reset_after_n_bytes_of_the_chosen_upload_cuts_both_connections_there() {
     let Some(registry) = support::dev_registry() else {
         return;
@@ -541,6 +544,7 @@ async fn a_reset_after_n_bytes_of_the_chosen_upload_cuts_both_connections_there(
 /// A reset in a download after N bytes: the client has exactly N, and a
 /// `Range` request for the rest completes the blob.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn a_reset_mid_download_leaves_n_bytes_and_range_fetches_the_rest() {
     let Some(registry) = support::dev_registry() else {
         return;
@@ -597,6 +601,7 @@ async fn a_reset_mid_download_leaves_n_bytes_and_range_fetches_the_rest() {
 /// A 429 carries the Retry-After asked for, and its body is read and
 /// dropped, not forwarded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn status_bursts_and_429_with_retry_after_are_answered_by_the_link() {
     let Some(registry) = support::dev_registry() else {
         return;
@@ -669,6 +674,7 @@ fn blob_get(link: &Link, digest: &str) -> serde_json::Value {
 /// A stall holds the connection open with no bytes moving — for a while
 /// (then the exchange goes on) or for good (until the client gives up).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "tier: registry"]
 async fn a_stall_moves_no_bytes_for_its_time_or_until_the_client_gives_up() {
     let _timing = TIMING.lock().await;
     let Some(registry) = support::dev_registry() else {
