@@ -392,6 +392,39 @@ async fn unshaped_it_moves_well_over_100_mbit_per_second_both_ways() {
     assert!(stats["bytes"]["down"].as_u64().unwrap() > len as u64);
 }
 
+/// Each direction has its own bucket: an upload at 20 Mbit/s and a
+/// download at 80 Mbit/s at the same time each take their own rate's time
+/// (one shared bucket, or one rate for both, would slow one of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_direction_has_its_own_rate_at_the_same_time() {
+    let _timing = TIMING.lock().await;
+    let upstream = sink_upstream().await;
+    let link = Link::start(&upstream, &["--rate-up", "20mbit", "--rate-down", "80mbit"]);
+    let (up_len, down_len) = (5 << 20, 20 << 20);
+    let (up, down) = tokio::join!(
+        timed_put(link.authority(), up_len),
+        timed_get(link.authority(), down_len)
+    );
+    let expected_up = up_len as f64 * 8.0 / 20e6;
+    let expected_down = down_len as f64 * 8.0 / 80e6;
+    eprintln!(
+        "at once: up 5 MiB at 20 Mbit/s {up:.2} s (expected {expected_up:.2} s), \
+         down 20 MiB at 80 Mbit/s {down:.2} s (expected {expected_down:.2} s)"
+    );
+    for (took, expected) in [(up, expected_up), (down, expected_down)] {
+        assert!(
+            (took / expected - 1.0).abs() <= 0.15,
+            "took {took:.2} s, expected {expected:.2} s ± 15 %"
+        );
+    }
+    let shape: serde_json::Value =
+        serde_json::from_str(&link.admin("GET", "/_link/shape", None).1).unwrap();
+    assert_eq!(
+        shape,
+        serde_json::json!({"up_bps": 20_000_000, "down_bps": 80_000_000, "rtt_ms": 0})
+    );
+}
+
 /// 20 MiB at 40 Mbit/s is 4.19 s, each way, to the real registry: the
 /// bucket shapes the body, not just its start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -596,8 +629,9 @@ async fn a_reset_mid_download_leaves_n_bytes_and_range_fetches_the_rest() {
     assert_eq!(gets[1]["outcome"], "complete");
 }
 
-/// A 503 burst: the chosen requests get the link's 503 (distribution's
-/// error shape) and never reach the registry; the one after them does.
+/// A 500, a 502 and a burst of three 503s: the chosen requests get the
+/// link's answer (distribution's error shape) and never reach the
+/// registry; the one after them does.
 /// A 429 carries the Retry-After asked for, and its body is read and
 /// dropped, not forwarded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -611,21 +645,27 @@ async fn status_bursts_and_429_with_retry_after_are_answered_by_the_link() {
     let http = http();
     let repo = repo("status");
     link.add_rules(serde_json::json!([
-        {"method": "GET", "path": "^/v2/$", "times": 3, "fault": {"status": {"code": 503}}},
+        {"method": "GET", "path": "^/v2/$", "fault": {"status": {"code": 500}}},
+        {"method": "GET", "path": "^/v2/$", "nth": 2, "fault": {"status": {"code": 502}}},
+        {"method": "GET", "path": "^/v2/$", "nth": 3, "times": 3, "fault": {"status": {"code": 503}}},
         {"method": "PUT", "path": format!("^/v2/{repo}/blobs/uploads/"),
          "fault": {"status": {"code": 429, "retry_after": "2"}}}
     ]));
     let mut statuses = Vec::new();
-    for _ in 0..4 {
+    for _ in 0..6 {
         let r = http.get(format!("{base}/v2/")).send().await.unwrap();
-        statuses.push(r.status().as_u16());
+        let status = r.status().as_u16();
+        statuses.push(status);
         // Read whole, so the client keeps the connection.
         let body: serde_json::Value = r.json().await.unwrap();
-        if statuses.last() == Some(&503) {
-            assert_eq!(body["errors"][0]["code"], "UNAVAILABLE");
-        }
+        let code = match status {
+            503 => "UNAVAILABLE",
+            500 | 502 => "UNKNOWN",
+            _ => continue,
+        };
+        assert_eq!(body["errors"][0]["code"], code);
     }
-    assert_eq!(statuses, [503, 503, 503, 200]);
+    assert_eq!(statuses, [500, 502, 503, 503, 503, 200]);
     let blob = noise(1 << 20, 6);
     let digest = sha256(&blob);
     let location = start_upload(&http, &base, &repo).await;
@@ -657,7 +697,7 @@ async fn status_bursts_and_429_with_retry_after_are_answered_by_the_link() {
         .unwrap();
     assert_eq!(r.status(), 201);
     let stats = link.stats();
-    assert_eq!(stats["faults"], 4);
+    assert_eq!(stats["faults"], 6);
     let refused = exchange_with(stats["exchanges"].as_array().unwrap(), "PUT", "digest=");
     assert_eq!(refused["request"]["body"], 1 << 20);
     assert_eq!(refused["status"], 429);
