@@ -4,7 +4,9 @@
 //! other candidates, each at 1 and 2 threads, as input MB per wall second
 //! and per CPU second, and the ratio (compressed / input).
 //!
-//! Usage: compress-bench [--repeat N] [--synthetic MIB] FILE...
+//! Usage: compress-bench [--repeat N] [--only TEXT] [--synthetic MIB] FILE...
+//! (`--only shipped`: the candidates whose name contains TEXT, and today's
+//! for the ratio — on a busy machine, the pair that matters, sooner.)
 
 // A benchmark prints its table to a terminal (the project's `outln!` is for
 // the CLI, whose stdout may be a closed pipe).
@@ -215,6 +217,7 @@ fn measure(f: impl FnOnce() -> usize) -> Measure {
 fn main() {
     let mut args = std::env::args().skip(1);
     let mut repeat = 3;
+    let mut only: Option<String> = None;
     let mut inputs: Vec<(String, Vec<u8>)> = Vec::new();
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -224,6 +227,7 @@ fn main() {
                     .and_then(|n| n.parse().ok())
                     .expect("--repeat N")
             }
+            "--only" => only = Some(args.next().expect("--only TEXT")),
             "--synthetic" => {
                 let mib: usize = args
                     .next()
@@ -293,6 +297,12 @@ fn main() {
             Box::new(|d| gzp_gzip(d, 2)),
         ),
     ];
+    let candidates: Vec<Candidate> = candidates
+        .into_iter()
+        .filter(|(what, _, _)| {
+            what.starts_with("today") || only.as_deref().is_none_or(|o| what.contains(o))
+        })
+        .collect();
     for (name, data) in &inputs {
         let mb = data.len() as f64 / 1e6;
         println!("## {name}: {mb:.1} MB, best of {repeat} (spread: slowest/fastest wall)");
