@@ -19,10 +19,23 @@
 # and its files have the time SOURCE_DATE_EPOCH (one action's key holds
 # their mtimes: measured, the one entry that differed between builds); the test
 # binary is built and run with -count=1, so no test result (which carries
-# the run's duration) is cached; an action whose key changes on every run
-# is found by running everything twice and dropped (it is never reused
-# anyway); and the one clock value Go writes into the cache, the time in
-# each `-a` action entry and trim.txt, is set to SOURCE_DATE_EPOCH.
+# the run's duration) is cached; and the one clock value Go writes into the
+# cache, the time in each `-a` action entry and trim.txt, is set to
+# SOURCE_DATE_EPOCH.
+#
+# Everything runs once. An action whose key held something of the run would
+# be a volatile entry: never reused, and a different file name in every
+# build. The seed used to run vet and test a second time in the same cache
+# to find and drop such entries; with the times above fixed that run added
+# nothing (Go 1.27, 2026-12-03), and what it dropped were 11 deterministic
+# `srcfiles` lists (and their action entries) of packages only the test
+# main links (go/ast, os/signal, runtime/pprof, ...), not volatile, so it
+# cost a tenth of the fragment for no change in what a sandbox reuses
+# (docs/lab-notes.md, "The Go seed's cost"). A volatile action now shows as
+# a different `go` (and `full`) image digest between two --no-cache builds:
+# scripts/bench-repro, and `pins verify --rebuild` before a release. To find
+# one: in a container from the image, vet and test the warm-up module twice
+# in one empty GOCACHE; the files the second run adds are the volatile ones.
 #
 # Go telemetry: in its default mode (local) every go command writes
 # counters named after the day to $HOME/.config/go/telemetry. The build
@@ -63,33 +76,23 @@ go_seed_build_cache() {
 		export GOCACHE="$_seed" GOTOOLCHAIN=local GOFLAGS='' GOPATH=/tmp/sunaba-gopath
 		"$_goroot/bin/go" vet ./...
 		"$_goroot/bin/go" test -count=1 ./...
-		# The same again in the same cache, as a net: what this run reuses
-		# is what a sandbox reuses. An action whose ID differs on every run
-		# (something of the run in its key; none is left since the times
-		# above are fixed) is never reused; it goes, with what the second
-		# run added. Go marks a reused entry by its mtime when that is over
-		# an hour old.
-		_list=$(mktemp)
-		(cd "$_seed" && find . -type f ! -name README ! -name trim.txt | sort >"$_list")
-		find "$_seed" -type f -exec touch -d @1 {} +
-		_stamp=$(mktemp)
-		"$_goroot/bin/go" vet ./...
-		"$_goroot/bin/go" test -count=1 ./...
-		(cd "$_seed" && find . -type f ! -name README ! -name trim.txt | sort |
-			comm -13 "$_list" - | xargs -r rm -f)
-		find "$_seed" -type f ! -name README ! -name trim.txt ! -newer "$_stamp" -exec rm -f {} +
-		rm -f "$_list" "$_stamp"
 	)
 	rm -rf "$_warm" /tmp/sunaba-gopath
 	# An action entry is `v1 <action> <output> <size:%20d> <time:%20d>\n`
 	# (175 bytes; Go refuses any other length): the time becomes
-	# SOURCE_DATE_EPOCH in nanoseconds, the rest stays.
-	find "$_seed" -type f -name '*-a' -exec sh -c '
-		ns="${SOURCE_DATE_EPOCH:-0}000000000"
-		for f; do
-			awk -v ns="$ns" '"'"'NF == 5 && $1 == "v1" { printf "v1 %s %s %20d %20s\n", $2, $3, $4, ns; next } { print }'"'"' "$f" >"$f.t" &&
-				mv "$f.t" "$f"
-		done' sh {} +
+	# SOURCE_DATE_EPOCH in nanoseconds, the rest stays. One sed per batch of
+	# files (~1,740 entries; an awk and a mv per entry took 8 % of the
+	# fragment), and an entry it did not rewrite fails the build here rather
+	# than as a digest that differs between builds.
+	_ns=$(printf '%20s' "${SOURCE_DATE_EPOCH:-0}000000000")
+	find "$_seed" -type f -name '*-a' -exec sed -i -E \
+		"s/^(v1 [0-9a-f]{64} [0-9a-f]{64} [ 0-9]{20}) [ 0-9]{20}\$/\\1 $_ns/" {} +
+	_stale=$(find "$_seed" -type f -name '*-a' -exec grep -L -x -E \
+		"v1 [0-9a-f]{64} [0-9a-f]{64} [ 0-9]{20} $_ns" {} + || :)
+	[ -z "$_stale" ] || {
+		sunaba_log "go seed: action entries not in Go's format, their times not rewritten: $_stale"
+		exit 1
+	}
 	printf '%s\n' "${SOURCE_DATE_EPOCH:-0}" >"$_seed/trim.txt"
 	chmod -R a+rX "$_seed"
 
