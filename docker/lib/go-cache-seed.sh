@@ -30,7 +30,7 @@
 # nothing (Go 1.27, 2026-12-03), and what it dropped were 11 deterministic
 # `srcfiles` lists (and their action entries) of packages only the test
 # main links (go/ast, os/signal, runtime/pprof, ...), not volatile, so it
-# cost ~2 % of the fragment's RUN for no change in what a sandbox compiles
+# cost ~4 s (2 % of the seed) for no change in what a sandbox compiles
 # (docs/lab-notes.md, "The Go seed's cost"). A volatile action now shows as
 # a different `go` (and `full`) image digest between two --no-cache builds:
 # scripts/bench-repro, and `pins verify --rebuild` before a release. To find
@@ -81,9 +81,10 @@ go_seed_build_cache() {
 	# An action entry is `v1 <action> <output> <size:%20d> <time:%20d>\n`
 	# (175 bytes; Go refuses any other length): the time becomes
 	# SOURCE_DATE_EPOCH in nanoseconds, the rest stays. One sed per batch of
-	# files (~1,750 entries: an awk and a mv per entry took 6-14 % of the
-	# fragment's RUN), and an entry it did not rewrite fails the build here
-	# rather than as a digest that differs between builds.
+	# files: ~1,750 entries, for which a sh, an awk and a mv each took
+	# 22-25 s (~10 % of the seed), this under 4 s. An entry it did not
+	# rewrite fails the build here rather than as a digest that differs
+	# between builds.
 	_ns=$(printf '%20s' "${SOURCE_DATE_EPOCH:-0}000000000")
 	find "$_seed" -type f -name '*-a' -exec sed -i -E \
 		"s/^(v1 [0-9a-f]{64} [0-9a-f]{64} [ 0-9]{20}) [ 0-9]{20}\$/\\1 $_ns/" {} +
