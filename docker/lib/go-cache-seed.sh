@@ -81,8 +81,8 @@ go_seed_build_cache() {
 	# An action entry is `v1 <action> <output> <size:%20d> <time:%20d>\n`
 	# (175 bytes; Go refuses any other length): the time becomes
 	# SOURCE_DATE_EPOCH in nanoseconds, the rest stays. One sed per batch of
-	# files: ~1,750 entries, for which a sh, an awk and a mv each took
-	# 22-25 s (~10 % of the seed), this under 4 s. An entry it did not
+	# files: ~1,750 entries, for which an awk and a mv each took 22-25 s
+	# (~10 % of the seed), this under 4 s. An entry it did not
 	# rewrite fails the build here rather than as a digest that differs
 	# between builds.
 	_ns=$(printf '%20s' "${SOURCE_DATE_EPOCH:-0}000000000")
