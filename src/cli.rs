@@ -1,6 +1,9 @@
 //! The command line: global options and one subcommand per verb (each verb's
-//! own options live beside its code in `commands/`).
+//! own options live beside its code in `commands/`), and what a verb refuses
+//! on a command line clap accepts ([`ArgsError`]).
 
+use crate::exit;
+use crate::name::{Reference, Repository};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -77,4 +80,73 @@ pub(crate) enum Command {
     Completions(crate::commands::completions::Args),
     /// Write one man page per verb (into target/man unless --out-dir).
     Man(crate::commands::man::Args),
+}
+
+/// A command line clap accepts but the verb cannot carry out as asked (a
+/// combination clap cannot express): a usage error, found before anything
+/// is loaded, built or asked of a registry.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ArgsError {
+    /// `pin --to` with other than one alias.
+    #[error("--to picks one version of one variant: name exactly one alias")]
+    ToWithoutOneAlias,
+    /// `check --image` with several variants.
+    #[error("--image checks one image: name at most one variant")]
+    ImageWithVariants,
+    /// `assemble` to a digest: the index's digest is what assembling makes.
+    #[error(
+        "{0}: name a tag (or just the repository), not a digest: the index's digest is known \
+         once it is assembled"
+    )]
+    DigestTarget(Reference),
+    /// `assemble` of a child in another repository than the target's.
+    #[error(
+        "{child}: not in {repo}; push it there first (an index names images of its own \
+         repository)"
+    )]
+    ChildElsewhere { child: String, repo: Repository },
+    /// `run --workspace` of something that is not a directory.
+    #[error("the workspace {} is not a directory", .0.display())]
+    WorkspaceNotADirectory(PathBuf),
+    /// Text given as a name that is no name.
+    #[error(transparent)]
+    Invalid(#[from] crate::name::Invalid),
+}
+
+impl exit::HasStatus for ArgsError {
+    fn exit_status(&self) -> exit::Status {
+        match self {
+            ArgsError::ToWithoutOneAlias
+            | ArgsError::ImageWithVariants
+            | ArgsError::DigestTarget(_)
+            | ArgsError::ChildElsewhere { .. }
+            | ArgsError::WorkspaceNotADirectory(_) => exit::Status::Usage,
+            ArgsError::Invalid(e) => e.exit_status(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use exit::{HasStatus, Status};
+
+    #[test]
+    fn every_refusal_of_a_command_line_is_a_usage_error() {
+        let repo: Repository = "r.io/a/b".parse().unwrap();
+        let invalid = "-v".parse::<Reference>().unwrap_err();
+        for e in [
+            ArgsError::ToWithoutOneAlias,
+            ArgsError::ImageWithVariants,
+            ArgsError::DigestTarget(Reference::in_repo(&repo, crate::name::Digest::sha256(b""))),
+            ArgsError::ChildElsewhere {
+                child: "r.io/c/d:x".into(),
+                repo,
+            },
+            ArgsError::WorkspaceNotADirectory("/etc/hosts".into()),
+            ArgsError::Invalid(invalid),
+        ] {
+            assert_eq!(e.exit_status(), Status::Usage, "{e}");
+        }
+    }
 }

@@ -1,19 +1,21 @@
-//! Exit statuses, and the one error type commands return: every failure
-//! carries its status and whether it has already been reported.
+//! Exit statuses, and how a command's error becomes one: the error decides.
 //!
-//! | status | meaning |
-//! |---|---|
-//! | 0 | success (also: stdout was closed by the reader, as with `| head`) |
-//! | 1 | operational failure: bad input, engine or registry error, I/O |
-//! | 2 | the gate ran and found problems (drift, failed check, pins problems) |
-//! | 64 | usage error (EX_USAGE): unknown command or flag, bad argument combination |
-//! | any | `run` only: the sandboxed command's own status (128 + signal when killed) |
-//! | 130, 143 | stopped by SIGINT / SIGTERM (`scratch`: its temporary files removed first) |
+//! Each module's error type says which [`Status`] each of its kinds ends a
+//! run with ([`HasStatus`], as just's `Error::code()`); a command returns
+//! its error ([`Result`]) and never chooses a status. [`report`] maps it
+//! once: it walks the error's chain from the outside in and the first
+//! cause it recognises decides; a chain it recognises nothing in is an
+//! operational failure. The statuses and what each means are in
+//! docs/contracts.md ("Exit statuses").
 //!
-//! `main` maps an [`Error`] to its status exactly once ([`report`]); commands
-//! never print `error:` themselves.
+//! `exit` is below every module that owns an error, so it cannot name
+//! their types: the top of the crate hands [`report`] the table of kinds
+//! it recognises (`commands::ERROR_KINDS`, a [`recognise`] per type).
+//! Two kinds are `exit`'s own: a command that printed its own report of
+//! what went wrong ends with [`Reported`], and our stdout closed by its
+//! reader is [`StdoutError::Closed`] (quiet success).
 
-use std::fmt;
+use std::error::Error as StdError;
 use std::process::ExitCode;
 
 /// How a run ended, as the process exit status.
@@ -48,59 +50,64 @@ impl From<Status> for ExitCode {
     }
 }
 
-/// A failed command: its exit status and, unless the command reported it
-/// already (a gate's findings), the error to print.
-pub(crate) struct Error {
-    status: Status,
-    error: Option<anyhow::Error>,
+/// An error that says which status it ends a run with, kind by kind. A
+/// kind that wraps another error whose kind decides (a name that does not
+/// parse, inside a file error) returns that error's status.
+pub(crate) trait HasStatus {
+    fn exit_status(&self) -> Status;
 }
+
+/// A command's failure: any error, with its chain of causes.
+pub(crate) type Error = anyhow::Error;
 
 pub(crate) type Result<T = ()> = std::result::Result<T, Error>;
 
-impl Error {
-    /// The gate found problems and the command has printed them.
-    pub(crate) fn gate() -> Error {
-        Error {
-            status: Status::Gate,
-            error: None,
+/// Recognises one kind of error: its status when `cause` is of that kind.
+pub(crate) type Recognise = fn(&(dyn StdError + 'static)) -> Option<Status>;
+
+/// The [`Recognise`] of the error type `E`.
+pub(crate) fn recognise<E: HasStatus + StdError + 'static>(
+    cause: &(dyn StdError + 'static),
+) -> Option<Status> {
+    cause.downcast_ref::<E>().map(HasStatus::exit_status)
+}
+
+/// How a command ends that has printed its own report of what went wrong
+/// (a gate's findings, a build's summary): nothing is left to print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Reported {
+    /// A gate ran, made every check it was asked to, and found problems.
+    #[error("the gate found problems (reported above)")]
+    Findings,
+    /// Some of the work could not be done, or some check could not be
+    /// made: could not check is not the same as found wrong.
+    #[error("some of the work failed (reported above)")]
+    Failures,
+    /// `run`: the sandboxed command ended with this status; its output was
+    /// its report.
+    #[error("the sandboxed command exited with status {0}")]
+    Sandboxed(u8),
+}
+
+impl Reported {
+    /// A gate's end once its report is printed: found `problems`, and
+    /// could not make `unchecked` of its checks.
+    pub(crate) fn verdict(problems: usize, unchecked: usize) -> std::result::Result<(), Reported> {
+        match (problems, unchecked) {
+            (0, 0) => Ok(()),
+            (_, 0) => Err(Reported::Findings),
+            _ => Err(Reported::Failures),
         }
     }
+}
 
-    /// A failure the command has already reported in full.
-    pub(crate) fn reported(status: Status) -> Error {
-        Error {
-            status,
-            error: None,
+impl HasStatus for Reported {
+    fn exit_status(&self) -> Status {
+        match self {
+            Reported::Findings => Status::Gate,
+            Reported::Failures => Status::Failure,
+            Reported::Sandboxed(code) => Status::Sandboxed(*code),
         }
-    }
-
-    /// The command line asks for something that cannot be done as asked.
-    pub(crate) fn usage(message: impl fmt::Display) -> Error {
-        Error {
-            status: Status::Usage,
-            error: Some(anyhow::anyhow!("{message}")),
-        }
-    }
-
-    #[cfg(test)]
-    pub(crate) fn status(&self) -> Status {
-        self.status
-    }
-
-    /// The error still to be printed, if any.
-    #[cfg(test)]
-    pub(crate) fn unreported(&self) -> Option<&anyhow::Error> {
-        self.error.as_ref()
-    }
-
-    /// True when the error is our stdout having been closed by its reader.
-    /// Only [`StdoutError::Closed`] says so: a broken pipe to a child (a
-    /// program we feed), a socket or a file is a failure like any other.
-    fn is_stdout_closed(&self) -> bool {
-        self.error.as_ref().is_some_and(|e| {
-            e.chain()
-                .any(|cause| matches!(cause.downcast_ref(), Some(StdoutError::Closed)))
-        })
     }
 }
 
@@ -126,95 +133,56 @@ impl From<std::io::Error> for StdoutError {
     }
 }
 
-/// The status a command's outcome exits with (what [`report`] returns).
-pub(crate) fn status_of(outcome: &Result) -> Status {
-    match outcome {
-        Ok(()) => Status::Success,
-        Err(e) if e.is_stdout_closed() => Status::Success,
-        Err(e) => e.status,
-    }
-}
-
-impl fmt::Debug for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.error {
-            Some(e) => write!(f, "{:?}: {e:#}", self.status),
-            None => write!(f, "{:?} (reported)", self.status),
+/// Only [`StdoutError::Closed`] ends quietly: a broken pipe to a child (a
+/// program we feed), a socket or a file is a failure like any other.
+impl HasStatus for StdoutError {
+    fn exit_status(&self) -> Status {
+        match self {
+            StdoutError::Closed => Status::Success,
+            StdoutError::Io(_) => Status::Failure,
         }
     }
 }
 
-/// Any error the command layer meets is an operational failure unless it
-/// says otherwise; `?` converts it.
-impl<E: Into<anyhow::Error>> From<E> for Error {
-    fn from(error: E) -> Error {
-        let error = error.into();
-        Error {
-            status: status_for(&error),
-            error: Some(error),
-        }
-    }
+/// `exit`'s own kinds, recognised before the caller's.
+const OWN_KINDS: [Recognise; 2] = [recognise::<Reported>, recognise::<StdoutError>];
+
+/// The status `error` ends a run with: the first cause in its chain, from
+/// the outside in, that `kinds` (or `exit`'s own) recognise decides; an
+/// operational failure when none is recognised.
+pub(crate) fn status_of(error: &Error, kinds: &[Recognise]) -> Status {
+    error
+        .chain()
+        .find_map(|cause| OWN_KINDS.iter().chain(kinds).find_map(|kind| kind(cause)))
+        .unwrap_or(Status::Failure)
 }
 
 /// `run`'s outcome from the sandboxed command's exit status: its own code
 /// passed through (1 when it does not fit), 128 + the signal that killed it.
 pub(crate) fn sandboxed(status: std::process::ExitStatus) -> Result {
     use std::os::unix::process::ExitStatusExt;
-    match status.code() {
-        Some(0) => Ok(()),
-        Some(code) => Err(Error::reported(Status::Sandboxed(
-            u8::try_from(code).unwrap_or(1),
-        ))),
+    let code = match status.code() {
+        Some(0) => return Ok(()),
+        Some(code) => u8::try_from(code).unwrap_or(1),
         None => {
             let signal = status.signal().unwrap_or(0);
-            Err(Error::reported(Status::Sandboxed(
-                128u8.saturating_add(u8::try_from(signal).unwrap_or(0)),
-            )))
+            128u8.saturating_add(u8::try_from(signal).unwrap_or(0))
         }
-    }
+    };
+    Err(Reported::Sandboxed(code).into())
 }
 
-/// The one mapping from kinds of failure to exit statuses: a name the
-/// project does not declare ([`crate::name::Unknown`]) or text that is no
-/// name at all ([`crate::name::Invalid`]: a reference or platform that does
-/// not parse, on the command line or in a file such as image_pins.json),
-/// anywhere in the chain, is a usage error; anything else is an operational
-/// failure. Gates set their own status ([`Error::gate`]).
-fn status_for(error: &anyhow::Error) -> Status {
-    if error.chain().any(|cause| {
-        cause.downcast_ref::<crate::name::Unknown>().is_some()
-            || cause.downcast_ref::<crate::name::Invalid>().is_some()
-    }) {
-        Status::Usage
-    } else {
-        Status::Failure
-    }
-}
-
-/// Sets a status on the errors of a `Result` (`.status(Status::Usage)?`).
-pub(crate) trait WithStatus<T> {
-    fn status(self, status: Status) -> Result<T>;
-}
-
-impl<T, E: Into<Error>> WithStatus<T> for std::result::Result<T, E> {
-    fn status(self, status: Status) -> Result<T> {
-        self.map_err(|e| {
-            let mut e = e.into();
-            e.status = status;
-            e
-        })
-    }
-}
-
-/// Prints what is left to print of a command's outcome and returns the exit
-/// status. A closed stdout (`sunaba-images resolve … | head -1`) ends the
-/// program quietly with status 0, as ripgrep does.
-pub(crate) fn report(outcome: Result) -> ExitCode {
-    let status = status_of(&outcome);
-    if let Err(e) = &outcome
-        && status != Status::Success
-        && let Some(error) = &e.error
-    {
+/// Prints what is left to print of a command's outcome (`error: …`, unless
+/// the command [`Reported`] it, or the run ends quietly) and returns its
+/// exit status, the one mapping from errors to statuses. A closed stdout
+/// (`sunaba-images resolve … | head -1`) ends the program quietly with
+/// status 0, as ripgrep does.
+pub(crate) fn report(outcome: Result, kinds: &[Recognise]) -> ExitCode {
+    let Err(error) = outcome else {
+        return Status::Success.into();
+    };
+    let status = status_of(&error, kinds);
+    if status != Status::Success && error.downcast_ref::<Reported>().is_none() {
         eprintln!("error: {error:#}");
     }
     status.into()
@@ -224,10 +192,41 @@ pub(crate) fn report(outcome: Result) -> ExitCode {
 mod tests {
     use super::*;
 
+    /// A kind of the caller's, for the walk.
+    #[derive(Debug, thiserror::Error)]
+    #[error("no such variant")]
+    struct Undeclared;
+
+    impl HasStatus for Undeclared {
+        fn exit_status(&self) -> Status {
+            Status::Usage
+        }
+    }
+
+    /// A kind of the caller's that wraps another and says its own status.
+    #[derive(Debug, thiserror::Error)]
+    #[error("the journal is unreadable")]
+    struct Unreadable(#[source] Undeclared);
+
+    impl HasStatus for Unreadable {
+        fn exit_status(&self) -> Status {
+            Status::Failure
+        }
+    }
+
+    const KINDS: &[Recognise] = &[recognise::<Undeclared>, recognise::<Unreadable>];
+
+    fn status(e: impl Into<Error>) -> Status {
+        status_of(&e.into(), KINDS)
+    }
+
     #[test]
     fn a_sandboxed_status_is_passed_through_and_a_signal_is_128_plus() {
         use std::os::unix::process::ExitStatusExt;
-        let of = |raw| status_of(&sandboxed(std::process::ExitStatus::from_raw(raw)));
+        let of = |raw| match sandboxed(std::process::ExitStatus::from_raw(raw)) {
+            Ok(()) => Status::Success,
+            Err(e) => status_of(&e, &[]),
+        };
         assert_eq!(of(0), Status::Success);
         assert_eq!(of(3 << 8), Status::Sandboxed(3));
         assert_eq!(of(9), Status::Sandboxed(137));
@@ -246,19 +245,49 @@ mod tests {
     }
 
     #[test]
-    fn question_mark_makes_an_operational_failure_and_keeps_the_chain() {
-        fn fails() -> Result {
-            let e: std::result::Result<(), std::io::Error> =
-                Err(std::io::Error::other("disk on fire"));
-            anyhow::Context::context(e, "writing the pins")?;
-            Ok(())
-        }
-        let e = fails().unwrap_err();
-        assert_eq!(e.status(), Status::Failure);
+    fn each_reported_kind_has_its_status() {
+        assert_eq!(Reported::Findings.exit_status(), Status::Gate);
+        assert_eq!(Reported::Failures.exit_status(), Status::Failure);
+        assert_eq!(Reported::Sandboxed(3).exit_status(), Status::Sandboxed(3));
+        assert_eq!(status(Reported::Findings), Status::Gate);
+    }
+
+    #[test]
+    fn a_verdict_tells_could_not_check_from_found_wrong() {
+        assert_eq!(Reported::verdict(0, 0), Ok(()));
+        assert_eq!(Reported::verdict(3, 0), Err(Reported::Findings));
+        assert_eq!(Reported::verdict(3, 1), Err(Reported::Failures));
+        assert_eq!(Reported::verdict(0, 1), Err(Reported::Failures));
+    }
+
+    #[test]
+    fn an_error_nothing_recognises_is_an_operational_failure_and_keeps_its_chain() {
+        let e =
+            anyhow::Error::new(std::io::Error::other("disk on fire")).context("writing the pins");
+        assert_eq!(format!("{e:#}"), "writing the pins: disk on fire");
+        assert_eq!(status(e), Status::Failure);
+    }
+
+    #[test]
+    fn a_recognised_kind_decides_whatever_the_context() {
+        let e = anyhow::Error::new(Undeclared).context("building the image family");
+        assert_eq!(status(e), Status::Usage);
         assert_eq!(
-            format!("{:#}", e.unreported().unwrap()),
-            "writing the pins: disk on fire"
+            status_of(&Undeclared.into(), &[]),
+            Status::Failure,
+            "not in the table"
         );
+    }
+
+    /// A kind nobody recognises, wrapping one that is recognised.
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading the pins")]
+    struct Unrecognised(#[source] Undeclared);
+
+    #[test]
+    fn the_outermost_kind_recognised_decides() {
+        assert_eq!(status(Unreadable(Undeclared)), Status::Failure);
+        assert_eq!(status(Unrecognised(Undeclared)), Status::Usage);
     }
 
     fn broken_pipe() -> std::io::Error {
@@ -267,65 +296,24 @@ mod tests {
 
     #[test]
     fn a_closed_stdout_is_quiet_success() {
-        let e: Error = anyhow::Error::new(StdoutError::from(broken_pipe()))
-            .context("printing the table")
-            .into();
-        assert_eq!(status_of(&Err(e)), Status::Success);
-        let other: Error = anyhow::Error::new(StdoutError::from(std::io::Error::other("EIO")))
-            .context("printing the table")
-            .into();
-        assert_eq!(status_of(&Err(other)), Status::Failure);
-        assert_eq!(status_of(&Err(Error::gate())), Status::Gate);
+        let closed =
+            anyhow::Error::new(StdoutError::from(broken_pipe())).context("printing the table");
+        assert_eq!(status(closed), Status::Success);
+        let other = anyhow::Error::new(StdoutError::from(std::io::Error::other("EIO")))
+            .context("printing the table");
+        assert_eq!(status(other), Status::Failure);
     }
 
     #[test]
     fn a_broken_pipe_to_a_child_is_a_failure() {
         // What `docker load` dying while we stream an image to it used to
         // end as: an io::Error of kind BrokenPipe somewhere in the chain.
-        let feeding: Error = anyhow::Error::new(broken_pipe())
-            .context("feeding `docker load`")
-            .into();
-        assert_eq!(status_of(&Err(feeding)), Status::Failure);
-        let child: Error = crate::process::ProcessError::Io {
+        let feeding = anyhow::Error::new(broken_pipe()).context("feeding `docker load`");
+        assert_eq!(status(feeding), Status::Failure);
+        let child = crate::process::ProcessError::Io {
             command: "docker load".into(),
             source: broken_pipe(),
-        }
-        .into();
-        assert_eq!(status_of(&Err(child)), Status::Failure);
-    }
-
-    #[test]
-    fn an_unknown_name_is_a_usage_error_whatever_the_context() {
-        let e: Error = anyhow::Error::new(crate::name::Unknown::new(
-            "variant",
-            "rust",
-            "images.toml",
-            ["base"],
-        ))
-        .context("building the image family")
-        .into();
-        assert_eq!(e.status(), Status::Usage);
-        assert_eq!(
-            format!("{:#}", e.unreported().unwrap()),
-            "building the image family: unknown variant `rust` (images.toml declares: base)"
-        );
-    }
-
-    #[test]
-    fn text_that_is_no_name_is_a_usage_error_whatever_the_context() {
-        let invalid = "-v=/:/host".parse::<crate::name::Repository>().unwrap_err();
-        let e: Error = anyhow::Error::new(invalid)
-            .context("reading image_pins.json")
-            .into();
-        assert_eq!(e.status(), Status::Usage);
-    }
-
-    #[test]
-    fn with_status_retags_and_gate_is_silent() {
-        let r: std::result::Result<(), anyhow::Error> = Err(anyhow::anyhow!("two aliases"));
-        let e = r.status(Status::Usage).unwrap_err();
-        assert_eq!(e.status(), Status::Usage);
-        assert!(Error::gate().unreported().is_none());
-        assert_eq!(Error::gate().status(), Status::Gate);
+        };
+        assert_eq!(status(child), Status::Failure);
     }
 }

@@ -58,13 +58,27 @@ pub enum PipeError<E> {
     Stream(E),
 }
 
-impl<E: Into<anyhow::Error>> PipeError<E> {
-    /// Either failure as one `anyhow` error (for callers that keep no
-    /// error type of their own): the program's, or the stream code's.
-    pub(crate) fn into_anyhow(self) -> anyhow::Error {
+impl<E: From<ProcessError>> PipeError<E> {
+    /// Either failure as the stream code's own error type, which carries
+    /// the program's: one error for a caller that keeps no other.
+    pub(crate) fn into_error(self) -> E {
         match self {
-            PipeError::Process(p) => anyhow::Error::new(p),
-            PipeError::Stream(e) => e.into(),
+            PipeError::Process(p) => E::from(p),
+            PipeError::Stream(e) => e,
+        }
+    }
+}
+
+/// A program that could not be run, or failed, is an operational failure.
+impl crate::exit::HasStatus for ProcessError {
+    fn exit_status(&self) -> crate::exit::Status {
+        match self {
+            ProcessError::NotFound { .. }
+            | ProcessError::Spawn { .. }
+            | ProcessError::Failed { .. }
+            | ProcessError::TimedOut { .. }
+            | ProcessError::Io { .. }
+            | ProcessError::StoppedReading { .. } => crate::exit::Status::Failure,
         }
     }
 }
@@ -618,6 +632,67 @@ pub(crate) fn sh_quote(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_program_that_cannot_run_or_fails_is_an_operational_failure() {
+        use crate::exit::{HasStatus, Status};
+        let missing = Cmd::new("/nonexistent/sunaba-test-program")
+            .run()
+            .unwrap_err();
+        assert!(
+            matches!(missing, ProcessError::NotFound { .. }),
+            "{missing}"
+        );
+        let failed = Cmd::new("false").run().unwrap_err();
+        assert!(matches!(failed, ProcessError::Failed { .. }), "{failed}");
+        let io = || std::io::Error::other("x");
+        for e in [
+            missing,
+            failed,
+            ProcessError::Spawn {
+                command: "x".into(),
+                source: io(),
+            },
+            ProcessError::TimedOut {
+                command: "x".into(),
+                after: Duration::from_secs(1),
+            },
+            ProcessError::Io {
+                command: "x".into(),
+                source: io(),
+            },
+            ProcessError::StoppedReading {
+                command: "x".into(),
+                status: "exit status: 1".into(),
+                stderr: String::new(),
+            },
+        ] {
+            assert_eq!(e.exit_status(), Status::Failure, "{e}");
+        }
+    }
+
+    #[test]
+    fn a_pipe_error_is_the_stream_codes_own_error_carrying_the_programs() {
+        #[derive(Debug, thiserror::Error)]
+        enum Stream {
+            #[error("not a tar archive")]
+            NotTar,
+            #[error(transparent)]
+            Program(#[from] ProcessError),
+        }
+        let stream: PipeError<Stream> = PipeError::Stream(Stream::NotTar);
+        assert!(matches!(stream.into_error(), Stream::NotTar));
+        let failed = Cmd::new("false")
+            .read_stdout(|_| Ok::<_, Stream>(()))
+            .unwrap_err();
+        assert!(
+            matches!(
+                failed.into_error(),
+                Stream::Program(ProcessError::Failed { .. })
+            ),
+            "the program's failure, in the stream's type"
+        );
+    }
 
     #[test]
     fn sh_quote_words() {

@@ -537,11 +537,21 @@ pub(crate) struct Ask {
     pub tty: bool,
 }
 
-impl ContractError {
-    /// Whether the error is about what was asked (a usage error), rather
-    /// than about the sandbox itself.
-    pub(crate) fn is_usage(&self) -> bool {
-        !matches!(self, ContractError::RelativeWorkspace { .. })
+/// What was asked (an environment variable, a directive, a number) is a
+/// usage error; a workspace that is not absolute is the caller's fault,
+/// not the asker's.
+impl crate::exit::HasStatus for ContractError {
+    fn exit_status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            ContractError::DeniedEnv { .. }
+            | ContractError::BadEnvName { .. }
+            | ContractError::DeniedDirective { .. }
+            | ContractError::TooManyCpus { .. }
+            | ContractError::NoCpus
+            | ContractError::NoMemory => Status::Usage,
+            ContractError::RelativeWorkspace { .. } => Status::Failure,
+        }
     }
 }
 
@@ -619,7 +629,10 @@ mod tests {
             &mut |_| {},
         )
         .unwrap_err();
-        assert!(e.is_usage(), "{e}");
+        assert!(
+            matches!(e, ContractError::TooManyCpus { asked: 9, .. }),
+            "{e}"
+        );
         let relative = sandbox(
             image("img"),
             Path::new("w"),
@@ -627,7 +640,37 @@ mod tests {
             Ask::default(),
             &mut |_| {},
         );
-        assert!(!relative.unwrap_err().is_usage());
+        assert!(matches!(
+            relative.unwrap_err(),
+            ContractError::RelativeWorkspace { .. }
+        ));
+    }
+
+    #[test]
+    fn what_was_asked_is_a_usage_error_and_a_relative_workspace_is_not() {
+        use crate::exit::{HasStatus, Status};
+        let usage = [
+            ContractError::DeniedEnv {
+                name: "AWS_SECRET".into(),
+                rule: "*SECRET*",
+            },
+            ContractError::BadEnvName { name: "1X".into() },
+            ContractError::DeniedDirective {
+                directive: "--privileged".into(),
+                allowed: DIRECTIVES_ALLOWED.into(),
+            },
+            ContractError::TooManyCpus {
+                asked: 9,
+                available: 2,
+            },
+            ContractError::NoCpus,
+            ContractError::NoMemory,
+        ];
+        for e in usage {
+            assert_eq!(e.exit_status(), Status::Usage, "{e}");
+        }
+        let relative = ContractError::RelativeWorkspace { path: "w".into() };
+        assert_eq!(relative.exit_status(), Status::Failure);
     }
 
     #[test]

@@ -10,10 +10,10 @@
 //! an ID has no manifest digest the engine can vouch for: it is named as
 //! given and described by its image ID.
 
+use super::AttestError;
 use super::sbom::Subject;
 use crate::engine::Engine;
 use crate::registry::{Client, Platform, Reference, best_match};
-use anyhow::Context as _;
 use std::collections::BTreeMap;
 
 /// Which platform image of an index to read.
@@ -45,7 +45,7 @@ pub(crate) async fn read(
     client: &Client,
     reference: &str,
     wanted: &Wanted,
-) -> anyhow::Result<Read> {
+) -> Result<Read, AttestError> {
     let parsed = reference.parse::<Reference>();
     if let Some(engine) = engine
         && let Some(info) = engine.inspect(reference).ok().flatten()
@@ -77,8 +77,9 @@ pub(crate) async fn read(
             });
         }
     }
-    let reference = parsed.with_context(|| {
-        format!("{reference} is not a local image, nor a registry reference to read")
+    let reference = parsed.map_err(|source| AttestError::NoImage {
+        reference: reference.to_string(),
+        source,
     })?;
     let platform = wanted
         .platform

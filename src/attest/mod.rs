@@ -57,4 +57,102 @@ pub enum AttestError {
     Malformed { what: String, detail: String },
     #[error("{what}: the signature does not verify with the key {hint}")]
     BadSignature { what: String, hint: String },
+    /// An image manifest whose layers cannot be read.
+    #[error("{image}: the manifest's layers")]
+    Layers {
+        image: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Text that names no local image and is no reference either.
+    #[error("{reference} is not a local image, nor a registry reference to read")]
+    NoImage {
+        reference: String,
+        #[source]
+        source: crate::name::Invalid,
+    },
+    #[error("reading {image} from {engine}")]
+    ReadLocal {
+        image: String,
+        engine: String,
+        #[source]
+        source: Box<AttestError>,
+    },
+    /// An image's files that cannot be read: its save stream or a layer.
+    #[error(transparent)]
+    Read(#[from] image_files::ReadError),
+    /// The engine's `save` (the program itself).
+    #[error(transparent)]
+    Process(#[from] crate::process::ProcessError),
+    #[error(transparent)]
+    Registry(#[from] crate::registry::Error),
+}
+
+/// A key, a signature or an image that cannot be used is an operational
+/// failure; text that is no image reference says its own status.
+impl crate::exit::HasStatus for AttestError {
+    fn exit_status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            AttestError::Key { .. }
+            | AttestError::KeyEnvMissing { .. }
+            | AttestError::KeyExists { .. }
+            | AttestError::Io { .. }
+            | AttestError::Malformed { .. }
+            | AttestError::BadSignature { .. }
+            | AttestError::Layers { .. }
+            | AttestError::Read(_) => Status::Failure,
+            AttestError::NoImage { source, .. } => source.exit_status(),
+            AttestError::ReadLocal { source, .. } => source.exit_status(),
+            AttestError::Process(e) => e.exit_status(),
+            AttestError::Registry(e) => e.exit_status(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exit::{HasStatus, Status};
+
+    #[test]
+    fn an_unusable_key_or_image_fails_and_a_reference_that_is_none_is_usage() {
+        let s = String::new;
+        for e in [
+            AttestError::Key {
+                path: s(),
+                detail: s(),
+            },
+            AttestError::KeyEnvMissing { name: s() },
+            AttestError::KeyExists { path: s() },
+            AttestError::Malformed {
+                what: s(),
+                detail: s(),
+            },
+            AttestError::BadSignature {
+                what: s(),
+                hint: s(),
+            },
+            AttestError::Process(crate::process::ProcessError::NotFound { program: s() }),
+            AttestError::Read(image_files::ReadError::Stream {
+                image: s(),
+                problem: s(),
+            }),
+        ] {
+            assert_eq!(e.exit_status(), Status::Failure, "{e}");
+        }
+        let no_image = AttestError::NoImage {
+            reference: "-v".into(),
+            source: "-v".parse::<crate::name::Reference>().unwrap_err(),
+        };
+        assert_eq!(no_image.exit_status(), Status::Usage);
+        let read = AttestError::ReadLocal {
+            image: "i".into(),
+            engine: "docker".into(),
+            source: Box::new(AttestError::Process(
+                crate::process::ProcessError::NotFound { program: s() },
+            )),
+        };
+        assert_eq!(read.exit_status(), Status::Failure);
+    }
 }

@@ -8,9 +8,9 @@
 //! each distinct blob once. A blob that cannot be read is an error naming
 //! its digest and the image.
 
+use super::AttestError;
 use super::image_files::{Composed, LayerFiles, Reading};
 use crate::registry::{Client, Digest, Repository};
-use anyhow::Context as _;
 use serde::Deserialize;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -42,7 +42,7 @@ impl LayerReader {
         repo: &Repository,
         image: &str,
         manifest: &[u8],
-    ) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+    ) -> Result<BTreeMap<String, Vec<u8>>, AttestError> {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Layer {
@@ -52,8 +52,11 @@ impl LayerReader {
         struct Layers {
             layers: Vec<Layer>,
         }
-        let parsed: Layers = serde_json::from_slice(manifest)
-            .with_context(|| format!("{image}: the manifest's layers"))?;
+        let parsed: Layers =
+            serde_json::from_slice(manifest).map_err(|source| AttestError::Layers {
+                image: image.to_string(),
+                source,
+            })?;
         let count = parsed.layers.len();
         let mut reading = Reading::new(&super::sbom::WANTED);
         loop {

@@ -263,16 +263,23 @@ pub const WANTED: [&str; 3] = [STATUS, OS_RELEASE[0], OS_RELEASE[1]];
 pub fn local_files(
     engine: &dyn crate::engine::Engine,
     image: &str,
-) -> anyhow::Result<super::image_files::ImageFiles> {
+) -> Result<super::image_files::ImageFiles, super::AttestError> {
+    use super::AttestError;
     use super::image_files::{ImageFiles, read_following, read_save_stream};
-    use anyhow::Context as _;
+    use crate::process::PipeError;
     let (config, files) = read_following(image, &WANTED, |reading| {
         let saved = engine
             .save_cmd(image)
             .read_stdout(|out| read_save_stream(image, reading, out))
-            .map_err(crate::process::PipeError::into_anyhow)
-            .with_context(|| format!("reading {image} from {}", engine.describe()))?;
-        anyhow::Ok((saved.config, saved.layers))
+            .map_err(|e| AttestError::ReadLocal {
+                image: image.to_string(),
+                engine: engine.describe(),
+                source: Box::new(match e {
+                    PipeError::Process(p) => AttestError::Process(p),
+                    PipeError::Stream(r) => AttestError::Read(r),
+                }),
+            })?;
+        Ok::<_, AttestError>((saved.config, saved.layers))
     })?;
     Ok(ImageFiles { files, config })
 }

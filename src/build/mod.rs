@@ -105,6 +105,33 @@ pub(crate) enum BuildError {
     },
     #[error(transparent)]
     Engine(#[from] EngineError),
+    #[error("{SOURCE_DATE_EPOCH}={value:?} is not a number of seconds since 1970")]
+    SourceDateEpoch { value: String },
+}
+
+/// A build that cannot be done is an operational failure; a name or
+/// platform the family does not declare, asked for by the caller, is a
+/// usage error.
+impl crate::exit::HasStatus for BuildError {
+    fn exit_status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            BuildError::Unknown(e) => e.exit_status(),
+            BuildError::UnknownPlatform { .. } => Status::Usage,
+            BuildError::Stale { .. }
+            | BuildError::ReadInput { .. }
+            | BuildError::CaBundle { .. }
+            | BuildError::CaBundlePath { .. }
+            | BuildError::Upstream { .. }
+            | BuildError::Platform { .. }
+            | BuildError::Emulation { .. }
+            | BuildError::NoPlatformUpstream { .. }
+            | BuildError::Io { .. }
+            | BuildError::SourceDateEpoch { .. } => Status::Failure,
+            BuildError::UpstreamSetting(e) => e.exit_status(),
+            BuildError::Engine(e) => e.exit_status(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -149,14 +176,12 @@ pub(crate) const SOURCE_DATE_EPOCH: &str = "SOURCE_DATE_EPOCH";
 /// `SOURCE_DATE_EPOCH`: the environment's value when set (as
 /// reproducible-builds.org defines it), else the commit time of HEAD, else 0
 /// (not a git checkout: a fixed time is still better than the clock).
-pub(crate) fn source_date_epoch(root: &Path) -> Result<u64, String> {
+pub(crate) fn source_date_epoch(root: &Path) -> Result<u64, BuildError> {
     if let Some(value) = std::env::var(SOURCE_DATE_EPOCH)
         .ok()
         .filter(|v| !v.is_empty())
     {
-        return value.trim().parse().map_err(|_| {
-            format!("{SOURCE_DATE_EPOCH}={value:?} is not a number of seconds since 1970")
-        });
+        return (value.trim().parse()).map_err(|_| BuildError::SourceDateEpoch { value });
     }
     let out = Cmd::new("git")
         .arg("-C")

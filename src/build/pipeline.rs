@@ -7,16 +7,56 @@
 //! returns.
 
 use super::progress::Reporter;
-use super::{Family, Options, Summary};
-use crate::engine::Engine;
+use super::{BuildError, Family, Options, Summary};
+use crate::engine::{Engine, EngineError};
 use crate::labels::{CheckRecord, Inventory};
-use crate::manifest::{Manifest, Settings};
+use crate::manifest::{Manifest, Settings, UpstreamError};
 use crate::name::Platform;
-use crate::registry::{Client, Reference, Repository};
-use anyhow::Context as _;
+use crate::registry::{self, Client, Reference, Repository};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// Why a run of `build` (every platform asked) stopped before its outcome.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PipelineError {
+    #[error("resolving the log directory")]
+    LogDir(#[source] std::io::Error),
+    #[error("building the image family")]
+    Build(#[source] BuildError),
+    /// The build options cannot be made (`SOURCE_DATE_EPOCH`).
+    #[error(transparent)]
+    Options(BuildError),
+    #[error("{reference} vanished after the build")]
+    Vanished { reference: String },
+    #[error("finding the {platform} image of the upstream {pinned}")]
+    UpstreamImage {
+        platform: String,
+        pinned: String,
+        #[source]
+        source: Box<registry::Error>,
+    },
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// A build run that stops is an operational failure, but for the errors
+/// it carries that say their own.
+impl crate::exit::HasStatus for PipelineError {
+    fn exit_status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            PipelineError::LogDir(_)
+            | PipelineError::Vanished { .. }
+            | PipelineError::UpstreamImage { .. } => Status::Failure,
+            PipelineError::Build(e) | PipelineError::Options(e) => e.exit_status(),
+            PipelineError::Upstream(e) => e.exit_status(),
+            PipelineError::Engine(e) => e.exit_status(),
+        }
+    }
+}
 
 /// The options every command that builds takes (`build`, `release`): one
 /// definition, one set of defaults.
@@ -48,7 +88,7 @@ impl BuildOptions {
         &self,
         manifest: &Manifest,
         settings: &Settings,
-    ) -> anyhow::Result<Options> {
+    ) -> Result<Options, PipelineError> {
         Ok(Options {
             jobs: self.jobs,
             no_cache: false,
@@ -60,20 +100,20 @@ impl BuildOptions {
             check_timeout: self.check_timeout,
             revision: super::git_revision(&manifest.root),
             source_date_epoch: super::source_date_epoch(&manifest.root)
-                .map_err(anyhow::Error::msg)?,
+                .map_err(PipelineError::Options)?,
             platform: None,
             upstream_for_platform: None,
             normalize: true,
         })
     }
 
-    fn log_dir(&self, root: &Path) -> anyhow::Result<PathBuf> {
+    fn log_dir(&self, root: &Path) -> Result<PathBuf, PipelineError> {
         std::path::absolute(
             self.log_dir
                 .clone()
                 .unwrap_or_else(|| root.join("target/sunaba-build/logs")),
         )
-        .context("resolving the log directory")
+        .map_err(PipelineError::LogDir)
     }
 }
 
@@ -157,7 +197,7 @@ pub(crate) fn run(
     native: &Platform,
     request: &Request,
     services: &Services,
-) -> anyhow::Result<Outcome> {
+) -> Result<Outcome, PipelineError> {
     let base = request.build.options(manifest, settings)?;
     let mut summaries = Vec::new();
     for platform in &request.platforms {
@@ -194,7 +234,7 @@ pub(crate) fn run(
             &options,
             reporter.as_ref(),
         )
-        .context("building the image family")?;
+        .map_err(PipelineError::Build)?;
         summaries.push(summary);
     }
 
@@ -251,7 +291,7 @@ pub(crate) fn tool_mismatches<P: std::fmt::Display>(
 pub(crate) fn records(
     engine: &dyn Engine,
     summaries: &[Summary],
-) -> anyhow::Result<BTreeMap<String, BTreeMap<Platform, CheckRecord>>> {
+) -> Result<BTreeMap<String, BTreeMap<Platform, CheckRecord>>, PipelineError> {
     let mut out: BTreeMap<String, BTreeMap<Platform, CheckRecord>> = BTreeMap::new();
     for summary in summaries {
         for r in &summary.results {
@@ -260,7 +300,9 @@ pub(crate) fn records(
             };
             let info = engine
                 .inspect(reference)?
-                .with_context(|| format!("{reference} vanished after the build"))?;
+                .ok_or_else(|| PipelineError::Vanished {
+                    reference: reference.to_string(),
+                })?;
             if let Some(record) = crate::check::passing_record(&info) {
                 out.entry(r.variant.clone())
                     .or_default()
@@ -278,13 +320,17 @@ fn upstream_for(
     rt: &tokio::runtime::Runtime,
     family: &Family,
     want: &Platform,
-) -> anyhow::Result<Reference> {
+) -> Result<Reference, PipelineError> {
     let pinned = family.upstream.pinned()?;
     // `resolve` picks the index's child, and refuses a single image of
     // another platform.
-    let resolved = rt
-        .block_on(client.resolve(&pinned, Some(want)))
-        .with_context(|| format!("finding the {want} image of the upstream {pinned}"))?;
+    let resolved = (rt.block_on(client.resolve(&pinned, Some(want)))).map_err(|source| {
+        PipelineError::UpstreamImage {
+            platform: want.to_string(),
+            pinned: pinned.to_string(),
+            source: Box::new(source),
+        }
+    })?;
     Ok(pinned.by_digest(resolved.digest))
 }
 

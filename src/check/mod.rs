@@ -70,6 +70,24 @@ pub(crate) enum CheckError {
     Engine(#[from] EngineError),
 }
 
+/// A check that cannot be made is an operational failure, whatever the
+/// reason: even the run contract refusing the check's own sandbox is about
+/// the image or the project, not about what was asked.
+impl crate::exit::HasStatus for CheckError {
+    fn exit_status(&self) -> crate::exit::Status {
+        match self {
+            CheckError::NoImage { .. }
+            | CheckError::NoHealthcheck { .. }
+            | CheckError::BadHealthcheck { .. }
+            | CheckError::Run { .. }
+            | CheckError::Smoke(_)
+            | CheckError::Contract(_)
+            | CheckError::Record { .. }
+            | CheckError::Engine(_) => crate::exit::Status::Failure,
+        }
+    }
+}
+
 /// Which healthcheck a check runs, and what it holds the image to.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Healthcheck<'a> {
@@ -92,4 +110,36 @@ pub(crate) struct Expectation {
     pub size_budget: u64,
     /// The smoke cases it runs.
     pub smoke: crate::smoke::Plan,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exit::{HasStatus, Status};
+
+    #[test]
+    fn a_check_that_cannot_be_made_is_a_failure_even_when_the_contract_refuses_it() {
+        let refused = crate::run_contract::ContractError::RelativeWorkspace { path: "w".into() };
+        let denied = crate::run_contract::ContractError::NoCpus;
+        assert_eq!(denied.exit_status(), Status::Usage, "as `run` asks it");
+        for e in [
+            CheckError::NoImage {
+                reference: "r".into(),
+                variant: "v".into(),
+            },
+            CheckError::NoHealthcheck {
+                reference: "r".into(),
+            },
+            CheckError::BadHealthcheck {
+                reference: "r".into(),
+                test: Vec::new(),
+                why: "empty".into(),
+            },
+            CheckError::Contract(refused),
+            CheckError::Contract(denied),
+            CheckError::Engine(EngineError::NoneOnPath),
+        ] {
+            assert_eq!(e.exit_status(), Status::Failure, "{e}");
+        }
+    }
 }

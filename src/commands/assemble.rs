@@ -6,9 +6,9 @@
 //! is already there is not put again.
 
 use super::context::{Context, RegistryOptions, runtime};
-use crate::exit::{self, Status, WithStatus};
+use crate::cli::ArgsError;
+use crate::exit;
 use crate::registry::{ChildRef, Digest, IndexReport, Reference, Repository};
-use anyhow::anyhow;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -35,15 +35,12 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
-    let target: Reference = args.target.parse().status(Status::Usage)?;
+    let target: Reference = args.target.parse()?;
     if target.digest().is_some() {
-        return Err(anyhow!(
-            "{target}: name a tag (or just the repository), not a digest: the index's digest is known once it is assembled"
-        ))
-        .status(Status::Usage);
+        return Err(ArgsError::DigestTarget(target).into());
     }
     let repo = target.repo().clone();
-    let children = children(&args.children, &repo).status(Status::Usage)?;
+    let children = children(&args.children, &repo)?;
     let client = ctx.registry(&args.registry)?;
     let rt = runtime()?;
     let (index, put) = rt.block_on(client.assemble_at(&target, children, !args.write))?;
@@ -71,7 +68,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
 
 /// The children as named: a digest or a reference in the target's own
 /// repository (an index lists manifests of the repository it lives in).
-fn children(texts: &[String], repo: &Repository) -> anyhow::Result<Vec<ChildRef>> {
+fn children(texts: &[String], repo: &Repository) -> Result<Vec<ChildRef>, ArgsError> {
     texts
         .iter()
         .map(|c| {
@@ -80,9 +77,10 @@ fn children(texts: &[String], repo: &Repository) -> anyhow::Result<Vec<ChildRef>
             }
             let r: Reference = c.parse()?;
             if r.repo() != repo {
-                return Err(anyhow!(
-                    "{c}: not in {repo}; push it there first (an index names images of its own repository)"
-                ));
+                return Err(ArgsError::ChildElsewhere {
+                    child: c.clone(),
+                    repo: repo.clone(),
+                });
             }
             Ok(match r.digest() {
                 Some(d) => ChildRef::Digest(d.clone()),

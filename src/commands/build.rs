@@ -7,7 +7,7 @@ use super::context::{
 };
 use crate::build::progress::{PlainReporter, Reporter, TtyReporter};
 use crate::build::{self, BuildOptions, Outcome, Summary, pipeline};
-use crate::exit::{self, WithStatus};
+use crate::exit;
 use crate::registry::Repository;
 use crate::release::legs;
 use crate::table::{Column, Table};
@@ -83,14 +83,11 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let (manifest, settings, family) = (ctx.manifest()?, ctx.settings()?, ctx.family()?);
     let selected = family.select(&args.variants)?;
     refuse_stale_locks(manifest, &selected)?;
-    let push_to: Option<Repository> = (args.push_by_digest.as_deref().map(str::parse))
-        .transpose()
-        .map_err(anyhow::Error::from)
-        .status(exit::Status::Usage)?;
+    let push_to: Option<Repository> =
+        (args.push_by_digest.as_deref().map(str::parse)).transpose()?;
     let request = pipeline::Request {
         variants: &args.variants,
-        platforms: Platforms::of_family(args.platform.as_ref(), &family)
-            .status(exit::Status::Usage)?,
+        platforms: Platforms::of_family(args.platform.as_ref(), &family)?,
         build: &args.build,
         no_cache: args.no_cache,
         check: !args.no_check,
@@ -134,11 +131,13 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         github(&outcome, manifest, args.json)?;
     }
     print_outcome(&outcome, &pushed, push_to.as_ref(), args.json)?;
-    // The summary names every failure: nothing is left to print.
+    // The summary names every failure: nothing is left to print. A build
+    // that failed is work not done; an image that only failed its check
+    // (or whose tools differ between platforms) is a finding.
     if outcome.build_failed() {
-        Err(exit::Error::reported(exit::Status::Failure))
+        Err(exit::Reported::Failures.into())
     } else if outcome.failed() {
-        Err(exit::Error::gate())
+        Err(exit::Reported::Findings.into())
     } else {
         Ok(())
     }
@@ -165,7 +164,7 @@ fn refuse_stale_locks(manifest: &crate::manifest::Manifest, selected: &[String])
     stale.iter().for_each(|p| eprintln!("lock: {p}"));
     let n = stale.len();
     let why = "the locks do not match images.toml; nothing was built";
-    Err(anyhow::anyhow!("{n} lock problem(s): {why}").into())
+    Err(anyhow::anyhow!("{n} lock problem(s): {why}"))
 }
 
 /// Pushes every checked platform image to `repo` by digest and writes the

@@ -8,6 +8,7 @@
 
 use super::context::{Context, OutputOptions, PLATFORM_HELP, PLATFORM_VALUE, Platforms};
 use crate::check;
+use crate::cli::ArgsError;
 use crate::exit;
 use anyhow::Context as _;
 use std::path::PathBuf;
@@ -64,9 +65,7 @@ pub(crate) struct Args {
 pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     // Before anything is loaded or pulled.
     if args.image.is_some() && args.variants.len() > 1 {
-        return Err(exit::Error::usage(
-            "--image checks one image: name at most one variant",
-        ));
+        return Err(ArgsError::ImageWithVariants.into());
     }
     let request = |platform| check::pipeline::Request {
         variants: &args.variants,
@@ -111,6 +110,6 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     if reports.iter().all(|r| r.passed) {
         Ok(())
     } else {
-        Err(exit::Error::gate())
+        Err(exit::Reported::Findings.into())
     }
 }

@@ -57,9 +57,9 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
                     eprintln!("warning: {warning}");
                 }
             }
-            return Err(anyhow::Error::new(err)
-                .context(format!("detecting {}", args.path.display()))
-                .into());
+            return Err(
+                anyhow::Error::new(err).context(format!("detecting {}", args.path.display()))
+            );
         }
     };
     if args.json {

@@ -51,8 +51,7 @@ pub(crate) fn run(_ctx: &Context, args: Args) -> exit::Result {
         return Err(anyhow::anyhow!(
             "{} exists already; pass --force to replace it",
             args.public_key.display()
-        )
-        .into());
+        ));
     }
     let key = PrivateKey::generate();
     let public = key.public();

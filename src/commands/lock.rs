@@ -3,7 +3,7 @@
 
 use super::context::{Context, OutputOptions, runtime};
 use crate::engine::Engine;
-use crate::exit::{self, Status, WithStatus};
+use crate::exit;
 use crate::feeds::Feeds;
 use crate::locks::generate::{self, Request};
 use anyhow::Context as _;
@@ -42,7 +42,7 @@ pub(crate) struct Args {
 pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let manifest = ctx.manifest()?;
     let settings = ctx.settings()?;
-    let fragments = generate::select(manifest, &args.fragments).status(Status::Usage)?;
+    let fragments = generate::select(manifest, &args.fragments)?;
     let ca_bundle = args.ca_bundle.clone().or(settings.ca_bundle.clone());
     // lock talks to npm and PyPI, no registry: only the CAs for every host.
     let mut ca_files = super::context::global_ca_files(&args.ca_certs);
@@ -127,7 +127,7 @@ fn finish(reports: &[(String, generate::Report)], args: &Args) -> exit::Result {
         super::report_findings(found, "Every lock file is up to date.", args.json)?;
     }
     if stale {
-        return Err(exit::Error::gate());
+        return Err(exit::Reported::Findings.into());
     }
     Ok(())
 }

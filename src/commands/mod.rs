@@ -2,7 +2,9 @@
 //! the library and on [`context`] (what they share), never on each other.
 //! They print results to stdout through [`outln!`]/[`out!`] (a closed stdout
 //! is an error `main` ends quietly on) and return an [`exit::Error`] for
-//! every failure; they never print `error:` themselves.
+//! every failure; they never print `error:` themselves, and never choose an
+//! exit status: the error's kind does ([`ERROR_KINDS`]). A command that
+//! printed its own report of what went wrong ends with [`exit::Reported`].
 
 /// Writes a line to stdout; `?` it (a closed stdout is an error).
 macro_rules! outln {
@@ -50,6 +52,41 @@ pub(crate) mod version;
 use crate::cli::{Cli, Command};
 use crate::exit;
 use context::Context;
+
+/// Every kind of error that says its own exit status ([`exit::HasStatus`]),
+/// for [`exit::report`] to recognise in a chain: the outermost cause it
+/// recognises decides. The table is here, at the top, because `exit` is
+/// below every module that owns one of these types and cannot name them
+/// (`every_error_that_says_its_status_is_in_the_table` keeps it whole).
+pub(crate) const ERROR_KINDS: &[exit::Recognise] = &[
+    exit::recognise::<crate::cli::ArgsError>,
+    exit::recognise::<crate::name::Unknown>,
+    exit::recognise::<crate::name::Invalid>,
+    exit::recognise::<crate::name::InvalidDigest>,
+    exit::recognise::<crate::process::ProcessError>,
+    exit::recognise::<crate::engine::EngineError>,
+    exit::recognise::<crate::registry::Error>,
+    exit::recognise::<crate::manifest::UpstreamError>,
+    exit::recognise::<crate::run_contract::ContractError>,
+    exit::recognise::<crate::pins::PinsError>,
+    exit::recognise::<crate::locks::generate::SelectError>,
+    exit::recognise::<crate::check::CheckError>,
+    exit::recognise::<crate::build::BuildError>,
+    exit::recognise::<crate::build::pipeline::PipelineError>,
+    exit::recognise::<crate::attest::AttestError>,
+    exit::recognise::<crate::release::journal::JournalError>,
+    exit::recognise::<crate::release::plan::PlanError>,
+    exit::recognise::<crate::release::plan::PlanErrors>,
+    exit::recognise::<crate::release::pin::PinError>,
+    exit::recognise::<crate::release::promote::PromoteError>,
+    exit::recognise::<crate::release::publish::PublishError>,
+    exit::recognise::<crate::release::stage::StageError>,
+    exit::recognise::<crate::release::legs::LegsError>,
+    exit::recognise::<crate::release::gather::GatherError>,
+    exit::recognise::<crate::release::attach::AttachError>,
+    exit::recognise::<crate::release::run::ReleaseError>,
+    exit::recognise::<crate::rebuild::RebuildError>,
+];
 
 /// The verb being run (`pins verify`), whose schema its `--json` names.
 static VERB: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -167,6 +204,85 @@ pub(crate) fn report_findings(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The types `impl … HasStatus for T` names in the sources under `src`
+    /// (`exit`'s own excepted), as written there.
+    fn errors_with_a_status(src: &std::path::Path) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut dirs = vec![src.to_path_buf()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
+                if path.extension().is_none_or(|e| e != "rs") || path.ends_with("exit.rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                for line in text.lines().map(str::trim_start) {
+                    if let Some(rest) = line.strip_prefix("impl ")
+                        && let Some((_, ty)) = rest.split_once("HasStatus for ")
+                    {
+                        let ty = ty.trim_end_matches(" {").trim();
+                        found.push(format!(
+                            "{}: {ty}",
+                            path.strip_prefix(src).unwrap().display()
+                        ));
+                    }
+                }
+            }
+        }
+        found.sort();
+        found
+    }
+
+    #[test]
+    fn every_error_that_says_its_status_is_in_the_table() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let table = std::fs::read_to_string(src.join("commands/mod.rs")).unwrap();
+        let table = table
+            .split_once("ERROR_KINDS")
+            .and_then(|(_, rest)| rest.split_once("];"))
+            .map(|(entries, _)| entries)
+            .unwrap();
+        let all = errors_with_a_status(&src);
+        assert!(all.len() >= ERROR_KINDS.len(), "{all:?}");
+        let missing: Vec<&String> = (all.iter())
+            .filter(|found| {
+                let ty = found.rsplit(' ').next().unwrap();
+                !table.contains(&format!("::{ty}>")) && !table.contains(&format!("<{ty}>"))
+            })
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "say their status but exit::report would not recognise them (add each to \
+             ERROR_KINDS):\n{missing:#?}"
+        );
+        assert_eq!(all.len(), ERROR_KINDS.len(), "one entry per type: {all:#?}");
+    }
+
+    #[test]
+    fn a_kind_in_the_table_decides_through_any_context_and_its_wrapper_delegates() {
+        use exit::Status;
+        let unknown = crate::name::Unknown::new("variant", "rust", "images.toml", ["base"]);
+        let e = anyhow::Error::new(unknown).context("building the image family");
+        assert_eq!(exit::status_of(&e, ERROR_KINDS), Status::Usage);
+        assert_eq!(
+            format!("{e:#}"),
+            "building the image family: unknown variant `rust` (images.toml declares: base)"
+        );
+        let invalid = "-v=/:/host".parse::<crate::name::Repository>().unwrap_err();
+        let e = anyhow::Error::new(invalid).context("reading image_pins.json");
+        assert_eq!(exit::status_of(&e, ERROR_KINDS), Status::Usage);
+        let e = anyhow::Error::new(std::io::Error::other("disk on fire"));
+        assert_eq!(exit::status_of(&e, ERROR_KINDS), Status::Failure);
+        let refused =
+            crate::check::CheckError::Contract(crate::run_contract::ContractError::NoCpus);
+        let e = anyhow::Error::new(refused);
+        assert_eq!(exit::status_of(&e, ERROR_KINDS), Status::Failure);
+    }
 
     #[test]
     fn a_report_gets_its_verbs_schema_first_and_a_list_is_refused() {

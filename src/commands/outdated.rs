@@ -59,13 +59,8 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         "outdated: {} pinned, {behind} behind, {errors} could not be checked",
         rows.len()
     );
-    if errors > 0 {
-        Err(exit::Error::reported(exit::Status::Failure))
-    } else if behind > 0 {
-        Err(exit::Error::gate())
-    } else {
-        Ok(())
-    }
+    // A registry that could not be asked is not a version found behind.
+    Ok(exit::Reported::verdict(behind, errors)?)
 }
 
 /// The upstream's row: has the tag's image for the family's platforms moved?

@@ -2,6 +2,7 @@
 //! the semver rules, shows the plan, and writes it with `--write`.
 
 use super::context::{Context, PinsOptions, RegistryOptions};
+use crate::cli::ArgsError;
 use crate::exit;
 use crate::fsutil::FileLock;
 use crate::pins::PinsFile;
@@ -46,9 +47,7 @@ pub(crate) struct Args {
 
 pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     if args.to.is_some() && args.aliases.len() != 1 {
-        return Err(exit::Error::usage(
-            "--to picks one version of one variant: name exactly one alias",
-        ));
+        return Err(ArgsError::ToWithoutOneAlias.into());
     }
     let settings = ctx.settings()?;
     let specs = ctx.alias_specs()?;

@@ -176,18 +176,13 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
     // Could not check is not the same as found wrong: CI must tell an
     // unreachable registry from broken pins.
     match (problems, errors) {
-        (0, 0) => Ok(()),
-        (problems, 0) => {
-            eprintln!("pins verify: {problems} problem(s)");
-            Err(exit::Error::gate())
-        }
-        (problems, errors) => {
-            eprintln!(
-                "pins verify: {problems} problem(s); {errors} check(s) could not be made (see the error lines)"
-            );
-            Err(exit::Error::reported(exit::Status::Failure))
-        }
+        (0, 0) => {}
+        (problems, 0) => eprintln!("pins verify: {problems} problem(s)"),
+        (problems, errors) => eprintln!(
+            "pins verify: {problems} problem(s); {errors} check(s) could not be made (see the error lines)"
+        ),
     }
+    Ok(exit::Reported::verdict(problems, errors)?)
 }
 
 /// `--format github`: the findings as annotations and the step summary.
@@ -255,5 +250,5 @@ fn rebuild(
         reporter: &reporter,
         progress: &|line| eprintln!("{line}"),
     };
-    crate::rebuild::run(&r, &targets, platforms)
+    Ok(crate::rebuild::run(&r, &targets, platforms)?)
 }

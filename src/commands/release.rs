@@ -184,7 +184,9 @@ impl Planning<'_> {
         let (client, rt) = (self.client, self.rt);
         let candidates = gather::candidates(client, rt, family, variants, origin)?;
         let repository = &settings.repository;
-        gather::plan_release(client, rt, repository, family, &pins, specs, candidates)
+        Ok(gather::plan_release(
+            client, rt, repository, family, &pins, specs, candidates,
+        )?)
     }
 }
 

@@ -45,7 +45,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
             gaps.len(),
             manifest.path.display()
         );
-        return Err(exit::Error::gate());
+        return Err(exit::Reported::Findings.into());
     }
     let rendered = ctx.rendered()?;
     let plan =
@@ -66,7 +66,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         return if plan.is_clean() && stale.is_empty() {
             Ok(())
         } else {
-            Err(exit::Error::gate())
+            Err(exit::Reported::Findings.into())
         };
     }
 
@@ -78,7 +78,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         Ok(())
     } else {
         eprintln!("{}", locks_summary(&stale));
-        Err(exit::Error::gate())
+        Err(exit::Reported::Findings.into())
     }
 }
 

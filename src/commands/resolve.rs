@@ -1,7 +1,7 @@
 //! `sunaba-images resolve REF…`: tags to digests.
 
 use super::context::{Context, PLATFORM_HELP, PLATFORM_VALUE, Platforms, RegistryOptions, runtime};
-use crate::exit::{self, Status, WithStatus};
+use crate::exit;
 use crate::registry::{Client, Digest, Platform, Reference, ResolveOptions, Resolved};
 
 #[derive(Debug, clap::Args)]
@@ -30,8 +30,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         .references
         .iter()
         .map(|r| r.parse::<Reference>())
-        .collect::<Result<Vec<_>, _>>()
-        .status(Status::Usage)?;
+        .collect::<Result<Vec<_>, _>>()?;
     let client = ctx.registry(&args.registry)?;
     let rt = runtime()?;
     // One platform named: that platform's image is the reference's digest.
@@ -70,8 +69,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         return Err(anyhow::anyhow!(
             "{failed} of {} reference(s) could not be resolved",
             references.len()
-        )
-        .into());
+        ));
     }
     Ok(())
 }

@@ -3,7 +3,8 @@
 //! line (`--print`) or argv (`--json`) that would.
 
 use super::context::{Context, PinsOptions};
-use crate::exit::{self, Status, WithStatus};
+use crate::cli::ArgsError;
+use crate::exit;
 use crate::name::Image;
 use crate::pins::PinsFile;
 use crate::process::Cmd;
@@ -75,12 +76,11 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     };
     let workspace = workspace(args.workspace.clone())?;
 
-    let env =
-        run_contract::allowed_env(&args.env, &run_contract::caller_env()).status(Status::Usage)?;
+    let env = run_contract::allowed_env(&args.env, &run_contract::caller_env())?;
     for name in args.env.iter().filter(|n| !env.contains(n)) {
         eprintln!("note: {name} is not set here, so it is not passed");
     }
-    let directives = Directive::parse_all(&args.directives).status(Status::Usage)?;
+    let directives = Directive::parse_all(&args.directives)?;
 
     let engine = ctx.engine()?;
     let image = match (&pin, &args.image) {
@@ -106,12 +106,9 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         interactive: args.interactive || terminal,
         tty: args.tty || (terminal && std::io::stdout().is_terminal()),
     };
-    let sandbox = match run_contract::sandbox(image, &workspace, &resources, ask, &mut |d| {
+    let sandbox = run_contract::sandbox(image, &workspace, &resources, ask, &mut |d| {
         eprintln!("warning: {d} dropped: the engine has no GPU runtime")
-    }) {
-        Err(e) if e.is_usage() => Err(e).status(Status::Usage)?,
-        sandbox => sandbox?,
-    };
+    })?;
 
     let cmd = sandbox.cmd(engine.as_ref());
     if args.json {
@@ -136,10 +133,7 @@ fn workspace(asked: Option<PathBuf>) -> exit::Result<PathBuf> {
     let workspace = std::fs::canonicalize(&workspace)
         .with_context(|| format!("the workspace {} cannot be used", workspace.display()))?;
     if !workspace.is_dir() {
-        return Err(exit::Error::usage(format!(
-            "the workspace {} is not a directory",
-            workspace.display()
-        )));
+        return Err(ArgsError::WorkspaceNotADirectory(workspace).into());
     }
     Ok(workspace)
 }

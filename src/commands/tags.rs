@@ -1,7 +1,7 @@
 //! `sunaba-images tags REPO`: every tag of a repository.
 
 use super::context::{Context, RegistryOptions, runtime};
-use crate::exit::{self, Status, WithStatus};
+use crate::exit;
 use crate::registry::Repository;
 
 #[derive(Debug, clap::Args)]
@@ -20,7 +20,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
-    let repo: Repository = args.repository.parse().status(Status::Usage)?;
+    let repo: Repository = args.repository.parse()?;
     let client = ctx.registry(&args.registry)?;
     let tags = runtime()?.block_on(client.list_tags(&repo))?;
     if args.json {

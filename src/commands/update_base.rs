@@ -126,13 +126,13 @@ fn conclude(target: &Target, plan: &Plan, written: bool, rendered: usize) -> exi
                  command does not write (for the dev environment: `scripts/dev-env up` \
                  re-exports it)"
             );
-            Err(exit::Error::gate())
+            Err(exit::Reported::Findings.into())
         }
         (true, false, Slot::File(_)) => {
             eprintln!(
                 "update-base: the images for {names} changed; run `sunaba-images update-base --write`"
             );
-            Err(exit::Error::gate())
+            Err(exit::Reported::Findings.into())
         }
     }
 }

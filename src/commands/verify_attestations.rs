@@ -109,9 +109,8 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         }
         return Ok(());
     }
-    if errors > 0 {
-        return Err(exit::Error::reported(exit::Status::Failure));
+    if errors == 0 {
+        eprintln!("verify-attestations: {problems} problem(s)");
     }
-    eprintln!("verify-attestations: {problems} problem(s)");
-    Err(exit::Error::gate())
+    Ok(exit::Reported::verdict(problems, errors)?)
 }

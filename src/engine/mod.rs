@@ -77,6 +77,25 @@ pub enum EngineError {
     Process(#[from] ProcessError),
 }
 
+/// An engine that cannot be found, reached or understood, or a build that
+/// failed on it, is an operational failure.
+impl crate::exit::HasStatus for EngineError {
+    fn exit_status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            EngineError::NotFound { .. }
+            | EngineError::NoneOnPath
+            | EngineError::Unknown { .. }
+            | EngineError::NoBuildKit { .. }
+            | EngineError::NotRunning { .. }
+            | EngineError::BuildFailed { .. }
+            | EngineError::Parse { .. }
+            | EngineError::Io { .. } => Status::Failure,
+            EngineError::Process(e) => e.exit_status(),
+        }
+    }
+}
+
 /// What to build: a staged context directory, its Dockerfile and the
 /// arguments, labels, secrets and tags of the result.
 #[derive(Debug, Clone, Default)]
@@ -557,6 +576,48 @@ pub(crate) fn parse_inspect(json: &str) -> Result<ImageInfo, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_engine_that_cannot_do_the_work_is_an_operational_failure() {
+        use crate::exit::{HasStatus, Status};
+        let s = String::new;
+        for e in [
+            EngineError::NotFound {
+                program: s(),
+                origin: s(),
+            },
+            EngineError::NoneOnPath,
+            EngineError::Unknown {
+                program: s(),
+                said: s(),
+            },
+            EngineError::NoBuildKit {
+                program: s(),
+                version: s(),
+                alternative: None,
+            },
+            EngineError::NotRunning {
+                program: s(),
+                target: s(),
+                stderr: s(),
+            },
+            EngineError::BuildFailed {
+                command: s(),
+                status: s(),
+            },
+            EngineError::Parse {
+                command: s(),
+                detail: s(),
+            },
+            EngineError::Io {
+                context: s(),
+                source: std::io::Error::other("x"),
+            },
+            EngineError::Process(ProcessError::NotFound { program: s() }),
+        ] {
+            assert_eq!(e.exit_status(), Status::Failure, "{e}");
+        }
+    }
 
     fn platform(s: &str) -> Platform {
         s.parse().unwrap()

@@ -327,6 +327,16 @@ pub(crate) enum SelectError {
     NothingToLock { name: String },
 }
 
+/// Both are about the fragments named on the command line.
+impl crate::exit::HasStatus for SelectError {
+    fn exit_status(&self) -> crate::exit::Status {
+        match self {
+            SelectError::Unknown(e) => crate::exit::HasStatus::exit_status(e),
+            SelectError::NothingToLock { .. } => crate::exit::Status::Usage,
+        }
+    }
+}
+
 /// The fragments named (all that install from npm or PyPI when none are),
 /// each declared and with something to lock.
 pub(crate) fn select<'a>(
@@ -452,8 +462,11 @@ mod tests {
         assert_eq!(named[0].name, one);
         let unknown = select(&manifest, &["nope".into()]).unwrap_err();
         assert!(matches!(unknown, SelectError::Unknown(_)), "{unknown}");
+        use crate::exit::{HasStatus, Status};
+        assert_eq!(unknown.exit_status(), Status::Usage);
         if let Some(bare) = manifest.fragments.values().find(|f| f.lock_dir().is_none()) {
             let err = select(&manifest, std::slice::from_ref(&bare.name)).unwrap_err();
+            assert_eq!(err.exit_status(), Status::Usage);
             assert_eq!(
                 err.to_string(),
                 format!(

@@ -42,6 +42,18 @@ pub enum UpstreamError {
     },
 }
 
+/// The environment the upstream is read from is the machine's, not the
+/// command line's: an operational failure.
+impl crate::exit::HasStatus for UpstreamError {
+    fn exit_status(&self) -> crate::exit::Status {
+        match self {
+            UpstreamError::EnvUnset { .. } | UpstreamError::EnvInvalid { .. } => {
+                crate::exit::Status::Failure
+            }
+        }
+    }
+}
+
 impl Upstream {
     /// The reference to build FROM: always with a digest, and with the tag
     /// it follows when one is known.
@@ -125,6 +137,19 @@ fn from_env(value: &str, tracks: Option<&Reference>) -> Result<Reference, String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_upstream_the_environment_does_not_give_is_an_operational_failure() {
+        use crate::exit::{HasStatus, Status};
+        let unset = UpstreamError::EnvUnset { var: "X".into() };
+        assert_eq!(unset.exit_status(), Status::Failure);
+        let invalid = UpstreamError::EnvInvalid {
+            var: "X".into(),
+            value: "y".into(),
+            reason: "no digest".into(),
+        };
+        assert_eq!(invalid.exit_status(), Status::Failure);
+    }
 
     const D: &str = "sha256:d4ed136e474e8fc338b3e4d2b27a1a3acdfcb8924481e511b02984a6617e084f";
 

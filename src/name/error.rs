@@ -41,3 +41,36 @@ impl InvalidDigest {
         &self.0
     }
 }
+
+/// Text that is no name is bad input, wherever it was read (the command
+/// line, or a file such as image_pins.json): a usage error.
+impl crate::exit::HasStatus for Invalid {
+    fn exit_status(&self) -> crate::exit::Status {
+        match self {
+            Invalid::Reference { .. } | Invalid::Platform { .. } => crate::exit::Status::Usage,
+        }
+    }
+}
+
+impl crate::exit::HasStatus for InvalidDigest {
+    fn exit_status(&self) -> crate::exit::Status {
+        crate::exit::Status::Usage
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exit::{HasStatus, Status};
+
+    #[test]
+    fn text_that_is_no_name_is_a_usage_error() {
+        assert_eq!(Invalid::reference("-v", "no").exit_status(), Status::Usage);
+        assert_eq!(
+            Invalid::platform("linux", "no").exit_status(),
+            Status::Usage
+        );
+        let digest = "sha256:abc".parse::<crate::name::Digest>().unwrap_err();
+        assert_eq!(digest.exit_status(), Status::Usage);
+    }
+}

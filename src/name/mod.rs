@@ -110,9 +110,24 @@ impl fmt::Display for Unknown {
     }
 }
 
+/// A name the project does not declare, asked for on the command line: a
+/// usage error, whatever context it was met in.
+impl crate::exit::HasStatus for Unknown {
+    fn exit_status(&self) -> crate::exit::Status {
+        crate::exit::Status::Usage
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_name_is_a_usage_error() {
+        use crate::exit::{HasStatus, Status};
+        let e = Unknown::new("variant", "rust", "images.toml", ["go"]);
+        assert_eq!(e.exit_status(), Status::Usage);
+    }
 
     #[test]
     fn names_the_kind_the_name_the_place_and_what_is_there() {

@@ -122,7 +122,10 @@ pub fn verify_pin(
 /// What `verify-attestations REF` checks for an image named by reference
 /// (not pinned): its digest (the manifest fetched and hashed) and, for an
 /// index, its platform images; no pinned referrers.
-pub async fn pin_of_reference(client: &Client, reference: &Reference) -> anyhow::Result<Pin> {
+pub async fn pin_of_reference(
+    client: &Client,
+    reference: &Reference,
+) -> Result<Pin, crate::registry::Error> {
     let manifest = client.fetch_manifest(reference).await?;
     let mut platforms = std::collections::BTreeMap::new();
     if crate::registry::media_type::is_index(&manifest.media_type) {

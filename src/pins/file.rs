@@ -74,6 +74,20 @@ pub enum PinsError {
     Write(#[from] FsError),
 }
 
+/// A file that cannot be read or written is an operational failure; a pin
+/// whose repository is no name is bad input, as the name's own error says.
+impl crate::exit::HasStatus for PinsError {
+    fn exit_status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            PinsError::Read { .. } | PinsError::Parse { .. } | PinsError::Write(_) => {
+                Status::Failure
+            }
+            PinsError::Repository { source, .. } => source.exit_status(),
+        }
+    }
+}
+
 impl PinsFile {
     /// The pin of `alias`; `path` (where the file was read) is for the
     /// error, which lists what is pinned.
@@ -426,7 +440,9 @@ mod tests {
                 matches!(source, crate::name::Invalid::Reference { input, .. } if input == bad),
                 "{source}"
             );
-            let shown = format!("{:#}", anyhow::Error::new(err));
+            use crate::exit::{HasStatus, Status};
+            assert_eq!(err.exit_status(), Status::Usage);
+            let shown = crate::chain::error_chain(&err);
             assert!(
                 shown.starts_with(
                     "dir/image_pins.json:5:7: at `images.python.repository` (fix the file; \

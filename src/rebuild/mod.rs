@@ -18,18 +18,123 @@
 
 pub(crate) mod diff;
 
+use crate::build::pipeline::PipelineError;
 use crate::build::progress::Reporter;
 use crate::build::{BuildOptions, Family, pipeline};
 use crate::engine::Engine;
 use crate::manifest::{Manifest, Settings};
-use crate::name::Platform;
+use crate::name::{InvalidDigest, Platform};
 use crate::pins::Pin;
-use crate::registry::{Client, Digest, Reference, Repository};
+use crate::process::PipeError;
+use crate::registry::{self, Client, Digest, Reference, Repository};
 use crate::release::compress::Hashing;
 use crate::release::layer_cache::LayerCache;
-use anyhow::{Context as _, bail};
+use crate::release::publish::PublishError;
+use crate::release::stage::StageError;
 use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// Why a rebuild could not be held to its pin (a rebuild that differs is
+/// a [`Verdict`], not an error).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RebuildError {
+    /// A variant the family does not declare.
+    #[error(transparent)]
+    Unknown(#[from] crate::name::Unknown),
+    #[error(transparent)]
+    Build(#[from] PipelineError),
+    /// Some variant failed its build or check: each, on its platform.
+    #[error(
+        "the rebuild did not build and check cleanly ({}); see the build log lines above",
+        .0.join(", ")
+    )]
+    NotClean(Vec<String>),
+    #[error("the rebuild has no image of {variant}")]
+    NoImage { variant: String },
+    #[error("comparing the rebuild of {alias} with its pin")]
+    Compare {
+        alias: String,
+        #[source]
+        source: Box<RebuildError>,
+    },
+    #[error("{alias} is pinned for {pinned} only, not {platform}")]
+    NotPinnedFor {
+        alias: String,
+        pinned: String,
+        platform: String,
+    },
+    #[error("the pinned config is not JSON")]
+    PinnedConfig(#[source] serde_json::Error),
+    #[error("the rebuilt config is not JSON")]
+    RebuiltConfig(#[source] serde_json::Error),
+    #[error("the pinned manifest is not JSON")]
+    PinnedManifest(#[source] serde_json::Error),
+    #[error("the pinned manifest has no layer {number}")]
+    NoLayer { number: usize },
+    #[error("layer digest {text:?}: {source}")]
+    LayerDigest { text: String, source: InvalidDigest },
+    #[error("reading the pinned layer {digest}")]
+    PinnedLayer {
+        digest: Digest,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading {local} from the engine")]
+    ReadSave {
+        local: String,
+        #[source]
+        source: PipeError<std::io::Error>,
+    },
+    #[error("the engine's save of {local} has no layer {diff_id}")]
+    NoLayerInSave { local: String, diff_id: String },
+    /// The cache of what pinned layers hold cannot be opened.
+    #[error(transparent)]
+    Cache(#[from] crate::release::layer_cache::CacheError),
+    /// The release manifest of the rebuild could not be made.
+    #[error(transparent)]
+    Manifest(#[from] PublishError),
+    #[error(transparent)]
+    Stamp(Box<StageError>),
+    #[error(transparent)]
+    Registry(#[from] registry::Error),
+}
+
+/// A rebuild that cannot be made or compared is an operational failure
+/// (`pins verify --rebuild` exits 1), but for the errors it carries that
+/// say their own.
+// Boxed: a registry error inside makes a staging error 128 bytes, too
+// large to return by value (clippy's `result_large_err`).
+impl From<StageError> for RebuildError {
+    fn from(e: StageError) -> RebuildError {
+        RebuildError::Stamp(Box::new(e))
+    }
+}
+
+impl crate::exit::HasStatus for RebuildError {
+    fn exit_status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            RebuildError::NotClean(_)
+            | RebuildError::NoImage { .. }
+            | RebuildError::NotPinnedFor { .. }
+            | RebuildError::PinnedConfig(_)
+            | RebuildError::RebuiltConfig(_)
+            | RebuildError::PinnedManifest(_)
+            | RebuildError::NoLayer { .. }
+            | RebuildError::LayerDigest { .. }
+            | RebuildError::PinnedLayer { .. }
+            | RebuildError::ReadSave { .. }
+            | RebuildError::NoLayerInSave { .. }
+            | RebuildError::Cache(_) => Status::Failure,
+            RebuildError::Unknown(e) => e.exit_status(),
+            RebuildError::Build(e) => e.exit_status(),
+            RebuildError::Compare { source, .. } => source.exit_status(),
+            RebuildError::Manifest(e) => e.exit_status(),
+            RebuildError::Stamp(e) => e.exit_status(),
+            RebuildError::Registry(e) => e.exit_status(),
+        }
+    }
+}
 
 /// A pinned layer larger than this (compressed) is not fetched to compare
 /// its entries; the verdict says so.
@@ -144,7 +249,7 @@ pub(crate) fn run(
     r: &Rebuild,
     targets: &[Target],
     platforms: Vec<Option<Platform>>,
-) -> anyhow::Result<Vec<Verdict>> {
+) -> Result<Vec<Verdict>, RebuildError> {
     let variants: Vec<String> = targets.iter().map(|t| t.variant.clone()).collect();
     // Every ancestor named, so each is forced: none is reused from an
     // earlier rebuild's tags.
@@ -176,10 +281,7 @@ pub(crate) fn run(
                     .map(move |v| format!("{} on {}", v.variant, s.platform))
             })
             .collect();
-        bail!(
-            "the rebuild did not build and check cleanly ({}); see the build log lines above",
-            failures.join(", ")
-        );
+        return Err(RebuildError::NotClean(failures));
     }
     let cache = LayerCache::for_user()?;
     let mut verdicts = Vec::new();
@@ -190,15 +292,19 @@ pub(crate) fn run(
                 .iter()
                 .find(|v| v.variant == target.variant)
                 .and_then(|v| v.outcome.image())
-                .with_context(|| format!("the rebuild has no image of {}", target.variant))?;
+                .ok_or_else(|| RebuildError::NoImage {
+                    variant: target.variant.clone(),
+                })?;
             (r.progress)(format!(
                 "comparing {} on {}",
                 target.alias, summary.platform
             ));
-            let verdict = compare(r, target, &summary.platform, local, image_id, &cache)
-                .with_context(|| {
-                    format!("comparing the rebuild of {} with its pin", target.alias)
-                })?;
+            let verdict = compare(r, target, &summary.platform, local, image_id, &cache).map_err(
+                |source| RebuildError::Compare {
+                    alias: target.alias.clone(),
+                    source: Box::new(source),
+                },
+            )?;
             verdicts.push(verdict);
         }
     }
@@ -222,14 +328,14 @@ fn compare(
     local: &str,
     image_id: &str,
     cache: &LayerCache,
-) -> anyhow::Result<Verdict> {
-    let pinned = pinned_for(&target.pin, platform).with_context(|| {
+) -> Result<Verdict, RebuildError> {
+    let pinned = pinned_for(&target.pin, platform).ok_or_else(|| {
         let list: Vec<String> = target.pin.platforms.keys().map(|p| p.to_string()).collect();
-        format!(
-            "{} is pinned for {} only, not {platform}",
-            target.alias,
-            list.join(", ")
-        )
+        RebuildError::NotPinnedFor {
+            alias: target.alias.clone(),
+            pinned: list.join(", "),
+            platform: platform.to_string(),
+        }
     })?;
     let (manifest, config) =
         crate::release::publish::local_manifest(r.engine, local, image_id, cache)?;
@@ -255,8 +361,9 @@ fn compare(
     let (config_digest, _) = crate::registry::config_descriptor(&context, &pinned_manifest.bytes)?;
     let pinned_config = rt.block_on(client.fetch_blob(&repo, &config_digest, 16 << 20))?;
     let pinned_config: serde_json::Value =
-        serde_json::from_slice(&pinned_config).context("the pinned config is not JSON")?;
-    let rebuilt_config: serde_json::Value = serde_json::from_slice(&stamped_config)?;
+        serde_json::from_slice(&pinned_config).map_err(RebuildError::PinnedConfig)?;
+    let rebuilt_config: serde_json::Value =
+        serde_json::from_slice(&stamped_config).map_err(RebuildError::RebuiltConfig)?;
     verdict.changes = diff::config_changes(&pinned_config, &rebuilt_config);
     let (was, now) = (
         diff::diff_ids(&pinned_config),
@@ -288,8 +395,12 @@ fn compare(
                     let blob =
                         rt.block_on(client.fetch_blob(&repo, &compressed, PINNED_LAYER_LIMIT))?;
                     Some(
-                        diff::index_layer(flate2::read::GzDecoder::new(blob.as_slice()))
-                            .with_context(|| format!("reading the pinned layer {compressed}"))?,
+                        diff::index_layer(flate2::read::GzDecoder::new(blob.as_slice())).map_err(
+                            |source| RebuildError::PinnedLayer {
+                                digest: compressed.clone(),
+                                source,
+                            },
+                        )?,
                     )
                 }
             };
@@ -330,14 +441,17 @@ fn short_step(step: &str) -> String {
 }
 
 /// The compressed digest of layer `index` of an image manifest.
-fn layer_digest(manifest: &[u8], index: usize) -> anyhow::Result<Digest> {
-    let doc: serde_json::Value = serde_json::from_slice(manifest)?;
+fn layer_digest(manifest: &[u8], index: usize) -> Result<Digest, RebuildError> {
+    let doc: serde_json::Value =
+        serde_json::from_slice(manifest).map_err(RebuildError::PinnedManifest)?;
     let d = doc
         .pointer(&format!("/layers/{index}/digest"))
         .and_then(serde_json::Value::as_str)
-        .with_context(|| format!("the pinned manifest has no layer {}", index + 1))?;
-    d.parse()
-        .map_err(|e| anyhow::anyhow!("layer digest {d:?}: {e}"))
+        .ok_or(RebuildError::NoLayer { number: index + 1 })?;
+    d.parse().map_err(|source| RebuildError::LayerDigest {
+        text: d.to_string(),
+        source,
+    })
 }
 
 /// The entries of the local image's layer `diff_id`, from one `save`.
@@ -346,11 +460,11 @@ fn local_layer(
     local: &str,
     image_id: &str,
     diff_id: &str,
-) -> anyhow::Result<BTreeMap<String, diff::Facts>> {
+) -> Result<BTreeMap<String, diff::Facts>, RebuildError> {
     let found = engine
         .save_cmd(image_id)
         .read_stdout(
-            |out| -> anyhow::Result<Option<BTreeMap<String, diff::Facts>>> {
+            |out| -> std::io::Result<Option<BTreeMap<String, diff::Facts>>> {
                 let mut outer = crate::image::entries::BoundedTar::new(out);
                 for entry in outer.entries()? {
                     let entry = entry?;
@@ -369,14 +483,49 @@ fn local_layer(
                 Ok(None)
             },
         )
-        .map_err(crate::process::PipeError::into_anyhow)
-        .with_context(|| format!("reading {local} from the engine"))?;
-    found.with_context(|| format!("the engine's save of {local} has no layer {diff_id}"))
+        .map_err(|source| RebuildError::ReadSave {
+            local: local.to_string(),
+            source,
+        })?;
+    found.ok_or_else(|| RebuildError::NoLayerInSave {
+        local: local.to_string(),
+        diff_id: diff_id.to_string(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_kind_of_rebuild_error_names_what_failed_and_is_an_operational_failure() {
+        use crate::exit::{HasStatus, Status};
+        let manifest = br#"{"layers":[{"digest":"sha256:abc"}]}"#;
+        let e = layer_digest(manifest, 0).unwrap_err();
+        assert!(matches!(&e, RebuildError::LayerDigest { text, .. } if text == "sha256:abc"));
+        let e = layer_digest(manifest, 1).unwrap_err();
+        assert!(matches!(e, RebuildError::NoLayer { number: 2 }), "{e}");
+        assert_eq!(e.to_string(), "the pinned manifest has no layer 2");
+        let e = layer_digest(b"[", 0).unwrap_err();
+        assert!(matches!(e, RebuildError::PinnedManifest(_)), "{e}");
+        let compare = RebuildError::Compare {
+            alias: "python".into(),
+            source: Box::new(e),
+        };
+        assert_eq!(
+            crate::chain::error_chain(&compare),
+            format!(
+                "comparing the rebuild of python with its pin: the pinned manifest is not JSON: {}",
+                serde_json::from_slice::<serde_json::Value>(b"[").unwrap_err()
+            )
+        );
+        let not_clean = RebuildError::NotClean(vec!["go on linux/amd64".into()]);
+        for e in [&compare, &not_clean] {
+            assert_eq!(e.exit_status(), Status::Failure, "{e}");
+        }
+        let unknown = crate::name::Unknown::new("variant", "x", "images.toml", ["go"]);
+        assert_eq!(RebuildError::from(unknown).exit_status(), Status::Usage);
+    }
 
     #[test]
     fn a_step_is_shown_by_the_script_it_ran() {

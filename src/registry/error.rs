@@ -352,6 +352,19 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// Talking to a registry fails operationally, whatever the kind; a name
+/// that does not parse is the name's usage error, kept by the wrapping.
+impl crate::exit::HasStatus for Error {
+    fn exit_status(&self) -> crate::exit::Status {
+        match self.kind {
+            ErrorKind::InvalidReference { .. } | ErrorKind::InvalidPlatform { .. } => {
+                crate::exit::Status::Usage
+            }
+            _ => crate::exit::Status::Failure,
+        }
+    }
+}
+
 /// A name that did not parse, on the way to a request: the same message,
 /// and a kind callers can match like any other.
 impl From<Invalid> for Error {
@@ -445,5 +458,25 @@ mod tests {
         let e = Error::config("no runtime");
         assert_eq!(e.to_string(), "registry client configuration: no runtime");
         assert_eq!((e.context(), e.registry()), ("", None));
+    }
+
+    #[test]
+    fn a_registry_failure_is_operational_and_a_name_that_does_not_parse_is_usage() {
+        use crate::exit::{HasStatus, Status};
+        let bad = "linux".parse::<crate::name::Platform>().unwrap_err();
+        assert_eq!(Error::from(bad).exit_status(), Status::Usage);
+        assert_eq!(
+            Error::invalid_reference("-v", "no").exit_status(),
+            Status::Usage
+        );
+        for e in [
+            Error::status("r.io/a:1", "r.io", 404, b""),
+            Error::status("r.io/a:1", "r.io", 503, b""),
+            Error::config("no runtime"),
+            Error::credentials("r.io", "unreadable"),
+            Error::malformed("r.io/a:1", "manifest", "not JSON"),
+        ] {
+            assert_eq!(e.exit_status(), Status::Failure, "{e}");
+        }
     }
 }

@@ -42,17 +42,53 @@
 //!   nothing already listed. The key is not journaled, its hint is: a
 //!   resume must be given the same key.
 
-use super::journal::{Journal, Staged};
+use super::journal::{Journal, JournalError, Staged};
 use super::plan::{Planned, Source};
 use crate::attest::statement::{self, BuildFacts, Resource, TestResult};
-use crate::attest::{Bundle, PrivateKey, dsse, referrer};
+use crate::attest::{AttestError, Bundle, PrivateKey, dsse, referrer};
 use crate::labels;
 use crate::registry::{
-    Client, Digest, ErrorKind, Reference, Repository, fallback_reference, media_type as mt,
+    self, Client, Digest, ErrorKind, Reference, Repository, fallback_reference, media_type as mt,
 };
-use anyhow::Context as _;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+
+/// Why attaching stopped.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AttachError {
+    /// The journal says the release got this far without staging a variant.
+    #[error("{variant} is not staged")]
+    NotStaged { variant: String },
+    #[error("attaching to {variant} ({subject})")]
+    Subject {
+        variant: String,
+        subject: Digest,
+        #[source]
+        source: Box<AttachError>,
+    },
+    /// Reading an image's files, or a referrer or its listing.
+    #[error(transparent)]
+    Attest(#[from] AttestError),
+    #[error(transparent)]
+    Registry(#[from] registry::Error),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+/// Attaching fails operationally, but for the errors it carries that say
+/// their own.
+impl crate::exit::HasStatus for AttachError {
+    fn exit_status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            AttachError::NotStaged { .. } => Status::Failure,
+            AttachError::Subject { source, .. } => source.exit_status(),
+            AttachError::Attest(e) => e.exit_status(),
+            AttachError::Registry(e) => e.exit_status(),
+            AttachError::Journal(e) => e.exit_status(),
+        }
+    }
+}
 
 /// A referrer the release attached to one subject.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,12 +184,14 @@ pub(crate) fn attach_all(
     rt: &tokio::runtime::Runtime,
     journal: &mut Journal,
     progress: &(dyn Fn(String) + Sync),
-) -> anyhow::Result<()> {
+) -> Result<(), AttachError> {
     for planned in journal.plan.variants.clone() {
         let staged = journal
             .staged
             .get(&planned.variant)
-            .with_context(|| format!("{} is not staged", planned.variant))?
+            .ok_or_else(|| AttachError::NotStaged {
+                variant: planned.variant.clone(),
+            })?
             .clone();
         for (subject, is_index) in subjects(&staged) {
             if journal.attached.contains_key(&subject) {
@@ -161,7 +199,11 @@ pub(crate) fn attach_all(
             }
             let done = rt
                 .block_on(attacher.attach(&planned, &staged, &subject, is_index, &journal.id))
-                .with_context(|| format!("attaching to {} ({subject})", planned.variant))?;
+                .map_err(|source| AttachError::Subject {
+                    variant: planned.variant.clone(),
+                    subject: subject.clone(),
+                    source: Box::new(source),
+                })?;
             progress(format!(
                 "attached {} referrer(s) to {} {}{}",
                 done.referrers.len(),
@@ -188,7 +230,7 @@ impl Attacher<'_> {
         subject: &Digest,
         is_index: bool,
         invocation: &str,
-    ) -> anyhow::Result<Subject> {
+    ) -> Result<Subject, AttachError> {
         let reference = Reference::in_repo(self.repo, subject.clone());
         let manifest = self.client.fetch_manifest(&reference).await?;
         let descriptor = referrer::Descriptor {
@@ -256,7 +298,7 @@ impl Attacher<'_> {
         &self,
         subject: &Digest,
         entries: &[referrer::Descriptor],
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), AttachError> {
         let tag = fallback_reference(self.repo, subject);
         let existing = match self.client.fetch_manifest(&tag).await {
             Ok(m) => Some(m.bytes),
@@ -283,7 +325,7 @@ impl Attacher<'_> {
         reference: &Reference,
         manifest: &crate::registry::Manifest,
         invocation: &str,
-    ) -> anyhow::Result<Vec<(&'static str, Vec<u8>)>> {
+    ) -> Result<Vec<(&'static str, Vec<u8>)>, AttachError> {
         let digest = &manifest.digest;
         let config = self.client.config_of(reference, manifest).await?;
         let subject = self.subject_of(digest);
@@ -470,5 +512,32 @@ mod tests {
         assert_eq!(git_checkout_ref(dir.path()), None, "a detached HEAD");
         let elsewhere = tempfile::tempdir().unwrap();
         assert_eq!(git_checkout_ref(elsewhere.path()), None, "no repository");
+    }
+
+    #[test]
+    fn attaching_fails_operationally_and_names_the_subject() {
+        use crate::exit::{HasStatus, Status};
+        let missing = crate::registry::Error::status("r.io/a@sha256:x", "r.io", 404, b"");
+        let e = AttachError::Subject {
+            variant: "python".into(),
+            subject: Digest::sha256(b"a"),
+            source: Box::new(missing.into()),
+        };
+        assert!(
+            matches!(&e, AttachError::Subject { source, .. } if matches!(**source, AttachError::Registry(_)))
+        );
+        assert_eq!(
+            crate::chain::error_chain(&e),
+            format!(
+                "attaching to python ({}): r.io/a@sha256:x: not found in registry r.io (HTTP 404)",
+                Digest::sha256(b"a")
+            )
+        );
+        assert_eq!(e.exit_status(), Status::Failure);
+        let not_staged = AttachError::NotStaged {
+            variant: "go".into(),
+        };
+        assert_eq!(not_staged.to_string(), "go is not staged");
+        assert_eq!(not_staged.exit_status(), Status::Failure);
     }
 }

@@ -2,19 +2,141 @@
 //! each variant's checked image (the engine's, built where missing, or a
 //! registry's), its current release, and the repository's tags.
 
-use super::plan::{Candidate, Current, Source};
+use super::legs::LegsError;
+use super::plan::{Candidate, Current, PlanErrors, Source};
 use crate::build::progress::Reporter;
-use crate::build::{self, Family, Outcome};
-use crate::engine::Engine;
+use crate::build::{self, BuildError, Family, Outcome};
+use crate::engine::{Engine, EngineError};
 use crate::labels;
 use crate::pins::PinsFile;
 use crate::pins::next::current_pin;
 use crate::pins::plan::AliasSpec;
 use crate::registry::{
-    Client, Digest, ErrorKind, Index, Platform, Reference, Repository, media_type,
+    self, Client, Digest, ErrorKind, Index, Platform, Reference, Repository, media_type,
 };
-use anyhow::{Context as _, bail};
 use std::collections::BTreeMap;
+
+/// Why the candidates of a release, or its plan, could not be gathered.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GatherError {
+    #[error("the legs are in {legs}, not in --from {from}")]
+    LegsElsewhere { legs: Repository, from: Repository },
+    #[error("building what is missing")]
+    Build(#[source] BuildError),
+    /// A variant's build or check failed: each, as the build said it.
+    #[error("{}; nothing was released", .0.join("; "))]
+    NotBuilt(Vec<String>),
+    #[error("{reference} vanished after the build")]
+    Vanished { reference: String },
+    /// No checked image at `REPO:<variant>` (`--from`).
+    #[error(
+        "{variant}: no checked image at {reference} (build, check and push it there, or release \
+         from the engine without --from)"
+    )]
+    NoCheckedImage {
+        variant: String,
+        reference: String,
+        #[source]
+        source: Box<registry::Error>,
+    },
+    #[error("{variant}: no leg in the legs files (each leg builds every variant)")]
+    NoLeg { variant: String },
+    #[error("{variant}: no leg for {missing} (the legs give {given}); it is released for {wanted}")]
+    MissingLegs {
+        variant: String,
+        missing: String,
+        given: String,
+        wanted: String,
+    },
+    #[error("{variant}: a leg for {extra}, which is not one of its platforms ({wanted})")]
+    ExtraLeg {
+        variant: String,
+        extra: String,
+        wanted: String,
+    },
+    #[error("{variant} {platform}: reading the leg's image {at}")]
+    ReadLeg {
+        variant: String,
+        platform: String,
+        at: String,
+        #[source]
+        source: Box<registry::Error>,
+    },
+    #[error("{variant}: the {platform} leg {at} is an image for {found}")]
+    LegPlatform {
+        variant: String,
+        platform: String,
+        at: String,
+        found: String,
+    },
+    /// The gate of a leg: its image carries no passing check record.
+    #[error("{variant} {platform}: {at} has no passing check record for its inputs")]
+    LegUnchecked {
+        variant: String,
+        platform: String,
+        at: String,
+    },
+    #[error("{variant}: its tool versions differ between platforms: {}; nothing was released", .differ.join("; "))]
+    ToolsDiffer {
+        variant: String,
+        differ: Vec<String>,
+    },
+    #[error("{variant}: reading the pinned image {reference}")]
+    ReadPinned {
+        variant: String,
+        reference: String,
+        #[source]
+        source: Box<registry::Error>,
+    },
+    /// The plan refused the candidates (every refusal at once).
+    #[error(transparent)]
+    Plan(#[from] PlanErrors),
+    /// A repository or reference that is no name (the settings', a pin's).
+    #[error(transparent)]
+    Name(#[from] crate::name::Invalid),
+    #[error(transparent)]
+    Legs(Box<LegsError>),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Registry(#[from] registry::Error),
+}
+
+/// Candidates that cannot be gathered, or refused by the plan, are an
+/// operational failure, but for the errors they carry that say their own.
+// Boxed: a registry error inside makes a legs error 128 bytes, too large to
+// return by value (clippy's `result_large_err`).
+impl From<LegsError> for GatherError {
+    fn from(e: LegsError) -> GatherError {
+        GatherError::Legs(Box::new(e))
+    }
+}
+
+impl crate::exit::HasStatus for GatherError {
+    fn exit_status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            GatherError::LegsElsewhere { .. }
+            | GatherError::NotBuilt(_)
+            | GatherError::Vanished { .. }
+            | GatherError::NoCheckedImage { .. }
+            | GatherError::NoLeg { .. }
+            | GatherError::MissingLegs { .. }
+            | GatherError::ExtraLeg { .. }
+            | GatherError::ReadLeg { .. }
+            | GatherError::LegPlatform { .. }
+            | GatherError::LegUnchecked { .. }
+            | GatherError::ToolsDiffer { .. }
+            | GatherError::ReadPinned { .. } => Status::Failure,
+            GatherError::Build(e) => e.exit_status(),
+            GatherError::Plan(e) => e.exit_status(),
+            GatherError::Name(e) => e.exit_status(),
+            GatherError::Legs(e) => e.exit_status(),
+            GatherError::Engine(e) => e.exit_status(),
+            GatherError::Registry(e) => e.exit_status(),
+        }
+    }
+}
 
 /// Where a release takes each variant's checked image from.
 pub(crate) enum Origin<'a> {
@@ -45,7 +167,7 @@ pub(crate) fn candidates(
     family: &Family,
     variants: &[Releasable],
     origin: Origin,
-) -> anyhow::Result<Vec<Candidate>> {
+) -> Result<Vec<Candidate>, GatherError> {
     match origin {
         Origin::Engine {
             engine,
@@ -62,10 +184,13 @@ pub(crate) fn candidates(
             let files = files
                 .iter()
                 .map(|p| Ok((p.display().to_string(), super::legs::LegsFile::load(p)?)))
-                .collect::<anyhow::Result<Vec<_>>>()?;
+                .collect::<Result<Vec<_>, LegsError>>()?;
             let (in_repo, legs) = super::legs::merge(&files)?;
             if in_repo != *repo {
-                bail!("the legs are in {in_repo}, not in --from {repo}");
+                return Err(GatherError::LegsElsewhere {
+                    legs: in_repo,
+                    from: (*repo).clone(),
+                });
             }
             // Each variant's own platforms (a variant may narrow the family's).
             let platforms = family
@@ -94,7 +219,7 @@ pub(crate) fn plan_release(
     pins: &PinsFile,
     specs: &[AliasSpec],
     candidates: Vec<Candidate>,
-) -> anyhow::Result<super::plan::Plan> {
+) -> Result<super::plan::Plan, GatherError> {
     let repo: Repository = repository.parse()?;
     let currents = rt.block_on(currents(client, pins, specs, &candidates))?;
     let tags = rt.block_on(tags(client, &repo))?;
@@ -186,10 +311,10 @@ pub(crate) fn from_engine(
     options: &build::Options,
     reporter: &dyn Reporter,
     variants: &[Releasable],
-) -> anyhow::Result<Vec<Candidate>> {
+) -> Result<Vec<Candidate>, GatherError> {
     let names: Vec<String> = variants.iter().map(|r| r.variant.clone()).collect();
-    let summary = build::run(family, &names, engine, options, reporter)
-        .context("building what is missing")?;
+    let summary =
+        build::run(family, &names, engine, options, reporter).map_err(GatherError::Build)?;
     let failed: Vec<String> = summary
         .results
         .iter()
@@ -205,7 +330,7 @@ pub(crate) fn from_engine(
         })
         .collect();
     if !failed.is_empty() {
-        bail!("{}; nothing was released", failed.join("; "));
+        return Err(GatherError::NotBuilt(failed));
     }
     let references: BTreeMap<&str, &str> = summary
         .results
@@ -223,7 +348,9 @@ pub(crate) fn from_engine(
         let reference = references[variant.as_str()];
         let info = engine
             .inspect(reference)?
-            .with_context(|| format!("{reference} vanished after the build"))?;
+            .ok_or_else(|| GatherError::Vanished {
+                reference: reference.to_string(),
+            })?;
         out.push(r.candidate(
             info.labels,
             vec![summary.platform.clone()],
@@ -246,26 +373,22 @@ pub(crate) async fn from_registry(
     client: &Client,
     from: &Repository,
     variants: &[Releasable],
-) -> anyhow::Result<Vec<Candidate>> {
+) -> Result<Vec<Candidate>, GatherError> {
     let mut out = Vec::new();
     for r in variants {
         let variant = &r.variant;
         let reference = Reference::with_tag(from, variant)?;
-        let not_there = || {
-            format!(
-                "{variant}: no checked image at {reference} (build, check and push it there, \
-                 or release from the engine without --from)"
-            )
+        let not_there = |source| GatherError::NoCheckedImage {
+            variant: variant.clone(),
+            reference: reference.to_string(),
+            source: Box::new(source),
         };
-        let top = client
-            .fetch_manifest(&reference)
-            .await
-            .with_context(not_there)?;
+        let top = client.fetch_manifest(&reference).await.map_err(not_there)?;
         let (manifest, platform) = if media_type::is_index(&top.media_type) {
             let index = Index::parse(&reference.to_string(), &top.bytes)?;
             let child = index
                 .choose(&reference.to_string(), &Platform::host())
-                .with_context(not_there)?
+                .map_err(not_there)?
                 .digest
                 .clone();
             let platforms: Vec<Platform> = index
@@ -276,7 +399,7 @@ pub(crate) async fn from_registry(
             let child = client
                 .fetch_manifest(&reference.by_digest(child))
                 .await
-                .with_context(not_there)?;
+                .map_err(not_there)?;
             (child, platforms)
         } else {
             (top.clone(), Vec::new())
@@ -284,7 +407,7 @@ pub(crate) async fn from_registry(
         let config = client
             .config_of(&reference, &manifest)
             .await
-            .with_context(not_there)?;
+            .map_err(not_there)?;
         out.push(r.candidate(
             config.labels,
             if platform.is_empty() {
@@ -317,60 +440,70 @@ pub(crate) async fn from_legs(
     platforms: &BTreeMap<String, Vec<Platform>>,
     variants: &[Releasable],
     write: bool,
-) -> anyhow::Result<Vec<Candidate>> {
+) -> Result<Vec<Candidate>, GatherError> {
     let mut out = Vec::new();
     for r in variants {
         let variant = &r.variant;
         let want: Vec<Platform> = platforms.get(variant).cloned().unwrap_or_default();
-        let mine = legs.get(variant).with_context(|| {
-            format!("{variant}: no leg in the legs files (each leg builds every variant)")
+        let mine = legs.get(variant).ok_or_else(|| GatherError::NoLeg {
+            variant: variant.clone(),
         })?;
         let list = |ps: &mut dyn Iterator<Item = &Platform>| {
             ps.map(ToString::to_string).collect::<Vec<_>>().join(", ")
         };
         let missing: Vec<&Platform> = want.iter().filter(|p| !mine.contains_key(*p)).collect();
         if !missing.is_empty() {
-            bail!(
-                "{variant}: no leg for {} (the legs give {}); it is released for {}",
-                list(&mut missing.into_iter()),
-                list(&mut mine.keys()),
-                list(&mut want.iter())
-            );
+            return Err(GatherError::MissingLegs {
+                variant: variant.clone(),
+                missing: list(&mut missing.into_iter()),
+                given: list(&mut mine.keys()),
+                wanted: list(&mut want.iter()),
+            });
         }
         if let Some(extra) = mine.keys().find(|p| !want.contains(p)) {
-            bail!(
-                "{variant}: a leg for {extra}, which is not one of its platforms ({})",
-                list(&mut want.iter())
-            );
+            return Err(GatherError::ExtraLeg {
+                variant: variant.clone(),
+                extra: extra.to_string(),
+                wanted: list(&mut want.iter()),
+            });
         }
         let mut labels_by_platform = BTreeMap::new();
         let mut tools = BTreeMap::new();
         for (platform, leg) in mine {
             let at = Reference::in_repo(from, leg.digest.clone());
-            let manifest = client
-                .fetch_manifest(&at)
-                .await
-                .with_context(|| format!("{variant} {platform}: reading the leg's image {at}"))?;
+            let manifest =
+                (client.fetch_manifest(&at).await).map_err(|source| GatherError::ReadLeg {
+                    variant: variant.clone(),
+                    platform: platform.to_string(),
+                    at: at.to_string(),
+                    source: Box::new(source),
+                })?;
             let config = client.config_of(&at, &manifest).await?;
             if config.platform.normalized() != *platform {
-                bail!(
-                    "{variant}: the {platform} leg {at} is an image for {}",
-                    config.platform
-                );
+                return Err(GatherError::LegPlatform {
+                    variant: variant.clone(),
+                    platform: platform.to_string(),
+                    at: at.to_string(),
+                    found: config.platform.to_string(),
+                });
             }
             let record =
-                crate::labels::CheckRecord::passing_for(&config.labels).with_context(|| {
-                    format!("{variant} {platform}: {at} has no passing check record for its inputs")
+                crate::labels::CheckRecord::passing_for(&config.labels).ok_or_else(|| {
+                    GatherError::LegUnchecked {
+                        variant: variant.clone(),
+                        platform: platform.to_string(),
+                        at: at.to_string(),
+                    }
                 })?;
             tools.insert(platform.clone(), record.tools);
             labels_by_platform.insert(platform.clone(), config.labels);
         }
         let differ = crate::release::legs::tool_mismatches(&tools);
         if !differ.is_empty() {
-            bail!(
-                "{variant}: its tool versions differ between platforms: {}; nothing was released",
-                differ.join("; ")
-            );
+            return Err(GatherError::ToolsDiffer {
+                variant: variant.clone(),
+                differ,
+            });
         }
         let digests: Vec<Digest> = mine.values().map(|l| l.digest.clone()).collect();
         let index = client.assemble_index(from, &digests).await?;
@@ -402,7 +535,7 @@ pub(crate) async fn currents(
     pins: &PinsFile,
     specs: &[AliasSpec],
     candidates: &[Candidate],
-) -> anyhow::Result<Vec<Option<Current>>> {
+) -> Result<Vec<Option<Current>>, GatherError> {
     let mut out = Vec::new();
     for c in candidates {
         let Some((_, pin)) = current_pin(pins, specs, &c.variant) else {
@@ -415,12 +548,12 @@ pub(crate) async fn currents(
             c.labels.get(labels::INPUTS).cloned()
         } else {
             let pinned: Reference = pin.reference().parse()?;
-            let config = client.image_config(&pinned, None).await.with_context(|| {
-                format!(
-                    "{}: reading the pinned image {}",
-                    c.variant,
-                    pin.reference()
-                )
+            let config = (client.image_config(&pinned, None).await).map_err(|source| {
+                GatherError::ReadPinned {
+                    variant: c.variant.clone(),
+                    reference: pin.reference(),
+                    source: Box::new(source),
+                }
             })?;
             config.labels.get(labels::INPUTS).cloned()
         };
@@ -433,7 +566,7 @@ pub(crate) async fn currents(
 }
 
 /// Every tag of the release repository (none when it does not exist yet).
-pub(crate) async fn tags(client: &Client, repo: &Repository) -> anyhow::Result<Vec<String>> {
+pub(crate) async fn tags(client: &Client, repo: &Repository) -> Result<Vec<String>, GatherError> {
     match client.list_tags(repo).await {
         Ok(tags) => Ok(tags),
         Err(e) if matches!(e.kind(), ErrorKind::NotFound { .. }) => Ok(Vec::new()),

@@ -132,10 +132,52 @@ pub(crate) struct Journal {
 pub(crate) enum JournalError {
     #[error("no release {id} (no {path}); `ls {}` lists the releases", .path.parent().map(|p| p.display().to_string()).unwrap_or_default())]
     Missing { id: String, path: PathBuf },
-    #[error("cannot read the release journal {path}: {reason}")]
-    Unreadable { path: PathBuf, reason: String },
+    #[error("cannot read the release journal {path}")]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read the release journal {path}")]
+    Malformed {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "cannot read the release journal {path}: schema {found}, this sunaba-images reads \
+         schema {SCHEMA}"
+    )]
+    Schema { path: PathBuf, found: u32 },
     #[error(transparent)]
     Write(#[from] FsError),
+    /// `--resume` of a release that was rolled back.
+    #[error("release {id} was rolled back; plan a new release")]
+    RolledBack { id: String },
+    /// A new release while earlier ones wrote tags and did not finish.
+    #[error(
+        "release {} wrote tags and did not finish: resume it (`--resume ID`) or roll it back \
+         (`--rollback ID`) first",
+        .ids.join(", ")
+    )]
+    Unfinished { ids: Vec<String> },
+}
+
+/// A journal that cannot be read or written, or a release that cannot be
+/// resumed or started as asked, is an operational failure: the release
+/// ids are checked against the journals on disk, not the command line.
+impl crate::exit::HasStatus for JournalError {
+    fn exit_status(&self) -> crate::exit::Status {
+        match self {
+            JournalError::Missing { .. }
+            | JournalError::Unreadable { .. }
+            | JournalError::Malformed { .. }
+            | JournalError::Schema { .. }
+            | JournalError::Write(_)
+            | JournalError::RolledBack { .. }
+            | JournalError::Unfinished { .. } => crate::exit::Status::Failure,
+        }
+    }
 }
 
 impl Journal {
@@ -183,26 +225,16 @@ impl Journal {
                     path,
                 });
             }
-            Err(e) => {
-                return Err(JournalError::Unreadable {
-                    path,
-                    reason: e.to_string(),
-                });
-            }
+            Err(source) => return Err(JournalError::Unreadable { path, source }),
         };
         let mut journal: Journal =
-            serde_json::from_str(&text).map_err(|e| JournalError::Unreadable {
+            serde_json::from_str(&text).map_err(|source| JournalError::Malformed {
                 path: path.clone(),
-                reason: e.to_string(),
+                source,
             })?;
         if journal.schema != SCHEMA {
-            return Err(JournalError::Unreadable {
-                path,
-                reason: format!(
-                    "schema {}, this sunaba-images reads schema {SCHEMA}",
-                    journal.schema
-                ),
-            });
+            let found = journal.schema;
+            return Err(JournalError::Schema { path, found });
         }
         journal.path = path;
         Ok(journal)
@@ -247,10 +279,10 @@ impl Journal {
 
 impl Journal {
     /// A journal to resume: one that was rolled back is not.
-    pub(crate) fn load_resumable(dir: &Path, id: &str) -> anyhow::Result<Journal> {
+    pub(crate) fn load_resumable(dir: &Path, id: &str) -> Result<Journal, JournalError> {
         let journal = Journal::load(dir, id)?;
         if journal.step == Step::RolledBack {
-            anyhow::bail!("release {id} was rolled back; plan a new release");
+            return Err(JournalError::RolledBack { id: id.to_string() });
         }
         Ok(journal)
     }
@@ -262,14 +294,10 @@ impl Journal {
         dir: &Path,
         plan: Plan,
         signing_key: Option<String>,
-    ) -> anyhow::Result<Journal> {
-        let unfinished = unfinished(dir);
-        if !unfinished.is_empty() {
-            anyhow::bail!(
-                "release {} wrote tags and did not finish: resume it (`--resume ID`) or roll it \
-                 back (`--rollback ID`) first",
-                unfinished.join(", ")
-            );
+    ) -> Result<Journal, JournalError> {
+        let ids = unfinished(dir);
+        if !ids.is_empty() {
+            return Err(JournalError::Unfinished { ids });
         }
         let created = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         let mut journal = Journal::new(dir, plan, created);
@@ -385,5 +413,101 @@ pub(crate) mod tests {
         names.sort();
         assert_eq!(names, ["r1.json", "release.lock"]);
         drop(held);
+    }
+
+    /// A journal `r1` in `dir` whose file is `text`.
+    fn written(dir: &Path, text: &str) -> Result<Journal, JournalError> {
+        std::fs::write(dir.join("r1.json"), text).unwrap();
+        Journal::load(dir, "r1")
+    }
+
+    fn plan(id: &str) -> Plan {
+        Plan {
+            id: id.into(),
+            repository: "r/s".into(),
+            variants: vec![planned("a", &["a"])],
+            unchanged: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn each_kind_of_journal_error_is_its_own_and_a_failure() {
+        use crate::exit::{HasStatus, Status};
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let kinds = [
+            Journal::load(d, "nope").unwrap_err(),
+            written(d, "{").unwrap_err(),
+            written(d, &text_with_schema(d, 7)).unwrap_err(),
+            Journal::load(&d.join("r1.json"), "x").unwrap_err(),
+        ];
+        assert!(matches!(&kinds[0], JournalError::Missing { id, .. } if id == "nope"));
+        assert!(
+            matches!(&kinds[1], JournalError::Malformed { .. }),
+            "{}",
+            kinds[1]
+        );
+        assert!(
+            matches!(&kinds[2], JournalError::Schema { found: 7, .. }),
+            "{}",
+            kinds[2]
+        );
+        assert_eq!(
+            crate::chain::error_chain(&kinds[2]),
+            format!(
+                "cannot read the release journal {}: schema 7, this sunaba-images reads schema 1",
+                d.join("r1.json").display()
+            )
+        );
+        assert!(
+            matches!(&kinds[3], JournalError::Unreadable { .. }),
+            "{}",
+            kinds[3]
+        );
+        assert!(
+            crate::chain::error_chain(&kinds[3]).contains("Not a directory"),
+            "the cause is kept: {}",
+            crate::chain::error_chain(&kinds[3])
+        );
+
+        let mut rolled = Journal::new(d, plan("r2"), "now".into());
+        rolled.step = Step::RolledBack;
+        rolled.save().unwrap();
+        let e = Journal::load_resumable(d, "r2").unwrap_err();
+        assert!(
+            matches!(&e, JournalError::RolledBack { id } if id == "r2"),
+            "{e}"
+        );
+
+        let mut half = Journal::new(d, plan("r3"), "now".into());
+        half.tags[0].done = true;
+        half.save().unwrap();
+        let e = Journal::start(d, plan("r4"), None).unwrap_err();
+        assert!(
+            matches!(&e, JournalError::Unfinished { ids } if ids == &["r3"]),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "release r3 wrote tags and did not finish: resume it (`--resume ID`) or roll it back \
+             (`--rollback ID`) first"
+        );
+
+        let write = JournalError::Write(FsError::Write {
+            path: d.into(),
+            source: std::io::Error::other("full"),
+        });
+        for e in kinds.iter().chain([&e, &write]) {
+            assert_eq!(e.exit_status(), Status::Failure, "{e}");
+        }
+        let rolled_back = JournalError::RolledBack { id: "r2".into() };
+        assert_eq!(rolled_back.exit_status(), Status::Failure);
+    }
+
+    /// The text of a saved journal with its schema set to `schema`.
+    fn text_with_schema(dir: &Path, schema: u32) -> String {
+        let mut j = Journal::new(dir, plan("r1"), "now".into());
+        j.schema = schema;
+        serde_json::to_string(&j).unwrap()
     }
 }

@@ -10,16 +10,91 @@
 //! a fragment that installed another version on arm64 is a defect of the
 //! image, not of the platform ([`tool_mismatches`]).
 
+use super::publish::PublishError;
 use crate::build::{Outcome, Summary};
 use crate::engine::Engine;
+use crate::fsutil::FsError;
 use crate::name::Platform;
 use crate::registry::{Client, Digest, Reference, Repository};
-use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub(crate) const SCHEMA: u32 = 1;
+
+/// Why legs could not be pushed, read, written or merged.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LegsError {
+    #[error("reading {}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{}: not a legs file (written by `build --push-by-digest --metadata-file`)",
+        .path.display()
+    )]
+    NotALegsFile {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{}: legs file schema {found} (this version reads {SCHEMA})", .path.display())]
+    Schema { path: PathBuf, found: u32 },
+    #[error("writing {}", .path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: FsError,
+    },
+    #[error("no legs file given")]
+    NoFiles,
+    /// Legs files of several repositories.
+    #[error(
+        "{file}: its legs are in {repo}, the first file's in {first}; give legs of one repository"
+    )]
+    OtherRepository {
+        file: String,
+        repo: Repository,
+        first: Repository,
+    },
+    /// Two files disagree on the image of a variant and platform.
+    #[error("{file}: {variant} {platform} is {digest}, another legs file says {other}")]
+    Disagree {
+        file: String,
+        variant: String,
+        platform: String,
+        digest: String,
+        other: String,
+    },
+    #[error("{variant} {platform}: not built, nothing pushed")]
+    NotBuilt { variant: String, platform: Platform },
+    #[error(transparent)]
+    Tag(#[from] crate::name::Invalid),
+    #[error(transparent)]
+    Push(#[from] PublishError),
+}
+
+/// Legs that cannot be read, merged or pushed are an operational failure,
+/// but for the errors they carry that say their own.
+impl crate::exit::HasStatus for LegsError {
+    fn exit_status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            LegsError::Read { .. }
+            | LegsError::NotALegsFile { .. }
+            | LegsError::Schema { .. }
+            | LegsError::Write { .. }
+            | LegsError::NoFiles
+            | LegsError::OtherRepository { .. }
+            | LegsError::Disagree { .. }
+            | LegsError::NotBuilt { .. } => Status::Failure,
+            LegsError::Tag(e) => e.exit_status(),
+            LegsError::Push(e) => e.exit_status(),
+        }
+    }
+}
 
 /// One platform image of one variant, pushed by digest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,30 +128,32 @@ impl LegsFile {
         }
     }
 
-    pub(crate) fn load(path: &Path) -> anyhow::Result<LegsFile> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let file: LegsFile = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "{}: not a legs file (written by `build --push-by-digest --metadata-file`)",
-                path.display()
-            )
+    pub(crate) fn load(path: &Path) -> Result<LegsFile, LegsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| LegsError::Read {
+            path: path.to_path_buf(),
+            source,
         })?;
+        let file: LegsFile =
+            serde_json::from_str(&text).map_err(|source| LegsError::NotALegsFile {
+                path: path.to_path_buf(),
+                source,
+            })?;
         if file.schema != SCHEMA {
-            bail!(
-                "{}: legs file schema {} (this version reads {SCHEMA})",
-                path.display(),
-                file.schema
-            );
+            return Err(LegsError::Schema {
+                path: path.to_path_buf(),
+                found: file.schema,
+            });
         }
         Ok(file)
     }
 
-    pub(crate) fn save(&self, path: &Path) -> anyhow::Result<()> {
-        let mut bytes = serde_json::to_vec_pretty(self)?;
+    pub(crate) fn save(&self, path: &Path) -> Result<(), LegsError> {
+        let mut bytes = serde_json::to_vec_pretty(self).expect("a legs file serialises");
         bytes.push(b'\n');
-        crate::fsutil::atomic_write(path, &bytes)
-            .with_context(|| format!("writing {}", path.display()))
+        crate::fsutil::atomic_write(path, &bytes).map_err(|source| LegsError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 }
 
@@ -86,31 +163,33 @@ pub(crate) type LegsByVariant = BTreeMap<String, BTreeMap<Platform, Leg>>;
 /// The legs of several files, by variant then platform. Every file must
 /// name the same repository; a variant and platform given twice must be
 /// the same image.
-pub(crate) fn merge(files: &[(String, LegsFile)]) -> anyhow::Result<(Repository, LegsByVariant)> {
+pub(crate) fn merge(
+    files: &[(String, LegsFile)],
+) -> Result<(Repository, LegsByVariant), LegsError> {
     let Some((_, first)) = files.first() else {
-        bail!("no legs file given");
+        return Err(LegsError::NoFiles);
     };
     let mut out: LegsByVariant = BTreeMap::new();
     for (name, file) in files {
         if file.repository != first.repository {
-            bail!(
-                "{name}: its legs are in {}, the first file's in {}; give legs of one repository",
-                file.repository,
-                first.repository
-            );
+            return Err(LegsError::OtherRepository {
+                file: name.clone(),
+                repo: file.repository.clone(),
+                first: first.repository.clone(),
+            });
         }
         for leg in &file.legs {
             let slot = out.entry(leg.variant.clone()).or_default();
             if let Some(seen) = slot.get(&leg.platform)
                 && seen.digest != leg.digest
             {
-                bail!(
-                    "{name}: {} {} is {}, another legs file says {}",
-                    leg.variant,
-                    leg.platform,
-                    leg.digest,
-                    seen.digest
-                );
+                return Err(LegsError::Disagree {
+                    file: name.clone(),
+                    variant: leg.variant.clone(),
+                    platform: leg.platform.to_string(),
+                    digest: leg.digest.to_string(),
+                    other: seen.digest.to_string(),
+                });
             }
             slot.insert(leg.platform.clone(), leg.clone());
         }
@@ -132,7 +211,7 @@ pub(crate) fn push(
     repo: &Repository,
     summaries: &[Summary],
     progress: &dyn Fn(String),
-) -> anyhow::Result<Vec<Leg>> {
+) -> Result<Vec<Leg>, LegsError> {
     let mut legs = Vec::new();
     for summary in summaries {
         let platform = &summary.platform;
@@ -150,7 +229,12 @@ pub(crate) fn push(
                     inputs,
                     ..
                 } => (reference, image_id, inputs),
-                _ => bail!("{} {platform}: not built, nothing pushed", r.variant),
+                _ => {
+                    return Err(LegsError::NotBuilt {
+                        variant: r.variant.clone(),
+                        platform: platform.clone(),
+                    });
+                }
             };
             let tag = format!(
                 "{}-{}-{}",
@@ -214,6 +298,7 @@ mod tests {
 
         let other = file("r/y", vec![]);
         let err = merge(&[("a".into(), a.clone()), ("c".into(), other)]).unwrap_err();
+        assert!(matches!(&err, LegsError::OtherRepository { file, .. } if file == "c"));
         assert_eq!(
             err.to_string(),
             "c: its legs are in 127.0.0.1:5000/r/y, the first file's in 127.0.0.1:5000/r/x; \
@@ -222,11 +307,15 @@ mod tests {
         let clash = file("r/x", vec![leg("base", "linux/amd64", 9)]);
         let err = merge(&[("a".into(), a), ("d".into(), clash)]).unwrap_err();
         assert!(
+            matches!(&err, LegsError::Disagree { file, variant, .. } if file == "d" && variant == "base"),
+            "{err}"
+        );
+        assert!(
             err.to_string()
                 .starts_with("d: base linux/amd64 is sha256:"),
             "{err}"
         );
-        assert!(merge(&[]).is_err());
+        assert!(matches!(merge(&[]), Err(LegsError::NoFiles)));
     }
 
     #[test]
@@ -241,7 +330,31 @@ mod tests {
         file.save(&path).unwrap();
         assert_eq!(LegsFile::load(&path).unwrap(), file);
         std::fs::write(&path, "{}").unwrap();
-        let err = format!("{:#}", LegsFile::load(&path).unwrap_err());
-        assert!(err.contains("not a legs file"), "{err}");
+        let err = LegsFile::load(&path).unwrap_err();
+        assert!(matches!(&err, LegsError::NotALegsFile { .. }), "{err}");
+        assert!(err.to_string().contains("not a legs file"), "{err}");
+        let mut newer = file.clone();
+        newer.schema = SCHEMA + 1;
+        std::fs::write(&path, serde_json::to_vec(&newer).unwrap()).unwrap();
+        let err = LegsFile::load(&path).unwrap_err();
+        assert!(matches!(&err, LegsError::Schema { found, .. } if *found == SCHEMA + 1));
+        let err = LegsFile::load(&dir.path().join("none.json")).unwrap_err();
+        assert!(matches!(&err, LegsError::Read { .. }), "{err}");
+        // Under a file, where no directory can be made.
+        let err = file.save(&path.join("legs.json")).unwrap_err();
+        assert!(matches!(&err, LegsError::Write { .. }), "{err}");
+    }
+
+    #[test]
+    fn legs_that_cannot_be_used_are_an_operational_failure() {
+        use crate::exit::{HasStatus, Status};
+        let not_built = LegsError::NotBuilt {
+            variant: "base".into(),
+            platform: "linux/amd64".parse().unwrap(),
+        };
+        assert_eq!(not_built.exit_status(), Status::Failure);
+        assert_eq!(LegsError::NoFiles.exit_status(), Status::Failure);
+        let tag = LegsError::Tag("-x".parse::<Repository>().unwrap_err());
+        assert_eq!(tag.exit_status(), Status::Usage, "the name's own");
     }
 }

@@ -129,6 +129,22 @@ pub(crate) enum PlanError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) struct PlanErrors(pub Vec<PlanError>);
 
+/// A plan the candidates do not allow is an operational failure: the
+/// images, not the command line, are what is wrong.
+impl crate::exit::HasStatus for PlanError {
+    fn exit_status(&self) -> crate::exit::Status {
+        match self {
+            PlanError::Refused { .. } | PlanError::Collision { .. } => crate::exit::Status::Failure,
+        }
+    }
+}
+
+impl crate::exit::HasStatus for PlanErrors {
+    fn exit_status(&self) -> crate::exit::Status {
+        crate::exit::Status::Failure
+    }
+}
+
 impl fmt::Display for PlanErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let lines: Vec<String> = self.0.iter().map(ToString::to_string).collect();
@@ -295,6 +311,24 @@ fn why(next: &policy::NextVersion) -> String {
 mod tests {
     use super::*;
     use crate::labels::CheckRecord;
+
+    #[test]
+    fn a_plan_the_images_do_not_allow_is_an_operational_failure() {
+        use crate::exit::{HasStatus, Status};
+        let refused = PlanError::Refused {
+            variant: "go".into(),
+            reason: Refusal::NoCheckRecord,
+        };
+        let collision = PlanError::Collision {
+            variant: "go".into(),
+            tag: "go-1".into(),
+            other: "go-1".into(),
+        };
+        for e in [&refused, &collision] {
+            assert_eq!(e.exit_status(), Status::Failure, "{e}");
+        }
+        assert_eq!(PlanErrors(vec![refused]).exit_status(), Status::Failure);
+    }
 
     #[test]
     fn a_platform_added_is_a_minor_release_and_one_dropped_a_major() {

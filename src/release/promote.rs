@@ -4,11 +4,11 @@
 //! manifests by PUT of their exact bytes (no layer is sent again; a tag
 //! already there costs its HEAD only), and `--rollback`.
 
-use super::journal::{Journal, TagKind};
+use super::journal::{Journal, JournalError, TagKind};
 use super::plan::Planned;
 use crate::labels::{self, CheckRecord};
-use crate::registry::{Client, Digest, Index, Reference, Repository, media_type};
-use anyhow::Context as _;
+use crate::name::Platform;
+use crate::registry::{self, Client, Digest, Index, Reference, Repository, media_type};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -53,12 +53,83 @@ impl fmt::Display for Conflicts {
     }
 }
 
+/// Why verifying, promoting or rolling back a release stopped.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PromoteError {
+    /// The staged image of a variant could not be read back by digest.
+    #[error("{variant}: the staged image is not there")]
+    NotThere {
+        variant: String,
+        #[source]
+        source: Box<registry::Error>,
+    },
+    /// The staged platform image of an index could not be read back.
+    #[error("{variant}: the staged {platform} image is not there")]
+    ChildNotThere {
+        variant: String,
+        platform: Platform,
+        #[source]
+        source: Box<registry::Error>,
+    },
+    /// A staged image read back does not pass the gate: why, as the gate
+    /// says it (the platform first, for an index's image).
+    #[error("{variant}: staged image {reference}: {why}")]
+    Gate {
+        variant: String,
+        reference: String,
+        why: String,
+    },
+    /// Immutable tags that already name other images; nothing was written.
+    #[error(transparent)]
+    Conflicts(#[from] Conflicts),
+    #[error("moving {tag} to {digest}")]
+    Move {
+        tag: String,
+        digest: Digest,
+        #[source]
+        source: Box<registry::Error>,
+    },
+    #[error("reading the previous image of {tag}")]
+    ReadPrevious {
+        tag: String,
+        #[source]
+        source: Box<registry::Error>,
+    },
+    /// A tag of the journal that is no tag.
+    #[error(transparent)]
+    Tag(#[from] crate::name::Invalid),
+    #[error(transparent)]
+    Registry(#[from] registry::Error),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+/// A release stopped at verify or promote is an operational failure (the
+/// conflicts too: the registry holds what it holds), but for the errors
+/// it carries that say their own.
+impl crate::exit::HasStatus for PromoteError {
+    fn exit_status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            PromoteError::NotThere { .. }
+            | PromoteError::ChildNotThere { .. }
+            | PromoteError::Gate { .. }
+            | PromoteError::Conflicts(_)
+            | PromoteError::Move { .. }
+            | PromoteError::ReadPrevious { .. } => Status::Failure,
+            PromoteError::Tag(e) => e.exit_status(),
+            PromoteError::Registry(e) => e.exit_status(),
+            PromoteError::Journal(e) => e.exit_status(),
+        }
+    }
+}
+
 /// The digest `tag` points at, `None` when it does not exist (one HEAD).
 pub(crate) async fn tag_digest(
     client: &Client,
     repo: &Repository,
     tag: &str,
-) -> anyhow::Result<Option<Digest>> {
+) -> Result<Option<Digest>, PromoteError> {
     Ok(client
         .manifest_digest(&Reference::with_tag(repo, tag)?)
         .await?)
@@ -74,18 +145,22 @@ pub(crate) async fn verify(
     client: &Client,
     repo: &Repository,
     journal: &mut Journal,
-) -> anyhow::Result<(BTreeMap<String, Image>, BTreeMap<String, Option<Digest>>)> {
+) -> Result<(BTreeMap<String, Image>, BTreeMap<String, Option<Digest>>), PromoteError> {
     let mut images = BTreeMap::new();
     for planned in &journal.plan.variants {
         let staged = &journal.staged[&planned.variant];
         let digest = staged.digest.clone();
         let reference = Reference::in_repo(repo, digest.clone());
-        let manifest = client
-            .fetch_manifest(&reference)
-            .await
-            .with_context(|| format!("{}: the staged image is not there", planned.variant))?;
-        let fail =
-            |why: String| anyhow::anyhow!("{}: staged image {reference}: {why}", planned.variant);
+        let manifest =
+            (client.fetch_manifest(&reference).await).map_err(|source| PromoteError::NotThere {
+                variant: planned.variant.clone(),
+                source: Box::new(source),
+            })?;
+        let fail = |why: String| PromoteError::Gate {
+            variant: planned.variant.clone(),
+            reference: reference.to_string(),
+            why,
+        };
         if media_type::is_index(&manifest.media_type) {
             let listed: BTreeMap<crate::name::Platform, Digest> =
                 Index::parse(&reference.to_string(), &manifest.bytes)?
@@ -103,11 +178,12 @@ pub(crate) async fn verify(
             for (platform, child) in &listed {
                 let child_ref = reference.by_digest(child.clone());
                 let child_manifest =
-                    client.fetch_manifest(&child_ref).await.with_context(|| {
-                        format!(
-                            "{}: the staged {platform} image is not there",
-                            planned.variant
-                        )
+                    (client.fetch_manifest(&child_ref).await).map_err(|source| {
+                        PromoteError::ChildNotThere {
+                            variant: planned.variant.clone(),
+                            platform: platform.clone(),
+                            source: Box::new(source),
+                        }
                     })?;
                 let config = client.config_of(&child_ref, &child_manifest).await?;
                 gate(&config.labels, planned).map_err(|why| fail(format!("{platform}: {why}")))?;
@@ -191,7 +267,7 @@ pub(crate) async fn promote(
     images: &BTreeMap<String, Image>,
     now: &BTreeMap<String, Option<Digest>>,
     progress: &(dyn Fn(String) + Sync),
-) -> anyhow::Result<()> {
+) -> Result<(), PromoteError> {
     for i in 0..journal.tags.len() {
         let t = &journal.tags[i];
         if t.done {
@@ -202,10 +278,14 @@ pub(crate) async fn promote(
             progress(format!("{} already at {}", t.tag, image.digest));
         } else {
             let reference = Reference::with_tag(repo, &t.tag)?;
-            client
+            (client
                 .put_manifest(&reference, &image.media_type, image.bytes.clone())
-                .await
-                .with_context(|| format!("moving {} to {}", t.tag, image.digest))?;
+                .await)
+                .map_err(|source| PromoteError::Move {
+                    tag: t.tag.clone(),
+                    digest: image.digest.clone(),
+                    source: Box::new(source),
+                })?;
             crate::failpoint::hit("release.tag-answered");
             progress(format!("{} -> {}", t.tag, image.digest));
         }
@@ -223,7 +303,7 @@ pub(crate) async fn rollback(
     client: &Client,
     repo: &Repository,
     journal: &Journal,
-) -> anyhow::Result<Vec<String>> {
+) -> Result<Vec<String>, PromoteError> {
     let mut done = Vec::new();
     for t in journal
         .tags
@@ -249,10 +329,12 @@ pub(crate) async fn rollback(
             ));
             continue;
         };
-        let old = client
-            .fetch_manifest(&Reference::with_tag(repo, &t.tag)?.by_digest(previous.clone()))
-            .await
-            .with_context(|| format!("reading the previous image of {}", t.tag))?;
+        let at = Reference::with_tag(repo, &t.tag)?.by_digest(previous.clone());
+        let old =
+            (client.fetch_manifest(&at).await).map_err(|source| PromoteError::ReadPrevious {
+                tag: t.tag.clone(),
+                source: Box::new(source),
+            })?;
         let reference = Reference::with_tag(repo, &t.tag)?;
         client
             .put_manifest(&reference, &old.media_type, Bytes::from(old.bytes))

@@ -20,9 +20,10 @@
 
 use super::compress::{self, Compressed};
 use super::layer_cache::LayerCache;
-use crate::engine::Engine;
-use crate::registry::{Client, Digest, Manifest, Reference, Repository, media_type};
-use anyhow::{Context as _, bail};
+use crate::engine::{Engine, EngineError};
+use crate::name::InvalidDigest;
+use crate::process::ProcessError;
+use crate::registry::{self, Client, Digest, Manifest, Reference, Repository, media_type};
 use bytes::Bytes;
 use sha2::Digest as _;
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,6 +31,92 @@ use std::io::{BufReader, Read};
 
 /// Docker's media type for a gzip-compressed layer.
 const DOCKER_LAYER_GZIP: &str = "application/vnd.docker.image.rootfs.diff.tar.gzip";
+
+/// Why a local image could not be pushed (or its manifest made).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PublishError {
+    #[error("{local} ({image_id}) is not in the engine")]
+    NotInEngine { local: String, image_id: String },
+    #[error("{local} ({image_id}): the engine lists no layers for it")]
+    NoLayers { local: String, image_id: String },
+    /// A digest the engine or the layer cache gave that is no digest.
+    #[error("{text:?} is not a digest: {source}")]
+    NotADigest { text: String, source: InvalidDigest },
+    #[error("reading {local} from the engine")]
+    ReadSave {
+        local: String,
+        #[source]
+        source: Box<PublishError>,
+    },
+    #[error("the engine's save of {local} has no config whose digest is {image_id}")]
+    NoConfig { local: String, image_id: String },
+    #[error("layer {layer} of {local} was not in the engine's save")]
+    LayerNotSaved { layer: String, local: String },
+    /// The registry stored the bytes sent under another digest.
+    #[error("the compressed layer {layer} was {sent} when uploaded")]
+    UploadedAs { layer: String, sent: Digest },
+    #[error("{name} ({size} bytes) in the save stream is neither a layer nor metadata")]
+    NotALayer { name: String, size: u64 },
+    /// Reading the save stream, spilling or compressing a layer.
+    #[error("{context}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// No temporary file for a layer being spilled or compressed.
+    #[error("creating a file for {what}")]
+    Scratch {
+        what: &'static str,
+        #[source]
+        source: crate::scratch::ScratchError,
+    },
+    /// The layer cache cannot be opened.
+    #[error(transparent)]
+    Cache(#[from] super::layer_cache::CacheError),
+    /// The engine's `save` (the program itself).
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Registry(#[from] registry::Error),
+}
+
+/// Pushing fails operationally, but for the errors it carries that say
+/// their own.
+impl crate::exit::HasStatus for PublishError {
+    fn exit_status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            PublishError::NotInEngine { .. }
+            | PublishError::NoLayers { .. }
+            | PublishError::NotADigest { .. }
+            | PublishError::NoConfig { .. }
+            | PublishError::LayerNotSaved { .. }
+            | PublishError::UploadedAs { .. }
+            | PublishError::NotALayer { .. }
+            | PublishError::Io { .. }
+            | PublishError::Scratch { .. }
+            | PublishError::Cache(_) => Status::Failure,
+            PublishError::ReadSave { source, .. } => source.exit_status(),
+            PublishError::Process(e) => e.exit_status(),
+            PublishError::Engine(e) => e.exit_status(),
+            PublishError::Registry(e) => e.exit_status(),
+        }
+    }
+}
+
+/// `context` for an I/O error of the save stream.
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> PublishError {
+    let context = context.into();
+    move |source| PublishError::Io { context, source }
+}
+
+/// `what` for a temporary file that could not be made.
+fn scratch(what: &'static str) -> impl FnOnce(crate::scratch::ScratchError) -> PublishError {
+    move |source| PublishError::Scratch { what, source }
+}
 
 /// What pushing one image did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -77,7 +164,7 @@ pub(crate) fn push_checked(
     local: &str,
     target: Target<'_>,
     image_id: &str,
-) -> anyhow::Result<Manifest> {
+) -> Result<Manifest, PublishError> {
     push_image(
         engine,
         client,
@@ -99,13 +186,16 @@ pub(crate) fn push_image(
     target: Target<'_>,
     image_id: &str,
     cache: &LayerCache,
-) -> anyhow::Result<(Manifest, PushStats)> {
+) -> Result<(Manifest, PushStats), PublishError> {
     let repo = target.repo();
     let info = engine
         .inspect(image_id)?
-        .with_context(|| format!("{local} ({image_id}) is not in the engine"))?;
+        .ok_or_else(|| not_in_engine(local, image_id))?;
     if info.layers.is_empty() {
-        bail!("{local} ({image_id}): the engine lists no layers for it");
+        return Err(PublishError::NoLayers {
+            local: local.to_string(),
+            image_id: image_id.to_string(),
+        });
     }
     let mut stats = PushStats::default();
     let mut have: BTreeMap<String, Compressed> = BTreeMap::new();
@@ -143,8 +233,7 @@ pub(crate) fn push_image(
                     },
                 )
             })
-            .map_err(crate::process::PipeError::into_anyhow)
-            .with_context(|| format!("reading {local} from the engine"))?;
+            .map_err(|e| read_save(local, e.into_error()))?;
         stats.compressed = compressed.len();
         for c in compressed {
             have.entry(c.diff_id.clone()).or_insert(c);
@@ -186,10 +275,10 @@ pub(crate) fn local_manifest(
     local: &str,
     image_id: &str,
     cache: &LayerCache,
-) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
+) -> Result<(Vec<u8>, Vec<u8>), PublishError> {
     let info = engine
         .inspect(image_id)?
-        .with_context(|| format!("{local} ({image_id}) is not in the engine"))?;
+        .ok_or_else(|| not_in_engine(local, image_id))?;
     let mut have: BTreeMap<String, Compressed> = info
         .layers
         .iter()
@@ -209,8 +298,7 @@ pub(crate) fn local_manifest(
                     },
                 )
             })
-            .map_err(crate::process::PipeError::into_anyhow)
-            .with_context(|| format!("reading {local} from the engine"))?;
+            .map_err(|e| read_save(local, e.into_error()))?;
         for c in compressed {
             have.entry(c.diff_id.clone()).or_insert(c);
         }
@@ -228,14 +316,29 @@ pub(crate) fn local_manifest(
     Ok((manifest, config))
 }
 
+fn not_in_engine(local: &str, image_id: &str) -> PublishError {
+    PublishError::NotInEngine {
+        local: local.to_string(),
+        image_id: image_id.to_string(),
+    }
+}
+
+fn read_save(local: &str, source: PublishError) -> PublishError {
+    PublishError::ReadSave {
+        local: local.to_string(),
+        source: Box::new(source),
+    }
+}
+
 /// The config among a save stream's small files: the one whose digest is
 /// the image ID.
-fn config_in(small: Vec<Vec<u8>>, local: &str, image_id: &str) -> anyhow::Result<Vec<u8>> {
+fn config_in(small: Vec<Vec<u8>>, local: &str, image_id: &str) -> Result<Vec<u8>, PublishError> {
     small
         .into_iter()
         .find(|bytes| format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes))) == image_id)
-        .with_context(|| {
-            format!("the engine's save of {local} has no config whose digest is {image_id}")
+        .ok_or_else(|| PublishError::NoConfig {
+            local: local.to_string(),
+            image_id: image_id.to_string(),
         })
 }
 
@@ -247,20 +350,24 @@ fn manifest_of(
     have: &BTreeMap<String, Compressed>,
     config: &Digest,
     config_size: usize,
-) -> anyhow::Result<Vec<u8>> {
+) -> Result<Vec<u8>, PublishError> {
     let layers = diff_ids
         .iter()
         .map(|d| {
-            have.get(d)
-                .with_context(|| format!("layer {d} of {local} was not in the engine's save"))
+            have.get(d).ok_or_else(|| PublishError::LayerNotSaved {
+                layer: d.clone(),
+                local: local.to_string(),
+            })
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(manifest_bytes(config, config_size, &layers))
 }
 
-fn parse_digest(s: &str) -> anyhow::Result<Digest> {
-    s.parse()
-        .map_err(|e| anyhow::anyhow!("{s:?} is not a digest: {e}"))
+fn parse_digest(s: &str) -> Result<Digest, PublishError> {
+    s.parse().map_err(|source| PublishError::NotADigest {
+        text: s.to_string(),
+        source,
+    })
 }
 
 /// The schema-2 manifest of a config and its compressed layers (fixed key
@@ -292,17 +399,20 @@ fn upload(
     c: &Compressed,
     file: &std::fs::File,
     stats: &mut PushStats,
-) -> anyhow::Result<()> {
+) -> Result<(), PublishError> {
     let digest = parse_digest(&c.digest)?;
     if rt.block_on(client.blob_size(repo, &digest))?.is_some() {
         return Ok(());
     }
     // Safety of the map: the file is ours (a fresh temporary file nobody
     // else knows of) and is not written while it is mapped.
-    let map = unsafe { memmap2::Mmap::map(file) }.context("mapping the compressed layer")?;
+    let map = unsafe { memmap2::Mmap::map(file) }.map_err(io("mapping the compressed layer"))?;
     let sent = rt.block_on(client.upload_blob(repo, Bytes::from_owner(map)))?;
     if sent != digest {
-        bail!("the compressed layer {} was {sent} when uploaded", c.digest);
+        return Err(PublishError::UploadedAs {
+            layer: c.digest.clone(),
+            sent,
+        });
     }
     stats.uploaded += 1;
     stats.uploaded_bytes += c.size;
@@ -322,17 +432,17 @@ fn upload(
 fn read_and_compress(
     input: &mut dyn Read,
     have: impl Fn(&str) -> bool,
-    mut each: impl FnMut(&Compressed, &std::fs::File) -> anyhow::Result<()>,
-) -> anyhow::Result<(Vec<Vec<u8>>, Vec<Compressed>)> {
+    mut each: impl FnMut(&Compressed, &std::fs::File) -> Result<(), PublishError>,
+) -> Result<(Vec<Vec<u8>>, Vec<Compressed>), PublishError> {
     use std::io::{Seek as _, Write as _};
     let mut small = Vec::new();
     let mut done = Vec::new();
     let mut outer = crate::image::entries::BoundedTar::new(input);
     for entry in outer
         .entries()
-        .context("the save stream is not a tar archive")?
+        .map_err(io("the save stream is not a tar archive"))?
     {
-        let entry = entry.context("reading the save stream")?;
+        let entry = entry.map_err(io("reading the save stream"))?;
         if !matches!(
             entry.header().entry_type(),
             tar::EntryType::Regular | tar::EntryType::Continuous
@@ -341,35 +451,35 @@ fn read_and_compress(
         }
         let name = String::from_utf8_lossy(&entry.path_bytes()).to_string();
         let size = entry.size();
+        let reading = || io(format!("reading {name} of the save stream"));
         let mut entry = BufReader::with_capacity(256 << 10, entry);
-        if crate::normalize::is_layer_file(&name, &mut entry)? {
-            let mut spill = crate::scratch::tempfile().context("creating a file for a layer")?;
+        if crate::normalize::is_layer_file(&name, &mut entry).map_err(reading())? {
+            let mut spill = crate::scratch::tempfile().map_err(scratch("a layer"))?;
             let mut tee =
                 compress::Hashing::new(std::io::BufWriter::with_capacity(256 << 10, &mut spill));
-            std::io::copy(&mut entry, &mut tee)
-                .with_context(|| format!("reading {name} of the save stream"))?;
+            std::io::copy(&mut entry, &mut tee).map_err(reading())?;
             let (diff_id, mut writer) = tee.finish();
-            writer.flush()?;
+            let spilling = || io(format!("spilling {name} of the save stream"));
+            writer.flush().map_err(spilling())?;
             drop(writer);
             if have(&diff_id) {
                 continue;
             }
-            spill.rewind()?;
-            let file =
-                crate::scratch::tempfile().context("creating a file for a compressed layer")?;
+            spill.rewind().map_err(spilling())?;
+            let file = crate::scratch::tempfile().map_err(scratch("a compressed layer"))?;
             let c = compress::gzip(
                 BufReader::with_capacity(256 << 10, &spill),
                 std::io::BufWriter::new(&file),
             )
-            .with_context(|| format!("compressing {name} of the save stream"))?;
+            .map_err(io(format!("compressing {name} of the save stream")))?;
             each(&c, &file)?;
             done.push(c);
         } else if size <= 64 << 20 {
             let mut bytes = Vec::with_capacity(size as usize);
-            entry.read_to_end(&mut bytes)?;
+            entry.read_to_end(&mut bytes).map_err(reading())?;
             small.push(bytes);
         } else {
-            bail!("{name} ({size} bytes) in the save stream is neither a layer nor metadata");
+            return Err(PublishError::NotALayer { name, size });
         }
     }
     Ok((small, done))

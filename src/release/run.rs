@@ -5,13 +5,83 @@
 //! running it again (`--resume`) skips what is done and converges to the
 //! same end state.
 
-use super::journal::{Journal, Step};
-use super::stage::Stager;
+use super::attach::AttachError;
+use super::journal::{Journal, JournalError, Step};
+use super::pin::PinError;
+use super::promote::PromoteError;
+use super::stage::{StageError, Stager};
 use super::{attach, pin, promote};
 use crate::engine::Engine;
 use crate::registry::{Client, Repository};
-use anyhow::Context as _;
 use std::path::Path;
+
+/// Why a release (or its rollback) stopped, by step.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReleaseError {
+    /// The plan's repository is no repository.
+    #[error(transparent)]
+    Repository(#[from] crate::name::Invalid),
+    #[error("staging {variant}")]
+    Stage {
+        variant: String,
+        #[source]
+        source: Box<StageError>,
+    },
+    /// Verify (the gate, the immutable-tag conflicts), promote or rollback.
+    #[error(transparent)]
+    Promote(Box<PromoteError>),
+    /// A resume of a signed release without its key.
+    #[error(
+        "release {id} signs with the key {hint}; pass it (--signing-key or --signing-key-env) \
+         to resume"
+    )]
+    KeyMissing { id: String, hint: String },
+    /// A resume of a signed release with another key than it signs with.
+    #[error("release {id} signs with the key {hint}, not {given}; resume it with that key")]
+    KeyMismatch {
+        id: String,
+        hint: String,
+        given: String,
+    },
+    #[error(transparent)]
+    Attach(Box<AttachError>),
+    #[error(transparent)]
+    Pin(#[from] PinError),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+// Boxed (as `Attach`): a registry error inside makes these errors 128
+// bytes, too large to return by value on every step (clippy's
+// `result_large_err`).
+impl From<AttachError> for ReleaseError {
+    fn from(e: AttachError) -> ReleaseError {
+        ReleaseError::Attach(Box::new(e))
+    }
+}
+
+impl From<PromoteError> for ReleaseError {
+    fn from(e: PromoteError) -> ReleaseError {
+        ReleaseError::Promote(Box::new(e))
+    }
+}
+
+/// A release that stopped is an operational failure (resume it), but for
+/// the errors it carries that say their own.
+impl crate::exit::HasStatus for ReleaseError {
+    fn exit_status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            ReleaseError::KeyMissing { .. } | ReleaseError::KeyMismatch { .. } => Status::Failure,
+            ReleaseError::Repository(e) => e.exit_status(),
+            ReleaseError::Stage { source, .. } => source.exit_status(),
+            ReleaseError::Promote(e) => e.exit_status(),
+            ReleaseError::Attach(e) => e.exit_status(),
+            ReleaseError::Pin(e) => e.exit_status(),
+            ReleaseError::Journal(e) => e.exit_status(),
+        }
+    }
+}
 
 /// What a release talks to.
 pub(crate) struct Releaser<'a> {
@@ -33,14 +103,14 @@ impl Releaser<'_> {
     /// Runs (or continues) `journal` to its end; on failure the journal
     /// records why, and image_pins.json is untouched unless every tag was
     /// written.
-    pub(crate) fn carry_out(&self, journal: &mut Journal) -> anyhow::Result<()> {
+    pub(crate) fn carry_out(&self, journal: &mut Journal) -> Result<(), ReleaseError> {
         let outcome = self.steps(journal);
-        journal.failure = outcome.as_ref().err().map(|e| format!("{e:#}"));
+        journal.failure = (outcome.as_ref().err()).map(|e| crate::chain::error_chain(e));
         journal.save()?;
         outcome
     }
 
-    fn steps(&self, journal: &mut Journal) -> anyhow::Result<()> {
+    fn steps(&self, journal: &mut Journal) -> Result<(), ReleaseError> {
         let repo: Repository = journal.plan.repository.parse()?;
         if journal.step < Step::Staged {
             let stager = Stager {
@@ -55,7 +125,10 @@ impl Releaser<'_> {
                 }
                 let staged = stager
                     .stage(&planned)
-                    .with_context(|| format!("staging {}", planned.variant))?;
+                    .map_err(|source| ReleaseError::Stage {
+                        variant: planned.variant.clone(),
+                        source: Box::new(source),
+                    })?;
                 (self.progress)(format!(
                     "staged {} {} as {}",
                     planned.variant, planned.version, staged.digest
@@ -102,23 +175,18 @@ impl Releaser<'_> {
 
     /// The attach step: nothing without a signing key; with one, the
     /// journal's key and no other.
-    fn attach(&self, repo: &Repository, journal: &mut Journal) -> anyhow::Result<()> {
+    fn attach(&self, repo: &Repository, journal: &mut Journal) -> Result<(), ReleaseError> {
         let Some(hint) = journal.signing_key.clone() else {
             return Ok(());
         };
-        let key = self.key.with_context(|| {
-            format!(
-                "release {} signs with the key {hint}; pass it (--signing-key or \
-                 --signing-key-env) to resume",
-                journal.id
-            )
+        let id = journal.id.clone();
+        let key = (self.key).ok_or_else(|| ReleaseError::KeyMissing {
+            id: id.clone(),
+            hint: hint.clone(),
         })?;
-        if key.public().hint() != hint {
-            anyhow::bail!(
-                "release {} signs with the key {hint}, not {}; resume it with that key",
-                journal.id,
-                key.public().hint()
-            );
+        let given = key.public().hint();
+        if given != hint {
+            return Err(ReleaseError::KeyMismatch { id, hint, given });
         }
         let attacher = attach::Attacher {
             client: self.client,
@@ -129,12 +197,17 @@ impl Releaser<'_> {
             layers: Default::default(),
             checkout: self.manifest.and_then(|m| attach::checkout_ref(&m.root)),
         };
-        attach::attach_all(&attacher, self.rt, journal, self.progress)
+        Ok(attach::attach_all(
+            &attacher,
+            self.rt,
+            journal,
+            self.progress,
+        )?)
     }
 
     /// Puts the journal's moving tags back where they were, and the pins
     /// the release wrote back to what they were. Immutable tags stay.
-    pub(crate) fn roll_back(&self, journal: &mut Journal) -> anyhow::Result<Vec<String>> {
+    pub(crate) fn roll_back(&self, journal: &mut Journal) -> Result<Vec<String>, ReleaseError> {
         let repo: Repository = journal.plan.repository.parse()?;
         let mut done = self
             .rt
@@ -406,8 +479,14 @@ mod tests {
             key: Some(&other),
             ..releaser
         };
-        let err = format!("{:#}", wrong.carry_out(&mut journal).unwrap_err());
-        assert!(err.contains("resume it with that key"), "{err}");
+        let err = wrong.carry_out(&mut journal).unwrap_err();
+        assert!(
+            matches!(&err, ReleaseError::KeyMismatch { hint, given, .. }
+                if *hint == key.public().hint() && *given == other.public().hint()),
+            "{err}"
+        );
+        assert!(err.to_string().contains("resume it with that key"), "{err}");
+        assert_eq!(journal.failure, Some(err.to_string()), "journaled as said");
     }
 
     #[test]
@@ -416,7 +495,13 @@ mod tests {
         let reg = &f.reg;
         let pins_path = &f.pins_path;
         let releaser = f.releaser(None);
-        let err = format!("{:#}", releaser.carry_out(&mut journal).unwrap_err());
+        let e = releaser.carry_out(&mut journal).unwrap_err();
+        assert!(
+            matches!(promoting(&e), Some(PromoteError::Gate { variant, why, .. })
+                if variant == "a" && why.starts_with("linux/arm64: ")),
+            "{e}"
+        );
+        let err = crate::chain::error_chain(&e);
         assert!(
             err.contains("linux/arm64: it carries no passing check record"),
             "{err}"
@@ -431,5 +516,103 @@ mod tests {
             .collect();
         assert!(tags.is_empty(), "staging writes no tag: {tags:?}");
         assert!(!pins_path.exists());
+    }
+
+    /// The verify or promote error a release stopped with, if that is why.
+    fn promoting(e: &ReleaseError) -> Option<&PromoteError> {
+        match e {
+            ReleaseError::Promote(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn each_step_stops_with_its_own_kind_of_error_and_every_kind_is_a_failure() {
+        use crate::exit::{HasStatus, Status};
+        let mut kinds = Vec::new();
+
+        // Staging: the source image is not in the registry.
+        let (f, mut journal) = fixture("pass");
+        journal.plan.variants[0].source = Source::Registry {
+            reference: format!("{}/src/x@{}", f.reg.authority, Digest::sha256(b"none")),
+        };
+        let e = f.releaser(None).carry_out(&mut journal).unwrap_err();
+        assert!(
+            matches!(&e, ReleaseError::Stage { variant, source }
+                if variant == "a" && matches!(**source, StageError::Registry(_))),
+            "{e}"
+        );
+        kinds.push(e);
+
+        // Verify: the staged image is gone.
+        let (f, mut journal) = fixture("pass");
+        let gone = super::super::journal::Staged {
+            digest: Digest::sha256(b"gone"),
+            media_type: mt::OCI_MANIFEST.into(),
+            config: None,
+            pushed: None,
+            platforms: BTreeMap::new(),
+        };
+        journal.staged.insert("a".into(), gone);
+        journal.step = Step::Staged;
+        let e = f.releaser(None).carry_out(&mut journal).unwrap_err();
+        assert!(
+            matches!(promoting(&e), Some(PromoteError::NotThere { variant, .. })
+                if variant == "a"),
+            "{e}"
+        );
+        kinds.push(e);
+
+        // Verify: the immutable tag names another image already.
+        let (f, mut journal) = fixture("pass");
+        f.reg
+            .put_manifest("rel/y", Some("a-1.0.0"), mt::OCI_MANIFEST, b"{}");
+        let e = f.releaser(None).carry_out(&mut journal).unwrap_err();
+        assert!(
+            matches!(promoting(&e), Some(PromoteError::Conflicts(c))
+                if c.0.len() == 1 && c.0[0].tag == "a-1.0.0"),
+            "{e}"
+        );
+        assert!(!journal.wrote_tags());
+        kinds.push(e);
+
+        // Promote: the registry refuses the tag.
+        let (f, mut journal) = fixture("pass");
+        (f.reg.state().faults).push(("PUT", "/manifests/a-1.0.0".into(), 400));
+        let e = f.releaser(None).carry_out(&mut journal).unwrap_err();
+        assert!(
+            matches!(promoting(&e), Some(PromoteError::Move { tag, .. }) if tag == "a-1.0.0"),
+            "{e}"
+        );
+        kinds.push(e);
+
+        // Attach: a signed release resumed without its key.
+        let (f, mut journal) = fixture("pass");
+        journal.signing_key = Some("0123".into());
+        let e = f.releaser(None).carry_out(&mut journal).unwrap_err();
+        assert!(
+            matches!(&e, ReleaseError::KeyMissing { hint, .. } if hint == "0123"),
+            "{e}"
+        );
+        assert_eq!(journal.step, Step::Promoted, "stopped before attaching");
+        kinds.push(e);
+
+        // Pin: the pins file cannot be read.
+        let (f, mut journal) = fixture("pass");
+        std::fs::write(&f.pins_path, "{").unwrap();
+        let e = f.releaser(None).carry_out(&mut journal).unwrap_err();
+        assert!(matches!(&e, ReleaseError::Pin(PinError::File(_))), "{e}");
+        assert_eq!(journal.step, Step::Attached, "every tag written, no pin");
+        let saved = Journal::load(f.dir.path(), &journal.id).unwrap();
+        assert_eq!(
+            saved.failure,
+            Some(crate::chain::error_chain(&e)),
+            "journaled"
+        );
+        kinds.push(e);
+
+        for e in &kinds {
+            assert_eq!(e.exit_status(), Status::Failure, "{e}");
+        }
     }
 }

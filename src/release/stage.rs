@@ -50,22 +50,104 @@
 
 use super::journal::Staged;
 use super::plan::{Planned, Source};
+use super::publish::PublishError;
 use crate::engine::Engine;
 use crate::labels;
-use crate::name::Platform;
+use crate::name::{InvalidDigest, Platform};
 use crate::registry::{self, Client, Digest, Index, Manifest, Reference, Repository};
-use anyhow::{Context as _, bail};
 use bytes::Bytes;
 use semver::Version;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Why an image could not be stamped or staged.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StageError {
+    #[error("the config is not JSON")]
+    ConfigNotJson(#[source] serde_json::Error),
+    /// A part of the config the label goes into is not a JSON object.
+    #[error("{0}")]
+    ConfigShape(&'static str),
+    #[error("the manifest is not JSON")]
+    ManifestNotJson(#[source] serde_json::Error),
+    #[error("the manifest has no config descriptor")]
+    NoConfigDescriptor,
+    #[error("{digest} is not an image manifest ({media_type})")]
+    NotAnImage { digest: Digest, media_type: String },
+    #[error("the manifest has no layers")]
+    NoLayers,
+    #[error("layer digest {text:?}: {source}")]
+    LayerDigest { text: String, source: InvalidDigest },
+    #[error("the plan stages from the engine, but none is configured")]
+    NoEngine,
+    #[error("the index {context} lists no platform images")]
+    NoPlatforms { context: String },
+    #[error("reading the {platform} image of {context}")]
+    ReadChild {
+        platform: Platform,
+        context: String,
+        #[source]
+        source: Box<registry::Error>,
+    },
+    #[error("stamping the {platform} image {digest}")]
+    StampChild {
+        platform: Platform,
+        digest: Digest,
+        #[source]
+        source: Box<StageError>,
+    },
+    /// The stamped images' configs name other platforms than the index.
+    #[error(
+        "the index {context} names the platforms {named}, but its images' configs say {configs}"
+    )]
+    PlatformsDiffer {
+        context: String,
+        named: String,
+        configs: String,
+    },
+    #[error("reading the checked config")]
+    ReadConfig(#[source] registry::Error),
+    /// The plan's source reference is no reference.
+    #[error(transparent)]
+    Source(#[from] crate::name::Invalid),
+    #[error(transparent)]
+    Push(#[from] PublishError),
+    #[error(transparent)]
+    Registry(#[from] registry::Error),
+}
+
+/// Staging fails operationally, but for the errors it carries that say
+/// their own.
+impl crate::exit::HasStatus for StageError {
+    fn exit_status(&self) -> crate::exit::Status {
+        use crate::exit::Status;
+        match self {
+            StageError::ConfigNotJson(_)
+            | StageError::ConfigShape(_)
+            | StageError::ManifestNotJson(_)
+            | StageError::NoConfigDescriptor
+            | StageError::NotAnImage { .. }
+            | StageError::NoLayers
+            | StageError::LayerDigest { .. }
+            | StageError::NoEngine
+            | StageError::NoPlatforms { .. }
+            | StageError::ReadChild { .. }
+            | StageError::PlatformsDiffer { .. }
+            | StageError::ReadConfig(_) => Status::Failure,
+            StageError::StampChild { source, .. } => source.exit_status(),
+            StageError::Source(e) => e.exit_status(),
+            StageError::Push(e) => e.exit_status(),
+            StageError::Registry(e) => e.exit_status(),
+        }
+    }
+}
+
 /// The config with the version label set (every other byte's meaning kept).
-pub(crate) fn stamp_config(config: &[u8], version: &Version) -> anyhow::Result<Vec<u8>> {
-    let mut doc: Value = serde_json::from_slice(config).context("the config is not JSON")?;
+pub(crate) fn stamp_config(config: &[u8], version: &Version) -> Result<Vec<u8>, StageError> {
+    let mut doc: Value = serde_json::from_slice(config).map_err(StageError::ConfigNotJson)?;
     let label = BTreeMap::from([(labels::VERSION.to_string(), version.to_string())]);
-    crate::normalize::set_labels(&mut doc, &label).map_err(anyhow::Error::msg)?;
-    Ok(serde_json::to_vec(&doc)?)
+    crate::normalize::set_labels(&mut doc, &label).map_err(StageError::ConfigShape)?;
+    Ok(serde_json::to_vec(&doc).expect("a JSON value serialises"))
 }
 
 /// The manifest with its config descriptor pointing at another config.
@@ -73,35 +155,38 @@ pub(crate) fn restamp_manifest(
     manifest: &[u8],
     config: &Digest,
     size: usize,
-) -> anyhow::Result<Vec<u8>> {
-    let mut doc: Value = serde_json::from_slice(manifest).context("the manifest is not JSON")?;
+) -> Result<Vec<u8>, StageError> {
+    let mut doc: Value = serde_json::from_slice(manifest).map_err(StageError::ManifestNotJson)?;
     let descriptor = doc
         .get_mut("config")
         .and_then(Value::as_object_mut)
-        .context("the manifest has no config descriptor")?;
+        .ok_or(StageError::NoConfigDescriptor)?;
     descriptor.insert("digest".into(), Value::String(config.to_string()));
     descriptor.insert("size".into(), Value::from(size));
-    Ok(serde_json::to_vec(&doc)?)
+    Ok(serde_json::to_vec(&doc).expect("a JSON value serialises"))
 }
 
 /// The layer digests of an image manifest.
-fn layers(manifest: &Manifest) -> anyhow::Result<Vec<Digest>> {
+fn layers(manifest: &Manifest) -> Result<Vec<Digest>, StageError> {
     if !registry::media_type::is_manifest(&manifest.media_type) {
-        bail!(
-            "{} is not an image manifest ({})",
-            manifest.digest,
-            manifest.media_type
-        );
+        return Err(StageError::NotAnImage {
+            digest: manifest.digest.clone(),
+            media_type: manifest.media_type.clone(),
+        });
     }
-    let doc: Value = serde_json::from_slice(&manifest.bytes)?;
+    let doc: Value =
+        serde_json::from_slice(&manifest.bytes).map_err(StageError::ManifestNotJson)?;
     doc.get("layers")
         .and_then(Value::as_array)
-        .context("the manifest has no layers")?
+        .ok_or(StageError::NoLayers)?
         .iter()
         .map(|l| {
             let d = l.get("digest").and_then(Value::as_str).unwrap_or_default();
             d.parse::<Digest>()
-                .map_err(|e| anyhow::anyhow!("layer digest {d:?}: {e}"))
+                .map_err(|source| StageError::LayerDigest {
+                    text: d.to_string(),
+                    source,
+                })
         })
         .collect()
 }
@@ -118,15 +203,13 @@ pub(crate) struct Stager<'a> {
 impl Stager<'_> {
     /// Puts `planned` in the release repository by digest, stamped (no tag
     /// is written); returns what is there.
-    pub(crate) fn stage(&self, planned: &Planned) -> anyhow::Result<Staged> {
+    pub(crate) fn stage(&self, planned: &Planned) -> Result<Staged, StageError> {
         let (from, manifest, pushed) = match &planned.source {
             Source::Engine {
                 reference,
                 image_id,
             } => {
-                let engine = self
-                    .engine
-                    .context("the plan stages from the engine, but none is configured")?;
+                let engine = self.engine.ok_or(StageError::NoEngine)?;
                 let manifest = crate::release::publish::push_checked(
                     engine,
                     self.client,
@@ -161,7 +244,7 @@ impl Stager<'_> {
         from: &Repository,
         manifest: &Manifest,
         planned: &Planned,
-    ) -> anyhow::Result<Staged> {
+    ) -> Result<Staged, StageError> {
         let stamped = self.stamp_image(from, manifest, &planned.version).await?;
         let at = Reference::in_repo(self.repository, stamped.digest.clone());
         if self.client.manifest_digest(&at).await?.is_none() {
@@ -186,24 +269,32 @@ impl Stager<'_> {
         from: &Repository,
         index: &Manifest,
         planned: &Planned,
-    ) -> anyhow::Result<Staged> {
+    ) -> Result<Staged, StageError> {
         let context = format!("{from}@{}", index.digest);
         let client = self.client;
         let to = self.repository;
         let children = Index::parse(&context, &index.bytes)?.platforms();
         if children.is_empty() {
-            bail!("the index {context} lists no platform images");
+            return Err(StageError::NoPlatforms { context });
         }
         let mut stamped = Vec::new();
         for (platform, digest) in &children {
-            let child = client
+            let child = (client
                 .fetch_manifest(&Reference::in_repo(from, digest.clone()))
-                .await
-                .with_context(|| format!("reading the {platform} image of {context}"))?;
-            let image = self
-                .stamp_image(from, &child, &planned.version)
-                .await
-                .with_context(|| format!("stamping the {platform} image {digest}"))?;
+                .await)
+                .map_err(|source| StageError::ReadChild {
+                    platform: platform.clone(),
+                    context: context.clone(),
+                    source: Box::new(source),
+                })?;
+            let image =
+                (self.stamp_image(from, &child, &planned.version).await).map_err(|source| {
+                    StageError::StampChild {
+                        platform: platform.clone(),
+                        digest: digest.clone(),
+                        source: Box::new(source),
+                    }
+                })?;
             let at = Reference::in_repo(to, image.digest.clone());
             if client.manifest_digest(&at).await?.is_none() {
                 client
@@ -219,11 +310,11 @@ impl Stager<'_> {
             let list = |ps: &mut dyn Iterator<Item = &Platform>| {
                 ps.map(ToString::to_string).collect::<Vec<_>>().join(", ")
             };
-            bail!(
-                "the index {context} names the platforms {}, but its images' configs say {}",
-                list(&mut named.iter()),
-                list(&mut platforms.keys())
-            );
+            return Err(StageError::PlatformsDiffer {
+                context,
+                named: list(&mut named.iter()),
+                configs: list(&mut platforms.keys()),
+            });
         }
         let at = Reference::in_repo(to, assembled.digest.clone());
         if client.manifest_digest(&at).await?.is_none() {
@@ -246,7 +337,7 @@ impl Stager<'_> {
         from: &Repository,
         manifest: &Manifest,
         version: &Version,
-    ) -> anyhow::Result<Stamped> {
+    ) -> Result<Stamped, StageError> {
         let context = format!("{from}@{}", manifest.digest);
         let client = self.client;
         let to = self.repository;
@@ -257,10 +348,8 @@ impl Stager<'_> {
             }
         }
         let source_config = registry::config_descriptor(&context, &manifest.bytes)?.0;
-        let config = client
-            .fetch_blob(from, &source_config, 16 << 20)
-            .await
-            .context("reading the checked config")?;
+        let config = (client.fetch_blob(from, &source_config, 16 << 20).await)
+            .map_err(StageError::ReadConfig)?;
         let (stamped, config) = stamp(&manifest.bytes, &config, version)?;
         if client.blob_size(to, &stamped.config).await?.is_none() {
             client.upload_blob(to, config).await?;
@@ -284,7 +373,7 @@ pub(crate) fn stamp(
     manifest: &[u8],
     config: &[u8],
     version: &Version,
-) -> anyhow::Result<(Stamped, Bytes)> {
+) -> Result<(Stamped, Bytes), StageError> {
     let config = Bytes::from(stamp_config(config, version)?);
     let config_digest = Digest::sha256(&config);
     let bytes = Bytes::from(restamp_manifest(manifest, &config_digest, config.len())?);
