@@ -22,6 +22,7 @@ mod pins;
 mod plan;
 mod posture;
 mod rebuild;
+mod refusals;
 mod registry;
 mod release;
 mod render;
