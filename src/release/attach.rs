@@ -42,7 +42,7 @@
 //!   nothing already listed. The key is not journaled, its hint is: a
 //!   resume must be given the same key.
 
-use super::journal::{Journal, JournalError, Staged};
+use super::journal::{AttachedReferrer, AttachedSubject, Journal, JournalError, Staged};
 use super::plan::{Planned, Source};
 use crate::attest::statement::{self, BuildFacts, Resource, TestResult};
 use crate::attest::{AttestError, Bundle, PrivateKey, dsse, referrer};
@@ -51,7 +51,6 @@ use crate::registry::{
     self, Client, Digest, ErrorKind, Reference, Repository, fallback_reference, media_type as mt,
 };
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 
 /// Why attaching stopped.
 #[derive(Debug, thiserror::Error)]
@@ -88,23 +87,6 @@ impl crate::exit::HasStatus for AttachError {
             AttachError::Journal(e) => e.exit_status(),
         }
     }
-}
-
-/// A referrer the release attached to one subject.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Attached {
-    pub digest: Digest,
-    pub predicate_type: String,
-}
-
-/// What the journal records of a subject once attached.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Subject {
-    pub variant: String,
-    pub referrers: Vec<Attached>,
-    /// Whether they were listed through the fallback tag (the registry
-    /// answered without `OCI-Subject`).
-    pub fallback: bool,
 }
 
 /// What attaching talks to.
@@ -230,7 +212,7 @@ impl Attacher<'_> {
         subject: &Digest,
         is_index: bool,
         invocation: &str,
-    ) -> Result<Subject, AttachError> {
+    ) -> Result<AttachedSubject, AttachError> {
         let reference = Reference::in_repo(self.repo, subject.clone());
         let manifest = self.client.fetch_manifest(&reference).await?;
         let descriptor = referrer::Descriptor {
@@ -278,7 +260,7 @@ impl Attacher<'_> {
             crate::failpoint::hit("release.referrer-answered");
             fallback |= !answered;
             entries.push(referrer::entry(&bytes)?);
-            referrers.push(Attached {
+            referrers.push(AttachedReferrer {
                 digest,
                 predicate_type: predicate_type.to_string(),
             });
@@ -286,7 +268,7 @@ impl Attacher<'_> {
         if fallback {
             self.list_in_fallback(subject, &entries).await?;
         }
-        Ok(Subject {
+        Ok(AttachedSubject {
             variant: planned.variant.clone(),
             referrers,
             fallback,

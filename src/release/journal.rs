@@ -3,6 +3,10 @@
 //! atomically after every step (every staged variant, every tag written), so
 //! `--resume` repeats no finished write and `--rollback` knows what the
 //! moving tags pointed at.
+//!
+//! The journal's types are all here, what attaching records too
+//! ([`AttachedSubject`]): the steps depend on the journal, never the
+//! journal on a step.
 
 use super::plan::Plan;
 use crate::fsutil::{self, FileLock, FsError};
@@ -123,9 +127,27 @@ pub(crate) struct Journal {
     /// Subject (an image or index digest) -> the referrers attached to it,
     /// once they are uploaded and listed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub attached: BTreeMap<Digest, super::attach::Subject>,
+    pub attached: BTreeMap<Digest, AttachedSubject>,
     #[serde(skip)]
     path: PathBuf,
+}
+
+/// What the journal records of a subject (an image or index digest) once
+/// its referrers are attached and listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct AttachedSubject {
+    pub variant: String,
+    pub referrers: Vec<AttachedReferrer>,
+    /// Whether they were listed through the fallback tag (the registry
+    /// answered without `OCI-Subject`).
+    pub fallback: bool,
+}
+
+/// A referrer the release attached to one subject.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct AttachedReferrer {
+    pub digest: Digest,
+    pub predicate_type: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -427,6 +449,17 @@ pub(crate) mod tests {
             repository: "r/s".into(),
             variants: vec![planned("a", &["a"])],
             unchanged: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_journal_names_no_step_of_the_release() {
+        let source = include_str!("journal.rs");
+        let (code, _) = source.split_once("#[cfg(test)]").unwrap();
+        for step in ["attach", "stage", "promote", "pin", "run", "gather", "legs"] {
+            for import in [format!("super::{step}"), format!("release::{step}")] {
+                assert!(!code.contains(&import), "journal.rs imports {import}");
+            }
         }
     }
 
