@@ -183,14 +183,40 @@ pub(crate) fn report(outcome: Result, kinds: &[Recognise]) -> ExitCode {
     };
     let status = status_of(&error, kinds);
     if status != Status::Success && error.downcast_ref::<Reported>().is_none() {
-        eprintln!("error: {error:#}");
+        eprintln!("error: {}", message(&error));
     }
     status.into()
+}
+
+/// `error`'s context and causes on one line, each cause once: many errors
+/// quote their source in their own message ("cannot read x: No such file"),
+/// and anyhow's `{:#}` would print it again after them.
+fn message(error: &Error) -> String {
+    crate::chain::error_chain(error.as_ref())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cause_quoted_in_its_errors_message_is_printed_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot read images.toml: {source}")]
+        struct Unreadable {
+            source: std::io::Error,
+        }
+        let e = anyhow::Error::new(Unreadable {
+            source: std::io::Error::other("No such file or directory"),
+        })
+        .context("loading the image family manifest");
+        assert_eq!(
+            message(&e),
+            "loading the image family manifest: cannot read images.toml: No such file or directory"
+        );
+        let plain = anyhow::Error::new(std::io::Error::other("disk on fire")).context("writing");
+        assert_eq!(message(&plain), "writing: disk on fire");
+    }
 
     /// A kind of the caller's, for the walk.
     #[derive(Debug, thiserror::Error)]
