@@ -455,7 +455,7 @@ fn the_policy_must_be_read(rig: &Rig, alias: &str, public: &Path) {
         .stderr_line(format!(
             "error: cannot read the smoke suites {alias} owes from images.toml: \
              loading the image family manifest: cannot read images.toml: \
-             No such file or directory (os error 2): No such file or directory (os error 2)"
+             No such file or directory (os error 2)"
         ))
         .run();
 }
