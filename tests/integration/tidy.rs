@@ -53,12 +53,28 @@ impl Solo {
 
     /// `build solo` started, not waited for; its output in the project.
     fn start_build(&self) -> Child {
+        use std::os::unix::process::CommandExt as _;
         let log = |name: &str| std::fs::File::create(self.project.join(name)).unwrap();
-        self.project
+        let mut build = self
+            .project
             .cli()
             .env("TMPDIR", self.tmp.path())
             .args(["build", "solo", "--progress", "plain"])
-            .into_command("stopped midway: its output is read only when the test fails")
+            .into_command("stopped midway: its output is read only when the test fails");
+        // The build starts with SIGINT and SIGTERM at their defaults, as from
+        // a terminal: a test runner started in the background by a
+        // non-interactive shell (`cmd &`, nohup) inherits SIGINT ignored, and
+        // an ignored signal stays ignored in the tool (scratch.rs), so the
+        // test would see the build run to its end.
+        // SAFETY: signal() is async-signal-safe; nothing else runs here.
+        unsafe {
+            build.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        build
             .stdout(Stdio::from(log("build.out")))
             .stderr(Stdio::from(log("build.err")))
             .spawn()
