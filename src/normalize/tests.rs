@@ -827,3 +827,50 @@ fn each_fragments_packages_are_recorded_on_the_image_and_the_parents_are_kept() 
     );
     assert_eq!(label_of(&bare, &opts), None);
 }
+
+#[test]
+fn the_archive_of_a_known_stream_is_byte_for_byte_what_it_was() {
+    // A kept base layer, a rewritten fragment layer with one of everything,
+    // and a layer whose packages are recorded: each part of the archive's
+    // writing. A change here changes every pinned digest of the family.
+    let (base, frag) = sample();
+    let packages = layer(&[file(
+        "var/lib/dpkg/status",
+        Box::leak(status(&[("jq", "1.7.1-6")]).into_boxed_str()),
+    )]);
+    let stream = save_stream_of_steps(
+        &[base.clone(), frag, packages],
+        "2026-12-01T19:00:00Z",
+        &[
+            "ADD rootfs.tar /",
+            "RUN sh /run/sunaba/install-tools.sh",
+            "RUN sh /run/sunaba/install-core.sh",
+        ],
+        json!({}),
+    );
+    let opts = Options {
+        base_diff_ids: vec![digest(&base)],
+        fragment_scripts: BTreeMap::from([
+            ("install-core.sh".to_string(), "core".to_string()),
+            ("install-tools.sh".to_string(), "tools".to_string()),
+        ]),
+        ..opts()
+    };
+    let (report, out) = run(&stream, &opts).unwrap();
+    assert_eq!(report.bytes, out.len() as u64);
+    let (files, _) = unpack(&out);
+    let config: serde_json::Value =
+        serde_json::from_slice(&files[&format!("{}.json", &report.config_digest[7..])]).unwrap();
+    assert_eq!(
+        config["config"]["Labels"][crate::labels::PACKAGES],
+        r#"{"fragments":{"core":{"jq:amd64":"1.7.1-6"}},"schema":1}"#
+    );
+    assert!(report.layers[0].kept && !report.layers[1].kept);
+    assert_eq!(
+        (digest(&out).as_str(), report.config_digest.as_str()),
+        (
+            "sha256:79a7897c5ce164de8a2aad8a3d83a08fdcb8ed01ea680d63360a6c900ab1846b",
+            "sha256:04ff2482a89ce59c8843ad547280a48ee5823d6d834705841a46dd1b2452a97b"
+        )
+    );
+}
