@@ -94,14 +94,60 @@ impl Staged {
         output: impl Write,
         opts: &Options,
     ) -> Result<Report, NormalizeError> {
-        let image = &self.image;
         let Parts {
             config,
             layers: layer_names,
             diff_ids,
-        } = parts(image, &self.files, &self.links)?;
-        let mut layers: Vec<(&str, &Layer)> = Vec::new();
-        for (name, want) in layer_names.iter().zip(&diff_ids) {
+        } = parts(&self.image, &self.files, &self.links)?;
+        let layers = self.layers_in_order(&layer_names, &diff_ids)?;
+        let keep = shared_with_base(&diff_ids, &opts.base_diff_ids);
+
+        let mut output = output;
+        let mut out = Meter {
+            out: &mut output,
+            bytes: 0,
+            hash: None,
+        };
+        let created = crate::build::rfc3339(opts.source_date_epoch);
+        // The paths of the layers written so far: what a layer's mount
+        // stubs are checked against (`layer::plan`).
+        let mut lower: HashSet<Vec<u8>> = HashSet::new();
+        let mut reports = Vec::new();
+        let mut names = Vec::new();
+        for (i, (name, l)) in layers.iter().enumerate() {
+            let file = format!("layers/{i:03}.tar");
+            let report = if i < keep {
+                self.write_kept_layer(l, &file, &mut lower, &mut out)
+            } else {
+                self.write_rewritten_layer(l, &file, &mut lower, opts.source_date_epoch, &mut out)
+            }
+            .map_err(self.io_error(format!("writing layer {name} to the archive")))?;
+            names.push(file);
+            reports.push(report);
+        }
+        let new_ids: Vec<String> = reports.iter().map(|r| r.diff_id_after.clone()).collect();
+        let in_order: Vec<&Layer> = layers.iter().map(|(_, l)| *l).collect();
+        let config = self.with_package_record(config, &in_order, keep, opts)?;
+        let config = config::rewrite(&config, &new_ids, &created);
+        let config_digest = write_config_and_manifest(&mut out, &config, &opts.tags, &names)
+            .map_err(self.io_error("writing the archive".into()))?;
+        Ok(Report {
+            layers: reports,
+            config_digest,
+            bytes: out.bytes,
+        })
+    }
+
+    /// The layers `manifest.json` names, in the image's order, each checked
+    /// to be in the stream and to hash to the config's diff_id for it.
+    fn layers_in_order(
+        &self,
+        layer_names: &[String],
+        diff_ids: &[String],
+    ) -> Result<Vec<(&str, &Layer)>, NormalizeError> {
+        let image = &self.image;
+        let mut layers = Vec::new();
+        for (name, want) in layer_names.iter().zip(diff_ids) {
             let (name, layer) =
                 self.layers
                     .get_key_value(name)
@@ -121,102 +167,105 @@ impl Staged {
             }
             layers.push((name.as_str(), layer));
         }
-        let keep = diff_ids
-            .iter()
-            .zip(&opts.base_diff_ids)
-            .take_while(|(a, b)| a == b)
-            .count();
+        Ok(layers)
+    }
 
-        let mut output = output;
-        let mut out = Meter {
-            out: &mut output,
+    /// A layer of the FROM image, copied byte for byte as `file`.
+    fn write_kept_layer(
+        &self,
+        l: &Layer,
+        file: &str,
+        lower: &mut HashSet<Vec<u8>>,
+        out: &mut dyn Write,
+    ) -> std::io::Result<LayerReport> {
+        self.copy_layer(l, file, out)?;
+        lower.extend(l.entries.iter().map(|e| e.path.clone()));
+        Ok(LayerReport {
+            diff_id_before: l.diff_id.clone(),
+            diff_id_after: l.diff_id.clone(),
+            kept: true,
+            entries: l.entries.len(),
+            dropped: Vec::new(),
+        })
+    }
+
+    /// A layer this family built, written anew (`layer::plan`) as `file`,
+    /// hashed as it is written for its new diff_id.
+    fn write_rewritten_layer(
+        &self,
+        l: &Layer,
+        file: &str,
+        lower: &mut HashSet<Vec<u8>>,
+        source_date_epoch: u64,
+        out: &mut dyn Write,
+    ) -> std::io::Result<LayerReport> {
+        let (entries, dropped) = layer::plan(&l.entries, lower, source_date_epoch);
+        let size = layer::layer_size(&entries);
+        out.write_all(file_header(file, size).as_bytes())?;
+        let mut hashed = Meter {
+            out: &mut *out,
             bytes: 0,
-            hash: None,
+            hash: Some(sha2::Sha256::new()),
         };
-        let io = |context: String| {
-            move |source| NormalizeError::Io {
-                image: image.clone(),
-                context: context.clone(),
-                source,
-            }
-        };
-        let created = crate::build::rfc3339(opts.source_date_epoch);
-        let mut lower: HashSet<Vec<u8>> = HashSet::new();
-        let mut reports = Vec::new();
-        let mut names = Vec::new();
-        for (i, (name, l)) in layers.iter().enumerate() {
-            let file = format!("layers/{i:03}.tar");
-            let werr = io(format!("writing layer {name} to the archive"));
-            let report = if i < keep {
-                out.write_all(file_header(&file, l.len).as_bytes())
-                    .map_err(&werr)?;
-                copy_range(&self.spill, l.spill_at, l.len, &mut out).map_err(&werr)?;
-                lower.extend(l.entries.iter().map(|e| e.path.clone()));
-                LayerReport {
-                    diff_id_before: l.diff_id.clone(),
-                    diff_id_after: l.diff_id.clone(),
-                    kept: true,
-                    entries: l.entries.len(),
-                    dropped: Vec::new(),
-                }
-            } else {
-                let (entries, dropped) = layer::plan(&l.entries, &lower, opts.source_date_epoch);
-                let size = layer::layer_size(&entries);
-                out.write_all(file_header(&file, size).as_bytes())
-                    .map_err(&werr)?;
-                let mut hashed = Meter {
-                    out: &mut out,
-                    bytes: 0,
-                    hash: Some(sha2::Sha256::new()),
-                };
-                layer::write_layer(&entries, &self.spill, &mut hashed).map_err(&werr)?;
-                let written = hashed.bytes;
-                let diff_id = format!(
-                    "sha256:{}",
-                    hex::encode(hashed.hash.take().expect("hashing").finalize())
-                );
-                debug_assert_eq!(written, size);
-                pad(&mut out, size).map_err(&werr)?;
-                lower.extend(entries.iter().map(|e| e.path.clone()));
-                LayerReport {
-                    diff_id_before: l.diff_id.clone(),
-                    diff_id_after: diff_id,
-                    kept: false,
-                    entries: entries.len(),
-                    dropped,
-                }
-            };
-            names.push(file);
-            reports.push(report);
-        }
-        let new_ids: Vec<String> = reports.iter().map(|r| r.diff_id_after.clone()).collect();
+        layer::write_layer(&entries, &self.spill, &mut hashed)?;
+        let written = hashed.bytes;
+        let diff_id = format!(
+            "sha256:{}",
+            hex::encode(hashed.hash.take().expect("hashing").finalize())
+        );
+        debug_assert_eq!(written, size);
+        pad(out, size)?;
+        lower.extend(entries.iter().map(|e| e.path.clone()));
+        Ok(LayerReport {
+            diff_id_before: l.diff_id.clone(),
+            diff_id_after: diff_id,
+            kept: false,
+            entries: entries.len(),
+            dropped,
+        })
+    }
+
+    /// `config` with the package record of `layers` (the first `keep` the
+    /// FROM image's) as its label, when there is one ([`super::packages`]).
+    fn with_package_record(
+        &self,
+        config: serde_json::Value,
+        layers: &[&Layer],
+        keep: usize,
+        opts: &Options,
+    ) -> Result<serde_json::Value, NormalizeError> {
         let mut config = config;
-        let in_order: Vec<&Layer> = layers.iter().map(|(_, l)| *l).collect();
-        let record = super::packages::record(
-            &config,
-            &in_order,
-            keep,
-            &self.spill,
-            &opts.fragment_scripts,
-        )
-        .map_err(io("reading the dpkg status of the layers".into()))?;
+        let record =
+            super::packages::record(&config, layers, keep, &self.spill, &opts.fragment_scripts)
+                .map_err(self.io_error("reading the dpkg status of the layers".into()))?;
         if let Some(record) = record {
             let label = BTreeMap::from([(crate::labels::PACKAGES.to_string(), record.to_label())]);
             config::set_labels(&mut config, &label).map_err(|detail| NormalizeError::Corrupt {
-                image: image.clone(),
+                image: self.image.clone(),
                 detail: detail.to_string(),
             })?;
         }
-        let config = config::rewrite(&config, &new_ids, &created);
-        let werr = io("writing the archive".into());
-        let config_digest =
-            write_config_and_manifest(&mut out, &config, &opts.tags, &names).map_err(werr)?;
-        Ok(Report {
-            layers: reports,
-            config_digest,
-            bytes: out.bytes,
-        })
+        Ok(config)
     }
+
+    /// An I/O failure while writing this image's archive, with `context`.
+    fn io_error(&self, context: String) -> impl Fn(std::io::Error) -> NormalizeError + '_ {
+        move |source| NormalizeError::Io {
+            image: self.image.clone(),
+            context: context.clone(),
+            source,
+        }
+    }
+}
+
+/// How many layers the image starts with that are its FROM image's
+/// (`base`): those are copied byte for byte.
+fn shared_with_base(diff_ids: &[String], base: &[String]) -> usize {
+    diff_ids
+        .iter()
+        .zip(base)
+        .take_while(|(a, b)| a == b)
+        .count()
 }
 
 impl Staged {
