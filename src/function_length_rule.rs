@@ -16,7 +16,6 @@ const MAX_LINES: usize = 120;
 /// Functions still over the limit, each to be split (path, name). The list
 /// only shrinks: an entry that is no longer over the limit fails the test.
 const NOT_YET_SPLIT: &[(&str, &str)] = &[
-    ("src/normalize/read.rs", "index_entry"),
     ("src/pins/plan.rs", "plan_alias"),
     ("src/pins/verify.rs", "check_pin"),
 ];

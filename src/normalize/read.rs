@@ -229,121 +229,22 @@ fn index_entry<R: Read>(
 ) -> Result<Option<Entry>, NormalizeError> {
     let raw_path = entry.path_bytes().into_owned();
     let shown = entries::shown(&raw_path);
-    let bad = |problem: &'static str| NormalizeError::BadPath {
-        image: image.to_string(),
-        layer: layer.to_string(),
-        path: shown.clone(),
-        problem,
+    let at = Place {
+        image,
+        layer,
+        path: &shown,
     };
     let header = entry.header().clone();
-    let kind = match header.entry_type() {
-        EntryType::Regular | EntryType::Continuous => Kind::File,
-        EntryType::Directory => Kind::Dir,
-        EntryType::Symlink => Kind::Symlink,
-        EntryType::Link => Kind::Hardlink,
-        EntryType::Char => Kind::Char,
-        EntryType::Block => Kind::Block,
-        EntryType::Fifo => Kind::Fifo,
-        EntryType::GNUSparse => {
-            return Err(NormalizeError::Sparse {
-                image: image.to_string(),
-                layer: layer.to_string(),
-                path: shown,
-            });
-        }
-        other => {
-            return Err(NormalizeError::EntryType {
-                image: image.to_string(),
-                layer: layer.to_string(),
-                path: shown,
-                kind: format!("{other:?}"),
-            });
-        }
-    };
-    let path = clean_path(&raw_path).map_err(bad)?;
+    let kind = kind_of(&at, header.entry_type())?;
+    let path = clean_path(&raw_path).map_err(|problem| at.bad_path(shown.clone(), problem))?;
     if path.is_empty() {
         // The layer's root (`./`): its metadata is the engine's, not ours.
         return Ok(None);
     }
-    let link = match kind {
-        Kind::Symlink => entry.link_name_bytes().unwrap_or_default().into_owned(),
-        Kind::Hardlink => {
-            let raw = entry.link_name_bytes().unwrap_or_default().into_owned();
-            clean_path(&raw).map_err(|problem| NormalizeError::BadPath {
-                image: image.to_string(),
-                layer: layer.to_string(),
-                path: format!("{shown} (a hardlink to {})", entries::shown(&raw)),
-                problem,
-            })?
-        }
-        _ => Vec::new(),
-    };
-    let field = |r: std::io::Result<u64>| {
-        r.map_err(|e| NormalizeError::CorruptLayer {
-            image: image.to_string(),
-            layer: layer.to_string(),
-            detail: format!("{shown}: {}", entries::shown(e.to_string())),
-        })
-    };
-    let mut uid = field(header.uid())?;
-    let mut gid = field(header.gid())?;
-    let mut mtime = field(header.mtime())?;
-    let mode = field(header.mode().map(u64::from))? as u32;
-    let mut pax = BTreeMap::new();
-    if let Some(exts) = entry
-        .pax_extensions()
-        .map_err(|e| NormalizeError::CorruptLayer {
-            image: image.to_string(),
-            layer: layer.to_string(),
-            detail: format!("{shown}: PAX header: {}", entries::shown(e.to_string())),
-        })?
-    {
-        for ext in exts {
-            let ext = ext.map_err(|e| NormalizeError::CorruptLayer {
-                image: image.to_string(),
-                layer: layer.to_string(),
-                detail: format!("{shown}: PAX record: {}", entries::shown(e.to_string())),
-            })?;
-            let number = || {
-                std::str::from_utf8(ext.value_bytes())
-                    .ok()
-                    .and_then(|v| v.split('.').next()?.parse::<u64>().ok())
-            };
-            match ext.key_bytes() {
-                // Said by the header we write, or by the tar crate already.
-                b"path" | b"linkpath" | b"size" => {}
-                b"uid" => uid = number().unwrap_or(uid),
-                b"gid" => gid = number().unwrap_or(gid),
-                b"mtime" => mtime = number().unwrap_or(mtime),
-                // Dropped: times of no meaning in an image, names the
-                // numeric ids already say, inode numbers of the build host.
-                b"atime" | b"ctime" | b"uname" | b"gname" | b"SCHILY.dev" | b"SCHILY.ino"
-                | b"SCHILY.nlink" => {}
-                key if key.starts_with(b"GNU.sparse.") => {
-                    return Err(NormalizeError::Sparse {
-                        image: image.to_string(),
-                        layer: layer.to_string(),
-                        path: shown,
-                    });
-                }
-                key => {
-                    pax.insert(key.to_vec(), ext.value_bytes().to_vec());
-                }
-            }
-        }
-    }
-    let size = entry.size();
-    let data_at = entry.raw_file_position();
-    let left = layer_size.saturating_sub(data_at);
-    if size > left {
-        return Err(NormalizeError::TarBomb {
-            image: image.to_string(),
-            layer: layer.to_string(),
-            path: shown,
-            claimed: size,
-            left,
-        });
-    }
+    let link = link_of(&at, kind, entry)?;
+    let mut owner = Owner::of(&at, &header)?;
+    let pax = pax_records(&at, entry, &mut owner)?;
+    let (size, data_at) = data_within_layer(&at, entry, layer_size)?;
     let dev = match kind {
         Kind::Char | Kind::Block => (
             header.device_major().ok().flatten().unwrap_or(0),
@@ -355,10 +256,10 @@ fn index_entry<R: Read>(
         path,
         kind,
         link,
-        mode,
-        uid,
-        gid,
-        mtime,
+        mode: owner.mode,
+        uid: owner.uid,
+        gid: owner.gid,
+        mtime: owner.mtime,
         dev,
         pax,
         // Only a file's data is data: a hardlink or directory that claims
@@ -366,6 +267,171 @@ fn index_entry<R: Read>(
         size: if kind == Kind::File { size } else { 0 },
         data_at,
     }))
+}
+
+/// Where an entry is (its path as shown), for its errors.
+struct Place<'a> {
+    image: &'a str,
+    layer: &'a str,
+    path: &'a str,
+}
+
+impl Place<'_> {
+    fn bad_path(&self, path: String, problem: &'static str) -> NormalizeError {
+        NormalizeError::BadPath {
+            image: self.image.to_string(),
+            layer: self.layer.to_string(),
+            path,
+            problem,
+        }
+    }
+
+    fn sparse(&self) -> NormalizeError {
+        NormalizeError::Sparse {
+            image: self.image.to_string(),
+            layer: self.layer.to_string(),
+            path: self.path.to_string(),
+        }
+    }
+
+    /// The tar crate could not read `what` of the entry (its message may
+    /// quote the layer's bytes: shown escaped).
+    fn corrupt(&self, what: &str, e: std::io::Error) -> NormalizeError {
+        NormalizeError::CorruptLayer {
+            image: self.image.to_string(),
+            layer: self.layer.to_string(),
+            detail: format!("{}: {what}{}", self.path, entries::shown(e.to_string())),
+        }
+    }
+}
+
+/// What the entry is; sparse files and types an image has no use for are
+/// refused.
+fn kind_of(at: &Place, entry_type: EntryType) -> Result<Kind, NormalizeError> {
+    Ok(match entry_type {
+        EntryType::Regular | EntryType::Continuous => Kind::File,
+        EntryType::Directory => Kind::Dir,
+        EntryType::Symlink => Kind::Symlink,
+        EntryType::Link => Kind::Hardlink,
+        EntryType::Char => Kind::Char,
+        EntryType::Block => Kind::Block,
+        EntryType::Fifo => Kind::Fifo,
+        EntryType::GNUSparse => return Err(at.sparse()),
+        other => {
+            return Err(NormalizeError::EntryType {
+                image: at.image.to_string(),
+                layer: at.layer.to_string(),
+                path: at.path.to_string(),
+                kind: format!("{other:?}"),
+            });
+        }
+    })
+}
+
+/// A symlink's target as written, a hardlink's cleaned like a path (and
+/// refused as one), nothing for other kinds.
+fn link_of<R: Read>(
+    at: &Place,
+    kind: Kind,
+    entry: &tar::Entry<R>,
+) -> Result<Vec<u8>, NormalizeError> {
+    Ok(match kind {
+        Kind::Symlink => entry.link_name_bytes().unwrap_or_default().into_owned(),
+        Kind::Hardlink => {
+            let raw = entry.link_name_bytes().unwrap_or_default().into_owned();
+            clean_path(&raw).map_err(|problem| {
+                at.bad_path(
+                    format!("{} (a hardlink to {})", at.path, entries::shown(&raw)),
+                    problem,
+                )
+            })?
+        }
+        _ => Vec::new(),
+    })
+}
+
+/// The entry's owner, mode and time as its header says them (PAX records
+/// may say the owner and time again: [`pax_records`]).
+struct Owner {
+    uid: u64,
+    gid: u64,
+    mtime: u64,
+    mode: u32,
+}
+
+impl Owner {
+    fn of(at: &Place, header: &tar::Header) -> Result<Owner, NormalizeError> {
+        let field = |r: std::io::Result<u64>| r.map_err(|e| at.corrupt("", e));
+        Ok(Owner {
+            uid: field(header.uid())?,
+            gid: field(header.gid())?,
+            mtime: field(header.mtime())?,
+            mode: field(header.mode().map(u64::from))? as u32,
+        })
+    }
+}
+
+/// The entry's PAX records worth keeping, by key; the owner and time they
+/// say go to `owner`, what has no meaning in an image is dropped, and a
+/// sparse file is refused.
+fn pax_records<R: Read>(
+    at: &Place,
+    entry: &mut tar::Entry<R>,
+    owner: &mut Owner,
+) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, NormalizeError> {
+    let mut pax = BTreeMap::new();
+    let Some(exts) = entry
+        .pax_extensions()
+        .map_err(|e| at.corrupt("PAX header: ", e))?
+    else {
+        return Ok(pax);
+    };
+    for ext in exts {
+        let ext = ext.map_err(|e| at.corrupt("PAX record: ", e))?;
+        let number = || {
+            std::str::from_utf8(ext.value_bytes())
+                .ok()
+                .and_then(|v| v.split('.').next()?.parse::<u64>().ok())
+        };
+        match ext.key_bytes() {
+            // Said by the header we write, or by the tar crate already.
+            b"path" | b"linkpath" | b"size" => {}
+            b"uid" => owner.uid = number().unwrap_or(owner.uid),
+            b"gid" => owner.gid = number().unwrap_or(owner.gid),
+            b"mtime" => owner.mtime = number().unwrap_or(owner.mtime),
+            // Dropped: times of no meaning in an image, names the
+            // numeric ids already say, inode numbers of the build host.
+            b"atime" | b"ctime" | b"uname" | b"gname" | b"SCHILY.dev" | b"SCHILY.ino"
+            | b"SCHILY.nlink" => {}
+            key if key.starts_with(b"GNU.sparse.") => return Err(at.sparse()),
+            key => {
+                pax.insert(key.to_vec(), ext.value_bytes().to_vec());
+            }
+        }
+    }
+    Ok(pax)
+}
+
+/// The entry's size and where its data starts in the layer; an entry
+/// claiming more bytes than the layer has left is a tar bomb.
+fn data_within_layer<R: Read>(
+    at: &Place,
+    entry: &tar::Entry<R>,
+    layer_size: u64,
+) -> Result<(u64, u64), NormalizeError> {
+    let size = entry.size();
+    let data_at = entry.raw_file_position();
+    let left = layer_size.saturating_sub(data_at);
+    if size > left {
+        return Err(NormalizeError::TarBomb {
+            image: at.image.to_string(),
+            layer: at.layer.to_string(),
+            path: at.path.to_string(),
+            claimed: size,
+            left,
+        });
+    }
+    Ok((size, data_at))
 }
 
 /// A layer path without `./` and trailing `/`; absolute paths and `..`
