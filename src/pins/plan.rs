@@ -5,7 +5,8 @@ use super::source::{ImageSource, Inspected, SourceError};
 use super::{Pin, PinsFile, locate_alias};
 use crate::name::{AsWritten, Repository, Unknown};
 use crate::policy::{
-    self, Bump, Inventory, Refusal, SelectError, SelectOptions, ToolChange, candidates, parse_tag,
+    self, Bump, Candidate, Delta, Inventory, Refusal, SelectError, SelectOptions, ToolChange,
+    candidates, parse_tag,
 };
 use serde::Serialize;
 use std::cmp::Ordering;
@@ -317,31 +318,7 @@ fn plan_alias(
     source: &impl ImageSource,
 ) -> Result<Step, PlanError> {
     let alias = &spec.alias;
-    let mut current = old.map(|p| &p.version);
-    if let Some(p) = old
-        && parse_tag(&spec.variant, &p.tag).is_none()
-    {
-        if !req.allow_breaking {
-            return Err(PlanError::VariantChanged {
-                alias: alias.clone(),
-                tag: p.tag.clone(),
-                variant: spec.variant.clone(),
-            });
-        }
-        // Re-pointed on purpose: no line to stay on.
-        current = None;
-    }
-    let keep = |skipped| Step {
-        alias: alias.clone(),
-        variant: Some(spec.variant.clone()),
-        action: Action::Keep,
-        old: old.cloned(),
-        new: None,
-        bump: Bump::None,
-        tools: Vec::new(),
-        skipped,
-    };
-
+    let current = current_version(req, spec, old)?;
     let cands = candidates(&spec.variant, tags, current, &req.select).map_err(|source| {
         PlanError::Select {
             alias: alias.clone(),
@@ -350,7 +327,7 @@ fn plan_alias(
     })?;
     if cands.is_empty() {
         return match old {
-            Some(_) => Ok(keep(Vec::new())),
+            Some(_) => Ok(kept(spec, old, Vec::new())),
             None => Err(PlanError::NoCandidate {
                 alias: alias.clone(),
                 variant: spec.variant.clone(),
@@ -365,77 +342,148 @@ fn plan_alias(
             && cand.version.cmp_precedence(cur) == Ordering::Equal
             && o.repository == *req.repository
         {
-            return Ok(keep(skipped));
+            return Ok(kept(spec, old, skipped));
         }
-        let inspected = source
-            .inspect(req.repository.as_str(), &cand.tag)
-            .map_err(|source| PlanError::Source {
-                alias: alias.clone(),
-                source,
-            })?;
-        let inventory = match gate_all(&inspected, spec) {
-            Ok(inv) => inv,
-            Err(refusal) => {
-                skipped.push(Skipped {
-                    tag: cand.tag,
-                    reason: refusal.to_string(),
-                });
-                continue;
-            }
-        };
-        let delta = match (old, current) {
-            (Some(o), Some(cur)) => {
-                match policy::check_versioning((cur, &o.tools), (&cand.version, &inventory)) {
-                    Ok(delta) => delta,
-                    Err(mis) => {
-                        skipped.push(Skipped {
-                            tag: cand.tag,
-                            reason: Refusal::MisVersioned(mis).to_string(),
-                        });
-                        continue;
-                    }
-                }
-            }
-            (Some(o), None) => policy::inventory_delta(&o.tools, &inventory),
-            (None, _) => policy::inventory_delta(&Inventory::new(), &inventory),
-        };
-        let new = Pin {
-            repository: req.repository.clone(),
-            tag: cand.tag,
-            version: cand.version,
-            digest: inspected.digest.clone(),
-            platforms: inspected.platforms(),
-            tools: inventory,
-            // A re-pin of the same image keeps what was attached to it.
-            referrers: old
-                .filter(|o| o.digest == inspected.digest)
-                .map(|o| o.referrers.clone())
-                .unwrap_or_default(),
-        };
-        return Ok(Step {
-            alias: alias.clone(),
-            variant: Some(spec.variant.clone()),
-            action: if old.is_some() {
-                Action::Update
-            } else {
-                Action::Add
-            },
-            old: old.cloned(),
-            new: Some(new),
-            bump: delta.bump,
-            tools: delta.changes,
-            skipped,
-        });
+        match weigh(req, spec, old, current, cand, source)? {
+            Weighed::Eligible { new, delta } => return Ok(moved(spec, old, new, delta, skipped)),
+            Weighed::Refused(skip) => skipped.push(skip),
+        }
     }
     // Every candidate above the pin was refused: keeping the pin is the
     // safe outcome, unless the user named a version or there is no pin.
     if old.is_some() && req.select.to.is_none() {
-        Ok(keep(skipped))
+        Ok(kept(spec, old, skipped))
     } else {
         Err(PlanError::Refused {
             alias: alias.clone(),
             skipped,
         })
+    }
+}
+
+/// The version the alias is on now, to select from: the pin's, unless the
+/// pin's tag is not of the alias's variant; then the alias was re-pointed,
+/// which is breaking.
+fn current_version<'a>(
+    req: &Request,
+    spec: &AliasSpec,
+    old: Option<&'a Pin>,
+) -> Result<Option<&'a semver::Version>, PlanError> {
+    match old {
+        Some(p) if parse_tag(&spec.variant, &p.tag).is_none() => {
+            if !req.allow_breaking {
+                return Err(PlanError::VariantChanged {
+                    alias: spec.alias.clone(),
+                    tag: p.tag.clone(),
+                    variant: spec.variant.clone(),
+                });
+            }
+            // Re-pointed on purpose: no line to stay on.
+            Ok(None)
+        }
+        _ => Ok(old.map(|p| &p.version)),
+    }
+}
+
+/// What one candidate tag comes to.
+enum Weighed {
+    /// It may be pinned: the pin it would be, and what changes.
+    Eligible { new: Box<Pin>, delta: Delta },
+    /// Its image fails the gate, or its version does not say its changes.
+    Refused(Skipped),
+}
+
+/// Inspects the candidate's image and checks it: every platform passes the
+/// gate, and (from a pin) its version bump covers its inventory's changes.
+fn weigh(
+    req: &Request,
+    spec: &AliasSpec,
+    old: Option<&Pin>,
+    current: Option<&semver::Version>,
+    cand: Candidate,
+    source: &impl ImageSource,
+) -> Result<Weighed, PlanError> {
+    let inspected = source
+        .inspect(req.repository.as_str(), &cand.tag)
+        .map_err(|source| PlanError::Source {
+            alias: spec.alias.clone(),
+            source,
+        })?;
+    let inventory = match gate_all(&inspected, spec) {
+        Ok(inv) => inv,
+        Err(refusal) => {
+            return Ok(Weighed::Refused(Skipped {
+                tag: cand.tag,
+                reason: refusal.to_string(),
+            }));
+        }
+    };
+    let delta = match (old, current) {
+        (Some(o), Some(cur)) => {
+            match policy::check_versioning((cur, &o.tools), (&cand.version, &inventory)) {
+                Ok(delta) => delta,
+                Err(mis) => {
+                    return Ok(Weighed::Refused(Skipped {
+                        tag: cand.tag,
+                        reason: Refusal::MisVersioned(mis).to_string(),
+                    }));
+                }
+            }
+        }
+        (Some(o), None) => policy::inventory_delta(&o.tools, &inventory),
+        (None, _) => policy::inventory_delta(&Inventory::new(), &inventory),
+    };
+    let new = Box::new(Pin {
+        repository: req.repository.clone(),
+        tag: cand.tag,
+        version: cand.version,
+        digest: inspected.digest.clone(),
+        platforms: inspected.platforms(),
+        tools: inventory,
+        // A re-pin of the same image keeps what was attached to it.
+        referrers: old
+            .filter(|o| o.digest == inspected.digest)
+            .map(|o| o.referrers.clone())
+            .unwrap_or_default(),
+    });
+    Ok(Weighed::Eligible { new, delta })
+}
+
+/// The alias stays where it is (on `old`, or unpinned).
+fn kept(spec: &AliasSpec, old: Option<&Pin>, skipped: Vec<Skipped>) -> Step {
+    Step {
+        alias: spec.alias.clone(),
+        variant: Some(spec.variant.clone()),
+        action: Action::Keep,
+        old: old.cloned(),
+        new: None,
+        bump: Bump::None,
+        tools: Vec::new(),
+        skipped,
+    }
+}
+
+/// The alias is pinned to `new`: added, or updated from `old`.
+fn moved(
+    spec: &AliasSpec,
+    old: Option<&Pin>,
+    new: Box<Pin>,
+    delta: Delta,
+    skipped: Vec<Skipped>,
+) -> Step {
+    Step {
+        alias: spec.alias.clone(),
+        variant: Some(spec.variant.clone()),
+        action: if old.is_some() {
+            Action::Update
+        } else {
+            Action::Add
+        },
+        old: old.cloned(),
+        new: Some(*new),
+        bump: delta.bump,
+        tools: delta.changes,
+        skipped,
     }
 }
 
