@@ -13,9 +13,10 @@ use syn::visit::Visit;
 /// The most lines a function may span.
 const MAX_LINES: usize = 120;
 
-/// Functions still over the limit, each to be split (path, name). The list
-/// only shrinks: an entry that is no longer over the limit fails the test.
-const NOT_YET_SPLIT: &[(&str, &str)] = &[("src/pins/verify.rs", "check_pin")];
+/// Functions still over the limit, each to be split (path, name): none now.
+/// The list only shrinks: an entry that is no longer over the limit fails
+/// the test.
+const NOT_YET_SPLIT: &[(&str, &str)] = &[];
 
 /// A function over the limit: where it is and how long.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -86,16 +86,42 @@ pub fn verify(
 }
 
 fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut Vec<Finding>) {
-    let alias = spec.alias.as_str();
-    let mut push = |severity, message: String| {
-        out.push(Finding {
+    let mut findings = Findings {
+        alias: &spec.alias,
+        out,
+    };
+    check_entry(spec, pin, &mut findings);
+    let intact = check_digests(pin, source, &mut findings);
+    check_tag(pin, source, &mut findings);
+    // Both levels agree: what `digest` names (an index, or one image) is
+    // exactly the pinned platform images. And the inventory in the file is
+    // each platform image's own, not a hand edit.
+    if intact {
+        check_image(spec, pin, source, &mut findings);
+    }
+}
+
+/// The findings of one alias.
+struct Findings<'a> {
+    alias: &'a str,
+    out: &'a mut Vec<Finding>,
+}
+
+impl Findings<'_> {
+    fn push(&mut self, severity: Severity, message: String) {
+        self.out.push(Finding {
             severity,
-            alias: alias.to_string(),
+            alias: self.alias.to_string(),
             message,
         })
-    };
+    }
+}
+
+/// What the pin's entry says, against the manifest: its tag names the
+/// variant at its version, and its tools include what the variant owes.
+fn check_entry(spec: &AliasSpec, pin: &Pin, findings: &mut Findings) {
     if parse_tag(&spec.variant, &pin.tag).as_ref() != Some(&pin.version) {
-        push(
+        findings.push(
             Severity::Problem,
             format!(
                 "tag {} does not name variant {} at version {}",
@@ -105,7 +131,7 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
     }
     let missing = policy::missing_tools(&pin.tools, &spec.owed);
     if !missing.is_empty() {
-        push(
+        findings.push(
             Severity::Problem,
             format!(
                 "pinned inventory lacks owed tool(s): {} (pin a newer image)",
@@ -113,7 +139,11 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
             ),
         );
     }
+}
 
+/// The registry still serves the pinned digest and each pinned platform
+/// image, byte for byte. Returns whether all are intact.
+fn check_digests(pin: &Pin, source: &impl ImageSource, findings: &mut Findings) -> bool {
     let mut digests: Vec<(Option<&crate::name::Platform>, &Digest)> = vec![(None, &pin.digest)];
     digests.extend(pin.platforms.iter().map(|(p, d)| (Some(p), d)));
     digests.dedup_by(|a, b| a.1 == b.1);
@@ -127,30 +157,35 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
             Ok(DigestCheck::Intact) => {}
             Ok(DigestCheck::Missing) => {
                 intact = false;
-                push(
+                findings.push(
                     Severity::Problem,
                     format!("{what} no longer exists in the registry"),
                 );
             }
             Ok(DigestCheck::Mismatch { actual }) => {
                 intact = false;
-                push(
+                findings.push(
                     Severity::Problem,
                     format!("{what}: the registry serves bytes hashing to {actual}"),
                 );
             }
             Err(e) => {
                 intact = false;
-                push(
+                findings.push(
                     Severity::Error,
                     format!("cannot check {what}: {}", e.message),
                 );
             }
         }
     }
+    intact
+}
 
+/// Whether the pin's tag still points at the pinned digest (a moved or
+/// deleted tag is a warning: the pin uses the digest).
+fn check_tag(pin: &Pin, source: &impl ImageSource, findings: &mut Findings) {
     match source.tag_digest(pin.repository.as_str(), &pin.tag) {
-        Ok(Some(now)) if now != pin.digest => push(
+        Ok(Some(now)) if now != pin.digest => findings.push(
             Severity::Warning,
             format!(
                 "tag {} moved: it now points at {now}, the pin is {}",
@@ -158,58 +193,57 @@ fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut V
             ),
         ),
         Ok(Some(_)) => {}
-        Ok(None) => push(
+        Ok(None) => findings.push(
             Severity::Warning,
             format!(
                 "tag {} no longer exists (the pinned digest is used)",
                 pin.tag
             ),
         ),
-        Err(e) => push(
+        Err(e) => findings.push(
             Severity::Error,
             format!("cannot resolve tag {}: {}", pin.tag, e.message),
         ),
     }
+}
 
-    // Both levels agree: what `digest` names (an index, or one image) is
-    // exactly the pinned platform images. And the inventory in the file is
-    // each platform image's own, not a hand edit.
-    if intact {
-        match source.inspect(pin.repository.as_str(), &pin.digest.to_string()) {
-            Ok(inspected) => {
-                for message in
-                    platform_differences(&pin.digest, &inspected.platforms(), &pin.platforms)
-                {
-                    push(Severity::Problem, message);
-                }
-                let several = inspected.images.len() > 1;
-                for image in &inspected.images {
-                    let of = if several {
-                        format!(" ({})", image.platform)
-                    } else {
-                        String::new()
-                    };
-                    match policy::gate(&image.labels, &spec.variant, &[], &[]) {
-                        Ok(inv) if inv != pin.tools => push(
-                            Severity::Problem,
-                            format!("pinned tools differ from the image's check record{of}"),
-                        ),
-                        Ok(_) => {}
-                        Err(r) => push(Severity::Problem, format!("pinned image{of}: {r}")),
-                    }
-                }
-                if inspected.images.is_empty() {
-                    push(
-                        Severity::Problem,
-                        format!("{} lists no platform images", pin.digest),
-                    );
-                }
-            }
-            Err(e) => push(
+/// The pinned image, read: its platform images are the pinned ones, and
+/// each one's check record gives the pinned tools.
+fn check_image(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, findings: &mut Findings) {
+    let inspected = match source.inspect(pin.repository.as_str(), &pin.digest.to_string()) {
+        Ok(inspected) => inspected,
+        Err(e) => {
+            findings.push(
                 Severity::Error,
                 format!("cannot read the pinned image: {e}"),
-            ),
+            );
+            return;
         }
+    };
+    for message in platform_differences(&pin.digest, &inspected.platforms(), &pin.platforms) {
+        findings.push(Severity::Problem, message);
+    }
+    let several = inspected.images.len() > 1;
+    for image in &inspected.images {
+        let of = if several {
+            format!(" ({})", image.platform)
+        } else {
+            String::new()
+        };
+        match policy::gate(&image.labels, &spec.variant, &[], &[]) {
+            Ok(inv) if inv != pin.tools => findings.push(
+                Severity::Problem,
+                format!("pinned tools differ from the image's check record{of}"),
+            ),
+            Ok(_) => {}
+            Err(r) => findings.push(Severity::Problem, format!("pinned image{of}: {r}")),
+        }
+    }
+    if inspected.images.is_empty() {
+        findings.push(
+            Severity::Problem,
+            format!("{} lists no platform images", pin.digest),
+        );
     }
 }
 
