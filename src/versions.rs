@@ -1,7 +1,7 @@
 //! Versions as tools print them and images.toml states them: the one
 //! lenient reader, shared by manifest validation, check records, the semver
-//! policy and `outdated`. Data, not policy: what a version *means* for a
-//! release is `policy`'s.
+//! rules and `outdated`. Data, not rules: what a version *means* for a
+//! release is `semver_rules`'.
 
 use semver::Version;
 

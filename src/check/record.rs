@@ -103,8 +103,8 @@ mod tests {
     use super::super::report::{ToolResult, ToolStatus};
     use super::*;
     use crate::check::LABEL_INPUTS;
-    use crate::policy::tests::{inv, labels};
-    use crate::policy::{Refusal, gate};
+    use crate::semver_rules::tests::{inv, labels};
+    use crate::semver_rules::{Refusal, gate};
 
     #[test]
     fn record_json_follows_the_contract_and_round_trips() {

@@ -7,7 +7,7 @@ use crate::exit;
 use crate::fsutil::FileLock;
 use crate::pins::PinsFile;
 use crate::pins::plan::{self, Action, AliasSpec, Plan, Request};
-use crate::policy::SelectOptions;
+use crate::semver_rules::SelectOptions;
 use crate::table::{Column, Table};
 use anyhow::Context as _;
 

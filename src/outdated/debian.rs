@@ -7,7 +7,7 @@
 use super::{Row, Status};
 use crate::engine::{Engine, ToolRun};
 use crate::manifest::{Manifest, Package, Source};
-use crate::policy::version_step;
+use crate::semver_rules::version_step;
 use crate::versions::lenient_version;
 use std::collections::BTreeMap;
 use std::path::Path;

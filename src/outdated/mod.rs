@@ -12,7 +12,7 @@ pub(crate) mod github;
 
 use crate::feeds::Feeds;
 use crate::manifest::{Manifest, Package, Source};
-use crate::policy::{Bump, version_step};
+use crate::semver_rules::{Bump, version_step};
 use crate::versions::lenient_version;
 use semver::Version;
 use serde::Serialize;

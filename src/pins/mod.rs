@@ -19,7 +19,7 @@ pub use crate::registry::Digest;
 
 use crate::name::{AsWritten, Image, Platform, Reference, Repository};
 
-use crate::policy::Inventory;
+use crate::semver_rules::Inventory;
 use semver::Version;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -7,8 +7,8 @@ use super::source::{ImageSource, SourceError};
 use super::{Pin, PinsFile};
 use crate::build::needs::Published;
 use crate::labels::{self, CheckRecord};
-use crate::policy::{self, NextVersion, parse_tag};
 use crate::registry::{Client, Reference};
+use crate::semver_rules::{self, NextVersion, parse_tag};
 use std::collections::BTreeMap;
 
 #[derive(Debug, thiserror::Error)]
@@ -120,8 +120,8 @@ pub struct Report<'a> {
     pub inputs_changed: bool,
     pub current: &'a Option<semver::Version>,
     pub next: &'a Option<semver::Version>,
-    pub bump: policy::Bump,
-    pub tools: &'a [policy::ToolChange],
+    pub bump: semver_rules::Bump,
+    pub tools: &'a [semver_rules::ToolChange],
 }
 
 impl NextForImage {
@@ -192,7 +192,7 @@ pub fn next_for_image(
             inputs_changed(old, labels.get(labels::INPUTS))
         }
     };
-    let next = policy::next_version(
+    let next = semver_rules::next_version(
         current.map(|(_, p)| (&p.version, &p.tools)),
         &record.tools,
         inputs_changed,
@@ -209,7 +209,7 @@ pub fn next_for_image(
 mod tests {
     use super::*;
     use crate::labels::CheckStatus;
-    use crate::policy::{Bump, Delta, ToolChange};
+    use crate::semver_rules::{Bump, Delta, ToolChange};
     use semver::Version;
 
     #[test]

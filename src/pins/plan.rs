@@ -4,7 +4,7 @@
 use super::source::{ImageSource, Inspected, SourceError};
 use super::{Pin, PinsFile, locate_alias};
 use crate::name::{AsWritten, Repository, Unknown};
-use crate::policy::{
+use crate::semver_rules::{
     self, Bump, Candidate, Delta, Inventory, Refusal, SelectError, SelectOptions, ToolChange,
     candidates, parse_tag,
 };
@@ -420,7 +420,7 @@ fn weigh(
     };
     let delta = match (old, current) {
         (Some(o), Some(cur)) => {
-            match policy::check_versioning((cur, &o.tools), (&cand.version, &inventory)) {
+            match semver_rules::check_versioning((cur, &o.tools), (&cand.version, &inventory)) {
                 Ok(delta) => delta,
                 Err(mis) => {
                     return Ok(Weighed::Refused(Skipped {
@@ -430,8 +430,8 @@ fn weigh(
                 }
             }
         }
-        (Some(o), None) => policy::inventory_delta(&o.tools, &inventory),
-        (None, _) => policy::inventory_delta(&Inventory::new(), &inventory),
+        (Some(o), None) => semver_rules::inventory_delta(&o.tools, &inventory),
+        (None, _) => semver_rules::inventory_delta(&Inventory::new(), &inventory),
     };
     let new = Box::new(Pin {
         repository: req.repository.clone(),
@@ -492,8 +492,8 @@ fn moved(
 fn gate_all(inspected: &Inspected, spec: &AliasSpec) -> Result<Inventory, Refusal> {
     let mut primary = None;
     for image in &inspected.images {
-        let inv =
-            policy::gate(&image.labels, &spec.variant, &spec.owed, &spec.smoke).map_err(|r| {
+        let inv = semver_rules::gate(&image.labels, &spec.variant, &spec.owed, &spec.smoke)
+            .map_err(|r| {
                 if inspected.images.len() > 1 {
                     Refusal::BadCheckRecord(format!("{}: {r}", image.platform))
                 } else {
@@ -583,7 +583,7 @@ pub(crate) mod tests {
             version: parse_tag("python", tag).unwrap(),
             digest: i.digest.clone(),
             platforms: i.platforms(),
-            tools: policy::gate(labels, "python", &[], &[]).unwrap(),
+            tools: semver_rules::gate(labels, "python", &[], &[]).unwrap(),
             referrers: Default::default(),
         }
     }

@@ -4,7 +4,7 @@
 use super::plan::AliasSpec;
 use super::source::{DigestCheck, ImageSource};
 use super::{Digest, Pin, PinsFile, locate_alias};
-use crate::policy::{self, parse_tag};
+use crate::semver_rules::{self, parse_tag};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -129,7 +129,7 @@ fn check_entry(spec: &AliasSpec, pin: &Pin, findings: &mut Findings) {
             ),
         );
     }
-    let missing = policy::missing_tools(&pin.tools, &spec.owed);
+    let missing = semver_rules::missing_tools(&pin.tools, &spec.owed);
     if !missing.is_empty() {
         findings.push(
             Severity::Problem,
@@ -230,7 +230,7 @@ fn check_image(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, findings:
         } else {
             String::new()
         };
-        match policy::gate(&image.labels, &spec.variant, &[], &[]) {
+        match semver_rules::gate(&image.labels, &spec.variant, &[], &[]) {
             Ok(inv) if inv != pin.tools => findings.push(
                 Severity::Problem,
                 format!("pinned tools differ from the image's check record{of}"),

@@ -352,7 +352,7 @@ pub(crate) fn unfinished(dir: &Path) -> Vec<String> {
 pub(crate) mod tests {
     use super::super::plan::{Planned, Source};
     use super::*;
-    use crate::policy::Bump;
+    use crate::semver_rules::Bump;
     use semver::Version;
 
     pub(crate) fn planned(variant: &str, moving: &[&str]) -> Planned {

@@ -96,7 +96,7 @@ mod tests {
     use super::super::journal::tests::planned;
     use super::super::plan::Unchanged;
     use super::*;
-    use crate::policy::{Bump, ToolChange};
+    use crate::semver_rules::{Bump, ToolChange};
     use semver::Version;
 
     #[test]

@@ -8,7 +8,7 @@ use crate::labels;
 use crate::name::Platform;
 use crate::pins::next::inputs_changed;
 use crate::pins::{Pin, PinsFile};
-use crate::policy::{self, Bump, Inventory, Refusal, ToolChange};
+use crate::semver_rules::{self, Bump, Inventory, Refusal, ToolChange};
 use semver::Version;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -160,7 +160,7 @@ pub(crate) fn plan(input: Input) -> Result<Plan, PlanErrors> {
     let mut unchanged = Vec::new();
     for (candidate, current) in input.candidates {
         let variant = candidate.variant.clone();
-        let tools = match policy::gate(
+        let tools = match semver_rules::gate(
             &candidate.labels,
             &variant,
             &candidate.owed,
@@ -176,7 +176,7 @@ pub(crate) fn plan(input: Input) -> Result<Plan, PlanErrors> {
             None => true,
             Some(c) => inputs_changed(c.inputs.as_ref(), candidate.labels.get(labels::INPUTS)),
         };
-        let mut next = policy::next_version(
+        let mut next = semver_rules::next_version(
             current.as_ref().map(|c| (&c.pin.version, &c.pin.tools)),
             &tools,
             changed,
@@ -190,7 +190,7 @@ pub(crate) fn plan(input: Input) -> Result<Plan, PlanErrors> {
             && *bump > next.bump
         {
             next.bump = *bump;
-            next.next = policy::bump_version(now, *bump);
+            next.next = semver_rules::bump_version(now, *bump);
         }
         let Some(version) = next.next.clone() else {
             unchanged.push(Unchanged {
@@ -251,7 +251,7 @@ pub(crate) fn plan(input: Input) -> Result<Plan, PlanErrors> {
 fn platform_bump(
     pinned: &BTreeMap<Platform, crate::registry::Digest>,
     candidate: &[Platform],
-) -> Option<(policy::Bump, String)> {
+) -> Option<(semver_rules::Bump, String)> {
     let now: std::collections::BTreeSet<&Platform> = candidate.iter().collect();
     let was: std::collections::BTreeSet<&Platform> = pinned.keys().collect();
     if was.is_empty() || now.is_empty() || was == now {
@@ -264,9 +264,9 @@ fn platform_bump(
             .join(", ")
     };
     let bump = if was.is_subset(&now) {
-        policy::Bump::Minor
+        semver_rules::Bump::Minor
     } else {
-        policy::Bump::Major
+        semver_rules::Bump::Major
     };
     Some((bump, format!("platforms {} -> {}", list(&was), list(&now))))
 }
@@ -291,7 +291,7 @@ mod platform_list {
 }
 
 /// The bump in one line: the tool that proves it, or what else changed.
-fn why(next: &policy::NextVersion) -> String {
+fn why(next: &semver_rules::NextVersion) -> String {
     if next.current.is_none() {
         return "first release".into();
     }
@@ -347,7 +347,7 @@ mod tests {
                 &list("linux/amd64,linux/arm64/v8")
             ),
             Some((
-                policy::Bump::Minor,
+                semver_rules::Bump::Minor,
                 "platforms linux/amd64 -> linux/amd64, linux/arm64".to_string()
             ))
         );
@@ -357,7 +357,7 @@ mod tests {
                 &list("linux/amd64")
             ),
             Some((
-                policy::Bump::Major,
+                semver_rules::Bump::Major,
                 "platforms linux/amd64, linux/arm64 -> linux/amd64".to_string()
             ))
         );

@@ -4,7 +4,7 @@
 //! of its line; no `-0` for 0.x; none for a pre-release), and the
 //! check that no tag of one variant lands in another's namespace.
 
-use crate::policy::parse_tag;
+use crate::semver_rules::parse_tag;
 use semver::Version;
 use std::cmp::Ordering;
 
