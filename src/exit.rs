@@ -192,7 +192,7 @@ pub(crate) fn report(outcome: Result, kinds: &[Recognise]) -> ExitCode {
 /// quote their source in their own message ("cannot read x: No such file"),
 /// and anyhow's `{:#}` would print it again after them.
 fn message(error: &Error) -> String {
-    crate::chain::error_chain(error.as_ref())
+    crate::error_chain::error_chain(error.as_ref())
 }
 
 #[cfg(test)]

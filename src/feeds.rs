@@ -241,7 +241,7 @@ impl Feeds {
         // What reqwest says of a failure names the URL whole: shown without.
         let http = |e: reqwest::Error| FeedError::Http {
             url: redacted(url),
-            reason: crate::chain::error_chain(&e.without_url()),
+            reason: crate::error_chain::error_chain(&e.without_url()),
         };
         let mut attempt = 0;
         loop {

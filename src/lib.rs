@@ -6,7 +6,6 @@
 pub mod attest;
 pub(crate) mod base_update;
 pub(crate) mod build;
-pub(crate) mod chain;
 pub(crate) mod check;
 pub(crate) mod clap_gen;
 pub(crate) mod cli;
@@ -16,6 +15,7 @@ pub(crate) mod commands;
 pub(crate) mod detect;
 pub(crate) mod duration;
 pub(crate) mod engine;
+pub(crate) mod error_chain;
 pub(crate) mod exit;
 pub(crate) mod failpoint;
 pub(crate) mod feeds;

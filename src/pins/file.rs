@@ -442,7 +442,7 @@ mod tests {
             );
             use crate::exit::{HasStatus, Status};
             assert_eq!(err.exit_status(), Status::Usage);
-            let shown = crate::chain::error_chain(&err);
+            let shown = crate::error_chain::error_chain(&err);
             assert!(
                 shown.starts_with(
                     "dir/image_pins.json:5:7: at `images.python.repository` (fix the file; \

@@ -513,7 +513,7 @@ mod tests {
             source: Box::new(e),
         };
         assert_eq!(
-            crate::chain::error_chain(&compare),
+            crate::error_chain::error_chain(&compare),
             format!(
                 "comparing the rebuild of python with its pin: the pinned manifest is not JSON: {}",
                 serde_json::from_slice::<serde_json::Value>(b"[").unwrap_err()

@@ -13,7 +13,7 @@ use super::transport::limits::Limits;
 use super::transport::retry::{self, Exhausted, RetryPolicy};
 use super::transport::{self, Clock, RegistryState, Request, Response, Session, Settings, Sleeper};
 use super::{Error, ErrorKind, Result};
-use crate::chain::error_chain;
+use crate::error_chain::error_chain;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

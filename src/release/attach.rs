@@ -509,7 +509,7 @@ mod tests {
             matches!(&e, AttachError::Subject { source, .. } if matches!(**source, AttachError::Registry(_)))
         );
         assert_eq!(
-            crate::chain::error_chain(&e),
+            crate::error_chain::error_chain(&e),
             format!(
                 "attaching to python ({}): r.io/a@sha256:x: not found in registry r.io (HTTP 404)",
                 Digest::sha256(b"a")

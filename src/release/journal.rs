@@ -486,7 +486,7 @@ pub(crate) mod tests {
             kinds[2]
         );
         assert_eq!(
-            crate::chain::error_chain(&kinds[2]),
+            crate::error_chain::error_chain(&kinds[2]),
             format!(
                 "cannot read the release journal {}: schema 7, this sunaba-images reads schema 1",
                 d.join("r1.json").display()
@@ -498,9 +498,9 @@ pub(crate) mod tests {
             kinds[3]
         );
         assert!(
-            crate::chain::error_chain(&kinds[3]).contains("Not a directory"),
+            crate::error_chain::error_chain(&kinds[3]).contains("Not a directory"),
             "the cause is kept: {}",
-            crate::chain::error_chain(&kinds[3])
+            crate::error_chain::error_chain(&kinds[3])
         );
 
         let mut rolled = Journal::new(d, plan("r2"), "now".into());

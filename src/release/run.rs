@@ -105,7 +105,7 @@ impl Releaser<'_> {
     /// written.
     pub(crate) fn carry_out(&self, journal: &mut Journal) -> Result<(), ReleaseError> {
         let outcome = self.steps(journal);
-        journal.failure = (outcome.as_ref().err()).map(|e| crate::chain::error_chain(e));
+        journal.failure = (outcome.as_ref().err()).map(|e| crate::error_chain::error_chain(e));
         journal.save()?;
         outcome
     }
@@ -501,7 +501,7 @@ mod tests {
                 if variant == "a" && why.starts_with("linux/arm64: ")),
             "{e}"
         );
-        let err = crate::chain::error_chain(&e);
+        let err = crate::error_chain::error_chain(&e);
         assert!(
             err.contains("linux/arm64: it carries no passing check record"),
             "{err}"
@@ -606,7 +606,7 @@ mod tests {
         let saved = Journal::load(f.dir.path(), &journal.id).unwrap();
         assert_eq!(
             saved.failure,
-            Some(crate::chain::error_chain(&e)),
+            Some(crate::error_chain::error_chain(&e)),
             "journaled"
         );
         kinds.push(e);

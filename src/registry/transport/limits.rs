@@ -1,7 +1,7 @@
 //! Size caps on what registries and token endpoints send, and reading a
 //! response body under one.
 
-use crate::chain::error_chain;
+use crate::error_chain::error_chain;
 
 /// The caps a client is built with.
 #[derive(Debug, Clone, Copy)]

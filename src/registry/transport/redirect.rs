@@ -4,7 +4,7 @@
 
 use super::limits::{ERROR_BODY_LIMIT, Limit, ReadError, read_limited};
 use super::{Failure, Response};
-use crate::chain::error_chain;
+use crate::error_chain::error_chain;
 use crate::registry::ErrorKind;
 use bytes::Bytes;
 use reqwest::header::{self, HeaderMap, HeaderValue};
