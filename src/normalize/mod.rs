@@ -83,21 +83,21 @@
 //! layer holds (a tar bomb), a PAX or GNU long-name header over its cap
 //! (refused before the tar crate reads it into memory: see
 //! [`crate::image::entries`]) are each an error naming the image and the
-//! layer; nothing is written to the engine then (see [`engine`]).
+//! layer; nothing is written to the engine then (see [`round_trip`]).
 
 mod archive;
 mod config;
 pub(crate) use config::{layer_steps, set_labels};
-pub(crate) mod engine;
 mod layer;
 mod packages;
 mod read;
 mod relabel;
+pub(crate) mod round_trip;
 
-use engine::load_and_verify;
-pub(crate) use engine::normalize_image;
 pub(crate) use read::read;
 pub(crate) use relabel::relabel;
+use round_trip::load_and_verify;
+pub(crate) use round_trip::normalize_image;
 
 /// Whether a file of a save stream is a layer (see [`read`]).
 pub(crate) fn is_layer_file(

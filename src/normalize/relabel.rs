@@ -32,7 +32,7 @@ pub(crate) fn relabel(
     labels: &BTreeMap<String, String>,
     tags: &[String],
 ) -> Result<String, NormalizeError> {
-    let piped = super::engine::piped(image);
+    let piped = super::round_trip::piped(image);
     let save = engine.save_cmd(image);
     if engine.loads_layers_it_has_by_chain_id() {
         let (files, links) = save
@@ -131,7 +131,7 @@ fn read_small_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::engine::tests::scripted;
+    use crate::normalize::round_trip::tests::scripted;
     use crate::normalize::tests::{dir, file, layer, save_stream};
 
     /// A loaded archive's files, by name.

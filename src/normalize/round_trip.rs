@@ -1,4 +1,4 @@
-//! Normalising an image in the engine: `save` streamed into [`read`], the
+//! The round trip through the engine: `save` streamed into [`read`], the
 //! archive streamed into `load`, the result checked to be what we wrote.
 
 use super::{NormalizeError, Options, Report, read};
