@@ -23,7 +23,6 @@
 //!   holding several keys finds the one that signed.
 
 pub mod bundle;
-pub mod dpkg;
 pub mod dsse;
 pub mod image_files;
 pub(crate) mod image_source;

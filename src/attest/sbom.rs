@@ -7,8 +7,8 @@
 //! bytes (packages sorted, the document's namespace and time derived from
 //! the image, not from the clock or a random id).
 
-use super::dpkg::{Distro, Package};
 use super::locked::{Component, Ecosystem};
+use crate::image::dpkg::{Distro, Package};
 use serde_json::json;
 
 /// What an SBOM describes.
@@ -319,7 +319,7 @@ pub fn of_files(
         .get(STATUS)
         .map(|b| String::from_utf8_lossy(b).to_string())
         .unwrap_or_default();
-    let packages = super::dpkg::installed(&status);
+    let packages = crate::image::dpkg::installed(&status);
     let doc = match format {
         Format::SpdxJson => spdx(&subject, &distro, &packages, locked, tool_version),
         Format::CyclonedxJson => cyclonedx(&subject, &distro, &packages, locked, tool_version),
@@ -370,7 +370,7 @@ mod tests {
             id: "debian".into(),
             version_id: "13".into(),
         };
-        let pkgs = super::super::dpkg::installed(
+        let pkgs = crate::image::dpkg::installed(
             "Package: bash\nStatus: install ok installed\nArchitecture: amd64\nVersion: 5.2.37-2\n",
         );
         let bytes = spdx(&subject, &distro, &pkgs, &[], "0.1.0");

@@ -50,7 +50,7 @@ pub(super) fn record(
         let Some(status) = status_of(layer, spill)? else {
             continue;
         };
-        let now: BTreeMap<String, String> = crate::attest::dpkg::installed(&status)
+        let now: BTreeMap<String, String> = crate::image::dpkg::installed(&status)
             .into_iter()
             .map(|p| (format!("{}:{}", p.name, p.architecture), p.version))
             .collect();

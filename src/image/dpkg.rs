@@ -71,7 +71,7 @@ impl Distro {
 
 /// The installed packages of a dpkg status file (`Status: … installed`),
 /// sorted by name and architecture.
-pub fn installed(status: &str) -> Vec<Package> {
+pub(crate) fn installed(status: &str) -> Vec<Package> {
     let mut out = Vec::new();
     for stanza in status.split("\n\n") {
         let mut fields: BTreeMap<&str, &str> = BTreeMap::new();
