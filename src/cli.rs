@@ -1,10 +1,10 @@
 //! The command line: global options and one subcommand per verb (each verb's
-//! own options live beside its code in `commands/`), and what a verb refuses
-//! on a command line clap accepts ([`ArgsError`]).
+//! own options live beside its code in `commands/`), and the dispatch to the
+//! verb's command. The top of the library: nothing below imports it.
 
+use crate::commands;
 use crate::exit;
-use crate::name::{Reference, Repository};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -82,46 +82,35 @@ pub(crate) enum Command {
     Man(crate::commands::man::Args),
 }
 
-/// A command line clap accepts but the verb cannot carry out as asked (a
-/// combination clap cannot express): a usage error, found before anything
-/// is loaded, built or asked of a registry.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ArgsError {
-    /// `pin --to` with other than one alias.
-    #[error("--to picks one version of one variant: name exactly one alias")]
-    ToWithoutOneAlias,
-    /// `check --image` with several variants.
-    #[error("--image checks one image: name at most one variant")]
-    ImageWithVariants,
-    /// `assemble` to a digest: the index's digest is what assembling makes.
-    #[error(
-        "{0}: name a tag (or just the repository), not a digest: the index's digest is known \
-         once it is assembled"
-    )]
-    DigestTarget(Reference),
-    /// `assemble` of a child in another repository than the target's.
-    #[error(
-        "{child}: not in {repo}; push it there first (an index names images of its own \
-         repository)"
-    )]
-    ChildElsewhere { child: String, repo: Repository },
-    /// `run --workspace` of something that is not a directory.
-    #[error("the workspace {} is not a directory", .0.display())]
-    WorkspaceNotADirectory(PathBuf),
-    /// Text given as a name that is no name.
-    #[error(transparent)]
-    Invalid(#[from] crate::name::Invalid),
-}
-
-impl exit::HasStatus for ArgsError {
-    fn exit_status(&self) -> exit::Status {
-        match self {
-            ArgsError::ToWithoutOneAlias
-            | ArgsError::ImageWithVariants
-            | ArgsError::DigestTarget(_)
-            | ArgsError::ChildElsewhere { .. }
-            | ArgsError::WorkspaceNotADirectory(_) => exit::Status::Usage,
-            ArgsError::Invalid(e) => e.exit_status(),
+impl Cli {
+    /// Runs the parsed command line's verb (`verb`: its path, `pins verify`).
+    pub(crate) fn run(self, verb: String) -> exit::Result {
+        let ctx = commands::begin(verb, self.manifest, self.profile);
+        match self.command {
+            Command::Render(args) => commands::render::run(&ctx, args),
+            Command::Detect(args) => commands::detect::run(&ctx, args),
+            Command::Engine(args) => commands::engine::run(&ctx, args),
+            Command::Resolve(args) => commands::resolve::run(&ctx, args),
+            Command::Assemble(args) => commands::assemble::run(&ctx, args),
+            Command::Tags(args) => commands::tags::run(&ctx, args),
+            Command::Build(args) => commands::build::run(&ctx, args),
+            Command::Check(args) => commands::check::run(&ctx, args),
+            Command::Pin(args) => commands::pin::run(&ctx, args),
+            Command::Pins(args) => commands::pins::run(&ctx, args),
+            Command::Version(args) => commands::version::run(&ctx, args),
+            Command::NextVersion(args) => commands::next_version::run(&ctx, args),
+            Command::Plan(args) => commands::plan::run(&ctx, args),
+            Command::Release(args) => commands::release::run(&ctx, args),
+            Command::UpdateBase(args) => commands::update_base::run(&ctx, args),
+            Command::Lock(args) => commands::lock::run(&ctx, args),
+            Command::Outdated(args) => commands::outdated::run(&ctx, args),
+            Command::Run(args) => commands::run::run(&ctx, args),
+            Command::New(args) => commands::new::run(&ctx, args),
+            Command::Key(args) => commands::key::run(&ctx, args),
+            Command::Sbom(args) => commands::sbom::run(&ctx, args),
+            Command::VerifyAttestations(args) => commands::verify_attestations::run(&ctx, args),
+            Command::Completions(args) => commands::completions::run(&ctx, args, Cli::command()),
+            Command::Man(args) => commands::man::run(&ctx, args, Cli::command()),
         }
     }
 }
@@ -129,24 +118,33 @@ impl exit::HasStatus for ArgsError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use exit::{HasStatus, Status};
+    use clap_complete::Shell;
 
+    /// The real command line: every verb completed in each shell, and a
+    /// man page for each.
     #[test]
-    fn every_refusal_of_a_command_line_is_a_usage_error() {
-        let repo: Repository = "r.io/a/b".parse().unwrap();
-        let invalid = "-v".parse::<Reference>().unwrap_err();
-        for e in [
-            ArgsError::ToWithoutOneAlias,
-            ArgsError::ImageWithVariants,
-            ArgsError::DigestTarget(Reference::in_repo(&repo, crate::name::Digest::sha256(b""))),
-            ArgsError::ChildElsewhere {
-                child: "r.io/c/d:x".into(),
-                repo,
-            },
-            ArgsError::WorkspaceNotADirectory("/etc/hosts".into()),
-            ArgsError::Invalid(invalid),
-        ] {
-            assert_eq!(e.exit_status(), Status::Usage, "{e}");
+    fn every_verb_is_completed_and_has_a_man_page() {
+        let verbs: Vec<String> = Cli::command()
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .collect();
+        assert!(verbs.len() >= 20, "{verbs:?}");
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let text = crate::clap_gen::completions(shell, Cli::command());
+            let text = String::from_utf8(text).unwrap();
+            for verb in &verbs {
+                let named = match shell {
+                    Shell::Bash => format!("sunaba__images,{verb})"),
+                    Shell::Zsh => format!("'{verb}:"),
+                    _ => format!("-a \"{verb}\""),
+                };
+                assert!(text.contains(&named), "{shell}: no {named:?}");
+            }
+        }
+        let pages = crate::clap_gen::man_pages(Cli::command()).unwrap();
+        for verb in &verbs {
+            let file = format!("sunaba-images-{verb}.1");
+            assert!(pages.iter().any(|(n, _)| *n == file), "no {file}");
         }
     }
 }

@@ -68,7 +68,7 @@ pub fn main_entry() -> ExitCode {
     // Stale scratch of killed runs swept, Ctrl-C handled, this run's
     // scratch removed however the verb ends.
     let _scratch = scratch::Session::start();
-    exit::report(commands::run(cli, verb), commands::ERROR_KINDS)
+    exit::report(cli.run(verb), commands::ERROR_KINDS)
 }
 
 /// The verb a command line runs, with its own verbs: `pins verify`.

@@ -5,8 +5,8 @@
 //! Re-assembling the same children gives the same bytes, so an index that
 //! is already there is not put again.
 
+use super::ArgsError;
 use super::context::{Context, RegistryOptions, runtime};
-use crate::cli::ArgsError;
 use crate::exit;
 use crate::registry::{ChildRef, Digest, IndexReport, Reference, Repository};
 

@@ -6,9 +6,9 @@
 //! runs the project's rendered healthcheck instead (see `check`'s module
 //! docs) and exits 0 when the image would serve as VARIANT.
 
+use super::ArgsError;
 use super::context::{Context, OutputOptions, PLATFORM_HELP, PLATFORM_VALUE, Platforms};
 use crate::check;
-use crate::cli::ArgsError;
 use crate::exit;
 use anyhow::Context as _;
 use std::path::PathBuf;

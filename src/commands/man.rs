@@ -3,7 +3,6 @@
 use super::context::Context;
 use crate::exit;
 use anyhow::Context as _;
-use clap::CommandFactory as _;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -16,8 +15,10 @@ pub(crate) struct Args {
     pub out_dir: PathBuf,
 }
 
-pub(crate) fn run(_ctx: &Context, args: Args) -> exit::Result {
-    let written = crate::clap_gen::write_man_pages(crate::cli::Cli::command(), &args.out_dir)
+/// Writes the man pages of `cli`, the tool's command line (given by the
+/// caller: a command does not reach up to the command line).
+pub(crate) fn run(_ctx: &Context, args: Args, cli: clap::Command) -> exit::Result {
+    let written = crate::clap_gen::write_man_pages(cli, &args.out_dir)
         .with_context(|| format!("writing the man pages into {}", args.out_dir.display()))?;
     outln!(
         "wrote {} man page(s) into {}",

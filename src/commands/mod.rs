@@ -1,5 +1,6 @@
 //! One module per verb, each with its `Args` and `run()`. Commands depend on
-//! the library and on [`context`] (what they share), never on each other.
+//! the library and on [`context`] (what they share), never on each other nor
+//! on the command line above them ([`crate::cli`] parses and dispatches).
 //! They print results to stdout through [`outln!`]/[`out!`] (a closed stdout
 //! is an error `main` ends quietly on) and return an [`exit::Error`] for
 //! every failure; they never print `error:` themselves, and never choose an
@@ -49,9 +50,54 @@ pub(crate) mod update_base;
 pub(crate) mod verify_attestations;
 pub(crate) mod version;
 
-use crate::cli::{Cli, Command};
 use crate::exit;
+use crate::name::{Reference, Repository};
 use context::Context;
+use std::path::PathBuf;
+
+/// A command line clap accepts but the verb cannot carry out as asked (a
+/// combination clap cannot express): a usage error, found before anything
+/// is loaded, built or asked of a registry.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ArgsError {
+    /// `pin --to` with other than one alias.
+    #[error("--to picks one version of one variant: name exactly one alias")]
+    ToWithoutOneAlias,
+    /// `check --image` with several variants.
+    #[error("--image checks one image: name at most one variant")]
+    ImageWithVariants,
+    /// `assemble` to a digest: the index's digest is what assembling makes.
+    #[error(
+        "{0}: name a tag (or just the repository), not a digest: the index's digest is known \
+         once it is assembled"
+    )]
+    DigestTarget(Reference),
+    /// `assemble` of a child in another repository than the target's.
+    #[error(
+        "{child}: not in {repo}; push it there first (an index names images of its own \
+         repository)"
+    )]
+    ChildElsewhere { child: String, repo: Repository },
+    /// `run --workspace` of something that is not a directory.
+    #[error("the workspace {} is not a directory", .0.display())]
+    WorkspaceNotADirectory(PathBuf),
+    /// Text given as a name that is no name.
+    #[error(transparent)]
+    Invalid(#[from] crate::name::Invalid),
+}
+
+impl exit::HasStatus for ArgsError {
+    fn exit_status(&self) -> exit::Status {
+        match self {
+            ArgsError::ToWithoutOneAlias
+            | ArgsError::ImageWithVariants
+            | ArgsError::DigestTarget(_)
+            | ArgsError::ChildElsewhere { .. }
+            | ArgsError::WorkspaceNotADirectory(_) => exit::Status::Usage,
+            ArgsError::Invalid(e) => e.exit_status(),
+        }
+    }
+}
 
 /// Every kind of error that says its own exit status ([`exit::HasStatus`]),
 /// for [`exit::report`] to recognise in a chain: the outermost cause it
@@ -59,7 +105,7 @@ use context::Context;
 /// below every module that owns one of these types and cannot name them
 /// (`every_error_that_says_its_status_is_in_the_table` keeps it whole).
 pub(crate) const ERROR_KINDS: &[exit::Recognise] = &[
-    exit::recognise::<crate::cli::ArgsError>,
+    exit::recognise::<ArgsError>,
     exit::recognise::<crate::name::Unknown>,
     exit::recognise::<crate::name::Invalid>,
     exit::recognise::<crate::name::InvalidDigest>,
@@ -96,36 +142,15 @@ fn running_verb() -> &'static str {
     VERB.get().map_or("", String::as_str)
 }
 
-/// Runs the verb `verb` (its path, `pins verify`) of the parsed `cli`.
-pub(crate) fn run(cli: Cli, verb: String) -> exit::Result {
+/// The context of a run of the verb `verb` (its path, `pins verify`), for
+/// its command ([`crate::cli::Cli::run`] dispatches).
+pub(crate) fn begin(
+    verb: String,
+    manifest: std::path::PathBuf,
+    profile: Option<String>,
+) -> Context {
     let _ = VERB.set(verb);
-    let ctx = Context::new(cli.manifest, cli.profile);
-    match cli.command {
-        Command::Render(args) => render::run(&ctx, args),
-        Command::Detect(args) => detect::run(&ctx, args),
-        Command::Engine(args) => engine::run(&ctx, args),
-        Command::Resolve(args) => resolve::run(&ctx, args),
-        Command::Assemble(args) => assemble::run(&ctx, args),
-        Command::Run(args) => run::run(&ctx, args),
-        Command::Tags(args) => tags::run(&ctx, args),
-        Command::Build(args) => build::run(&ctx, args),
-        Command::Check(args) => check::run(&ctx, args),
-        Command::Pin(args) => pin::run(&ctx, args),
-        Command::Pins(args) => pins::run(&ctx, args),
-        Command::Version(args) => version::run(&ctx, args),
-        Command::NextVersion(args) => next_version::run(&ctx, args),
-        Command::Release(args) => release::run(&ctx, args),
-        Command::Plan(args) => plan::run(&ctx, args),
-        Command::UpdateBase(args) => update_base::run(&ctx, args),
-        Command::Lock(args) => lock::run(&ctx, args),
-        Command::Outdated(args) => outdated::run(&ctx, args),
-        Command::New(args) => new::run(&ctx, args),
-        Command::Key(args) => key::run(&ctx, args),
-        Command::Sbom(args) => sbom::run(&ctx, args),
-        Command::VerifyAttestations(args) => verify_attestations::run(&ctx, args),
-        Command::Completions(args) => completions::run(&ctx, args),
-        Command::Man(args) => man::run(&ctx, args),
-    }
+    Context::new(manifest, profile)
 }
 
 /// Writes to stdout, flushing line by line. A reader that went away is
@@ -204,6 +229,7 @@ pub(crate) fn report_findings(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exit::{HasStatus, Status};
 
     /// The types `impl … HasStatus for T` names in the sources under `src`
     /// (`exit`'s own excepted), as written there.
@@ -296,5 +322,24 @@ mod tests {
             err.to_string(),
             "internal error: the --json report of `tags` is not a JSON object"
         );
+    }
+
+    #[test]
+    fn every_refusal_of_a_command_line_is_a_usage_error() {
+        let repo: Repository = "r.io/a/b".parse().unwrap();
+        let invalid = "-v".parse::<Reference>().unwrap_err();
+        for e in [
+            ArgsError::ToWithoutOneAlias,
+            ArgsError::ImageWithVariants,
+            ArgsError::DigestTarget(Reference::in_repo(&repo, crate::name::Digest::sha256(b""))),
+            ArgsError::ChildElsewhere {
+                child: "r.io/c/d:x".into(),
+                repo,
+            },
+            ArgsError::WorkspaceNotADirectory("/etc/hosts".into()),
+            ArgsError::Invalid(invalid),
+        ] {
+            assert_eq!(e.exit_status(), Status::Usage, "{e}");
+        }
     }
 }

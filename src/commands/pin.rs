@@ -1,8 +1,8 @@
 //! `sunaba-images pin [ALIAS…]`: plans which image each alias moves to under
 //! the semver rules, shows the plan, and writes it with `--write`.
 
+use super::ArgsError;
 use super::context::{Context, PinsOptions, RegistryOptions};
-use crate::cli::ArgsError;
 use crate::exit;
 use crate::fsutil::FileLock;
 use crate::pins::PinsFile;

@@ -2,8 +2,8 @@
 //! sandbox under the run contract (`run_contract`), or prints the command
 //! line (`--print`) or argv (`--json`) that would.
 
+use super::ArgsError;
 use super::context::{Context, PinsOptions};
-use crate::cli::ArgsError;
 use crate::exit;
 use crate::name::Image;
 use crate::pins::PinsFile;
