@@ -4,10 +4,10 @@
 //! is parsed (`syn`, with line numbers), and each `fn` with a body is measured
 //! from its `fn` line to its closing brace, signature and comments included.
 //! Test code is exempt: `#[test]` functions, and everything inside a
-//! `#[cfg(test)]` item or file (`#[cfg(test)] mod tests;`).
+//! `#[cfg(test)]` item, file or folder (`#[cfg(test)] mod tests;`).
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use super::{in_test_code, sources, test_modules, test_only};
+use std::path::Path;
 use syn::visit::Visit;
 
 /// The most lines a function may span.
@@ -27,45 +27,10 @@ struct Long {
     lines: usize,
 }
 
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// `#[cfg(test)]` or `#[test]`.
-fn test_only(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|a| {
-        a.path().is_ident("test")
-            || (a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test"))
-    })
-}
-
-/// The file of `mod name;` declared in `file`: `name.rs` or `name/mod.rs`
-/// in the directory of the declaring module's children.
-fn module_files(file: &Path, name: &str) -> [PathBuf; 2] {
-    let dir = match file.file_stem().and_then(|s| s.to_str()) {
-        Some("mod" | "lib" | "main") => file.parent().unwrap().to_path_buf(),
-        Some(stem) => file.parent().unwrap().join(stem),
-        None => file.parent().unwrap().to_path_buf(),
-    };
-    [
-        dir.join(format!("{name}.rs")),
-        dir.join(name).join("mod.rs"),
-    ]
-}
-
-/// Measures the non-test functions of one file, and names the files its
-/// `#[cfg(test)] mod name;` items declare.
+/// Measures the non-test functions of one file.
 struct Measure<'a> {
     path: &'a Path,
     long: Vec<Long>,
-    test_files: Vec<PathBuf>,
 }
 
 impl Measure<'_> {
@@ -87,10 +52,6 @@ impl Measure<'_> {
 impl<'ast> Visit<'ast> for Measure<'_> {
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
         if test_only(&m.attrs) {
-            if m.content.is_none() {
-                let name = m.ident.to_string();
-                self.test_files.extend(module_files(self.path, &name));
-            }
             return;
         }
         syn::visit::visit_item_mod(self, m);
@@ -127,22 +88,21 @@ fn long_functions(src: &Path) -> Vec<Long> {
     sources(src, &mut files);
     let base = src.parent().unwrap();
     let mut long = Vec::new();
-    let mut test_files = BTreeSet::new();
+    let mut test_places = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
         let ast = syn::parse_file(&text)
             .unwrap_or_else(|e| panic!("{}: not parsed: {e}", file.display()));
         let rel = file.strip_prefix(base).unwrap();
+        test_places.extend(test_modules(rel, &ast));
         let mut measure = Measure {
             path: rel,
             long: Vec::new(),
-            test_files: Vec::new(),
         };
         measure.visit_file(&ast);
         long.extend(measure.long);
-        test_files.extend(measure.test_files);
     }
-    long.retain(|l| !test_files.contains(Path::new(&l.path)));
+    long.retain(|l| !in_test_code(Path::new(&l.path), &test_places));
     long.sort();
     long
 }
@@ -187,7 +147,7 @@ fn the_check_measures_library_code_and_leaves_tests_alone() {
     std::fs::write(
         src.join("lib.rs"),
         format!(
-            "mod a;\n#[cfg(test)]\nmod tests;\n\n/// Doc lines do not count.\npub fn long() {{\n{}}}\n\
+            "mod a;\n#[cfg(test)]\nmod tests;\n#[cfg(test)]\nmod checks;\n\n/// Doc lines do not count.\npub fn long() {{\n{}}}\n\
              fn fits() {{\n{}}}\n",
             body(121),
             body(120)
@@ -204,6 +164,13 @@ fn the_check_measures_library_code_and_leaves_tests_alone() {
             body(200),
             body(200)
         ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(src.join("checks")).unwrap();
+    std::fs::write(src.join("checks/mod.rs"), "mod deep;\n").unwrap();
+    std::fs::write(
+        src.join("checks/deep.rs"),
+        format!("fn helper() {{\n{}}}\n", body(300)),
     )
     .unwrap();
     std::fs::write(
@@ -223,7 +190,7 @@ fn the_check_measures_library_code_and_leaves_tests_alone() {
             },
             Long {
                 path: "src/lib.rs".into(),
-                line: 6,
+                line: 8,
                 name: "long".into(),
                 lines: 121,
             },
