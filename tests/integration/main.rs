@@ -7,6 +7,7 @@ mod assemble;
 mod attach;
 mod attest;
 mod bad_input;
+mod bench_async;
 mod build;
 mod cli_docs;
 mod custom_image;
