@@ -71,6 +71,16 @@ impl Client {
         }
     }
 
+    /// [`Client::blob_size`] of each of `digests`, in their order, asked at
+    /// once: the client's per-registry limit bounds how many are in flight.
+    pub async fn blob_sizes(
+        &self,
+        repo: &Repository,
+        digests: &[Digest],
+    ) -> Result<Vec<Option<u64>>> {
+        futures::future::try_join_all(digests.iter().map(|d| self.blob_size(repo, d))).await
+    }
+
     /// The bytes of `digest` in `repo`, verified against it, at most `limit`.
     pub async fn fetch_blob(
         &self,
@@ -267,6 +277,30 @@ mod tests {
         let s = reg.state();
         assert_eq!(s.count("POST", "/blobs/uploads/"), 1);
         assert_eq!(s.count("PUT", &format!("digest={digest}")), 1);
+    }
+
+    /// Eight HEADs with a limit of three per registry: three at a time, in
+    /// the digests' order, a missing blob `None`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn blob_sizes_asks_at_once_within_the_per_registry_limit() {
+        let reg = FakeRegistry::start().await;
+        let mut digests: Vec<Digest> = (0..7)
+            .map(|i| reg.put_blob("a/b", format!("blob {i}").as_bytes()))
+            .collect();
+        digests.insert(3, Digest::sha256(b"absent"));
+        reg.state().hold_heads = Some(3);
+        let client = Client::builder()
+            .anonymous()
+            .per_registry_limit(3)
+            .build()
+            .unwrap();
+        let sizes = client.blob_sizes(&repo(&reg, "a/b"), &digests).await;
+        let mut want = vec![Some(6); 7];
+        want.insert(3, None);
+        assert_eq!(sizes.unwrap(), want);
+        let s = reg.state();
+        assert_eq!(s.count("HEAD", "/blobs/"), 8);
+        assert_eq!(s.max_heads_in_flight, 3, "at once, never over the limit");
     }
 
     #[tokio::test]

@@ -31,7 +31,18 @@ pub(crate) struct State {
     pub answer_digest: Option<String>,
     /// Answer manifest PUTs without Docker-Content-Digest.
     pub omit_digest: bool,
+    /// Hold each HEAD until this many are in flight together (or
+    /// [`HOLD_AT_MOST`] has passed): how many a client sends at once shows
+    /// in [`State::max_heads_in_flight`] without depending on timing.
+    pub hold_heads: Option<usize>,
+    heads_in_flight: usize,
+    pub max_heads_in_flight: usize,
+    head_arrivals: usize,
+    heads_released: usize,
 }
+
+/// How long a held HEAD waits for the others at most.
+const HOLD_AT_MOST: Duration = Duration::from_millis(500);
 
 impl State {
     pub(crate) fn count(&self, method: &str, fragment: &str) -> usize {
@@ -237,7 +248,13 @@ async fn connection(mut conn: tokio::net::TcpStream, state: Arc<Mutex<State>>) {
             }
         }
         let body: Vec<u8> = buf.drain(..length).collect();
+        if method == "HEAD" {
+            enter_head(&state).await;
+        }
         let a = handle(&state, &method, &target, &content_type, body);
+        if method == "HEAD" {
+            state.lock().unwrap().heads_in_flight -= 1;
+        }
         let mut out = format!("HTTP/1.1 {} X\r\n", a.status);
         for (n, v) in &a.headers {
             out.push_str(&format!("{n}: {v}\r\n"));
@@ -250,6 +267,29 @@ async fn connection(mut conn: tokio::net::TcpStream, state: Arc<Mutex<State>>) {
         if conn.write_all(&bytes).await.is_err() {
             return;
         }
+    }
+}
+
+/// Counts a HEAD in flight and, with `hold_heads = Some(k)`, waits until
+/// k are in flight together (every HEAD that has arrived is then let go)
+/// or [`HOLD_AT_MOST`] has passed.
+async fn enter_head(state: &Mutex<State>) {
+    let (me, hold) = {
+        let mut s = state.lock().unwrap();
+        s.heads_in_flight += 1;
+        s.max_heads_in_flight = s.max_heads_in_flight.max(s.heads_in_flight);
+        s.head_arrivals += 1;
+        if s.hold_heads.is_some_and(|k| s.heads_in_flight >= k) {
+            s.heads_released = s.head_arrivals;
+        }
+        (s.head_arrivals, s.hold_heads)
+    };
+    if hold.is_none() {
+        return;
+    }
+    let started = std::time::Instant::now();
+    while started.elapsed() < HOLD_AT_MOST && state.lock().unwrap().heads_released < me {
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 
