@@ -1,6 +1,6 @@
 //! An error and its causes as one line of text, for the errors that keep a
 //! lower layer's error as a reason string (the registry client's, the
-//! package feeds').
+//! package indexes').
 
 /// `e` and its sources, each cause once ("error sending request: connection
 /// refused"), for messages.

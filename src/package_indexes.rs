@@ -11,6 +11,9 @@
 //! configs allow it) and a download URL a signed query: every URL in an
 //! error is [`redacted`], and a transport error is shown without its URL.
 
+use crate::registry::{
+    Clock, Exhausted, Failure, RetryPolicy, Sleeper, exchange_timeout, retry_after, retryable,
+};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,13 +21,20 @@ use std::time::Duration;
 
 /// Every `url` field is [`redacted`].
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum FeedError {
+pub(crate) enum IndexError {
     #[error("cannot read the CA file {path}: {reason}")]
     Ca { path: PathBuf, reason: String },
     #[error("{url}: {reason}")]
     Http { url: String, reason: String },
     #[error("{url}: HTTP {status}")]
     Status { url: String, status: u16 },
+    #[error("{url}: gave up after {attempts} attempt(s) in {seconds:.1} s: {last}")]
+    GaveUp {
+        url: String,
+        attempts: u32,
+        seconds: f64,
+        last: String,
+    },
     #[error("{url}: unexpected answer: {reason}")]
     Body { url: String, reason: String },
     #[error("{url}: the {} is over the cap of {cap} bytes ({read}); refused", .kind.what())]
@@ -55,7 +65,7 @@ impl std::fmt::Display for ReadSoFar {
     }
 }
 
-/// The kinds of body the feeds send.
+/// The kinds of body the package indexes send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BodyKind {
     Packument,
@@ -133,11 +143,16 @@ pub(crate) fn redacted(url: &str) -> String {
 
 /// One client for both registries.
 #[derive(Clone)]
-pub(crate) struct Feeds {
+pub(crate) struct PackageIndexes {
     http: reqwest::Client,
     npm: String,
     pypi: String,
     caps: Caps,
+    /// The registry transport's policy, clock and sleeper: one tested
+    /// retry loop for every HTTP client of this tool.
+    retry: RetryPolicy,
+    clock: Clock,
+    sleeper: Sleeper,
 }
 
 /// What the npm registry says about one version.
@@ -189,16 +204,19 @@ fn env(keys: &[&str]) -> Option<String> {
         .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
 }
 
-impl Feeds {
-    /// A client trusting the system roots plus `ca_files`.
-    pub(crate) fn new(ca_files: &[PathBuf], timeout: Duration) -> Result<Feeds, FeedError> {
+impl PackageIndexes {
+    /// A client trusting the system roots plus `ca_files`; `timeout`
+    /// bounds each request, its retries included.
+    pub(crate) fn new(
+        ca_files: &[PathBuf],
+        timeout: Duration,
+    ) -> Result<PackageIndexes, IndexError> {
         let mut builder = reqwest::Client::builder()
             .user_agent(concat!("sunaba-images/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(timeout);
+            .connect_timeout(Duration::from_secs(10));
         let mut certs = Vec::new();
         for path in ca_files {
-            let err = |reason: String| FeedError::Ca {
+            let err = |reason: String| IndexError::Ca {
                 path: path.clone(),
                 reason,
             };
@@ -210,12 +228,12 @@ impl Feeds {
         if !certs.is_empty() {
             builder = builder.tls_certs_merge(certs);
         }
-        let http = builder.build().map_err(|e| FeedError::Http {
+        let http = builder.build().map_err(|e| IndexError::Http {
             url: String::new(),
             reason: e.to_string(),
         })?;
         let trim = |s: String| s.trim_end_matches('/').to_string();
-        Ok(Feeds {
+        Ok(PackageIndexes {
             http,
             npm: trim(
                 env(&[
@@ -227,61 +245,86 @@ impl Feeds {
             ),
             pypi: trim(env(&["SUNABA_PYPI_URL"]).unwrap_or_else(|| "https://pypi.org".into())),
             caps: Caps::default(),
+            retry: RetryPolicy {
+                max_attempts: 3,
+                total: timeout,
+                ..RetryPolicy::default()
+            },
+            clock: Clock::system(),
+            sleeper: Sleeper::system(),
         })
     }
 
-    /// GET with three tries on connection errors and 5xx/429; the body
-    /// read under the cap of its `kind`.
+    /// GET, retried by the registry transport's [`RetryPolicy`] (connection
+    /// errors, timeouts, 408/429/5xx, `Retry-After` honoured, all within
+    /// the timeout given to [`PackageIndexes::new`]); the body read under
+    /// the cap of its `kind`.
     async fn get(
         &self,
         url: &str,
         accept: &str,
         kind: BodyKind,
-    ) -> Result<bytes::Bytes, FeedError> {
+    ) -> Result<bytes::Bytes, IndexError> {
         // What reqwest says of a failure names the URL whole: shown without.
-        let http = |e: reqwest::Error| FeedError::Http {
+        let http = |e: reqwest::Error| IndexError::Http {
             url: redacted(url),
             reason: crate::error_chain::error_chain(&e.without_url()),
         };
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let result = self.http.get(url).header("Accept", accept).send().await;
-            let retry = match &result {
-                Ok(r) => r.status().is_server_error() || r.status().as_u16() == 429,
-                Err(e) => e.is_connect() || e.is_timeout(),
+        let attempt = |deadline| async move {
+            let timeout = exchange_timeout(self.retry.total, deadline, &self.clock);
+            let request = self.http.get(url).header("Accept", accept).timeout(timeout);
+            let mut resp = match request.send().await {
+                Ok(resp) => resp,
+                Err(e) if e.is_connect() || e.is_timeout() => {
+                    return Err(Failure::retryable(crate::error_chain::error_chain(
+                        &e.without_url(),
+                    )));
+                }
+                Err(e) => return Err(Failure::Fatal(http(e))),
             };
-            if retry && attempt < 3 {
-                tokio::time::sleep(Duration::from_millis(500 * attempt)).await;
-                continue;
-            }
-            let mut resp = result.map_err(http)?;
-            if !resp.status().is_success() {
-                return Err(FeedError::Status {
-                    url: redacted(url),
-                    status: resp.status().as_u16(),
+            if retryable(resp.status()) {
+                return Err(Failure::Retryable {
+                    reason: format!("HTTP {}", resp.status().as_u16()),
+                    wait: retry_after(resp.headers()),
                 });
             }
+            if !resp.status().is_success() {
+                return Err(Failure::Fatal(IndexError::Status {
+                    url: redacted(url),
+                    status: resp.status().as_u16(),
+                }));
+            }
             let cap = self.caps.of(kind);
-            let too_large = |read| FeedError::TooLarge {
-                url: redacted(url),
-                kind,
-                cap,
-                read,
+            let too_large = |read| {
+                Failure::Fatal(IndexError::TooLarge {
+                    url: redacted(url),
+                    kind,
+                    cap,
+                    read,
+                })
             };
             if let Some(n) = resp.content_length().filter(|&n| n > cap) {
                 return Err(too_large(ReadSoFar::Announced(n)));
             }
             let mut body = Vec::new();
-            while let Some(chunk) = resp.chunk().await.map_err(http)? {
+            while let Some(chunk) = resp.chunk().await.map_err(|e| Failure::Fatal(http(e)))? {
                 let read = (body.len() + chunk.len()) as u64;
                 if read > cap {
                     return Err(too_large(ReadSoFar::Read(read)));
                 }
                 body.extend_from_slice(&chunk);
             }
-            return Ok(body.into());
-        }
+            Ok(bytes::Bytes::from(body))
+        };
+        let gave_up = |e: Exhausted| IndexError::GaveUp {
+            url: redacted(url),
+            attempts: e.attempts,
+            seconds: e.elapsed.as_secs_f64(),
+            last: e.last,
+        };
+        (self.retry)
+            .run((&self.clock, &self.sleeper), attempt, gave_up)
+            .await
     }
 
     async fn json<T: serde::de::DeserializeOwned>(
@@ -289,9 +332,9 @@ impl Feeds {
         url: &str,
         accept: &str,
         kind: BodyKind,
-    ) -> Result<T, FeedError> {
+    ) -> Result<T, IndexError> {
         let bytes = self.get(url, accept, kind).await?;
-        serde_json::from_slice(&bytes).map_err(|e| FeedError::Body {
+        serde_json::from_slice(&bytes).map_err(|e| IndexError::Body {
             url: redacted(url),
             reason: e.to_string(),
         })
@@ -307,7 +350,7 @@ impl Feeds {
         &self,
         name: &str,
         version: &str,
-    ) -> Result<NpmVersion, FeedError> {
+    ) -> Result<NpmVersion, IndexError> {
         self.json(
             &format!("{}/{version}", self.npm_url(name)),
             "application/json",
@@ -317,7 +360,7 @@ impl Feeds {
     }
 
     /// The abbreviated packument (dist-tags and versions).
-    pub(crate) async fn npm_packument(&self, name: &str) -> Result<Packument, FeedError> {
+    pub(crate) async fn npm_packument(&self, name: &str) -> Result<Packument, IndexError> {
         self.json(
             &self.npm_url(name),
             "application/vnd.npm.install-v1+json",
@@ -327,13 +370,13 @@ impl Feeds {
     }
 
     /// The bytes at a tarball URL.
-    pub(crate) async fn download(&self, url: &str) -> Result<bytes::Bytes, FeedError> {
+    pub(crate) async fn download(&self, url: &str) -> Result<bytes::Bytes, IndexError> {
         self.get(url, "application/octet-stream", BodyKind::Tarball)
             .await
     }
 
     /// Every release of a PyPI project that has files and is not yanked.
-    pub(crate) async fn pypi_releases(&self, name: &str) -> Result<Vec<String>, FeedError> {
+    pub(crate) async fn pypi_releases(&self, name: &str) -> Result<Vec<String>, IndexError> {
         let project: PypiProject = self
             .json(
                 &format!("{}/pypi/{name}/json", self.pypi),
@@ -362,15 +405,24 @@ mod tests {
         status: u16,
         length: Option<u64>,
         body: Vec<u8>,
+        retry_after: Option<String>,
     }
 
     /// Answers every request on loopback with `answer`; returns its port.
     async fn serve(answer: Answer) -> u16 {
+        serve_in_turn(vec![answer]).await
+    }
+
+    /// Answers the n-th request with `answers[n]` (the last one again once
+    /// they run out); returns its port.
+    async fn serve_in_turn(answers: Vec<Answer>) -> u16 {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         tokio::spawn(async move {
+            let mut answered = 0;
             while let Ok((mut conn, _)) = listener.accept().await {
-                let answer = answer.clone();
+                let answer = answers[answered.min(answers.len() - 1)].clone();
+                answered += 1;
                 tokio::spawn(async move {
                     let mut head = Vec::new();
                     let mut byte = [0u8; 1];
@@ -381,6 +433,9 @@ mod tests {
                         head.push(byte[0]);
                     }
                     let mut out = format!("HTTP/1.1 {} X\r\nConnection: close\r\n", answer.status);
+                    if let Some(wait) = &answer.retry_after {
+                        out.push_str(&format!("Retry-After: {wait}\r\n"));
+                    }
                     if let Some(n) = answer.length {
                         out.push_str(&format!("Content-Length: {n}\r\n"));
                     }
@@ -396,10 +451,10 @@ mod tests {
 
     /// A client whose npm registry is `npm` (as `NPM_CONFIG_REGISTRY` would
     /// set it).
-    fn npm_at(npm: String) -> Feeds {
-        Feeds {
+    fn npm_at(npm: String) -> PackageIndexes {
+        PackageIndexes {
             npm,
-            ..Feeds::new(&[], Duration::from_secs(20)).unwrap()
+            ..PackageIndexes::new(&[], Duration::from_secs(20)).unwrap()
         }
     }
 
@@ -409,10 +464,11 @@ mod tests {
             status: 200,
             length: Some(100 << 20),
             body: b"{\"versions\":".to_vec(),
+            retry_after: None,
         })
         .await;
-        let feeds = npm_at(format!("http://user:s3cret@127.0.0.1:{port}"));
-        let err = feeds.npm_packument("left-pad").await.unwrap_err();
+        let indexes = npm_at(format!("http://user:s3cret@127.0.0.1:{port}"));
+        let err = indexes.npm_packument("left-pad").await.unwrap_err();
         assert_eq!(
             err.to_string(),
             format!(
@@ -428,13 +484,14 @@ mod tests {
             status: 200,
             length: None,
             body: vec![b' '; 300 << 10],
+            retry_after: None,
         })
         .await;
-        let mut feeds = npm_at(format!("http://127.0.0.1:{port}"));
-        feeds.caps.tarball = 100 << 10;
+        let mut indexes = npm_at(format!("http://127.0.0.1:{port}"));
+        indexes.caps.tarball = 100 << 10;
         let url = format!("http://127.0.0.1:{port}/t.tgz?X-Signature=abc");
-        let err = feeds.download(&url).await.unwrap_err();
-        let FeedError::TooLarge {
+        let err = indexes.download(&url).await.unwrap_err();
+        let IndexError::TooLarge {
             url: shown,
             kind: BodyKind::Tarball,
             cap,
@@ -447,8 +504,8 @@ mod tests {
         assert_eq!(*cap, 100 << 10);
         assert!(*read > *cap && *read < 300 << 10, "{err}");
         // Under the cap, the same body is read whole.
-        feeds.caps.tarball = 300 << 10;
-        assert_eq!(feeds.download(&url).await.unwrap().len(), 300 << 10);
+        indexes.caps.tarball = 300 << 10;
+        assert_eq!(indexes.download(&url).await.unwrap().len(), 300 << 10);
     }
 
     #[tokio::test]
@@ -457,15 +514,16 @@ mod tests {
             status: 404,
             length: Some(0),
             body: Vec::new(),
+            retry_after: None,
         })
         .await;
-        let feeds = npm_at(format!("http://npm-user:s3cret@127.0.0.1:{port}"));
-        let err = feeds.npm_version("a", "1.0.0").await.unwrap_err();
+        let indexes = npm_at(format!("http://npm-user:s3cret@127.0.0.1:{port}"));
+        let err = indexes.npm_version("a", "1.0.0").await.unwrap_err();
         assert_eq!(
             err.to_string(),
             format!("http://127.0.0.1:{port}/a/1.0.0: HTTP 404")
         );
-        let err = feeds
+        let err = indexes
             .download(&format!(
                 "http://u:s3cret@127.0.0.1:{port}/a.tgz?token=s3cret#s3cret"
             ))
@@ -480,14 +538,62 @@ mod tests {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = closed.local_addr().unwrap().port();
         drop(closed);
-        let feeds = npm_at(format!("http://npm-user:s3cret@127.0.0.1:{port}"));
-        let err = feeds.npm_packument("a").await.unwrap_err().to_string();
+        let indexes = npm_at(format!("http://npm-user:s3cret@127.0.0.1:{port}"));
+        let err = indexes.npm_packument("a").await.unwrap_err().to_string();
         assert!(
             !err.contains("s3cret") && !err.contains("npm-user"),
             "{err}"
         );
         assert!(
             err.starts_with(&format!("http://127.0.0.1:{port}/a: ")),
+            "{err}"
+        );
+    }
+
+    /// A 503 with `Retry-After` is waited out as the registry transport
+    /// waits (its policy, clock and sleeper), not by a loop of its own.
+    #[tokio::test]
+    async fn a_busy_index_is_retried_by_the_transport_policy_honouring_retry_after() {
+        let busy = Answer {
+            status: 503,
+            length: Some(0),
+            body: Vec::new(),
+            retry_after: Some("2".into()),
+        };
+        let body = br#"{"versions":{"1.0.0":{}},"time":{}}"#.to_vec();
+        let ok = Answer {
+            status: 200,
+            length: Some(body.len() as u64),
+            body,
+            retry_after: None,
+        };
+        let port = serve_in_turn(vec![busy.clone(), busy, ok]).await;
+        let waits = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut indexes = npm_at(format!("http://127.0.0.1:{port}"));
+        let seen = waits.clone();
+        indexes.sleeper = Sleeper::from_fn(move |d| {
+            seen.lock().unwrap().push(d);
+            Box::pin(async {})
+        });
+        let packument = indexes.npm_packument("a").await.unwrap();
+        assert_eq!(packument.live_versions(), ["1.0.0"]);
+        assert_eq!(*waits.lock().unwrap(), [Duration::from_secs(2); 2]);
+
+        // Busy for good: the policy's attempts, then one error saying so.
+        let port = serve(Answer {
+            status: 503,
+            length: Some(0),
+            body: Vec::new(),
+            retry_after: Some("1".into()),
+        })
+        .await;
+        let mut indexes = npm_at(format!("http://127.0.0.1:{port}"));
+        indexes.sleeper = Sleeper::from_fn(|_| Box::pin(async {}));
+        let err = indexes.npm_packument("a").await.unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!(
+                "http://127.0.0.1:{port}/a: gave up after 3 attempt(s)"
+            )) && err.ends_with(": HTTP 503"),
             "{err}"
         );
     }

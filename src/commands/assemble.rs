@@ -6,7 +6,7 @@
 //! is already there is not put again.
 
 use super::ArgsError;
-use super::context::{Context, RegistryOptions, runtime};
+use super::context::{Context, RegistryOptions};
 use crate::exit;
 use crate::registry::{ChildRef, Digest, IndexReport, Reference, Repository};
 
@@ -42,8 +42,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let repo = target.repo().clone();
     let children = children(&args.children, &repo)?;
     let client = ctx.registry(&args.registry)?;
-    let rt = runtime()?;
-    let (index, put) = rt.block_on(client.assemble_at(&target, children, !args.write))?;
+    let (index, put) = ctx.block_on(client.assemble_at(&target, children, !args.write))??;
     if args.json {
         super::write_json(&IndexReport::new(&target, &index, put))?;
     } else {

@@ -99,12 +99,12 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     // One registry client for the run, made before any build when it needs
     // one, so a bad registry option fails before an hour of building.
     let registry = match pipeline::needs_registry(&request, &native) {
-        true => Some((ctx.registry(&args.registry)?, super::context::runtime()?)),
+        true => Some((ctx.registry(&args.registry)?, ctx.runtime()?)),
         false => None,
     };
     let reporter = args.progress.reporter(&selected);
     let services = pipeline::Services {
-        registry: registry.as_ref().map(|(c, rt)| (c, rt)),
+        registry: registry.as_ref().map(|(c, rt)| (c, *rt)),
         reporter: &reporter,
         progress: &|line| eprintln!("{line}"),
     };

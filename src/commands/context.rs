@@ -147,6 +147,9 @@ pub(crate) struct Context {
     profile: Option<String>,
     manifest: OnceCell<Manifest>,
     settings: OnceCell<Settings>,
+    /// The process's one async runtime, built when a command first enters
+    /// the registry-facing library ([`Context::block_on`]).
+    runtime: OnceCell<tokio::runtime::Runtime>,
 }
 
 impl Context {
@@ -157,7 +160,28 @@ impl Context {
             profile: profile.filter(|p| !p.is_empty()),
             manifest: OnceCell::new(),
             settings: OnceCell::new(),
+            runtime: OnceCell::new(),
         }
+    }
+
+    /// Runs `work` (a command's async part) to completion on the process's
+    /// one runtime. The one place synchronous command code enters the async
+    /// library (docs/architecture.md, "One async boundary"): each command
+    /// calls it once, around everything it asks of a registry.
+    pub(crate) fn block_on<F: std::future::Future>(&self, work: F) -> anyhow::Result<F::Output> {
+        Ok(self.runtime()?.block_on(work))
+    }
+
+    /// The process's one runtime, built on first use.
+    pub(crate) fn runtime(&self) -> anyhow::Result<&tokio::runtime::Runtime> {
+        if let Some(rt) = self.runtime.get() {
+            return Ok(rt);
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        Ok(self.runtime.get_or_init(|| rt))
     }
 
     /// images.toml, parsed and validated.
@@ -258,7 +282,7 @@ impl Context {
 
     /// The registry as the pin commands read it.
     pub(crate) fn image_source(&self, options: &RegistryOptions) -> anyhow::Result<RegistrySource> {
-        RegistrySource::new(self.registry(options)?).context("starting the registry client")
+        Ok(RegistrySource::new(self.registry(options)?))
     }
 
     /// `insecure_registries` of the selected profile. Commands that only
@@ -283,14 +307,6 @@ impl Context {
         }
         self.settings().map(Some)
     }
-}
-
-/// A runtime for the async registry client, from synchronous command code.
-pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
 }
 
 #[cfg(test)]

@@ -1,11 +1,11 @@
 //! `sunaba-images lock [FRAGMENT…]`: (re)writes the committed lock files of
 //! `docker/locks/<fragment>/` from the versions images.toml pins.
 
-use super::context::{Context, OutputOptions, runtime};
+use super::context::{Context, OutputOptions};
 use crate::engine::Engine;
 use crate::exit;
-use crate::feeds::Feeds;
 use crate::locks::generate::{self, Request};
+use crate::package_indexes::PackageIndexes;
 use anyhow::Context as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -47,51 +47,54 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     // lock talks to npm and PyPI, no registry: only the CAs for every host.
     let mut ca_files = super::context::global_ca_files(&args.ca_certs);
     ca_files.extend(ca_bundle.clone());
-    let feeds = Feeds::new(&ca_files, args.timeout.max(Duration::from_secs(1)))?;
+    let indexes = PackageIndexes::new(&ca_files, args.timeout.max(Duration::from_secs(1)))?;
     let family = ctx.family()?;
     let mut engine: Option<Box<dyn Engine>> = None;
-    let rt = runtime()?;
-    let mut reports = Vec::new();
-    for fragment in fragments {
-        let image = if generate::needs_image(fragment) {
-            let engine = match &engine {
-                Some(e) => e,
-                None => engine.insert(ctx.engine()?),
+    // One fragment after another: each may run a tool in the engine.
+    let reports = ctx.block_on(async {
+        let mut reports = Vec::new();
+        for fragment in fragments {
+            let image = if generate::needs_image(fragment) {
+                let engine = match &engine {
+                    Some(e) => e,
+                    None => engine.insert(ctx.engine()?),
+                };
+                Some(generate::image_for(
+                    manifest,
+                    &family,
+                    engine.as_ref(),
+                    &fragment.name,
+                )?)
+            } else {
+                None
             };
-            Some(generate::image_for(
-                manifest,
-                &family,
-                engine.as_ref(),
-                &fragment.name,
-            )?)
-        } else {
-            None
-        };
-        eprintln!(
-            "lock {}: {}",
-            fragment.name,
-            image
-                .as_deref()
-                .map_or("npm registry metadata".to_string(), |i| format!(
-                    "resolving in {i}"
-                ))
-        );
-        let report = rt
-            .block_on(generate::lock(&Request {
+            eprintln!(
+                "lock {}: {}",
+                fragment.name,
+                image
+                    .as_deref()
+                    .map_or("npm registry metadata".to_string(), |i| format!(
+                        "resolving in {i}"
+                    ))
+            );
+            let report = generate::lock(&Request {
                 manifest,
                 fragment,
-                feeds: &feeds,
+                indexes: &indexes,
                 engine: engine.as_deref(),
                 image,
                 ca_bundle: ca_bundle.clone(),
                 check: args.check,
-            }))
+            })
+            .await
             .with_context(|| format!("locking fragment `{}`", fragment.name))?;
-        if !args.json {
-            print_report(&fragment.name, &report, args.check)?;
+            if !args.json {
+                print_report(&fragment.name, &report, args.check)?;
+            }
+            reports.push((fragment.name.clone(), report));
         }
-        reports.push((fragment.name.clone(), report));
-    }
+        Ok::<_, exit::Error>(reports)
+    })??;
     finish(&reports, &args)
 }
 

@@ -33,14 +33,14 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let pins = PinsFile::load(&ctx.pins_path(&args.file))?
         .unwrap_or_default()
         .0;
-    let found = next_for_image(
+    let found = ctx.block_on(next_for_image(
         &source,
         &pins,
         &specs,
         &args.variant,
         &repository,
         &reference,
-    )?;
+    ))??;
     let next = &found.next;
 
     if args.json {

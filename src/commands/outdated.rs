@@ -2,12 +2,12 @@
 //! the newest release in its registry; exit 0 when all are current, 2 when
 //! something is behind, 1 when a registry could not be asked.
 
-use super::context::{Context, OutputOptions, RegistryOptions, runtime};
+use super::context::{Context, OutputOptions, RegistryOptions};
 use crate::base_update;
 use crate::build::resolve_upstream;
 use crate::exit;
-use crate::feeds::Feeds;
 use crate::outdated::{self, Row, Status, debian};
+use crate::package_indexes::PackageIndexes;
 use crate::registry::{Platform, Reference};
 use crate::render::LIB_DIR;
 use crate::table::{Column, Table};
@@ -30,11 +30,17 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let settings = ctx.settings()?;
     let mut ca_files = args.registry.global_ca_files();
     ca_files.extend(settings.ca_bundle.clone());
-    let feeds = Feeds::new(&ca_files, args.registry.timeout.max(Duration::from_secs(1)))?;
-    let rt = runtime()?;
-
-    let mut rows = vec![base(ctx, &args, &rt)?];
-    rows.extend(rt.block_on(outdated::registry_rows(manifest, &feeds)));
+    let indexes =
+        PackageIndexes::new(&ca_files, args.registry.timeout.max(Duration::from_secs(1)))?;
+    // The upstream's row and the package indexes' rows, read at once.
+    let (base, registry_rows) = ctx.block_on(async {
+        futures::join!(
+            base(ctx, &args),
+            outdated::registry_rows(manifest, &indexes)
+        )
+    })?;
+    let mut rows = vec![base?];
+    rows.extend(registry_rows);
     rows.extend(debian_rows(ctx)?);
     rows.sort_by_key(|r| (r.fragment != "-", r.fragment.clone(), r.package.clone()));
 
@@ -64,7 +70,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
 }
 
 /// The upstream's row: has the tag's image for the family's platforms moved?
-fn base(ctx: &Context, args: &Args, rt: &tokio::runtime::Runtime) -> anyhow::Result<Row> {
+async fn base(ctx: &Context, args: &Args) -> anyhow::Result<Row> {
     let manifest = ctx.manifest()?;
     let upstream = &ctx.settings()?.upstream;
     let pinned = match upstream.pinned() {
@@ -76,18 +82,14 @@ fn base(ctx: &Context, args: &Args, rt: &tokio::runtime::Runtime) -> anyhow::Res
     } else {
         manifest.platforms.clone()
     };
-    let result = (|| -> anyhow::Result<base_update::Plan> {
+    let result = async {
         let tag = pinned.tag().unwrap_or("latest");
         let tracked = Reference::with_tag(pinned.repo(), tag)?;
         let client = ctx.registry(&args.registry)?;
-        Ok(rt.block_on(base_update::plan(
-            &client,
-            &tracked,
-            pinned.digest(),
-            &platforms,
-            false,
-        ))?)
-    })();
+        let plan = base_update::plan(&client, &tracked, pinned.digest(), &platforms, false);
+        anyhow::Ok(plan.await?)
+    }
+    .await;
     Ok(outdated::base_row(
         &pinned.to_string(),
         result.map_err(|e| format!("{e:#}")),

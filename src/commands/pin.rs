@@ -81,7 +81,9 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         path,
         text: &text,
     };
-    let plan = plan::plan(&req, &file, &source).context("nothing was written")?;
+    let plan = ctx
+        .block_on(plan::plan(&req, &file, &source))?
+        .context("nothing was written")?;
 
     let written = args.write && plan.write(&file, path)?;
 

@@ -128,21 +128,26 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
     let specs = ctx.alias_specs()?;
     let path = ctx.pins_path(&args.file);
     let (file, text) = load(&path)?;
-    let source = ctx.image_source(&args.registry)?;
-    let mut findings = verify::verify(&file, &text, &path, &specs, &source);
-    if !args.key.is_empty() {
-        let keys = (args.key.iter())
-            .map(|path| crate::attest::PublicKey::load(path))
-            .collect::<Result<Vec<_>, _>>()?;
-        let (client, rt) = (ctx.registry(&args.registry)?, super::context::runtime()?);
-        for (alias, pin) in &file.images {
+    let keys = (args.key.iter())
+        .map(|path| crate::attest::PublicKey::load(path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let client = ctx.registry(&args.registry)?;
+    let source = crate::pins::registry_source::RegistrySource::new(client.clone());
+    // The pins and, with --key, every alias's attestations, read at once.
+    let attested = (file.images.iter())
+        .filter(|_| !keys.is_empty())
+        .map(|(alias, pin)| {
             let spec = specs.iter().find(|s| &s.alias == alias);
             let smoke = spec.map(|s| s.smoke.as_slice()).unwrap_or_default();
-            findings.extend(attestations::verify_pin(
-                &client, &rt, alias, pin, smoke, &keys,
-            ));
-        }
-    }
+            attestations::verify_pin(&client, alias, pin, smoke, &keys)
+        });
+    let (mut findings, attested) = ctx.block_on(async {
+        futures::join!(
+            verify::verify(&file, &text, &path, &specs, &source),
+            futures::future::join_all(attested)
+        )
+    })?;
+    findings.extend(attested.into_iter().flatten());
     let verdicts = match args.rebuild {
         true => rebuild(ctx, &args, &file, &specs)?,
         false => Vec::new(),
@@ -235,7 +240,7 @@ fn rebuild(
     eprintln!("engine: {}", engine.describe());
     let native = engine.platform().context("rebuilding the pinned images")?;
     let platforms = Platforms::of_family(args.platform.as_ref(), &family)?;
-    let (client, rt) = (ctx.registry(&args.registry)?, super::context::runtime()?);
+    let (client, rt) = (ctx.registry(&args.registry)?, ctx.runtime()?);
     let reporter = || -> Box<dyn crate::build::progress::Reporter> {
         Box::new(crate::build::progress::PlainReporter::stderr())
     };
@@ -245,7 +250,7 @@ fn rebuild(
         settings: ctx.settings()?,
         engine: engine.as_ref(),
         native: &native,
-        registry: (&client, &rt),
+        registry: (&client, rt),
         build: &args.build,
         reporter: &reporter,
         progress: &|line| eprintln!("{line}"),

@@ -30,9 +30,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let specs = ctx.alias_specs()?;
     let (pins, _) = PinsFile::load(&ctx.pins_path(&args.file))?.unwrap_or_default();
     let client = ctx.registry(&args.registry)?;
-    let rt = super::context::runtime()?;
-
-    let published = next::published(&pins, &specs, &family.order, &client, &rt)?;
+    let published = ctx.block_on(next::published(&pins, &specs, &family.order, &client))??;
     let plan = build::plan::plan(&family, &definitions, &published)?;
 
     let github = args.output.github();

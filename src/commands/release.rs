@@ -73,7 +73,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let dir = journal::dir(&manifest.root);
     let pins_path = ctx.pins_path(&args.file);
     let client = ctx.registry(&args.registry)?;
-    let rt = super::context::runtime()?;
+    let rt = ctx.runtime()?;
     let progress = |line: String| eprintln!("release: {line}");
     let key = signing_key(&args)?;
     // One release at a time on this machine.
@@ -81,7 +81,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let _lock = journal::lock(&dir).context("locking the releases")?;
     let releaser = |engine| Releaser {
         client: &client,
-        rt: &rt,
+        rt,
         engine,
         pins_path: &pins_path,
         key: key.as_ref(),
@@ -106,7 +106,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         ctx,
         args: &args,
         client: &client,
-        rt: &rt,
+        rt,
         pins_path: &pins_path,
     };
     let plan = on.plan(&family, &specs, &variants, engine.as_deref())?;

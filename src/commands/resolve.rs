@@ -1,6 +1,6 @@
 //! `sunaba-images resolve REF…`: tags to digests.
 
-use super::context::{Context, PLATFORM_HELP, PLATFORM_VALUE, Platforms, RegistryOptions, runtime};
+use super::context::{Context, PLATFORM_HELP, PLATFORM_VALUE, Platforms, RegistryOptions};
 use crate::exit;
 use crate::registry::{Client, Digest, Platform, Reference, ResolveOptions, Resolved};
 
@@ -32,7 +32,6 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         .map(|r| r.parse::<Reference>())
         .collect::<Result<Vec<_>, _>>()?;
     let client = ctx.registry(&args.registry)?;
-    let rt = runtime()?;
     // One platform named: that platform's image is the reference's digest.
     let single = match &args.platform {
         Some(Platforms::Only(list)) if list.len() == 1 => Some(list[0].clone()),
@@ -42,12 +41,15 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         platform: single.clone(),
         list_platforms: args.json || args.platform == Some(Platforms::All),
     };
-    let results = rt.block_on(client.resolve_many(&references, &options));
-    let selected = match (&args.platform, &single) {
-        (None, _) => Vec::new(),
-        (Some(_), Some(p)) => results.iter().map(|r| as_selected(r, p)).collect(),
-        (Some(platforms), None) => rt.block_on(select(&client, &references, &results, platforms)),
-    };
+    let (results, selected) = ctx.block_on(async {
+        let results = client.resolve_many(&references, &options).await;
+        let selected = match (&args.platform, &single) {
+            (None, _) => Vec::new(),
+            (Some(_), Some(p)) => results.iter().map(|r| as_selected(r, p)).collect(),
+            (Some(platforms), None) => select(&client, &references, &results, platforms).await,
+        };
+        (results, selected)
+    })?;
     if args.json {
         let out: Vec<serde_json::Value> = (results.iter().zip(&references).enumerate())
             .map(|(i, (r, reference))| match r {

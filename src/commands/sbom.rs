@@ -64,11 +64,10 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         (None, Some(image)) => (image.clone(), engine.as_deref()),
         (None, None) => unreachable!("clap requires ALIAS or --image"),
     };
-    let rt = super::context::runtime()?;
     let client = ctx.registry(&args.registry)?;
-    let read: Read = rt.block_on(crate::attest::image_source::read(
+    let read: Read = ctx.block_on(crate::attest::image_source::read(
         local, &client, &reference, &wanted,
-    ))?;
+    ))??;
     eprintln!("sbom: read {} from {}", read.subject.name, read.from);
     let locked =
         crate::attest::locked::of_image_labels(ctx.manifest().ok(), &read.labels, &read.arch);

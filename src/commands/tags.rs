@@ -1,6 +1,6 @@
 //! `sunaba-images tags REPO`: every tag of a repository.
 
-use super::context::{Context, RegistryOptions, runtime};
+use super::context::{Context, RegistryOptions};
 use crate::exit;
 use crate::registry::Repository;
 
@@ -22,7 +22,7 @@ pub(crate) struct Args {
 pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let repo: Repository = args.repository.parse()?;
     let client = ctx.registry(&args.registry)?;
-    let tags = runtime()?.block_on(client.list_tags(&repo))?;
+    let tags = ctx.block_on(client.list_tags(&repo))??;
     if args.json {
         super::write_json(&serde_json::json!({"repository": repo.to_string(), "tags": tags}))?;
     } else {

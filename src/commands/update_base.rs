@@ -2,7 +2,7 @@
 //! to the tag's current image when the images for the family's platforms
 //! changed, editing images.toml in place and re-rendering.
 
-use super::context::{Context, OutputOptions, RegistryOptions, runtime};
+use super::context::{Context, OutputOptions, RegistryOptions};
 use crate::base_update::target::{self, Slot, Target};
 use crate::base_update::{self, Plan};
 use crate::exit;
@@ -48,14 +48,14 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         .map(|p| editor.strings(&["profiles", p, "insecure_registries"]))
         .unwrap_or_default();
     let client = ctx.registry_with(&args.registry, insecure)?;
-    let plan = runtime()?
+    let plan = ctx
         .block_on(base_update::plan(
             &client,
             &target.tracked,
             target.pinned.as_ref(),
             &platforms,
             args.force,
-        ))
+        ))?
         .with_context(|| format!("updating the upstream ({})", target.origin()))?;
     let new_text = target::pinned_text(&target.text, &plan.current.digest);
 

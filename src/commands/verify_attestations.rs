@@ -61,15 +61,19 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         }
         None => Vec::new(),
     };
-    let (client, rt) = (ctx.registry(&args.registry)?, super::context::runtime()?);
-    let pin = match pinned {
-        Some(pin) => pin,
-        None => {
-            let reference = args.target.parse()?;
-            rt.block_on(attestations::pin_of_reference(&client, &reference))?
-        }
+    let client = ctx.registry(&args.registry)?;
+    let target = match pinned {
+        Some(pin) => Target::Pinned(pin),
+        None => Target::Named(args.target.parse()?),
     };
-    let findings = attestations::verify_pin(&client, &rt, &args.target, &pin, &smoke, &keys);
+    let (pin, findings) = ctx.block_on(async {
+        let pin = match target {
+            Target::Pinned(pin) => pin,
+            Target::Named(reference) => attestations::pin_of_reference(&client, &reference).await?,
+        };
+        let findings = attestations::verify_pin(&client, &args.target, &pin, &smoke, &keys).await;
+        anyhow::Ok((pin, findings))
+    })??;
     let count = |severity| findings.iter().filter(|f| f.severity == severity).count();
     let (problems, errors) = (count(Severity::Problem), count(Severity::Error));
     let ok = problems + errors == 0;
@@ -113,4 +117,11 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         eprintln!("verify-attestations: {problems} problem(s)");
     }
     Ok(exit::Reported::verdict(problems, errors)?)
+}
+
+/// What `verify-attestations` checks: a pinned alias, or an image named by
+/// reference.
+enum Target {
+    Pinned(crate::pins::Pin),
+    Named(crate::registry::Reference),
 }

@@ -8,8 +8,8 @@
 
 use super::{downloads, npm, pinned, pypi};
 use crate::engine::{Engine, ToolRun};
-use crate::feeds::{FeedError, Feeds};
 use crate::manifest::{Fragment, LOCK_DIR, Manifest, Source};
+use crate::package_indexes::{IndexError, PackageIndexes};
 use crate::render::LIB_DIR;
 use base64::Engine as _;
 use sha2::Digest as _;
@@ -22,7 +22,7 @@ pub(crate) enum LockError {
     Feed {
         name: String,
         version: String,
-        source: FeedError,
+        source: IndexError,
     },
     #[error(
         "{name}@{version}: the tarball's sha512 is {got}, the registry says {want}: refusing to lock it"
@@ -64,7 +64,7 @@ pub(crate) enum LockError {
 pub(crate) struct Request<'a> {
     pub manifest: &'a Manifest,
     pub fragment: &'a Fragment,
-    pub feeds: &'a Feeds,
+    pub indexes: &'a PackageIndexes,
     /// For npm and PyPI trees: the engine and the local image the fragment
     /// is installed on.
     pub engine: Option<&'a dyn Engine>,
@@ -150,7 +150,11 @@ async fn lock_downloads(req: &Request<'_>) -> Result<String, LockError> {
             version: version.clone(),
             source,
         };
-        let meta = req.feeds.npm_version(&name, &version).await.map_err(feed)?;
+        let meta = req
+            .indexes
+            .npm_version(&name, &version)
+            .await
+            .map_err(feed)?;
         let want = meta
             .dist
             .integrity
@@ -159,7 +163,11 @@ async fn lock_downloads(req: &Request<'_>) -> Result<String, LockError> {
                 name: name.clone(),
                 version: version.clone(),
             })?;
-        let bytes = req.feeds.download(&meta.dist.tarball).await.map_err(feed)?;
+        let bytes = req
+            .indexes
+            .download(&meta.dist.tarball)
+            .await
+            .map_err(feed)?;
         let got = format!(
             "sha512-{}",
             base64::engine::general_purpose::STANDARD.encode(sha2::Sha512::digest(&bytes))
@@ -215,7 +223,8 @@ fn run_in_image(
         env: vec![("HOME".into(), "/tmp".into())],
         timeout: Duration::from_secs(20 * 60),
     };
-    let out = engine.run_tool(&run)?;
+    // The tool runs for minutes: off the runtime's async threads.
+    let out = tokio::task::block_in_place(|| engine.run_tool(&run))?;
     if !out.success() {
         return Err(LockError::Tool {
             tool,

@@ -4,14 +4,14 @@
 //! the package's `track`), and the kind of bump that is.
 //!
 //! The comparison is pure ([`assess`]); [`gather`] asks the registries
-//! ([`crate::feeds`]) and `debian` the archive, through a throw-away
+//! ([`crate::package_indexes`]) and `debian` the archive, through a throw-away
 //! container of the upstream image (the same sources the build uses).
 
 pub(crate) mod debian;
 pub(crate) mod github;
 
-use crate::feeds::Feeds;
 use crate::manifest::{Manifest, Package, Source};
+use crate::package_indexes::PackageIndexes;
 use crate::semver_rules::{Bump, version_step};
 use crate::versions::lenient_version;
 use semver::Version;
@@ -136,7 +136,7 @@ fn fill(mut r: Row, versions: &[String], p: &Package) -> Row {
 
 /// The npm and PyPI rows (one per package; per-platform tarballs count the
 /// releases every platform's package has).
-pub(crate) async fn registry_rows(manifest: &Manifest, feeds: &Feeds) -> Vec<Row> {
+pub(crate) async fn registry_rows(manifest: &Manifest, indexes: &PackageIndexes) -> Vec<Row> {
     let mut rows = Vec::new();
     for fragment in manifest.fragments.values() {
         for p in &fragment.packages {
@@ -144,11 +144,11 @@ pub(crate) async fn registry_rows(manifest: &Manifest, feeds: &Feeds) -> Vec<Row
             let base = Row::blank(&fragment.name, p, registry);
             let versions = match p.source {
                 Source::Debian => continue,
-                Source::Pypi => feeds
+                Source::Pypi => indexes
                     .pypi_releases(&p.name)
                     .await
                     .map_err(|e| e.to_string()),
-                Source::Npm | Source::NpmTarball => npm_versions(feeds, p).await,
+                Source::Npm | Source::NpmTarball => npm_versions(indexes, p).await,
             };
             rows.push(match versions {
                 Ok(v) => fill(base, &v, p),
@@ -160,10 +160,10 @@ pub(crate) async fn registry_rows(manifest: &Manifest, feeds: &Feeds) -> Vec<Row
 }
 
 /// Releases every registry name of the package has (not deprecated).
-async fn npm_versions(feeds: &Feeds, p: &Package) -> Result<Vec<String>, String> {
+async fn npm_versions(indexes: &PackageIndexes, p: &Package) -> Result<Vec<String>, String> {
     let mut common: Option<Vec<String>> = None;
     for name in p.registry_names() {
-        let live = feeds
+        let live = indexes
             .npm_packument(&name)
             .await
             .map_err(|e| e.to_string())?

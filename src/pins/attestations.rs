@@ -78,10 +78,10 @@ pub fn subjects(pin: &Pin) -> Vec<(Digest, bool)> {
     out
 }
 
-/// Every finding about `pin`'s attestations.
-pub fn verify_pin(
+/// Every finding about `pin`'s attestations. Its subjects' referrers are
+/// read at once; the findings come in the order of [`subjects`].
+pub async fn verify_pin(
     client: &Client,
-    rt: &tokio::runtime::Runtime,
     alias: &str,
     pin: &Pin,
     smoke: &[String],
@@ -93,30 +93,36 @@ pub fn verify_pin(
         message: escaped(&message),
     };
     let repo = pin.repository.parsed().clone();
-    let mut out = Vec::new();
-    for (subject, is_index) in subjects(pin) {
-        let pinned = pin
-            .referrers
-            .get(&subject)
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
-        let wanted = Wanted {
-            is_index,
-            pinned,
-            smoke,
-        };
-        match rt.block_on(check_subject(client, &repo, &subject, &wanted, keys)) {
-            Ok(said) => out.extend(
-                said.into_iter()
-                    .map(|(s, m)| finding(s, format!("attestations of {subject}: {m}"))),
-            ),
-            Err(e) => out.push(finding(
-                Severity::Error,
-                format!("attestations of {subject}: cannot list its referrers: {e}"),
-            )),
+    let checks = subjects(pin).into_iter().map(|(subject, is_index)| {
+        let repo = &repo;
+        async move {
+            let pinned = pin
+                .referrers
+                .get(&subject)
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            let wanted = Wanted {
+                is_index,
+                pinned,
+                smoke,
+            };
+            match check_subject(client, repo, &subject, &wanted, keys).await {
+                Ok(said) => said
+                    .into_iter()
+                    .map(|(s, m)| finding(s, format!("attestations of {subject}: {m}")))
+                    .collect(),
+                Err(e) => vec![finding(
+                    Severity::Error,
+                    format!("attestations of {subject}: cannot list its referrers: {e}"),
+                )],
+            }
         }
-    }
-    out
+    });
+    futures::future::join_all(checks)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// What `verify-attestations REF` checks for an image named by reference
@@ -833,12 +839,7 @@ mod tests {
             referrers: Default::default(),
         };
         let client = s.fake.client();
-        let findings = tokio::task::block_in_place(|| {
-            let rt = tokio::runtime::Runtime::new().unwrap();
-            let found = verify_pin(&client, &rt, "a", &pin, &[], &[key.public()]);
-            rt.shutdown_background();
-            found
-        });
+        let findings = verify_pin(&client, "a", &pin, &[], &[key.public()]).await;
         let messages: Vec<&str> = findings.iter().map(|f| f.message.as_str()).collect();
         assert_eq!(messages.len(), 2, "{messages:#?}");
         assert!(

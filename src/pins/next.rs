@@ -58,39 +58,40 @@ pub fn current_pin<'a>(
 }
 
 /// What each variant's current release says (its tag and the labels of
-/// its config), read from the registry; variants never pinned are absent.
-pub fn published(
+/// its config), read from the registry, every variant at once; variants
+/// never pinned are absent.
+pub async fn published(
     pins: &PinsFile,
     specs: &[AliasSpec],
     variants: &[String],
     client: &Client,
-    rt: &tokio::runtime::Runtime,
 ) -> Result<BTreeMap<String, Published>, PublishedError> {
-    let mut published: BTreeMap<String, Published> = BTreeMap::new();
-    for v in variants {
-        let Some((_, pin)) = current_pin(pins, specs, v) else {
-            continue;
-        };
-        let reference: Reference = pin
-            .reference()
-            .parse()
-            .map_err(crate::registry::Error::from)?;
-        let config = rt
-            .block_on(client.image_config(&reference, None))
-            .map_err(|source| PublishedError::Read {
-                variant: v.clone(),
-                reference: reference.to_string(),
-                source: Box::new(source),
-            })?;
-        published.insert(
-            v.clone(),
-            Published {
+    let reads = variants.iter().filter_map(|v| {
+        let (_, pin) = current_pin(pins, specs, v)?;
+        Some(async move {
+            let reference: Reference = pin
+                .reference()
+                .parse()
+                .map_err(crate::registry::Error::from)?;
+            let config = client
+                .image_config(&reference, None)
+                .await
+                .map_err(|source| PublishedError::Read {
+                    variant: v.clone(),
+                    reference: reference.to_string(),
+                    source: Box::new(source),
+                })?;
+            let published = Published {
                 tag: pin.tag.clone(),
                 labels: config.labels,
-            },
-        );
-    }
-    Ok(published)
+            };
+            Ok::<_, PublishedError>((v.clone(), published))
+        })
+    });
+    Ok(futures::future::try_join_all(reads)
+        .await?
+        .into_iter()
+        .collect())
 }
 
 /// Whether an image with inputs `new` differs from a pinned one with inputs
@@ -144,7 +145,7 @@ impl NextForImage {
 /// The next version of `variant` if `image` (`repository`, tag or digest)
 /// were released: the current version is the pin of the variant's first
 /// pinned alias whose tag is one of the variant's `<variant>-X.Y.Z`.
-pub fn next_for_image(
+pub async fn next_for_image(
     source: &impl ImageSource,
     pins: &PinsFile,
     specs: &[AliasSpec],
@@ -156,7 +157,7 @@ pub fn next_for_image(
         "{repository}{}{reference}",
         if reference.contains(':') { "@" } else { ":" }
     );
-    let image = source.inspect(repository, reference)?;
+    let image = source.inspect(repository, reference).await?;
     let preferred = specs
         .iter()
         .find(|s| s.variant == variant)
@@ -182,6 +183,7 @@ pub fn next_for_image(
         Some((_, pin)) => {
             let pinned = source
                 .inspect(pin.repository.as_str(), &pin.digest.to_string())
+                .await
                 .map_err(|source| NextError::Pinned {
                     reference: pin.reference(),
                     source,

@@ -237,8 +237,14 @@ impl<'a> Report<'a> {
 }
 
 /// Computes the plan for `file` (rules 2-4). All problems are collected so a
-/// run reports every broken alias at once.
-pub fn plan(req: &Request, file: &PinsFile, source: &impl ImageSource) -> Result<Plan, PlanErrors> {
+/// run reports every broken alias at once. The repository's tags are read
+/// once; then the aliases are planned at once, their steps and errors kept
+/// in the order of `specs`.
+pub async fn plan(
+    req: &Request<'_>,
+    file: &PinsFile,
+    source: &impl ImageSource,
+) -> Result<Plan, PlanErrors> {
     let mut errors = Vec::new();
     let mut steps = Vec::new();
     let declared: BTreeSet<&str> = req.specs.iter().map(|s| s.alias.as_str()).collect();
@@ -279,27 +285,27 @@ pub fn plan(req: &Request, file: &PinsFile, source: &impl ImageSource) -> Result
         }
     }
 
-    let mut tags: Option<Vec<String>> = None;
-    for spec in req.specs {
-        if !req.only.is_empty() && !req.only.contains(&spec.alias) {
-            continue;
-        }
-        if tags.is_none() {
-            match source.tags(req.repository.as_str()) {
-                Ok(t) => tags = Some(t),
-                Err(source) => {
-                    errors.push(PlanError::Source {
-                        alias: spec.alias.clone(),
-                        source,
-                    });
-                    break;
+    let selected: Vec<&AliasSpec> = (req.specs.iter())
+        .filter(|spec| req.only.is_empty() || req.only.contains(&spec.alias))
+        .collect();
+    if let Some(first) = selected.first() {
+        match source.tags(req.repository.as_str()).await {
+            Ok(tags) => {
+                let tags = &tags[..];
+                let planned = selected
+                    .iter()
+                    .map(|spec| plan_alias(req, spec, file.images.get(&spec.alias), tags, source));
+                for result in futures::future::join_all(planned).await {
+                    match result {
+                        Ok(step) => steps.push(step),
+                        Err(e) => errors.push(e),
+                    }
                 }
             }
-        }
-        let tags = tags.as_deref().unwrap_or_default();
-        match plan_alias(req, spec, file.images.get(&spec.alias), tags, source) {
-            Ok(step) => steps.push(step),
-            Err(e) => errors.push(e),
+            Err(source) => errors.push(PlanError::Source {
+                alias: first.alias.clone(),
+                source,
+            }),
         }
     }
 
@@ -310,8 +316,8 @@ pub fn plan(req: &Request, file: &PinsFile, source: &impl ImageSource) -> Result
     }
 }
 
-fn plan_alias(
-    req: &Request,
+async fn plan_alias(
+    req: &Request<'_>,
     spec: &AliasSpec,
     old: Option<&Pin>,
     tags: &[String],
@@ -344,7 +350,7 @@ fn plan_alias(
         {
             return Ok(kept(spec, old, skipped));
         }
-        match weigh(req, spec, old, current, cand, source)? {
+        match weigh(req, spec, old, current, cand, source).await? {
             Weighed::Eligible { new, delta } => return Ok(moved(spec, old, new, delta, skipped)),
             Weighed::Refused(skip) => skipped.push(skip),
         }
@@ -395,8 +401,8 @@ enum Weighed {
 
 /// Inspects the candidate's image and checks it: every platform passes the
 /// gate, and (from a pin) its version bump covers its inventory's changes.
-fn weigh(
-    req: &Request,
+async fn weigh(
+    req: &Request<'_>,
     spec: &AliasSpec,
     old: Option<&Pin>,
     current: Option<&semver::Version>,
@@ -405,6 +411,7 @@ fn weigh(
 ) -> Result<Weighed, PlanError> {
     let inspected = source
         .inspect(req.repository.as_str(), &cand.tag)
+        .await
         .map_err(|source| PlanError::Source {
             alias: spec.alias.clone(),
             source,
@@ -513,6 +520,7 @@ pub(crate) mod tests {
     use super::super::source::fake::FakeRegistry;
     use super::*;
     use crate::pins::Digest;
+    use futures::executor::block_on;
     use semver::Version;
     use std::collections::BTreeMap;
 
@@ -575,7 +583,7 @@ pub(crate) mod tests {
 
     /// The pin a python tag of the fake registry would become.
     pub(crate) fn pin_of(reg: &FakeRegistry, tag: &str) -> Pin {
-        let i = reg.inspect(REPO, tag).unwrap();
+        let i = block_on(reg.inspect(REPO, tag)).unwrap();
         let labels = &i.images[0].labels;
         Pin {
             repository: REPO.parse().unwrap(),
@@ -618,7 +626,7 @@ pub(crate) mod tests {
             path: Path::new("image_pins.json"),
             text: &text,
         };
-        plan(&req, file, reg)
+        block_on(plan(&req, file, reg))
     }
 
     fn opts(pre: bool, allow_major: bool, to: Option<&str>) -> SelectOptions {
@@ -646,7 +654,10 @@ pub(crate) mod tests {
             assert_eq!(step.action, Action::Update, "{o:?}");
             let new = step.new.as_ref().unwrap();
             assert_eq!(new.tag, want, "{o:?}");
-            assert_eq!(new.digest, reg.inspect(REPO, want).unwrap().digest);
+            assert_eq!(
+                new.digest,
+                block_on(reg.inspect(REPO, want)).unwrap().digest
+            );
             assert_eq!(step.bump, bump);
             assert_eq!(step.tools[0].tool, "ruff");
             let mut applied = file.clone();

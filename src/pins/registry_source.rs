@@ -6,10 +6,9 @@ use crate::registry::{
     self, Client, ErrorKind, ManifestCheck, Reference, Repository, ResolveOptions,
 };
 
-/// The registry client with a runtime to drive it from synchronous code.
+/// The registry client as pinning reads it.
 pub struct RegistrySource {
     client: Client,
-    rt: tokio::runtime::Runtime,
 }
 
 fn err(reference: &str, e: registry::Error) -> SourceError {
@@ -28,14 +27,10 @@ fn err(reference: &str, e: registry::Error) -> SourceError {
 }
 
 impl RegistrySource {
-    /// Drives `client` (configured by the caller, with the registry options
-    /// every command shares) from synchronous code.
-    pub fn new(client: Client) -> Result<RegistrySource, registry::Error> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| registry::Error::config(format!("cannot start the async runtime: {e}")))?;
-        Ok(RegistrySource { client, rt })
+    /// Reads through `client` (configured by the caller, with the registry
+    /// options every command shares).
+    pub fn new(client: Client) -> RegistrySource {
+        RegistrySource { client }
     }
 
     /// Splits `host/repo:tag` or `host/repo@digest` into the repository and
@@ -59,74 +54,73 @@ impl RegistrySource {
 }
 
 impl ImageSource for RegistrySource {
-    fn tags(&self, repository: &str) -> Result<Vec<String>, SourceError> {
+    async fn tags(&self, repository: &str) -> Result<Vec<String>, SourceError> {
         let repo: Repository = repository
             .parse()
             .map_err(|e: crate::name::Invalid| err(repository, e.into()))?;
-        self.rt
-            .block_on(self.client.list_tags(&repo))
+        self.client
+            .list_tags(&repo)
+            .await
             .map_err(|e| err(repository, e))
     }
 
-    fn inspect(&self, repository: &str, reference: &str) -> Result<Inspected, SourceError> {
+    async fn inspect(&self, repository: &str, reference: &str) -> Result<Inspected, SourceError> {
         let r = Self::reference(repository, reference)?;
         let name = r.to_string();
-        self.rt.block_on(async {
-            let resolved = self
+        let resolved = self
+            .client
+            .resolve_with(
+                &r,
+                &ResolveOptions {
+                    platform: None,
+                    list_platforms: true,
+                },
+            )
+            .await
+            .map_err(|e| err(&name, e))?;
+        let images = if resolved.index_digest.is_some() {
+            // Each platform's config at once, in the index's order.
+            let configs = resolved.platforms.iter().map(|(platform, d)| async {
+                let child = r.by_digest(d.clone());
+                let config = self.client.image_config(&child, Some(platform)).await;
+                config.map(|config| PlatformImage {
+                    platform: platform.normalized(),
+                    digest: d.clone(),
+                    labels: config.labels,
+                })
+            });
+            futures::future::try_join_all(configs)
+                .await
+                .map_err(|e| err(&name, e))?
+        } else {
+            let config = self
                 .client
-                .resolve_with(
-                    &r,
-                    &ResolveOptions {
-                        platform: None,
-                        list_platforms: true,
-                    },
-                )
+                .image_config(&r.by_digest(resolved.digest.clone()), None)
                 .await
                 .map_err(|e| err(&name, e))?;
-            let mut images = Vec::new();
-            if resolved.index_digest.is_some() {
-                for (platform, d) in &resolved.platforms {
-                    let child = r.by_digest(d.clone());
-                    let config = self
-                        .client
-                        .image_config(&child, Some(platform))
-                        .await
-                        .map_err(|e| err(&name, e))?;
-                    images.push(PlatformImage {
-                        platform: platform.normalized(),
-                        digest: d.clone(),
-                        labels: config.labels,
-                    });
-                }
-            } else {
-                let config = self
-                    .client
-                    .image_config(&r.by_digest(resolved.digest.clone()), None)
-                    .await
-                    .map_err(|e| err(&name, e))?;
-                images.push(PlatformImage {
-                    platform: config.platform.normalized(),
-                    digest: resolved.digest.clone(),
-                    labels: config.labels,
-                });
-            }
-            Ok(Inspected {
-                digest: resolved
-                    .index_digest
-                    .as_ref()
-                    .unwrap_or(&resolved.digest)
-                    .clone(),
-                images,
-            })
+            vec![PlatformImage {
+                platform: config.platform.normalized(),
+                digest: resolved.digest.clone(),
+                labels: config.labels,
+            }]
+        };
+        Ok(Inspected {
+            digest: resolved
+                .index_digest
+                .as_ref()
+                .unwrap_or(&resolved.digest)
+                .clone(),
+            images,
         })
     }
 
-    fn tag_digest(&self, repository: &str, tag: &str) -> Result<Option<Digest>, SourceError> {
+    async fn tag_digest(&self, repository: &str, tag: &str) -> Result<Option<Digest>, SourceError> {
         let r = Self::reference(repository, tag)?;
         let name = r.to_string();
         match self
-            .rt
-            .block_on(self.client.resolve_with(&r, &ResolveOptions::default()))
+            .client
+            .resolve_with(&r, &ResolveOptions::default())
+            .await
         {
             Ok(resolved) => {
                 let d = resolved.index_digest.as_ref().unwrap_or(&resolved.digest);
@@ -137,10 +131,10 @@ impl ImageSource for RegistrySource {
         }
     }
 
-    fn check_digest(&self, repository: &str, d: &Digest) -> Result<DigestCheck, SourceError> {
+    async fn check_digest(&self, repository: &str, d: &Digest) -> Result<DigestCheck, SourceError> {
         let r = Self::reference(repository, &d.to_string())?;
         let name = r.to_string();
-        match self.rt.block_on(self.client.verify_manifest(&r)) {
+        match self.client.verify_manifest(&r).await {
             Ok(ManifestCheck::Verified { .. }) => Ok(DigestCheck::Intact),
             Ok(ManifestCheck::Missing) => Ok(DigestCheck::Missing),
             Err(e) => match e.kind() {

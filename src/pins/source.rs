@@ -64,22 +64,30 @@ pub struct SourceError {
     pub not_found: bool,
 }
 
+/// Async: a caller asks for several images at once (`pins verify` checks
+/// every alias concurrently) and joins the futures on its own task; they are
+/// never spawned, so no `Send` bound is promised.
+#[allow(async_fn_in_trait)]
 pub trait ImageSource {
     /// All tags of a repository (`host/path`).
-    fn tags(&self, repository: &str) -> Result<Vec<String>, SourceError>;
+    async fn tags(&self, repository: &str) -> Result<Vec<String>, SourceError>;
     /// Resolves a tag or digest and reads each platform's config labels.
-    fn inspect(&self, repository: &str, reference: &str) -> Result<Inspected, SourceError>;
+    async fn inspect(&self, repository: &str, reference: &str) -> Result<Inspected, SourceError>;
     /// The digest a tag points at now, `None` when the tag is gone.
-    fn tag_digest(&self, repository: &str, tag: &str) -> Result<Option<Digest>, SourceError>;
+    async fn tag_digest(&self, repository: &str, tag: &str) -> Result<Option<Digest>, SourceError>;
     /// Fetches a manifest by digest and hashes its bytes.
-    fn check_digest(&self, repository: &str, digest: &Digest) -> Result<DigestCheck, SourceError>;
+    async fn check_digest(
+        &self,
+        repository: &str,
+        digest: &Digest,
+    ) -> Result<DigestCheck, SourceError>;
 }
 
 #[cfg(test)]
 pub mod fake {
     //! An in-memory registry: tags pointing at images with labels.
     use super::*;
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
 
     #[derive(Default)]
     pub struct FakeRegistry {
@@ -90,6 +98,9 @@ pub mod fake {
         pub deleted: RefCell<Vec<Digest>>,
         /// Every image ever pushed, by digest (a moved tag leaves it behind).
         pub manifests: RefCell<BTreeMap<Digest, Inspected>>,
+        /// Digest checks under way now, and the most at once.
+        pub in_flight: Cell<usize>,
+        pub max_in_flight: Cell<usize>,
     }
 
     fn not_found(reference: String) -> SourceError {
@@ -115,7 +126,7 @@ pub mod fake {
     }
 
     impl ImageSource for FakeRegistry {
-        fn tags(&self, repository: &str) -> Result<Vec<String>, SourceError> {
+        async fn tags(&self, repository: &str) -> Result<Vec<String>, SourceError> {
             Ok(self
                 .tags
                 .borrow()
@@ -124,7 +135,11 @@ pub mod fake {
                 .map(|(_, t)| t.clone())
                 .collect())
         }
-        fn inspect(&self, repository: &str, reference: &str) -> Result<Inspected, SourceError> {
+        async fn inspect(
+            &self,
+            repository: &str,
+            reference: &str,
+        ) -> Result<Inspected, SourceError> {
             let found = if reference.contains(':') {
                 self.all()
                     .into_iter()
@@ -139,18 +154,28 @@ pub mod fake {
                 .filter(|i| !self.deleted.borrow().contains(&i.digest))
                 .ok_or_else(|| not_found(format!("{repository}:{reference}")))
         }
-        fn tag_digest(&self, repository: &str, tag: &str) -> Result<Option<Digest>, SourceError> {
+        async fn tag_digest(
+            &self,
+            repository: &str,
+            tag: &str,
+        ) -> Result<Option<Digest>, SourceError> {
             Ok(self
                 .tags
                 .borrow()
                 .get(&(repository.to_string(), tag.to_string()))
                 .map(|i| i.digest.clone()))
         }
-        fn check_digest(
+        async fn check_digest(
             &self,
             _repository: &str,
             digest: &Digest,
         ) -> Result<DigestCheck, SourceError> {
+            // Counted across a yield, so checks made at once overlap here.
+            let now = self.in_flight.get() + 1;
+            self.in_flight.set(now);
+            self.max_in_flight.set(self.max_in_flight.get().max(now));
+            tokio::task::yield_now().await;
+            self.in_flight.set(now - 1);
             if self.deleted.borrow().contains(digest) {
                 return Ok(DigestCheck::Missing);
             }

@@ -2,7 +2,7 @@
 //! exist, are what they claim, and keep the manifest's contract.
 
 use super::plan::AliasSpec;
-use super::source::{DigestCheck, ImageSource};
+use super::source::{DigestCheck, ImageSource, Inspected, SourceError};
 use super::{Digest, Pin, PinsFile, locate_alias};
 use crate::semver_rules::{self, parse_tag};
 use serde::Serialize;
@@ -40,7 +40,9 @@ impl fmt::Display for Finding {
 }
 
 /// Checks every rule; returns one finding per problem (empty: all good).
-pub fn verify(
+/// The aliases are checked at once (the client bounds requests per
+/// registry); the findings come in the order of `specs` all the same.
+pub async fn verify(
     file: &PinsFile,
     text: &str,
     path: &Path,
@@ -69,36 +71,63 @@ pub fn verify(
             );
         }
     }
-    for spec in specs {
+    let checks = specs.iter().map(|spec| async move {
         match file.images.get(&spec.alias) {
-            None => problem(
-                &mut out,
-                &spec.alias,
-                format!(
-                    "not pinned (variant {}); run `sunaba-images pin {} --write`",
-                    spec.variant, spec.alias
-                ),
-            ),
-            Some(pin) => check_pin(spec, pin, source, &mut out),
+            None => {
+                let mut out = Vec::new();
+                problem(
+                    &mut out,
+                    &spec.alias,
+                    format!(
+                        "not pinned (variant {}); run `sunaba-images pin {} --write`",
+                        spec.variant, spec.alias
+                    ),
+                );
+                out
+            }
+            Some(pin) => check_pin(spec, pin, source).await,
         }
-    }
+    });
+    out.extend(
+        futures::future::join_all(checks)
+            .await
+            .into_iter()
+            .flatten(),
+    );
     out
 }
 
-fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, out: &mut Vec<Finding>) {
+/// The findings of one pin: its tag and inventory, each of its digests and
+/// its tag in the registry (asked at once), then what the digest names.
+async fn check_pin(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource) -> Vec<Finding> {
+    let mut out = Vec::new();
     let mut findings = Findings {
         alias: &spec.alias,
-        out,
+        out: &mut out,
     };
     check_entry(spec, pin, &mut findings);
-    let intact = check_digests(pin, source, &mut findings);
-    check_tag(pin, source, &mut findings);
+    let mut digests: Vec<(Option<&crate::name::Platform>, &Digest)> = vec![(None, &pin.digest)];
+    digests.extend(pin.platforms.iter().map(|(p, d)| (Some(p), d)));
+    digests.dedup_by(|a, b| a.1 == b.1);
+    let repository = pin.repository.as_str();
+    let (checks, tag) = futures::join!(
+        futures::future::join_all(
+            digests
+                .iter()
+                .map(|(_, digest)| source.check_digest(repository, digest))
+        ),
+        source.tag_digest(repository, &pin.tag)
+    );
+    let intact = check_digests(pin, digests.into_iter().zip(checks), &mut findings);
+    check_tag(pin, tag, &mut findings);
     // Both levels agree: what `digest` names (an index, or one image) is
     // exactly the pinned platform images. And the inventory in the file is
     // each platform image's own, not a hand edit.
     if intact {
-        check_image(spec, pin, source, &mut findings);
+        let inspected = source.inspect(repository, &pin.digest.to_string()).await;
+        check_image(spec, pin, inspected, &mut findings);
     }
+    out
 }
 
 /// The findings of one alias.
@@ -142,18 +171,25 @@ fn check_entry(spec: &AliasSpec, pin: &Pin, findings: &mut Findings) {
 }
 
 /// The registry still serves the pinned digest and each pinned platform
-/// image, byte for byte. Returns whether all are intact.
-fn check_digests(pin: &Pin, source: &impl ImageSource, findings: &mut Findings) -> bool {
-    let mut digests: Vec<(Option<&crate::name::Platform>, &Digest)> = vec![(None, &pin.digest)];
-    digests.extend(pin.platforms.iter().map(|(p, d)| (Some(p), d)));
-    digests.dedup_by(|a, b| a.1 == b.1);
+/// image, byte for byte (`checks`: each digest with what the registry
+/// answered). Returns whether all are intact.
+fn check_digests<'a>(
+    pin: &Pin,
+    checks: impl IntoIterator<
+        Item = (
+            (Option<&'a crate::name::Platform>, &'a Digest),
+            Result<DigestCheck, SourceError>,
+        ),
+    >,
+    findings: &mut Findings,
+) -> bool {
     let mut intact = true;
-    for (platform, digest) in digests {
+    for ((platform, digest), check) in checks {
         let what = match platform {
             None => format!("{}@{digest}", pin.repository),
             Some(platform) => format!("{}@{digest} ({platform})", pin.repository),
         };
-        match source.check_digest(pin.repository.as_str(), digest) {
+        match check {
             Ok(DigestCheck::Intact) => {}
             Ok(DigestCheck::Missing) => {
                 intact = false;
@@ -180,11 +216,11 @@ fn check_digests(pin: &Pin, source: &impl ImageSource, findings: &mut Findings) 
     }
     intact
 }
-
-/// Whether the pin's tag still points at the pinned digest (a moved or
-/// deleted tag is a warning: the pin uses the digest).
-fn check_tag(pin: &Pin, source: &impl ImageSource, findings: &mut Findings) {
-    match source.tag_digest(pin.repository.as_str(), &pin.tag) {
+/// Whether the pin's tag still points at the pinned digest (`now`: what the
+/// registry answered; a moved or deleted tag is a warning: the pin uses the
+/// digest).
+fn check_tag(pin: &Pin, now: Result<Option<Digest>, SourceError>, findings: &mut Findings) {
+    match now {
         Ok(Some(now)) if now != pin.digest => findings.push(
             Severity::Warning,
             format!(
@@ -207,10 +243,15 @@ fn check_tag(pin: &Pin, source: &impl ImageSource, findings: &mut Findings) {
     }
 }
 
-/// The pinned image, read: its platform images are the pinned ones, and
-/// each one's check record gives the pinned tools.
-fn check_image(spec: &AliasSpec, pin: &Pin, source: &impl ImageSource, findings: &mut Findings) {
-    let inspected = match source.inspect(pin.repository.as_str(), &pin.digest.to_string()) {
+/// The pinned image, read (`inspected`): its platform images are the
+/// pinned ones, and each one's check record gives the pinned tools.
+fn check_image(
+    spec: &AliasSpec,
+    pin: &Pin,
+    inspected: Result<Inspected, SourceError>,
+    findings: &mut Findings,
+) {
+    let inspected = match inspected {
         Ok(inspected) => inspected,
         Err(e) => {
             findings.push(
@@ -280,18 +321,55 @@ fn platform_differences(
 mod tests {
     use super::super::plan::tests::{REPO, acceptance_registry, pin_of, spec};
     use super::*;
+    use futures::executor::block_on;
 
     fn check(file: &PinsFile, specs: &[AliasSpec], reg: &impl ImageSource) -> Vec<String> {
-        verify(
+        block_on(verify(
             file,
             &file.to_text(),
             Path::new("image_pins.json"),
             specs,
             reg,
-        )
+        ))
         .iter()
         .map(|f| f.to_string())
         .collect()
+    }
+
+    /// Three aliases, one of them broken: their digests are checked at
+    /// once (the fake counts checks in flight across a yield), and the
+    /// findings still come in the order of the specs.
+    #[test]
+    fn the_aliases_are_checked_at_once_and_reported_in_order() {
+        let reg = acceptance_registry();
+        let specs: Vec<AliasSpec> = ["py", "python", "snake"]
+            .iter()
+            .map(|a| spec(a, "python", &["ruff", "pytest"]))
+            .collect();
+        let mut file = PinsFile {
+            images: (specs.iter())
+                .map(|s| (s.alias.clone(), pin_of(&reg, "python-1.1.0")))
+                .collect(),
+            extra: Default::default(),
+        };
+        assert_eq!(check(&file, &specs, &reg), Vec::<String>::new());
+        let checks: usize = (file.images.values())
+            .map(|p| {
+                let mut digests = vec![&p.digest];
+                digests.extend(p.platforms.values());
+                digests.dedup();
+                digests.len()
+            })
+            .sum();
+        assert!(checks >= 3);
+        assert_eq!(reg.max_in_flight.get(), checks, "every digest at once");
+        for alias in ["snake", "py"] {
+            file.images.get_mut(alias).unwrap().version = semver::Version::new(1, 0, 0);
+        }
+        let found = check(&file, &specs, &reg);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].starts_with("problem: py: "), "{found:?}");
+        assert!(found[1].starts_with("problem: snake: "), "{found:?}");
     }
 
     #[test]
@@ -396,9 +474,9 @@ mod tests {
         reg.deleted.borrow_mut().clear();
 
         // Moved tag: a warning naming both digests.
-        let moved = reg.inspect(REPO, "python-2.0.0").unwrap();
+        let moved = block_on(reg.inspect(REPO, "python-2.0.0")).unwrap();
         reg.push(REPO, "python-1.1.0", moved.clone());
-        let found = verify(&file, &file.to_text(), Path::new("p"), &specs, &reg);
+        let found = block_on(verify(&file, &file.to_text(), Path::new("p"), &specs, &reg));
         let warnings: Vec<_> = found
             .iter()
             .filter(|f| f.severity == Severity::Warning)
@@ -485,7 +563,7 @@ mod tests {
         // exists: another image's).
         let mut partial = pin.clone();
         partial.platforms.remove(&"linux/arm64".parse().unwrap());
-        let other = reg.inspect(REPO, "python-2.0.0").unwrap().images[0]
+        let other = block_on(reg.inspect(REPO, "python-2.0.0")).unwrap().images[0]
             .digest
             .clone();
         partial

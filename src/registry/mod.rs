@@ -85,7 +85,10 @@ pub(crate) use index::Index;
 pub use manifest::{Manifest, ManifestCheck};
 pub use referrers::{fallback_reference, fallback_tag};
 pub use resolve::{ResolveOptions, Resolved};
+/// The retry loop, for the other HTTP clients (the package indexes).
+pub(crate) use transport::Failure;
 pub use transport::retry::RetryPolicy;
+pub(crate) use transport::retry::{Exhausted, exchange_timeout, retry_after, retryable};
 pub use transport::{Clock, Sleep, Sleeper};
 
 /// OCI and Docker manifest media types.

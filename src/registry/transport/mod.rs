@@ -186,20 +186,21 @@ impl Response {
 
 /// Why one exchange gave no usable response. The retry layer tries again
 /// after a [`Failure::Retryable`]; the client turns a [`Failure::Fatal`]
-/// into an [`super::Error`] with the request's context.
+/// into an [`super::Error`] with the request's context. (`E` is the
+/// caller's error: the package indexes retry by the same policy.)
 #[derive(Debug)]
-pub(crate) enum Failure {
+pub(crate) enum Failure<E = ErrorKind> {
     /// Connection errors, timeouts, broken bodies, 429/5xx.
     Retryable {
         reason: String,
         /// What `Retry-After` asked for, if anything.
         wait: Option<Duration>,
     },
-    Fatal(ErrorKind),
+    Fatal(E),
 }
 
-impl Failure {
-    pub(crate) fn retryable(reason: impl Into<String>) -> Failure {
+impl<E> Failure<E> {
+    pub(crate) fn retryable(reason: impl Into<String>) -> Failure<E> {
         Failure::Retryable {
             reason: reason.into(),
             wait: None,

@@ -3,7 +3,7 @@
 //! whole request.
 
 use super::{Clock, Failure, Response, Sleeper};
-use crate::registry::ErrorKind;
+
 use crate::registry::error::error_detail;
 use reqwest::StatusCode;
 use reqwest::header::{self, HeaderMap};
@@ -91,15 +91,15 @@ impl RetryPolicy {
     /// stop; `attempt` gets the deadline of the whole run (on `clock`, which
     /// also measures what is used), and `sleeper` waits between attempts.
     /// `exhausted` says what running out of attempts means to the caller.
-    pub(crate) async fn run<T, F, Fut>(
+    pub(crate) async fn run<T, E, F, Fut>(
         &self,
         (clock, sleeper): (&Clock, &Sleeper),
         mut attempt: F,
-        exhausted: impl FnOnce(Exhausted) -> ErrorKind,
-    ) -> Result<T, ErrorKind>
+        exhausted: impl FnOnce(Exhausted) -> E,
+    ) -> Result<T, E>
     where
         F: FnMut(Instant) -> Fut,
-        Fut: Future<Output = Result<T, Failure>>,
+        Fut: Future<Output = Result<T, Failure<E>>>,
     {
         let started = clock.now();
         // A `total` too large for the clock means "no bound" in practice.
@@ -183,6 +183,7 @@ pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::ErrorKind;
     use reqwest::header::HeaderValue;
 
     #[test]
