@@ -221,8 +221,13 @@ pub(crate) fn plan_release(
     candidates: Vec<Candidate>,
 ) -> Result<super::plan::Plan, GatherError> {
     let repo: Repository = repository.parse()?;
-    let currents = rt.block_on(currents(client, pins, specs, &candidates))?;
-    let tags = rt.block_on(tags(client, &repo))?;
+    let (currents, tags) = rt.block_on(async {
+        futures::join!(
+            currents(client, pins, specs, &candidates),
+            tags(client, &repo)
+        )
+    });
+    let (currents, tags) = (currents?, tags?);
     let id = super::new_id(std::time::SystemTime::now());
     Ok(super::plan::plan(super::plan::Input {
         id: &id,
@@ -374,53 +379,62 @@ pub(crate) async fn from_registry(
     from: &Repository,
     variants: &[Releasable],
 ) -> Result<Vec<Candidate>, GatherError> {
-    let mut out = Vec::new();
-    for r in variants {
-        let variant = &r.variant;
-        let reference = Reference::with_tag(from, variant)?;
-        let not_there = |source| GatherError::NoCheckedImage {
-            variant: variant.clone(),
-            reference: reference.to_string(),
-            source: Box::new(source),
-        };
-        let top = client.fetch_manifest(&reference).await.map_err(not_there)?;
-        let (manifest, platform) = if media_type::is_index(&top.media_type) {
-            let index = Index::parse(&reference.to_string(), &top.bytes)?;
-            let child = index
-                .choose(&reference.to_string(), &Platform::host())
-                .map_err(not_there)?
-                .digest
-                .clone();
-            let platforms: Vec<Platform> = index
-                .platforms()
-                .iter()
-                .map(|(p, _)| p.normalized())
-                .collect();
-            let child = client
-                .fetch_manifest(&reference.by_digest(child))
-                .await
-                .map_err(not_there)?;
-            (child, platforms)
-        } else {
-            (top.clone(), Vec::new())
-        };
-        let config = client
-            .config_of(&reference, &manifest)
+    // Every variant at once, in their order.
+    let each = variants
+        .iter()
+        .map(|r| checked_in_registry(client, from, r));
+    futures::future::try_join_all(each).await
+}
+
+/// `<from>:<variant>` as [`from_registry`] reads it.
+async fn checked_in_registry(
+    client: &Client,
+    from: &Repository,
+    r: &Releasable,
+) -> Result<Candidate, GatherError> {
+    let variant = &r.variant;
+    let reference = Reference::with_tag(from, variant)?;
+    let not_there = |source| GatherError::NoCheckedImage {
+        variant: variant.clone(),
+        reference: reference.to_string(),
+        source: Box::new(source),
+    };
+    let top = client.fetch_manifest(&reference).await.map_err(not_there)?;
+    let (manifest, platform) = if media_type::is_index(&top.media_type) {
+        let index = Index::parse(&reference.to_string(), &top.bytes)?;
+        let child = index
+            .choose(&reference.to_string(), &Platform::host())
+            .map_err(not_there)?
+            .digest
+            .clone();
+        let platforms: Vec<Platform> = index
+            .platforms()
+            .iter()
+            .map(|(p, _)| p.normalized())
+            .collect();
+        let child = client
+            .fetch_manifest(&reference.by_digest(child))
             .await
             .map_err(not_there)?;
-        out.push(r.candidate(
-            config.labels,
-            if platform.is_empty() {
-                vec![config.platform.normalized()]
-            } else {
-                platform
-            },
-            Source::Registry {
-                reference: reference.by_digest(top.digest).to_string(),
-            },
-        ));
-    }
-    Ok(out)
+        (child, platforms)
+    } else {
+        (top.clone(), Vec::new())
+    };
+    let config = client
+        .config_of(&reference, &manifest)
+        .await
+        .map_err(not_there)?;
+    Ok(r.candidate(
+        config.labels,
+        if platform.is_empty() {
+            vec![config.platform.normalized()]
+        } else {
+            platform
+        },
+        Source::Registry {
+            reference: reference.by_digest(top.digest).to_string(),
+        },
+    ))
 }
 
 /// Checked images pushed by digest in legs (`build --push-by-digest`, one
@@ -536,33 +550,40 @@ pub(crate) async fn currents(
     specs: &[AliasSpec],
     candidates: &[Candidate],
 ) -> Result<Vec<Option<Current>>, GatherError> {
-    let mut out = Vec::new();
-    for c in candidates {
-        let Some((_, pin)) = current_pin(pins, specs, &c.variant) else {
-            out.push(None);
-            continue;
-        };
-        let same_image = matches!(&c.source, Source::Registry { reference }
-            if reference.ends_with(&format!("@{}", pin.digest)));
-        let inputs = if same_image {
-            c.labels.get(labels::INPUTS).cloned()
-        } else {
-            let pinned: Reference = pin.reference().parse()?;
-            let config = (client.image_config(&pinned, None).await).map_err(|source| {
-                GatherError::ReadPinned {
-                    variant: c.variant.clone(),
-                    reference: pin.reference(),
-                    source: Box::new(source),
-                }
-            })?;
-            config.labels.get(labels::INPUTS).cloned()
-        };
-        out.push(Some(Current {
-            pin: pin.clone(),
-            inputs,
-        }));
-    }
-    Ok(out)
+    // Every candidate's at once, in their order.
+    let each = candidates.iter().map(|c| current(client, pins, specs, c));
+    futures::future::try_join_all(each).await
+}
+
+/// One candidate's current release, as [`currents`] reads it.
+async fn current(
+    client: &Client,
+    pins: &PinsFile,
+    specs: &[AliasSpec],
+    c: &Candidate,
+) -> Result<Option<Current>, GatherError> {
+    let Some((_, pin)) = current_pin(pins, specs, &c.variant) else {
+        return Ok(None);
+    };
+    let same_image = matches!(&c.source, Source::Registry { reference }
+        if reference.ends_with(&format!("@{}", pin.digest)));
+    let inputs = if same_image {
+        c.labels.get(labels::INPUTS).cloned()
+    } else {
+        let pinned: Reference = pin.reference().parse()?;
+        let config = (client.image_config(&pinned, None).await).map_err(|source| {
+            GatherError::ReadPinned {
+                variant: c.variant.clone(),
+                reference: pin.reference(),
+                source: Box::new(source),
+            }
+        })?;
+        config.labels.get(labels::INPUTS).cloned()
+    };
+    Ok(Some(Current {
+        pin: pin.clone(),
+        inputs,
+    }))
 }
 
 /// Every tag of the release repository (none when it does not exist yet).

@@ -199,15 +199,20 @@ pub(crate) fn push_image(
     }
     let mut stats = PushStats::default();
     let mut have: BTreeMap<String, Compressed> = BTreeMap::new();
-    for diff_id in &info.layers {
-        if let Some(c) = cache.compressed(diff_id) {
-            let digest = parse_digest(&c.digest)?;
-            // The blob itself is not read (that is what the cache saves),
-            // but its size must be the one remembered: an entry that names
-            // some other blob of the repository is a miss, compressed again.
-            if rt.block_on(client.blob_size(repo, &digest))? == Some(c.size) {
-                have.insert(diff_id.clone(), c);
-            }
+    let cached: Vec<(&String, Compressed)> = (info.layers.iter())
+        .filter_map(|diff_id| cache.compressed(diff_id).map(|c| (diff_id, c)))
+        .collect();
+    let digests = (cached.iter())
+        .map(|(_, c)| parse_digest(&c.digest))
+        .collect::<Result<Vec<_>, _>>()?;
+    // One HEAD per cached layer, all at once (the client bounds them per
+    // registry). The blob itself is not read (that is what the cache
+    // saves), but its size must be the one remembered: an entry that names
+    // some other blob of the repository is a miss, compressed again.
+    let sizes = rt.block_on(client.blob_sizes(repo, &digests))?;
+    for ((diff_id, c), size) in cached.into_iter().zip(sizes) {
+        if size == Some(c.size) {
+            have.insert(diff_id.clone(), c);
         }
     }
     stats.present = have.len();
@@ -674,5 +679,70 @@ mod tests {
         assert_eq!((stats.present, stats.compressed, stats.uploaded), (0, 1, 1));
         // And the entry is corrected.
         assert_eq!(cache.compressed(&diff_id), Some(real));
+    }
+
+    /// An unchanged image whose four layers the cache and the repository
+    /// both have: one HEAD per layer, all four in flight together, and no
+    /// `save` (the engine's would fail).
+    #[test]
+    fn the_cached_layers_are_asked_for_at_once() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let reg = rt.block_on(crate::registry::fake::FakeRegistry::start());
+        let client = reg.client();
+        let repo: Repository = format!("{}/a/b", reg.authority).parse().unwrap();
+        let cache_dir = tempfile::tempdir().unwrap();
+        let cache = LayerCache::open(cache_dir.path()).unwrap();
+        let mut layers = Vec::new();
+        for n in 1..=4u8 {
+            let blob = vec![n; 10 * n as usize];
+            let diff_id = format!("sha256:{}", hex::encode([n; 32]));
+            cache.remember(&Compressed {
+                diff_id: diff_id.clone(),
+                digest: reg.put_blob("a/b", &blob).to_string(),
+                size: blob.len() as u64,
+            });
+            layers.push(diff_id);
+        }
+        let config = br#"{"architecture":"amd64","os":"linux"}"#;
+        cache.remember_config(config);
+        let engine = Saved {
+            info: crate::engine::ImageInfo {
+                id: Digest::sha256(config).to_string(),
+                size: 0,
+                labels: BTreeMap::new(),
+                healthcheck: None,
+                user: String::new(),
+                env: Vec::new(),
+                layers,
+                repo_tags: Vec::new(),
+                repo_digests: Vec::new(),
+                platform: None,
+            },
+            stream: "/nonexistent/save.tar".into(),
+        };
+        // The client learns how to speak to the registry first (the scheme
+        // is probed once), then the layers' HEADs are held for each other.
+        let absent = Digest::sha256(b"absent");
+        assert_eq!(rt.block_on(client.blob_size(&repo, &absent)).unwrap(), None);
+        reg.state().log.clear();
+        reg.state().hold_heads = Some(4);
+        let (_, stats) = push_image(
+            &engine,
+            &client,
+            &rt,
+            "local",
+            Target::Digest(&repo),
+            &engine.info.id,
+            &cache,
+        )
+        .unwrap();
+        assert_eq!((stats.present, stats.compressed, stats.uploaded), (4, 0, 0));
+        let s = reg.state();
+        assert_eq!(s.count("HEAD", "/blobs/"), 5, "four layers and the config");
+        assert_eq!(s.max_heads_in_flight, 4, "the layers' HEADs at once");
     }
 }

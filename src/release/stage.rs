@@ -343,9 +343,10 @@ impl Stager<'_> {
         let to = self.repository;
         let layers = layers(manifest)?;
         if from != to {
-            for layer in &layers {
-                client.copy_blob(from, to, layer).await?;
-            }
+            // Every layer at once (HEAD, mount or bytes each); the client
+            // bounds them per registry.
+            let copies = layers.iter().map(|layer| client.copy_blob(from, to, layer));
+            futures::future::try_join_all(copies).await?;
         }
         let source_config = registry::config_descriptor(&context, &manifest.bytes)?.0;
         let config = (client.fetch_blob(from, &source_config, 16 << 20).await)
