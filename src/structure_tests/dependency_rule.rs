@@ -39,8 +39,8 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "clap_gen",
             "engine",
-            "feeds",
             "fsutil",
+            "package_indexes",
             "registry",
             "run_contract",
             "semver_rules",
