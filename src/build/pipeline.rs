@@ -1,9 +1,10 @@
-//! The whole of `build` as a library function: the lock gate, the platforms
-//! asked for, each platform's graph run (another platform FROM the pinned
-//! index's image for it, under emulation), the rule that a variant's tools
-//! answer alike on every platform. Pushing the legs of a multi-platform
-//! release is `release::legs::push`, after it. `release` builds through the
-//! same [`BuildOptions`]. Commands parse, call [`run`], and print what it
+//! The whole of `build` as a library function (the lock gate before it is
+//! `locks::stale_for`, which the command calls): the platforms asked for,
+//! each platform's graph run (another platform FROM the pinned index's
+//! image for it, under emulation), the rule that a variant's tools answer
+//! alike on every platform. Pushing the legs of a multi-platform release is
+//! `release::legs::push`, after it. `release` builds through the same
+//! [`BuildOptions`]. Commands parse, call [`run`], and print what it
 //! returns.
 
 use super::progress::Reporter;
@@ -151,24 +152,6 @@ impl Outcome {
     pub(crate) fn build_failed(&self) -> bool {
         self.summaries.iter().any(Summary::build_failed)
     }
-}
-
-/// The lock problems of the fragments `selected` installs: a lock that no
-/// longer matches images.toml would fail deep inside a fragment (or
-/// install something else than images.toml says), so they are refused
-/// before any engine work.
-pub(crate) fn stale_locks(
-    manifest: &Manifest,
-    selected: &[String],
-) -> Vec<crate::locks::LockProblem> {
-    crate::locks::check(manifest)
-        .into_iter()
-        .filter(|p| {
-            selected
-                .iter()
-                .any(|v| manifest.variants[v].fragments.contains(&p.fragment))
-        })
-        .collect()
 }
 
 /// What a run talks to besides the engine.

@@ -157,7 +157,7 @@ fn github(
 /// The lock gate: a selected fragment whose locks do not match images.toml
 /// stops the build before anything is built, each problem printed.
 fn refuse_stale_locks(manifest: &crate::manifest::Manifest, selected: &[String]) -> exit::Result {
-    let stale = pipeline::stale_locks(manifest, selected);
+    let stale = crate::locks::stale_for(manifest, selected);
     if stale.is_empty() {
         return Ok(());
     }

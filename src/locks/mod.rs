@@ -115,6 +115,21 @@ pub(crate) fn check(manifest: &Manifest) -> Vec<LockProblem> {
         .collect()
 }
 
+/// The lock problems of the fragments the variants `selected` install: a
+/// lock that no longer matches images.toml would fail deep inside a
+/// fragment (or install something else than images.toml says), so a build
+/// refuses them before any engine work.
+pub(crate) fn stale_for(manifest: &Manifest, selected: &[String]) -> Vec<LockProblem> {
+    check(manifest)
+        .into_iter()
+        .filter(|p| {
+            selected
+                .iter()
+                .any(|v| manifest.variants[v].fragments.contains(&p.fragment))
+        })
+        .collect()
+}
+
 /// The problems of one fragment's locks.
 pub(crate) fn check_fragment(root: &Path, fragment: &Fragment) -> Vec<LockProblem> {
     let Some(dir) = fragment.lock_dir() else {

@@ -9,7 +9,7 @@
 //! `#[test]` functions) left out.
 
 use super::{in_test_code, sources, test_modules, test_only};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use syn::visit::Visit;
 
@@ -156,12 +156,12 @@ fn module_of(rel: &Path) -> Option<String> {
     (!["lib", "main", "bin"].contains(&name)).then(|| name.to_string())
 }
 
-/// Where the rule is broken in the tree at `src`: `path:line: why`.
-fn violations(src: &Path, layers: &[(&str, &[&str])]) -> Vec<String> {
-    let layer_of = |m: &str| layers.iter().position(|(_, mods)| mods.contains(&m));
+/// The library's files under `src`, parsed: each path relative to `src`
+/// and its syntax tree.
+fn parsed(src: &Path) -> Vec<(PathBuf, syn::File)> {
     let mut files = Vec::new();
     sources(src, &mut files);
-    let parsed: Vec<(PathBuf, syn::File)> = files
+    files
         .iter()
         .map(|f| {
             let rel = f.strip_prefix(src).unwrap().to_path_buf();
@@ -170,11 +170,56 @@ fn violations(src: &Path, layers: &[(&str, &[&str])]) -> Vec<String> {
                 .unwrap_or_else(|e| panic!("{}: not parsed: {e}", f.display()));
             (rel, ast)
         })
-        .collect();
+        .collect()
+}
+
+/// One import of a top-level module by a file of another's non-test code.
+struct Import {
+    /// `src/build/variant.rs`.
+    file: String,
+    line: usize,
+    module: String,
+    imported: String,
+}
+
+/// Each library file's non-test code: the file (relative to `src`), its
+/// top-level module, and its imports of other top-level modules.
+fn library_imports(parsed: &[(PathBuf, syn::File)]) -> Vec<(&Path, String, Vec<Import>)> {
     let test_places: Vec<PathBuf> = parsed
         .iter()
         .flat_map(|(rel, ast)| test_modules(rel, ast))
         .collect();
+    let modules: BTreeSet<String> = parsed
+        .iter()
+        .filter_map(|(rel, _)| module_of(rel))
+        .collect();
+    parsed
+        .iter()
+        .filter(|(rel, _)| !in_test_code(rel, &test_places))
+        .filter_map(|(rel, ast)| {
+            let module = module_of(rel)?;
+            let mut found = Imports { found: Vec::new() };
+            found.visit_file(ast);
+            let imports = found
+                .found
+                .into_iter()
+                .filter(|(_, name)| *name != module && modules.contains(name))
+                .map(|(line, imported)| Import {
+                    file: format!("src/{}", rel.display()),
+                    line,
+                    module: module.clone(),
+                    imported,
+                })
+                .collect();
+            Some((rel.as_path(), module, imports))
+        })
+        .collect()
+}
+
+/// Where the rule is broken in the tree at `src`: `path:line: why`.
+fn violations(src: &Path, layers: &[(&str, &[&str])]) -> Vec<String> {
+    let layer_of = |m: &str| layers.iter().position(|(_, mods)| mods.contains(&m));
+    let parsed = parsed(src);
     let commands: Vec<String> = parsed
         .iter()
         .filter(|(rel, _)| rel.parent() == Some(Path::new("commands")))
@@ -182,26 +227,18 @@ fn violations(src: &Path, layers: &[(&str, &[&str])]) -> Vec<String> {
         .filter(|n| n != "mod" && n != "context")
         .collect();
     let mut found = Vec::new();
-    for (rel, ast) in &parsed {
-        let Some(module) = module_of(rel) else {
-            continue;
-        };
-        if in_test_code(rel, &test_places) {
-            continue;
-        }
+    for (rel, module, imports) in library_imports(&parsed) {
         let shown = format!("src/{}", rel.display());
         let Some(own) = layer_of(&module) else {
             found.push(format!("{shown}: module {module} is in no layer"));
             continue;
         };
-        let mut imports = Imports { found: Vec::new() };
-        imports.visit_file(ast);
-        for (line, name) in imports.found {
-            if let Some(theirs) = layer_of(&name)
+        for Import { line, imported, .. } in imports {
+            if let Some(theirs) = layer_of(&imported)
                 && theirs < own
             {
                 found.push(format!(
-                    "{shown}:{line}: {module} ({}) imports {name} ({}), a higher layer",
+                    "{shown}:{line}: {module} ({}) imports {imported} ({}), a higher layer",
                     layers[own].0, layers[theirs].0
                 ));
             }
@@ -234,6 +271,124 @@ fn violations(src: &Path, layers: &[(&str, &[&str])]) -> Vec<String> {
     found.sort();
     found.dedup();
     found
+}
+
+/// The circles in the graph of top-level modules that the non-test code
+/// under `src` draws by its imports: one per knot of modules that reach
+/// each other (a strongly connected component), the shortest circle from
+/// its first module by name, each step with the import that makes it:
+/// `build -> check (src/build/variant.rs:9) -> build (src/check/pipeline.rs:7)`.
+fn circles(src: &Path) -> Vec<String> {
+    let parsed = parsed(src);
+    // module -> imported module -> the first import that makes the edge.
+    let mut graph: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for (_, module, imports) in library_imports(&parsed) {
+        let edges = graph.entry(module).or_default();
+        for i in imports {
+            let at = format!("{}:{}", i.file, i.line);
+            match edges.get(&i.imported) {
+                Some(first) if *first <= at => {}
+                _ => {
+                    edges.insert(i.imported.clone(), at);
+                }
+            }
+        }
+    }
+    let reach = |from: &str| -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_string()];
+        while let Some(m) = todo.pop() {
+            for next in graph.get(&m).into_iter().flat_map(|e| e.keys()) {
+                if seen.insert(next.clone()) {
+                    todo.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let mut shown = BTreeSet::new();
+    let mut found = Vec::new();
+    for start in graph.keys() {
+        if shown.contains(start) || !reach(start).contains(start) {
+            continue;
+        }
+        // The knot: what `start` reaches that reaches `start` back.
+        let knot: BTreeSet<String> = reach(start)
+            .into_iter()
+            .filter(|m| reach(m).contains(start))
+            .collect();
+        // Breadth first from `start` back to it: the shortest circle.
+        let mut came_from: BTreeMap<String, String> = BTreeMap::new();
+        let mut queue = std::collections::VecDeque::from([start.clone()]);
+        let mut last = None;
+        'search: while let Some(m) = queue.pop_front() {
+            for next in graph[&m].keys() {
+                if next == start {
+                    last = Some(m.clone());
+                    break 'search;
+                }
+                if knot.contains(next) && !came_from.contains_key(next) {
+                    came_from.insert(next.clone(), m.clone());
+                    queue.push_back(next.clone());
+                }
+            }
+        }
+        // Walked back from the last module before `start`, then turned.
+        let mut path = vec![start.clone()];
+        let mut at = last.expect("a module of a knot reaches itself");
+        while at != *start {
+            path.push(at.clone());
+            at = came_from[&at].clone();
+        }
+        path.push(start.clone());
+        path.reverse();
+        let mut line = start.clone();
+        for pair in path.windows(2) {
+            line.push_str(&format!(" -> {} ({})", pair[1], graph[&pair[0]][&pair[1]]));
+        }
+        found.push(line);
+        shown.extend(knot);
+    }
+    found
+}
+
+#[test]
+fn the_modules_import_each_other_in_no_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = circles(&src);
+    assert!(
+        found.is_empty(),
+        "modules import each other in a circle (move what both need below both):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_check_names_a_circle_with_its_imports() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    for d in ["a", "b", "c", "d"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    let w = |p: &str, t: &str| std::fs::write(src.join(p), t).unwrap();
+    w("lib.rs", "mod a;\nmod b;\nmod c;\nmod d;\n");
+    // a -> b -> c -> a, and a -> c: the shortest circle is a -> c -> a;
+    // d imports a, and only a's test code imports d back: no circle.
+    w(
+        "a/mod.rs",
+        "use crate::b::B;\nuse crate::c::C;\n#[cfg(test)]\nmod tests {\n    \
+         use crate::d::D;\n}\n",
+    );
+    w("b/mod.rs", "use crate::c::C;\n");
+    w("c/mod.rs", "mod inner;\n");
+    w("c/inner.rs", "fn f() {\n    crate::a::g();\n}\n");
+    w("d/mod.rs", "use crate::a::A;\n");
+    assert_eq!(
+        circles(src),
+        ["a -> c (src/a/mod.rs:2) -> a (src/c/inner.rs:2)"]
+    );
+    w("c/inner.rs", "fn f() {}\n");
+    assert_eq!(circles(src), Vec::<String>::new());
 }
 
 #[test]
