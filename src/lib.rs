@@ -16,6 +16,7 @@ pub(crate) mod engine;
 pub(crate) mod error_chain;
 pub(crate) mod exit;
 pub(crate) mod failpoint;
+pub(crate) mod family;
 pub(crate) mod fsutil;
 pub(crate) mod github;
 pub(crate) mod image;
@@ -40,6 +41,7 @@ pub(crate) mod smoke;
 #[cfg(test)]
 mod structure_tests;
 pub(crate) mod table;
+pub(crate) mod timestamp;
 pub(crate) mod versions;
 
 use std::process::ExitCode;

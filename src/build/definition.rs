@@ -48,8 +48,8 @@ pub(crate) fn all(family: &Family) -> Result<BTreeMap<String, String>, BuildErro
 
 #[cfg(test)]
 mod tests {
-    use super::super::VariantPlan;
     use super::*;
+    use crate::family::VariantPlan;
     use std::path::PathBuf;
 
     fn upstream(tag: &str) -> crate::manifest::Upstream {

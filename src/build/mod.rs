@@ -4,14 +4,13 @@
 //! The build graph runs parents before children, independent variants in
 //! parallel (bounded), skips unchanged inputs without calling the engine's
 //! build, and checks every built image before its children start. By job:
-//! `family` (what to build and the tags that name it), `scheduler` (the
+//! `scheduler` (the
 //! parallel graph run), `variant` (one variant's build, reuse and check),
 //! `outcome` (what a run ends with), `plan` (what `plan` decides from the published images), [`inputs`] (what a build reads and its
 //! hash) and [`progress`] (what people see meanwhile).
 
 mod current;
 pub(crate) mod definition;
-mod family;
 pub(crate) mod github;
 pub(crate) mod inputs;
 pub(crate) mod needs;
@@ -22,12 +21,12 @@ pub(crate) mod progress;
 mod scheduler;
 mod variant;
 
-pub(crate) use family::{Family, VariantPlan};
 pub(crate) use outcome::{Outcome, Stage, Summary, VariantResult};
 pub(crate) use pipeline::BuildOptions;
 pub(crate) use scheduler::{resolve_upstream, run};
 
 use crate::engine::EngineError;
+use crate::family::{Family, VariantPlan};
 use crate::manifest::UpstreamError;
 use crate::process::Cmd;
 use crate::registry::Reference;
@@ -163,13 +162,6 @@ pub(crate) struct Options {
     pub normalize: bool,
 }
 
-/// The first 12 hex digits of a `sha256:…` image ID or inputs hash: what
-/// tags (`go-inputs-0123456789ab`) and tables show of it.
-pub(crate) fn short_hex(id: &str) -> &str {
-    let hex = id.strip_prefix("sha256:").unwrap_or(id);
-    &hex[..12.min(hex.len())]
-}
-
 /// The build argument (and environment variable) of reproducible builds.
 pub(crate) const SOURCE_DATE_EPOCH: &str = "SOURCE_DATE_EPOCH";
 
@@ -192,12 +184,6 @@ pub(crate) fn source_date_epoch(root: &Path) -> Result<u64, BuildError> {
         .ok()
         .and_then(|o| o.stdout.trim().parse().ok())
         .unwrap_or(0))
-}
-
-/// RFC 3339 (UTC, seconds) of an epoch time.
-pub(crate) fn rfc3339(epoch: u64) -> String {
-    let t = std::time::UNIX_EPOCH + Duration::from_secs(epoch);
-    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 /// `org.opencontainers.image.revision`: HEAD, `-dirty` with local changes.

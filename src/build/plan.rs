@@ -98,7 +98,7 @@ pub(crate) fn summary(plan: &BuildPlan) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::VariantPlan;
+    use crate::family::VariantPlan;
 
     fn family() -> Family {
         let plan = |name: &str, parent: Option<&str>| VariantPlan {

@@ -4,7 +4,7 @@
 
 use super::progress::{Event, Reporter};
 use super::variant::{Shared, build_one, failed};
-use super::{BuildError, Family, Options, Outcome, Stage, Summary, VariantResult, rfc3339};
+use super::{BuildError, Family, Options, Outcome, Stage, Summary, VariantResult};
 use crate::engine::{Engine, EngineError};
 use crate::name::Platform;
 use crate::registry::Reference;
@@ -187,7 +187,7 @@ fn prepare<'a>(
         upstream: upstream.to_string(),
         base_labels: super::variant::base_labels(&pinned),
         upstream_id,
-        created: rfc3339(opts.source_date_epoch),
+        created: crate::timestamp::rfc3339(opts.source_date_epoch),
         forced,
         builds: Default::default(),
     };
@@ -332,8 +332,8 @@ fn build_reporting_panics(shared: &Shared, v: &str, from: Option<(String, String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::VariantPlan;
     use crate::engine::fake::FakeEngine;
+    use crate::family::VariantPlan;
     use crate::labels::INPUTS as LABEL_INPUTS;
     use std::path::{Path, PathBuf};
     use std::time::Duration;

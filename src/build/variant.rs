@@ -379,7 +379,7 @@ fn reuse(
         return failed(Stage::Tag, e, None);
     }
     let record = check::passing_record(&info);
-    let expect = sh.family.expectation(variant).expect("a known variant");
+    let expect = check::Expectation::of(sh.family, variant).expect("a known variant");
     let checked = record
         .as_ref()
         .is_some_and(|r| check::smoke_is_current(r, &expect));
@@ -421,7 +421,7 @@ fn check_and_record(
     log_path: &Path,
 ) -> Result<(String, CheckReport), Box<Outcome>> {
     sh.reporter.event(variant, Event::Checking);
-    let expect = sh.family.expectation(variant).expect("a known variant");
+    let expect = check::Expectation::of(sh.family, variant).expect("a known variant");
     let mut report = check::check_image(
         sh.engine,
         reference,
@@ -449,7 +449,7 @@ fn check_and_record(
             check: Some(report),
         }));
     }
-    let id = match sh.family.record_pass(sh.engine, reference, &report) {
+    let id = match check::record_pass(sh.family, sh.engine, reference, &report) {
         Ok(Some(id)) => id,
         Ok(None) => {
             return Err(Box::new(failed(

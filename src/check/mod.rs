@@ -27,7 +27,7 @@ mod record;
 pub(crate) mod report;
 
 pub(crate) use container::check_image;
-pub(crate) use record::{already_recorded, passing_record, record, smoke_is_current};
+pub(crate) use record::{passing_record, record_pass, smoke_is_current};
 pub(crate) use report::{CheckReport, ToolStatus, table, write_junit};
 
 use crate::engine::EngineError;
@@ -110,6 +110,18 @@ pub(crate) struct Expectation {
     pub size_budget: u64,
     /// The smoke cases it runs.
     pub smoke: crate::smoke::Plan,
+}
+
+impl Expectation {
+    /// What `variant` of `family` owes, if the family has it.
+    pub(crate) fn of(family: &crate::family::Family, variant: &str) -> Option<Expectation> {
+        family.variants.get(variant).map(|p| Expectation {
+            variant: variant.to_string(),
+            owed_tools: p.owed_tools.clone(),
+            size_budget: p.size_budget,
+            smoke: p.smoke.clone(),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! parse, call [`run`], and print the reports it returns.
 
 use super::{CheckError, CheckReport, Healthcheck, check_image};
-use crate::build::Family;
 use crate::engine::{Engine, EngineError};
+use crate::family::Family;
 use crate::labels;
 use crate::manifest::Manifest;
 use crate::name::Unknown;
@@ -102,13 +102,11 @@ pub(crate) fn run(
     let mut reports = Vec::new();
     for (variant, reference) in &targets {
         let mut expect =
-            family
-                .expectation(variant)
-                .ok_or_else(|| PipelineError::UnknownLabel {
-                    reference: reference.clone(),
-                    variant: variant.clone(),
-                    declared: family.order.join(", "),
-                })?;
+            super::Expectation::of(family, variant).ok_or_else(|| PipelineError::UnknownLabel {
+                reference: reference.clone(),
+                variant: variant.clone(),
+                declared: family.order.join(", "),
+            })?;
         if !request.suites.is_empty() {
             expect.smoke = expect.smoke.only(request.suites);
         }
@@ -154,12 +152,12 @@ pub(crate) fn run(
             ));
         } else if report.passed && request.record && request.suites.is_empty() {
             report.recorded_id =
-                family
-                    .record_pass(engine, reference, &report)
-                    .map_err(|source| PipelineError::Record {
+                super::record_pass(family, engine, reference, &report).map_err(|source| {
+                    PipelineError::Record {
                         reference: reference.clone(),
                         source: Box::new(source),
-                    })?;
+                    }
+                })?;
             if report.recorded_id.is_none() {
                 note(format!(
                     "note: {reference} is not a local tag of this family, so the pass is not recorded on it"

@@ -11,8 +11,9 @@
 use super::report::CheckReport;
 use super::{CheckError, LABEL_CHECK};
 use crate::engine::{Engine, ImageInfo};
+use crate::family::Family;
 use crate::labels::{CHECK_SCHEMA, CheckRecord, CheckStatus, SmokeRecord};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The check record of a report.
 pub(crate) fn check_record(report: &CheckReport) -> CheckRecord {
@@ -95,6 +96,44 @@ pub(crate) fn record(
             source: Box::new(source),
         }
     })
+}
+
+/// Records a passing check on the image (unless it already carries the
+/// same record) and moves this variant's tags in `family` — the reference
+/// checked, the variant tag and the inputs tag, where they point at the
+/// checked image — to the labelled image. Tags of other repositories that
+/// share the image stay put. Returns the labelled image's ID, or `None`
+/// when `reference` is not a local tag of this family: BuildKit cannot
+/// build FROM a bare image ID, so there is nothing to record on.
+pub(crate) fn record_pass(
+    family: &Family,
+    engine: &dyn Engine,
+    reference: &str,
+    report: &CheckReport,
+) -> Result<Option<String>, CheckError> {
+    let info = engine
+        .inspect(&report.image_id)?
+        .ok_or_else(|| CheckError::NoImage {
+            reference: report.image.clone(),
+            variant: report.variant.clone(),
+        })?;
+    if already_recorded(&info, report) {
+        return Ok(Some(info.id));
+    }
+    let foreign = report.platform.as_ref().filter(|_| report.emulated);
+    let mut tags = vec![
+        reference.to_string(),
+        family.platform_tag(&report.variant, foreign),
+    ];
+    if let Some(inputs) = &report.inputs {
+        tags.push(family.inputs_tag(&report.variant, inputs));
+    }
+    let mut seen = BTreeSet::new();
+    tags.retain(|t| seen.insert(t.clone()) && info.repo_tags.contains(t));
+    let Some(from) = tags.first() else {
+        return Ok(None);
+    };
+    record(engine, report, from, &tags).map(Some)
 }
 
 #[cfg(test)]

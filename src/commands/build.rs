@@ -259,7 +259,7 @@ pub(crate) fn summary_text(s: &Summary) -> String {
                 build_sum += build_seconds;
                 (
                     "built",
-                    build::short_hex(image_id).to_string(),
+                    crate::family::short_hex(image_id).to_string(),
                     format!("{build_seconds:.1}s"),
                     match check {
                         Some(c) => format!("check passed ({} tools)", c.tools.len()),
@@ -269,7 +269,7 @@ pub(crate) fn summary_text(s: &Summary) -> String {
             }
             Outcome::Skipped { image_id, note, .. } => (
                 "skipped",
-                build::short_hex(image_id).to_string(),
+                crate::family::short_hex(image_id).to_string(),
                 "-".into(),
                 note.clone(),
             ),

@@ -3,8 +3,8 @@
 //! build family, alias specs, engine, registry client — each loaded once, on
 //! first use, with one wording for its failure.
 
-use crate::build::Family;
 use crate::engine::Engine;
+use crate::family::Family;
 use crate::manifest::{Manifest, Settings};
 use crate::pins::plan::AliasSpec;
 use crate::pins::registry_source::RegistrySource;
@@ -123,7 +123,7 @@ impl Platforms {
     /// family's `platforms`, and each named one must be among them.
     pub(crate) fn of_family(
         given: Option<&Platforms>,
-        family: &crate::build::Family,
+        family: &crate::family::Family,
     ) -> Result<Vec<Option<crate::name::Platform>>, crate::name::Unknown> {
         let out = Platforms::resolve(given, &family.platforms);
         for p in out.iter().flatten() {

@@ -151,7 +151,7 @@ impl Planning<'_> {
     /// `--legs` or the engine say, against the pins and the registry's tags.
     fn plan(
         &self,
-        family: &crate::build::Family,
+        family: &crate::family::Family,
         specs: &[crate::pins::plan::AliasSpec],
         variants: &[gather::Releasable],
         engine: Option<&dyn crate::engine::Engine>,

@@ -395,7 +395,7 @@ pub(crate) enum ImageError {
 /// when missing.
 pub(crate) fn image_for(
     manifest: &Manifest,
-    family: &crate::build::Family,
+    family: &crate::family::Family,
     engine: &dyn Engine,
     fragment: &str,
 ) -> Result<String, ImageError> {

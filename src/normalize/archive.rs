@@ -108,7 +108,7 @@ impl Staged {
             bytes: 0,
             hash: None,
         };
-        let created = crate::build::rfc3339(opts.source_date_epoch);
+        let created = crate::timestamp::rfc3339(opts.source_date_epoch);
         // The paths of the layers written so far: what a layer's mount
         // stubs are checked against (`layer::plan`).
         let mut lower: HashSet<Vec<u8>> = HashSet::new();

@@ -20,8 +20,9 @@ pub(crate) mod diff;
 
 use crate::build::pipeline::PipelineError;
 use crate::build::progress::Reporter;
-use crate::build::{BuildOptions, Family, pipeline};
+use crate::build::{BuildOptions, pipeline};
 use crate::engine::Engine;
+use crate::family::Family;
 use crate::manifest::{Manifest, Settings};
 use crate::name::{InvalidDigest, Platform};
 use crate::pins::Pin;

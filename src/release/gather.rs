@@ -5,8 +5,9 @@
 use super::legs::LegsError;
 use super::plan::{Candidate, Current, PlanErrors, Source};
 use crate::build::progress::Reporter;
-use crate::build::{self, BuildError, Family, Outcome};
+use crate::build::{self, BuildError, Outcome};
 use crate::engine::{Engine, EngineError};
+use crate::family::Family;
 use crate::labels;
 use crate::pins::PinsFile;
 use crate::pins::next::current_pin;

@@ -240,7 +240,7 @@ pub(crate) fn push(
                 "{}-{}-{}",
                 r.variant,
                 platform.slug(),
-                crate::build::short_hex(inputs)
+                crate::family::short_hex(inputs)
             );
             let target = Reference::with_tag(repo, &tag)?;
             let digest = crate::release::publish::push_checked(

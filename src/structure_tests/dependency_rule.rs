@@ -25,6 +25,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "build",
             "check",
+            "family",
             "locks",
             "normalize",
             "outdated",
@@ -60,6 +61,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "process",
             "scratch",
             "table",
+            "timestamp",
             "versions",
         ],
     ),
@@ -178,7 +180,6 @@ struct Import {
     /// `src/build/variant.rs`.
     file: String,
     line: usize,
-    module: String,
     imported: String,
 }
 
@@ -207,7 +208,6 @@ fn library_imports(parsed: &[(PathBuf, syn::File)]) -> Vec<(&Path, String, Vec<I
                 .map(|(line, imported)| Import {
                     file: format!("src/{}", rel.display()),
                     line,
-                    module: module.clone(),
                     imported,
                 })
                 .collect();

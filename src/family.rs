@@ -1,9 +1,8 @@
 //! The image family as the build sees it: one plan per variant from the
-//! manifest and its render, the selection of what to build, the tags that
-//! name a build, and recording a passing check on an image.
+//! manifest and its render, the selection of what to build and the tags
+//! that name a build. `build`, `check` and `locks` all read it, so it sits
+//! below them (recording a passing check is `check::record_pass`).
 
-use crate::check::{self, CheckError, CheckReport, Expectation};
-use crate::engine::Engine;
 use crate::labels;
 use crate::manifest::{Manifest, Settings, Upstream};
 use crate::name::Platform;
@@ -181,11 +180,7 @@ impl Family {
 
     /// The tag that names one exact set of inputs; children are built FROM it.
     pub(crate) fn inputs_tag(&self, variant: &str, inputs: &str) -> String {
-        format!(
-            "{}:{variant}-inputs-{}",
-            self.repository,
-            super::short_hex(inputs)
-        )
+        format!("{}:{variant}-inputs-{}", self.repository, short_hex(inputs))
     }
 
     /// The convenience tag of the latest checked build of a variant.
@@ -206,53 +201,13 @@ impl Family {
             }
         }
     }
+}
 
-    /// Records a passing check on the image (unless it already carries the
-    /// same record) and moves this variant's tags — the reference checked,
-    /// the variant tag and the inputs tag, where they point at the checked
-    /// image — to the labelled image. Tags of other repositories that share
-    /// the image stay put. Returns the labelled image's ID, or `None` when
-    /// `reference` is not a local tag of this family: BuildKit cannot build
-    /// FROM a bare image ID, so there is nothing to record on.
-    pub(crate) fn record_pass(
-        &self,
-        engine: &dyn Engine,
-        reference: &str,
-        report: &CheckReport,
-    ) -> Result<Option<String>, CheckError> {
-        let info = engine
-            .inspect(&report.image_id)?
-            .ok_or_else(|| CheckError::NoImage {
-                reference: report.image.clone(),
-                variant: report.variant.clone(),
-            })?;
-        if check::already_recorded(&info, report) {
-            return Ok(Some(info.id));
-        }
-        let foreign = report.platform.as_ref().filter(|_| report.emulated);
-        let mut tags = vec![
-            reference.to_string(),
-            self.platform_tag(&report.variant, foreign),
-        ];
-        if let Some(inputs) = &report.inputs {
-            tags.push(self.inputs_tag(&report.variant, inputs));
-        }
-        let mut seen = BTreeSet::new();
-        tags.retain(|t| seen.insert(t.clone()) && info.repo_tags.contains(t));
-        let Some(from) = tags.first() else {
-            return Ok(None);
-        };
-        check::record(engine, report, from, &tags).map(Some)
-    }
-
-    pub(crate) fn expectation(&self, variant: &str) -> Option<Expectation> {
-        self.variants.get(variant).map(|p| Expectation {
-            variant: variant.to_string(),
-            owed_tools: p.owed_tools.clone(),
-            size_budget: p.size_budget,
-            smoke: p.smoke.clone(),
-        })
-    }
+/// The first 12 hex digits of a `sha256:…` image ID or inputs hash: what
+/// tags (`go-inputs-0123456789ab`) and tables show of it.
+pub(crate) fn short_hex(id: &str) -> &str {
+    let hex = id.strip_prefix("sha256:").unwrap_or(id);
+    &hex[..12.min(hex.len())]
 }
 
 /// One line for `org.opencontainers.image.description`.
