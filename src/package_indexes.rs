@@ -119,17 +119,18 @@ impl Caps {
     }
 }
 
-/// `url` for messages: without `user:password@`, a query or a fragment
-/// (where registries and storage put credentials and signatures). Text
+/// `url` for messages: its origin and path, without `user:password@`, a
+/// query or a fragment (where registries and storage put credentials and
+/// signatures). Text
 /// that does not parse as a URL keeps only what precedes any `?` or `#`,
 /// with everything up to an `@` after `//` dropped.
 pub(crate) fn redacted(url: &str) -> String {
-    if let Ok(mut u) = url::Url::parse(url) {
-        let _ = u.set_username("");
-        let _ = u.set_password(None);
-        u.set_query(None);
-        u.set_fragment(None);
-        return u.to_string();
+    // What a URL in a message shows is the registry client's rule (origin
+    // and path), kept in one place.
+    if let Ok(u) = url::Url::parse(url)
+        && u.has_host()
+    {
+        return crate::registry::redacted_url(&u);
     }
     let head = url.split(['?', '#']).next().unwrap_or_default();
     match head.split_once("//") {

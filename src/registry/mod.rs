@@ -87,6 +87,7 @@ pub use referrers::{fallback_reference, fallback_tag};
 pub use resolve::{ResolveOptions, Resolved};
 /// The retry loop, for the other HTTP clients (the package indexes).
 pub(crate) use transport::Failure;
+pub(crate) use transport::redirect::redacted as redacted_url;
 pub use transport::retry::RetryPolicy;
 pub(crate) use transport::retry::{Exhausted, exchange_timeout, retry_after, retryable};
 pub use transport::{Clock, Sleep, Sleeper};
