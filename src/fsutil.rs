@@ -39,7 +39,7 @@ pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
                 .map(|n| n.to_string_lossy())
                 .unwrap_or_default()
         ))
-        .suffix(".tmp")
+        .suffix(TEMP_SUFFIX)
         .tempfile_in(dir)
         .map_err(err)?;
     tmp.write_all(bytes).map_err(err)?;
@@ -63,6 +63,46 @@ pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), FsError> {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// How [`atomic_write`]'s temp file for `NAME` is named:
+/// `.NAME.<random>.tmp` (the random part has no dot).
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// The target a temp file of [`atomic_write`] was for, by its name.
+fn temp_target(temp_name: &str) -> Option<&str> {
+    let middle = temp_name.strip_prefix('.')?.strip_suffix(TEMP_SUFFIX)?;
+    Some(middle.rsplit_once('.')?.0)
+}
+
+/// Removes the temp files that killed [`atomic_write`]s left in `dir` for
+/// the targets `is_target` names. Only safe while holding the lock the
+/// targets' writers hold, when no writer can be mid-write.
+pub(crate) fn remove_stale_temps_in(dir: &Path, is_target: impl Fn(&str) -> bool) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if temp_target(&name.to_string_lossy()).is_some_and(&is_target) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Removes the temp files that killed [`atomic_write`]s of `path` left
+/// beside it (see [`remove_stale_temps_in`]).
+pub(crate) fn remove_stale_temps(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let name = name.to_string_lossy();
+    remove_stale_temps_in(dir, |target| target == name);
 }
 
 /// An exclusive advisory lock on `<path>.lock`, held until dropped. Used around
@@ -115,6 +155,17 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn a_temp_file_names_its_target() {
+        assert_eq!(
+            temp_target(".image_pins.json.Ab12Cd.tmp"),
+            Some("image_pins.json")
+        );
+        assert_eq!(temp_target(".r1.json.x.tmp"), Some("r1.json"));
+        assert_eq!(temp_target("image_pins.json"), None);
+        assert_eq!(temp_target(".image_pins.json.lock"), None);
     }
 
     #[test]

@@ -194,31 +194,6 @@ impl PinsFile {
     }
 }
 
-/// Removes temp files a killed writer left beside `path` (see
-/// `fsutil::atomic_write`). Only safe while holding the file's lock, when no
-/// other writer can be mid-write.
-pub fn remove_stale_temps(path: &Path) {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return;
-    };
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    let prefix = format!(".{}.", name.to_string_lossy());
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let n = entry.file_name();
-        let n = n.to_string_lossy();
-        if n.starts_with(&prefix) && n.ends_with(".tmp") {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-}
-
 /// Where the pin of `alias` starts in the text (1-based line and column), to
 /// point a human at an entry that is valid JSON but wrong for the manifest.
 pub fn locate_alias(text: &str, alias: &str) -> Option<(usize, usize)> {

@@ -12,7 +12,7 @@ pub mod registry_source;
 pub mod source;
 pub mod verify;
 
-pub use file::{PinsError, PinsFile, locate_alias, remove_stale_temps};
+pub use file::{PinsError, PinsFile, locate_alias};
 
 /// The digests a pin names are the registry's: serialised as `sha256:<hex>`.
 pub use crate::registry::Digest;

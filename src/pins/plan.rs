@@ -191,7 +191,7 @@ impl Plan {
     /// it changes nothing; stale temporary files of earlier writes are
     /// removed either way. Returns whether it wrote.
     pub fn write(&self, file: &PinsFile, path: &Path) -> Result<bool, super::PinsError> {
-        super::remove_stale_temps(path);
+        crate::fsutil::remove_stale_temps(path);
         if self.is_noop() {
             return Ok(false);
         }

@@ -30,22 +30,8 @@ pub(crate) fn dir(root: &Path) -> PathBuf {
 /// Only with the lock held is no other run mid-write.
 pub(crate) fn lock(dir: &Path) -> Result<FileLock, JournalError> {
     let lock = FileLock::acquire(&dir.join("release"))?;
-    remove_stale_temps(dir);
+    fsutil::remove_stale_temps_in(dir, |target| target.ends_with(".json"));
     Ok(lock)
-}
-
-/// The temp files of journal writes in `dir` (see [`fsutil::atomic_write`]).
-fn remove_stale_temps(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with('.') && name.contains(".json.") && name.ends_with(".tmp") {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
 }
 
 /// The last step a release finished.

@@ -99,7 +99,7 @@ pub(crate) fn pins_of(journal: &Journal) -> Result<BTreeMap<String, Pin>, PinErr
 pub(crate) fn write(journal: &Journal, path: &Path) -> Result<bool, PinError> {
     let new = pins_of(journal)?;
     let _lock = FileLock::acquire(path).map_err(PinError::Lock)?;
-    crate::pins::remove_stale_temps(path);
+    crate::fsutil::remove_stale_temps(path);
     let (mut file, _) = PinsFile::load(path)?.unwrap_or_default();
     let expected = previous_pins(journal);
     for (alias, pin) in &new {
