@@ -88,7 +88,7 @@ pub async fn published(
             Ok::<_, PublishedError>((v.clone(), published))
         })
     });
-    Ok(futures::future::try_join_all(reads)
+    Ok(crate::registry::in_order(reads, crate::registry::REQUESTS)
         .await?
         .into_iter()
         .collect())

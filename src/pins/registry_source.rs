@@ -89,7 +89,7 @@ impl ImageSource for RegistrySource {
                     labels: config.labels,
                 })
             });
-            futures::future::try_join_all(configs)
+            registry::in_order(configs, registry::REQUESTS)
                 .await
                 .map_err(|e| err(&name, e))?
         } else {

@@ -78,7 +78,11 @@ impl Client {
         repo: &Repository,
         digests: &[Digest],
     ) -> Result<Vec<Option<u64>>> {
-        futures::future::try_join_all(digests.iter().map(|d| self.blob_size(repo, d))).await
+        super::in_order(
+            digests.iter().map(|d| self.blob_size(repo, d)),
+            super::REQUESTS,
+        )
+        .await
     }
 
     /// The bytes of `digest` in `repo`, verified against it, at most `limit`.

@@ -15,6 +15,8 @@
 //! - `manifest.rs`, `index.rs`, `config.rs`, `resolve.rs`, `tags.rs`: what
 //!   is asked of a registry, on top of the client;
 //! - `referrers.rs`: OCI 1.1 referrers (the API, the fallback tag);
+//! - `in_order.rs`: independent requests in flight together, answered in
+//!   the order they were asked;
 //! - `blob.rs`, `push.rs`: what is written — blobs (HEAD first, upload,
 //!   cross-repository mount) and manifests (exact bytes, digest checked);
 //! - `assemble.rs`: an index from platform images already in a repository,
@@ -60,6 +62,7 @@ mod error;
 #[cfg(test)]
 pub(crate) mod fake;
 mod host;
+mod in_order;
 mod index;
 mod manifest;
 #[cfg(test)]
@@ -81,6 +84,7 @@ pub use config::{ImageConfig, config_descriptor};
 pub use credentials::CredentialStore;
 pub use error::{Error, ErrorKind, Result};
 pub use host::{api_host, is_loopback};
+pub(crate) use in_order::{REQUESTS, in_order};
 pub(crate) use index::Index;
 pub use manifest::{Manifest, ManifestCheck};
 pub use referrers::{fallback_reference, fallback_tag};

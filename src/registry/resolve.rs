@@ -62,7 +62,7 @@ impl Client {
     ) -> Vec<Result<Resolved>> {
         futures::stream::iter(references)
             .map(|r| self.resolve_with(r, options))
-            .buffered(256)
+            .buffered(super::REQUESTS)
             .collect()
             .await
     }

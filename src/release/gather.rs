@@ -384,7 +384,7 @@ pub(crate) async fn from_registry(
     let each = variants
         .iter()
         .map(|r| checked_in_registry(client, from, r));
-    futures::future::try_join_all(each).await
+    registry::in_order(each, registry::REQUESTS).await
 }
 
 /// `<from>:<variant>` as [`from_registry`] reads it.
@@ -553,7 +553,7 @@ pub(crate) async fn currents(
 ) -> Result<Vec<Option<Current>>, GatherError> {
     // Every candidate's at once, in their order.
     let each = candidates.iter().map(|c| current(client, pins, specs, c));
-    futures::future::try_join_all(each).await
+    registry::in_order(each, registry::REQUESTS).await
 }
 
 /// One candidate's current release, as [`currents`] reads it.

@@ -60,6 +60,9 @@ use semver::Version;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// How many layers of one image are copied at once between repositories.
+const COPIES_AT_ONCE: usize = 4;
+
 /// Why an image could not be stamped or staged.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum StageError {
@@ -343,10 +346,11 @@ impl Stager<'_> {
         let to = self.repository;
         let layers = layers(manifest)?;
         if from != to {
-            // Every layer at once (HEAD, mount or bytes each); the client
-            // bounds them per registry.
+            // A few layers at once (HEAD, mount or bytes each): a copy the
+            // target will not mount holds its whole blob in memory, so the
+            // count bounds memory, not only requests.
             let copies = layers.iter().map(|layer| client.copy_blob(from, to, layer));
-            futures::future::try_join_all(copies).await?;
+            registry::in_order(copies, COPIES_AT_ONCE).await?;
         }
         let source_config = registry::config_descriptor(&context, &manifest.bytes)?.0;
         let config = (client.fetch_blob(from, &source_config, 16 << 20).await)
