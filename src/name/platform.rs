@@ -29,6 +29,24 @@ impl Platform {
     }
 
     /// The platform of this machine, as a Linux container platform.
+    /// A platform from the parts a registry's index or image config gives,
+    /// checked as a written one is: text from outside never becomes a
+    /// platform that a message prints raw, or that a pins file or journal
+    /// keeps and can no longer read back. An empty variant is none.
+    pub fn from_parts(
+        os: &str,
+        architecture: &str,
+        variant: Option<&str>,
+    ) -> Result<Platform, Invalid> {
+        let variant = variant.filter(|v| !v.is_empty());
+        let mut parts = vec![os, architecture];
+        parts.extend(variant);
+        match parts_problem(&parts) {
+            None => Ok(Platform::new(os, architecture, variant)),
+            Some(reason) => Err(Invalid::platform(&parts.join("/"), reason)),
+        }
+    }
+
     pub fn host() -> Platform {
         let (arch, variant) = match std::env::consts::ARCH {
             "x86_64" => ("amd64", None),
@@ -124,38 +142,42 @@ impl FromStr for Platform {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = |reason: &str| Invalid::platform(s, reason);
         let parts: Vec<&str> = s.split('/').collect();
-        if parts.iter().any(|p| p.is_empty()) {
-            return Err(bad(
-                "expected OS/ARCH or OS/ARCH/VARIANT, e.g. linux/amd64 or linux/arm64/v8",
-            ));
-        }
-        if parts.iter().any(|p| {
-            !p.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
-        }) {
-            return Err(bad(
-                "platform parts may contain only letters, digits, '_', '-' and '.'",
-            ));
-        }
-        // Every real OS, architecture and variant name does; a part that
-        // starts with '-' would read as an option where a platform is
-        // printed into a command line.
-        if parts
-            .iter()
-            .any(|p| !p.starts_with(|c: char| c.is_ascii_alphanumeric()))
-        {
-            return Err(bad(
-                "each platform part must start with a letter or a digit",
-            ));
+        if let Some(reason) = parts_problem(&parts) {
+            return Err(bad(reason));
         }
         match parts.as_slice() {
             [os, arch] => Ok(Platform::new(os, arch, None)),
             [os, arch, variant] => Ok(Platform::new(os, arch, Some(variant))),
-            _ => Err(bad(
-                "expected OS/ARCH or OS/ARCH/VARIANT, e.g. linux/amd64 or linux/arm64/v8",
-            )),
+            _ => Err(bad(EXPECTED)),
         }
     }
+}
+
+const EXPECTED: &str = "expected OS/ARCH or OS/ARCH/VARIANT, e.g. linux/amd64 or linux/arm64/v8";
+
+/// Why these parts (OS, architecture and a variant, if any) are no
+/// platform, if they are not: the one rule for a written platform and for
+/// one a registry gives.
+fn parts_problem(parts: &[&str]) -> Option<&'static str> {
+    if parts.iter().any(|p| p.is_empty()) {
+        return Some(EXPECTED);
+    }
+    if parts.iter().any(|p| {
+        !p.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+    }) {
+        return Some("platform parts may contain only letters, digits, '_', '-' and '.'");
+    }
+    // Every real OS, architecture and variant name does; a part that
+    // starts with '-' would read as an option where a platform is
+    // printed into a command line.
+    if parts
+        .iter()
+        .any(|p| !p.starts_with(|c: char| c.is_ascii_alphanumeric()))
+    {
+        return Some("each platform part must start with a letter or a digit");
+    }
+    None
 }
 
 impl Ord for Platform {
@@ -222,6 +244,27 @@ mod tests {
 
     fn p(s: &str) -> Platform {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn parts_from_a_registry_follow_the_written_rule() {
+        assert_eq!(
+            Platform::from_parts("linux", "aarch64", Some("")).unwrap(),
+            p("linux/arm64")
+        );
+        assert_eq!(
+            Platform::from_parts("Linux", "arm", Some("v7")).unwrap(),
+            p("linux/arm/v7")
+        );
+        for (os, arch, variant) in [
+            ("linux", "amd64\n", None),
+            ("", "amd64", None),
+            ("linux", "-v", None),
+            ("linux", "arm", Some("v7/x")),
+        ] {
+            let err = Platform::from_parts(os, arch, variant).unwrap_err();
+            assert!(err.to_string().starts_with("invalid platform "), "{err}");
+        }
     }
 
     #[test]

@@ -52,14 +52,16 @@ pub(crate) fn parse_config(
         .map_err(|e| malformed(e.to_string()))?;
     let raw: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| malformed(e.to_string()))?;
+    let platform = Platform::from_parts(
+        &config.os().to_string(),
+        &config.architecture().to_string(),
+        config.variant().as_deref(),
+    )
+    .map_err(|e| malformed(e.to_string()))?;
     Ok(ImageConfig {
         manifest_digest: manifest_digest.clone(),
         digest,
-        platform: Platform::new(
-            &config.os().to_string(),
-            &config.architecture().to_string(),
-            config.variant().as_deref(),
-        ),
+        platform,
         labels: config
             .labels_of_config()
             .map(|l| l.iter().map(|(k, v)| (k.clone(), v.clone())).collect())

@@ -30,16 +30,22 @@ impl Index {
                 let digest = d.digest().to_string().parse().map_err(|reason| {
                     Error::malformed(context, "index", format!("entry digest: {reason}"))
                 })?;
-                Ok(IndexEntry {
-                    digest,
-                    media_type: d.media_type().to_string(),
-                    platform: d.platform().as_ref().map(|p| {
-                        Platform::new(
+                let platform = d
+                    .platform()
+                    .as_ref()
+                    .map(|p| {
+                        Platform::from_parts(
                             &p.os().to_string(),
                             &p.architecture().to_string(),
                             p.variant().as_deref(),
                         )
-                    }),
+                    })
+                    .transpose()
+                    .map_err(|e| Error::malformed(context, "index", format!("entry {e}")))?;
+                Ok(IndexEntry {
+                    digest,
+                    media_type: d.media_type().to_string(),
+                    platform,
                 })
             })
             .collect::<Result<_>>()?;
@@ -118,6 +124,23 @@ mod tests {
             .collect();
         serde_json::to_vec(&serde_json::json!({"schemaVersion": 2, "manifests": manifests}))
             .unwrap()
+    }
+
+    #[test]
+    fn a_platform_no_name_could_be_is_a_malformed_index_shown_escaped() {
+        let err = Index::parse("r", &index_with(&["linux/amd64\u{1b}]0;pwned\u{7}"])).unwrap_err();
+        assert!(
+            matches!(err.kind(), ErrorKind::Malformed { what: "index", .. }),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text:?}"
+        );
+        assert!(text.contains(r#"linux/amd64\u{1b}]0;pwned\u{7}"#), "{text}");
+        // A part that reads as an option, the same.
+        assert!(Index::parse("r", &index_with(&["linux/--privileged"])).is_err());
     }
 
     #[test]
