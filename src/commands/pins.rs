@@ -149,7 +149,7 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
     })?;
     findings.extend(attested.into_iter().flatten());
     let verdicts = match args.rebuild {
-        true => rebuild(ctx, &args, &file, &specs)?,
+        true => rebuild(ctx, &args, &file, &specs, &client)?,
         false => Vec::new(),
     };
     findings.extend(verdicts.iter().filter_map(crate::rebuild::Verdict::finding));
@@ -210,12 +210,14 @@ fn github(
 }
 
 /// `--rebuild`: the named (or all pinned) aliases built again and held to
-/// their pins.
+/// their pins, read through verify's `client` (its credentials, tokens and
+/// per-registry limit, not a second set).
 fn rebuild(
     ctx: &Context,
     args: &VerifyArgs,
     file: &PinsFile,
     specs: &[crate::pins::plan::AliasSpec],
+    client: &crate::registry::Client,
 ) -> anyhow::Result<Vec<crate::rebuild::Verdict>> {
     let path = ctx.pins_path(&args.file);
     let names: Vec<&String> = match args.aliases.is_empty() {
@@ -240,7 +242,7 @@ fn rebuild(
     eprintln!("engine: {}", engine.describe());
     let native = engine.platform().context("rebuilding the pinned images")?;
     let platforms = Platforms::of_family(args.platform.as_ref(), &family)?;
-    let (client, rt) = (ctx.registry(&args.registry)?, ctx.runtime()?);
+    let rt = ctx.runtime()?;
     let reporter = || -> Box<dyn crate::build::progress::Reporter> {
         Box::new(crate::build::progress::PlainReporter::stderr())
     };
@@ -250,7 +252,7 @@ fn rebuild(
         settings: ctx.settings()?,
         engine: engine.as_ref(),
         native: &native,
-        registry: (&client, rt),
+        registry: (client, rt),
         build: &args.build,
         reporter: &reporter,
         progress: &|line| eprintln!("{line}"),
