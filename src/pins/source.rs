@@ -175,7 +175,7 @@ pub mod fake {
             self.in_flight.set(now);
             self.max_in_flight.set(self.max_in_flight.get().max(now));
             tokio::task::yield_now().await;
-            self.in_flight.set(now - 1);
+            self.in_flight.set(self.in_flight.get() - 1);
             if self.deleted.borrow().contains(digest) {
                 return Ok(DigestCheck::Missing);
             }
