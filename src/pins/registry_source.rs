@@ -3,7 +3,7 @@
 use super::Digest;
 use super::source::{DigestCheck, ImageSource, Inspected, PlatformImage, SourceError};
 use crate::registry::{
-    self, Client, ErrorKind, ManifestCheck, Reference, Repository, ResolveOptions,
+    self, Client, ErrorKind, Index, ManifestCheck, Reference, Repository, ResolveOptions,
 };
 
 /// The registry client as pinning reads it.
@@ -67,20 +67,14 @@ impl ImageSource for RegistrySource {
     async fn inspect(&self, repository: &str, reference: &str) -> Result<Inspected, SourceError> {
         let r = Self::reference(repository, reference)?;
         let name = r.to_string();
-        let resolved = self
-            .client
-            .resolve_with(
-                &r,
-                &ResolveOptions {
-                    platform: None,
-                    list_platforms: true,
-                },
-            )
-            .await
-            .map_err(|e| err(&name, e))?;
-        let images = if resolved.index_digest.is_some() {
+        // The manifest is read once: an index's entries name the platform
+        // images, an image's manifest names its config.
+        let manifest = (self.client.fetch_manifest(&r).await).map_err(|e| err(&name, e))?;
+        let images = if registry::media_type::is_index(&manifest.media_type) {
+            let index = Index::parse(&name, &manifest.bytes).map_err(|e| err(&name, e))?;
             // Each platform's config at once, in the index's order.
-            let configs = resolved.platforms.iter().map(|(platform, d)| async {
+            let platforms = index.platforms();
+            let configs = platforms.iter().map(|(platform, d)| async {
                 let child = r.by_digest(d.clone());
                 let config = self.client.image_config(&child, Some(platform)).await;
                 config.map(|config| PlatformImage {
@@ -93,23 +87,15 @@ impl ImageSource for RegistrySource {
                 .await
                 .map_err(|e| err(&name, e))?
         } else {
-            let config = self
-                .client
-                .image_config(&r.by_digest(resolved.digest.clone()), None)
-                .await
-                .map_err(|e| err(&name, e))?;
+            let config = (self.client.config_of(&r, &manifest).await).map_err(|e| err(&name, e))?;
             vec![PlatformImage {
                 platform: config.platform.normalized(),
-                digest: resolved.digest.clone(),
+                digest: manifest.digest.clone(),
                 labels: config.labels,
             }]
         };
         Ok(Inspected {
-            digest: resolved
-                .index_digest
-                .as_ref()
-                .unwrap_or(&resolved.digest)
-                .clone(),
+            digest: manifest.digest,
             images,
         })
     }
