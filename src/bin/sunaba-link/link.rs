@@ -238,6 +238,7 @@ async fn exchange(
         response: Message::default(),
         fault: fault.as_ref().map(Fault::label),
         outcome: "in progress".into(),
+        start_ms: 0.0,
         ms: 0.0,
     });
     let ctx = Ctx {

@@ -43,6 +43,9 @@ pub(crate) struct Exchange {
     /// `in progress`, `complete`, `reset`, `stalled`, `client closed`,
     /// `upstream closed`, `upstream unreachable`, `bad response`.
     pub(crate) outcome: String,
+    /// When the request head arrived, in ms since the link started: with
+    /// `ms`, when the exchange was in flight (so which ones overlapped).
+    pub(crate) start_ms: f64,
     /// From the request head's arrival to the exchange's end (so far).
     pub(crate) ms: f64,
 }
@@ -73,13 +76,28 @@ impl Open {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Stats {
     pub(crate) up: AtomicU64,
     pub(crate) down: AtomicU64,
     pub(crate) connections: AtomicU64,
     pub(crate) requests: AtomicU64,
+    /// What `start_ms` counts from.
+    epoch: std::time::Instant,
     log: Mutex<Log>,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            up: AtomicU64::default(),
+            down: AtomicU64::default(),
+            connections: AtomicU64::default(),
+            requests: AtomicU64::default(),
+            epoch: std::time::Instant::now(),
+            log: Mutex::default(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -121,6 +139,8 @@ impl Stats {
         log.next_id += 1;
         let id = log.next_id;
         record.id = id;
+        let started = std::time::Instant::now();
+        record.start_ms = started.duration_since(self.epoch).as_secs_f64() * 1e3;
         if record.fault.is_some() {
             log.faults += 1;
         }
@@ -130,7 +150,7 @@ impl Stats {
             Open {
                 record,
                 live: live.clone(),
-                started: std::time::Instant::now(),
+                started,
             },
         );
         (id, live)
@@ -188,5 +208,48 @@ impl Stats {
         let mut log = self.log();
         log.faults = 0;
         log.done.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(target: &str) -> Exchange {
+        Exchange {
+            id: 0,
+            connection: 1,
+            method: "GET".into(),
+            target: target.into(),
+            status: None,
+            request: Message::default(),
+            response: Message::default(),
+            fault: None,
+            outcome: "in progress".into(),
+            start_ms: 0.0,
+            ms: 0.0,
+        }
+    }
+
+    #[test]
+    fn each_exchange_says_when_it_started_so_overlaps_show() {
+        let stats = Stats::default();
+        let (a, _) = stats.open(record("/a"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (b, _) = stats.open(record("/b"));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        stats.close(a, Some(200), "complete");
+        let (c, _) = stats.open(record("/c"));
+        stats.close(b, Some(200), "complete");
+        stats.close(c, Some(200), "complete");
+        let log = stats.report().exchanges;
+        let [a, b, c] = [&log[0], &log[1], &log[2]].map(|e| (e.start_ms, e.start_ms + e.ms));
+        assert!(a.0 >= 0.0 && a.0 + 20.0 <= b.0, "{log:?}");
+        // b started while a was in flight; c after a ended, while b was.
+        assert!(b.0 < a.1 && a.1 <= c.0 && c.0 < b.1, "{log:?}");
+        // Zeroing the counters keeps the clock.
+        stats.reset();
+        let (_, _) = stats.open(record("/d"));
+        assert!(stats.report().exchanges[0].start_ms >= c.0);
     }
 }
