@@ -87,6 +87,26 @@ impl InBuf {
         &mut self,
         r: &mut (impl AsyncRead + Unpin),
     ) -> Result<Option<Vec<u8>>, HttpError> {
+        self.read_head_where(r, |_| Ok(())).await
+    }
+
+    /// The next request head, as `read_head`, refused as soon as what has
+    /// arrived cannot begin one — a TLS handshake sent to plain http, say:
+    /// a registry answers that at once (400), so the link does too, rather
+    /// than wait for a blank line that never comes.
+    pub(crate) async fn read_request_head(
+        &mut self,
+        r: &mut (impl AsyncRead + Unpin),
+    ) -> Result<Option<Vec<u8>>, HttpError> {
+        self.read_head_where(r, request_prefix).await
+    }
+
+    /// A head, with `prefix` judging each incomplete one.
+    async fn read_head_where(
+        &mut self,
+        r: &mut (impl AsyncRead + Unpin),
+        prefix: fn(&[u8]) -> Result<(), HttpError>,
+    ) -> Result<Option<Vec<u8>>, HttpError> {
         let mut searched: usize = 0;
         loop {
             let have = self.buffered();
@@ -100,6 +120,7 @@ impl InBuf {
             if searched > MAX_HEAD {
                 return Err(HttpError::HeadTooLarge);
             }
+            prefix(have)?;
             if self.fill(r).await? == 0 {
                 return if self.buffered().is_empty() {
                     Ok(None)
@@ -221,6 +242,17 @@ fn common(headers: &[httparse::Header<'_>], version: u8) -> Result<Common, HttpE
         })
     };
     Ok(Common { framing, close })
+}
+
+/// Whether `have` can still begin a request head (httparse checks what
+/// there is of the request line and headers).
+fn request_prefix(have: &[u8]) -> Result<(), HttpError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    match httparse::Request::new(&mut headers).parse(have) {
+        // Too many headers is `parse_request`'s to say, once the head is in.
+        Ok(_) | Err(httparse::Error::TooManyHeaders) => Ok(()),
+        Err(e) => Err(HttpError::Malformed(e.to_string())),
+    }
 }
 
 pub(crate) fn parse_request(head: &[u8]) -> Result<RequestHead, HttpError> {
@@ -345,6 +377,32 @@ mod tests {
         buf.consume(3);
         assert!(buf.read_head(&mut r).await.unwrap().is_none());
         assert!(read_all(&mut r).await.is_empty());
+    }
+
+    /// What a TLS client sends first (a handshake record), then nothing
+    /// until it is answered: refused at once, not waited on.
+    #[tokio::test]
+    async fn a_request_head_that_cannot_be_http_is_refused_before_it_ends() {
+        let (mut client, mut server) = tokio::io::duplex(1024);
+        tokio::io::AsyncWriteExt::write_all(
+            &mut client,
+            b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+        )
+        .await
+        .unwrap();
+        let mut buf = InBuf::new();
+        let got = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            buf.read_request_head(&mut server),
+        )
+        .await
+        .expect("refused without waiting for more");
+        assert!(matches!(got, Err(HttpError::Malformed(_))), "{got:?}");
+        // A request arriving a byte at a time is not refused on the way.
+        let wire = b"GET /v2/ HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n";
+        let mut r = tokio_test_reader(wire, 1);
+        let head = InBuf::new().read_request_head(&mut r).await.unwrap();
+        assert_eq!(head.as_deref(), Some(&wire[..]));
     }
 
     fn tokio_test_reader(bytes: &'static [u8], step: usize) -> impl AsyncRead + Unpin {

@@ -126,7 +126,7 @@ async fn connection(link: Arc<Link>, stream: TcpStream) {
     let mut upstream: Option<Side> = None;
     let mut handshaken = false;
     loop {
-        let head = match client.buf.read_head(&mut client.stream).await {
+        let head = match client.buf.read_request_head(&mut client.stream).await {
             Ok(Some(head)) => head,
             Ok(None) | Err(HttpError::Io(_)) | Err(HttpError::Truncated) => return,
             Err(e) => return refuse(&mut client.stream, 400, &e.to_string()).await,
