@@ -17,6 +17,7 @@ mod engine_release;
 mod exit_status;
 mod github;
 mod link;
+mod link_client;
 mod locks;
 mod multiarch;
 mod pins;

@@ -325,7 +325,7 @@ fn an_image_without_the_variants_smoke_is_not_pinned() {
 }
 
 /// Pushes passing images for every variant and pins all aliases.
-fn pin_everything(p: &Project) {
+pub fn pin_everything(p: &Project) {
     for variant in support::shipped_variants() {
         p.push(&variant, "1.0.0", &all_tools());
     }
