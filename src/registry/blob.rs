@@ -9,7 +9,8 @@ use super::client::Client;
 use super::host::api_host;
 use super::transport::bearer::Scope;
 use super::transport::limits::Limit;
-use super::transport::{NotHere, Request, Response};
+use super::transport::retry::Exhausted;
+use super::transport::{Failure, NotHere, Request, Response};
 use super::{Digest, Error, ErrorKind, Repository, Result};
 use bytes::Bytes;
 use reqwest::Method;
@@ -110,14 +111,83 @@ impl Client {
     pub async fn upload_blob(&self, repo: &Repository, bytes: Bytes) -> Result<Digest> {
         let digest = Digest::sha256(&bytes);
         let context = format!("{repo}@{digest}");
-        let target = format!("/v2/{}/blobs/uploads/", repo.path());
-        let resp = self
-            .start_upload(repo, target, Scope::push(repo.path()), &context)
-            .await?;
-        let session = session_of(&resp, &context, repo)?;
-        self.finish_upload(repo, &session, &digest, bytes, &context)
-            .await?;
+        self.upload(repo, None, &digest, bytes, &context).await?;
         Ok(digest)
+    }
+
+    /// Sends `bytes` as `digest` through upload sessions until one takes
+    /// them, within the client's retry policy: the upload (a session and
+    /// its PUT) is what is retried, never the PUT alone. Bytes a reset cut
+    /// off stay in their session, and distribution refuses the same PUT
+    /// into it (404 `BLOB_UPLOAD_INVALID`) only after reading the whole
+    /// body again. `session`: one already open (a refused mount's). Before
+    /// a new session the blob is looked for: a PUT whose answer was lost
+    /// has landed.
+    async fn upload(
+        &self,
+        repo: &Repository,
+        session: Option<String>,
+        digest: &Digest,
+        bytes: Bytes,
+        context: &str,
+    ) -> Result<()> {
+        let settings = self.settings();
+        let mut session = session;
+        let mut retried = false;
+        let attempt = |_deadline| {
+            let (open, again) = (session.take(), std::mem::replace(&mut retried, true));
+            let bytes = bytes.clone();
+            async move {
+                let target = match open {
+                    Some(target) => target,
+                    None => {
+                        if again
+                            && self
+                                .blob_size(repo, digest)
+                                .await
+                                .map_err(Failure::Fatal)?
+                                .is_some()
+                        {
+                            return Ok(());
+                        }
+                        let target = format!("/v2/{}/blobs/uploads/", repo.path());
+                        let resp = self
+                            .start_upload(repo, target, Scope::push(repo.path()), context)
+                            .await
+                            .map_err(Failure::Fatal)?;
+                        session_of(&resp, context, repo).map_err(Failure::Fatal)?
+                    }
+                };
+                match self
+                    .finish_upload(repo, &target, digest, bytes, context)
+                    .await
+                {
+                    Ok(()) => Ok(()),
+                    // The transport's one attempt failed as a retry would
+                    // mend (reset, stall, 429/5xx), or the session is gone.
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            ErrorKind::GaveUp { .. } | ErrorKind::NotFound { .. }
+                        ) =>
+                    {
+                        Err(Failure::retryable(e.without_context()))
+                    }
+                    Err(e) => Err(Failure::Fatal(e)),
+                }
+            }
+        };
+        let gave_up = |e: Exhausted| {
+            let kind = ErrorKind::GaveUp {
+                attempts: e.attempts,
+                elapsed_ms: e.elapsed.as_millis(),
+                last: e.last,
+            };
+            Error::new(kind, context, repo.registry())
+        };
+        (settings.retry)
+            .run((&settings.clock, &settings.sleeper), attempt, gave_up)
+            .await
     }
 
     /// Makes `digest` a blob of `to`, cheapest first: already there (one
@@ -144,15 +214,7 @@ impl Client {
         };
         let bytes = Bytes::from(self.fetch_blob(from, digest, MAX_COPIED_BLOB).await?);
         let size = bytes.len() as u64;
-        match session {
-            Some(target) => {
-                self.finish_upload(to, &target, digest, bytes, &context)
-                    .await?
-            }
-            None => {
-                self.upload_blob(to, bytes).await?;
-            }
-        }
+        self.upload(to, session, digest, bytes, &context).await?;
         Ok(BlobCopy::Uploaded(size))
     }
 
@@ -197,9 +259,8 @@ impl Client {
         Ok(resp)
     }
 
-    /// PUTs the whole blob into the upload session `target`. A retried PUT
-    /// whose first attempt did land finds the session gone: the blob being
-    /// there then is success.
+    /// PUTs the whole blob into the upload session `target`, once (see
+    /// [`Client::upload`] for the retries).
     async fn finish_upload(
         &self,
         repo: &Repository,
@@ -220,11 +281,8 @@ impl Client {
             HeaderValue::from_static("application/octet-stream"),
         );
         req.body = Some(bytes);
-        let resp = self.execute(repo.registry(), req).await?;
+        let resp = self.execute_once(repo.registry(), req).await?;
         if resp.status.is_success() {
-            return Ok(());
-        }
-        if resp.status.as_u16() == 404 && self.blob_size(repo, digest).await?.is_some() {
             return Ok(());
         }
         let status = resp.status.as_u16();
@@ -336,6 +394,24 @@ mod tests {
         );
     }
 
+    /// A PUT that fails is not sent into its session again: the upload
+    /// starts over in a new one (the blob looked for first).
+    #[tokio::test]
+    async fn a_failed_put_is_retried_in_a_new_session() {
+        let reg = FakeRegistry::start().await;
+        let client = reg.client();
+        let r = repo(&reg, "a/b");
+        reg.state().faults.push(("PUT", "digest=".into(), 503));
+        let digest = client
+            .upload_blob(&r, Bytes::from_static(b"z"))
+            .await
+            .unwrap();
+        let s = reg.state();
+        assert_eq!(s.count("POST", "/blobs/uploads/"), 2, "a second session");
+        assert_eq!(s.count("PUT", "digest="), 2);
+        assert_eq!(s.count("HEAD", &digest.to_string()), 1);
+    }
+
     #[tokio::test]
     async fn transient_failures_are_retried_and_a_lost_answer_is_success() {
         let reg = FakeRegistry::start().await;
@@ -354,8 +430,11 @@ mod tests {
             .upload_blob(&r, Bytes::from_static(b"y"))
             .await
             .unwrap();
-        assert_eq!(reg.state().count("PUT", "digest="), 3, "one retry");
+        // The PUT whose answer was lost is not sent again: before a new
+        // session the blob is looked for, and it is there.
+        assert_eq!(reg.state().count("PUT", "digest="), 2, "no second PUT");
         assert_eq!(reg.state().count("HEAD", &digest.to_string()), 1);
+        assert_eq!(reg.state().count("POST", "/blobs/uploads/"), 3);
         // A missing blob stays an error naming it.
         let missing = Digest::sha256(b"missing");
         let err = client.fetch_blob(&r, &missing, 10).await.unwrap_err();

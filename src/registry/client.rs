@@ -327,6 +327,27 @@ impl Client {
     /// transport failures, 401s that credentials cannot fix, and exhausted
     /// retries.
     pub(crate) async fn execute(&self, registry: &str, req: Request<'_>) -> Result<Response> {
+        self.execute_with(registry, req, &self.inner.settings.retry)
+            .await
+    }
+
+    /// [`Client::execute`] with one attempt, for a request its caller
+    /// retries as part of a larger unit (a PUT into an upload session: the
+    /// same PUT again is refused once a reset left part of it there).
+    pub(crate) async fn execute_once(&self, registry: &str, req: Request<'_>) -> Result<Response> {
+        let once = RetryPolicy {
+            max_attempts: 1,
+            ..self.inner.settings.retry.clone()
+        };
+        self.execute_with(registry, req, &once).await
+    }
+
+    async fn execute_with(
+        &self,
+        registry: &str,
+        req: Request<'_>,
+        policy: &RetryPolicy,
+    ) -> Result<Response> {
         let shared = self.registry(registry);
         let _permit = shared
             .permits
@@ -352,9 +373,7 @@ impl Client {
             elapsed_ms: e.elapsed.as_millis(),
             last: e.last,
         };
-        self.inner
-            .settings
-            .retry
+        policy
             .run(
                 (&self.inner.settings.clock, &self.inner.settings.sleeper),
                 move |deadline| async move {
