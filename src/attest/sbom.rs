@@ -266,18 +266,14 @@ pub fn local_files(
 ) -> Result<super::image_files::ImageFiles, super::AttestError> {
     use super::AttestError;
     use super::image_files::{ImageFiles, read_following, read_save_stream};
-    use crate::process::PipeError;
     let (config, files) = read_following(image, &WANTED, |reading| {
         let saved = engine
             .save_cmd(image)
-            .read_stdout(|out| read_save_stream(image, reading, out))
+            .read_stdout(|out| read_save_stream(image, reading, out).map_err(AttestError::Read))
             .map_err(|e| AttestError::ReadLocal {
                 image: image.to_string(),
                 engine: engine.describe(),
-                source: Box::new(match e {
-                    PipeError::Process(p) => AttestError::Process(p),
-                    PipeError::Stream(r) => AttestError::Read(r),
-                }),
+                source: Box::new(e.into_error()),
             })?;
         Ok::<_, AttestError>((saved.config, saved.layers))
     })?;
