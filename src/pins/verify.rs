@@ -137,11 +137,14 @@ struct Findings<'a> {
 }
 
 impl Findings<'_> {
+    /// Adds a finding; its message quotes what the registry said (tool
+    /// names from a check label, its error text), so it is escaped as the
+    /// attestations' findings are.
     fn push(&mut self, severity: Severity, message: String) {
         self.out.push(Finding {
             severity,
             alias: self.alias.to_string(),
-            message,
+            message: super::attestations::escaped(&message),
         })
     }
 }
@@ -442,6 +445,23 @@ mod tests {
                 "{found:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_finding_shows_what_the_registry_said_escaped() {
+        let mut out = Vec::new();
+        let mut findings = Findings {
+            alias: "python",
+            out: &mut out,
+        };
+        findings.push(
+            Severity::Error,
+            "cannot resolve tag t: registry said \u{1b}]0;pwned\u{7}".into(),
+        );
+        assert_eq!(
+            out[0].message,
+            r"cannot resolve tag t: registry said \u{1b}]0;pwned\u{7}"
+        );
     }
 
     #[test]
