@@ -119,9 +119,26 @@ fn hex(h: sha2::Sha256) -> String {
     format!("sha256:{}", hex::encode(h.finalize()))
 }
 
-/// Compresses `input` (an uncompressed layer tar) into `output` on the
-/// default number of threads ([`threads`]), hashing both sides as it goes.
-pub(crate) fn gzip(input: impl Read, output: impl Write) -> std::io::Result<Compressed> {
+/// Compresses `input` (an uncompressed layer tar, whose diff_id the caller
+/// has hashed: the release does it as it spills the layer, to know whether
+/// it needs compressing at all) into `output` on the default number of
+/// threads ([`threads`]), hashing the output as it goes.
+pub(crate) fn gzip(
+    input: impl Read,
+    output: impl Write,
+    diff_id: String,
+) -> std::io::Result<Compressed> {
+    let (digest, size) = compress(input, output, threads()?)?;
+    Ok(Compressed {
+        diff_id,
+        digest,
+        size,
+    })
+}
+
+/// [`gzip_with`] on the default number of threads.
+#[cfg(test)]
+pub(crate) fn gzip_unhashed(input: impl Read, output: impl Write) -> std::io::Result<Compressed> {
     gzip_with(input, output, threads()?)
 }
 
@@ -156,14 +173,31 @@ fn parse_threads(value: &str) -> std::io::Result<usize> {
 /// caller's alone); the bytes are the same for every `threads`. Memory is
 /// bounded by a window of blocks in flight (about four per thread), not by
 /// the layer's size.
+#[cfg(test)]
 pub(crate) fn gzip_with(
     input: impl Read,
     output: impl Write,
     threads: usize,
 ) -> std::io::Result<Compressed> {
+    // The input hashed as the compressor reads it, for the tests' diff_id.
+    let mut input = Hashing::new(input);
+    let (digest, size) = compress(&mut input, output, threads)?;
+    Ok(Compressed {
+        diff_id: input.finish().0,
+        digest,
+        size,
+    })
+}
+
+/// The gzip of `input` into `output` on `threads` threads: its digest and
+/// size.
+fn compress(
+    input: impl Read,
+    output: impl Write,
+    threads: usize,
+) -> std::io::Result<(String, u64)> {
     let mut blocks = Blocks {
         input,
-        raw: sha2::Sha256::new(),
         ahead: None,
         tail: None,
         index: 0,
@@ -187,11 +221,7 @@ pub(crate) fn gzip_with(
     // ISIZE is the input's size modulo 2^32 (RFC 1952): the cast truncates.
     out.write_all(&(len as u32).to_le_bytes())?;
     out.flush()?;
-    Ok(Compressed {
-        diff_id: hex(blocks.raw),
-        digest: hex(out.hash),
-        size: out.bytes,
-    })
+    Ok((hex(out.hash), out.bytes))
 }
 
 /// One input block and what deflating it needs.
@@ -211,11 +241,10 @@ struct Deflated {
     len: usize,
 }
 
-/// Cuts the input into [`Job`]s at fixed offsets, hashing it (the diff_id)
-/// as it is read, one block ahead so the last block is known as the last.
+/// Cuts the input into [`Job`]s at fixed offsets, one block ahead so the
+/// last block is known as the last.
 struct Blocks<R> {
     input: R,
-    raw: sha2::Sha256,
     ahead: Option<Vec<u8>>,
     tail: Option<Vec<u8>>,
     index: u64,
@@ -229,7 +258,6 @@ impl<R: Read> Blocks<R> {
         (&mut self.input)
             .take(BLOCK as u64)
             .read_to_end(&mut block)?;
-        self.raw.update(&block);
         Ok(block)
     }
 
@@ -407,8 +435,8 @@ mod tests {
             .flat_map(|i| (i % 251).to_le_bytes())
             .collect();
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        let first = gzip(layer.as_slice(), &mut a).unwrap();
-        let second = gzip(layer.as_slice(), &mut b).unwrap();
+        let first = gzip_unhashed(layer.as_slice(), &mut a).unwrap();
+        let second = gzip_unhashed(layer.as_slice(), &mut b).unwrap();
         assert_eq!(first, second);
         assert_eq!(a, b);
         assert_eq!(first.size, a.len() as u64);

@@ -475,6 +475,7 @@ fn read_and_compress(
             let c = compress::gzip(
                 BufReader::with_capacity(256 << 10, &spill),
                 std::io::BufWriter::new(&file),
+                diff_id,
             )
             .map_err(io(format!("compressing {name} of the save stream")))?;
             each(&c, &file)?;
@@ -541,7 +542,7 @@ mod tests {
         );
         let mut again = Vec::new();
         assert_eq!(
-            compress::gzip(layer.as_slice(), &mut again).unwrap(),
+            compress::gzip_unhashed(layer.as_slice(), &mut again).unwrap(),
             done[0]
         );
         // The config, manifest.json, repositories and the v1 files.
@@ -673,7 +674,7 @@ mod tests {
         .unwrap();
         let doc: serde_json::Value = serde_json::from_slice(&manifest.bytes).unwrap();
         let mut want = Vec::new();
-        let real = compress::gzip(layer.as_slice(), &mut want).unwrap();
+        let real = compress::gzip_unhashed(layer.as_slice(), &mut want).unwrap();
         assert_eq!(doc["layers"][0]["digest"], real.digest.as_str());
         assert_ne!(real.digest, decoy.to_string());
         assert_eq!((stats.present, stats.compressed, stats.uploaded), (0, 1, 1));
