@@ -234,29 +234,20 @@ mod tests {
     /// The types `impl … HasStatus for T` names in the sources under `src`
     /// (`exit`'s own excepted), as written there.
     fn errors_with_a_status(src: &std::path::Path) -> Vec<String> {
+        let mut files = Vec::new();
+        crate::structure_tests::sources(src, &mut files);
         let mut found = Vec::new();
-        let mut dirs = vec![src.to_path_buf()];
-        while let Some(dir) = dirs.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    dirs.push(path);
-                    continue;
-                }
-                if path.extension().is_none_or(|e| e != "rs") || path.ends_with("exit.rs") {
-                    continue;
-                }
-                let text = std::fs::read_to_string(&path).unwrap();
-                for line in text.lines().map(str::trim_start) {
-                    if let Some(rest) = line.strip_prefix("impl ")
-                        && let Some((_, ty)) = rest.split_once("HasStatus for ")
-                    {
-                        let ty = ty.trim_end_matches(" {").trim();
-                        found.push(format!(
-                            "{}: {ty}",
-                            path.strip_prefix(src).unwrap().display()
-                        ));
-                    }
+        for path in files.iter().filter(|p| !p.ends_with("exit.rs")) {
+            let text = std::fs::read_to_string(path).unwrap();
+            for line in text.lines().map(str::trim_start) {
+                if let Some(rest) = line.strip_prefix("impl ")
+                    && let Some((_, ty)) = rest.split_once("HasStatus for ")
+                {
+                    let ty = ty.trim_end_matches(" {").trim();
+                    found.push(format!(
+                        "{}: {ty}",
+                        path.strip_prefix(src).unwrap().display()
+                    ));
                 }
             }
         }

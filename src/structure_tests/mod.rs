@@ -10,7 +10,7 @@ mod function_length;
 use std::path::{Path, PathBuf};
 
 /// Every `.rs` file under `dir`.
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
