@@ -5,7 +5,7 @@
 //! matters, and against upstreams of the test's own where the bytes on the
 //! wire do.
 
-use crate::support::link::Link;
+use crate::support::link::{Link, noise};
 use crate::support::{self, sha256};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -30,19 +30,6 @@ fn http() -> reqwest::Client {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap()
-}
-
-/// Bytes that do not compress and differ per call.
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 /// Opens an upload session through `base`; its Location (absolute).

@@ -5,7 +5,7 @@
 //! together, which ones a fault hit, and what came after them.
 
 use crate::pins::{self, pin_everything};
-use crate::support::link::Link;
+use crate::support::link::{Link, noise};
 use crate::support::oci::Image;
 use crate::support::oci::Pusher;
 use crate::support::{self, all_tools, check_label, sha256};
@@ -349,7 +349,7 @@ fn release_over_a_latent_link_survives_a_reset_mid_upload_in_a_new_session() {
         let inputs = sha256(format!("{v} link").as_bytes());
         // python's layer is large enough to cut; the others are small.
         let bytes = match v.as_str() {
-            "python" => noise(256 << 10),
+            "python" => noise(256 << 10, 0x9e37_79b9_7f4a_7c15),
             _ => format!("layer of {v}").into_bytes(),
         };
         let image = Image::linux("amd64")
@@ -414,17 +414,4 @@ fn release_over_a_latent_link_survives_a_reset_mid_upload_in_a_new_session() {
             support::shipped_aliases().len()
         ))
         .run();
-}
-
-/// Bytes that do not compress.
-fn noise(len: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }

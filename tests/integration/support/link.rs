@@ -122,3 +122,17 @@ impl Drop for Link {
         let _ = self.child.wait();
     }
 }
+
+/// Bytes that do not compress (so a shaped link carries all of them), a
+/// different run for each `seed`.
+pub fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
