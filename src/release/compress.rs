@@ -128,7 +128,17 @@ pub(crate) fn gzip(
     output: impl Write,
     diff_id: String,
 ) -> std::io::Result<Compressed> {
-    let (digest, size) = compress(input, output, threads()?)?;
+    gzip_on(input, output, diff_id, threads()?)
+}
+
+/// [`gzip`] on `threads` threads (scripts/bench-compress measures 1 and 2).
+pub(crate) fn gzip_on(
+    input: impl Read,
+    output: impl Write,
+    diff_id: String,
+    threads: usize,
+) -> std::io::Result<Compressed> {
+    let (digest, size) = compress(input, output, threads)?;
     Ok(Compressed {
         diff_id,
         digest,

@@ -264,12 +264,12 @@ fn main() {
         (
             "shipped: compress.rs (zlib-rs 0.6.9, 1 MiB blocks + dict)",
             1,
-            Box::new(|d| compress::gzip_with(d, Count(0), 1).unwrap().size as usize),
+            Box::new(|d| compress::gzip_on(d, Count(0), String::new(), 1).unwrap().size as usize),
         ),
         (
             "shipped: compress.rs (zlib-rs 0.6.9, 1 MiB blocks + dict)",
             2,
-            Box::new(|d| compress::gzip_with(d, Count(0), 2).unwrap().size as usize),
+            Box::new(|d| compress::gzip_on(d, Count(0), String::new(), 2).unwrap().size as usize),
         ),
         (
             "libdeflate 1.26 (libdeflater), one stream",
