@@ -24,8 +24,9 @@ use std::time::Duration;
 pub(crate) enum IndexError {
     #[error("cannot read the CA file {path}: {reason}")]
     Ca { path: PathBuf, reason: String },
-    #[error("{url}: {reason}")]
-    Http { url: String, reason: String },
+    /// reqwest's error, its URL taken out (`url` says it, redacted).
+    #[error("{url}")]
+    Http { url: String, source: reqwest::Error },
     #[error("{url}: HTTP {status}")]
     Status { url: String, status: u16 },
     #[error("{url}: gave up after {attempts} attempt(s) in {seconds:.1} s: {last}")]
@@ -35,8 +36,11 @@ pub(crate) enum IndexError {
         seconds: f64,
         last: String,
     },
-    #[error("{url}: unexpected answer: {reason}")]
-    Body { url: String, reason: String },
+    #[error("{url}: unexpected answer")]
+    Body {
+        url: String,
+        source: serde_json::Error,
+    },
     #[error("{url}: the {} is over the cap of {cap} bytes ({read}); refused", .kind.what())]
     TooLarge {
         url: String,
@@ -230,8 +234,8 @@ impl PackageIndexes {
             builder = builder.tls_certs_merge(certs);
         }
         let http = builder.build().map_err(|e| IndexError::Http {
-            url: String::new(),
-            reason: e.to_string(),
+            url: "the package indexes' HTTP client".into(),
+            source: e.without_url(),
         })?;
         let trim = |s: String| s.trim_end_matches('/').to_string();
         Ok(PackageIndexes {
@@ -269,7 +273,7 @@ impl PackageIndexes {
         // What reqwest says of a failure names the URL whole: shown without.
         let http = |e: reqwest::Error| IndexError::Http {
             url: redacted(url),
-            reason: crate::error_chain::error_chain(&e.without_url()),
+            source: e.without_url(),
         };
         let attempt = |deadline| async move {
             let timeout = exchange_timeout(self.retry.total, deadline, &self.clock);
@@ -335,9 +339,9 @@ impl PackageIndexes {
         kind: BodyKind,
     ) -> Result<T, IndexError> {
         let bytes = self.get(url, accept, kind).await?;
-        serde_json::from_slice(&bytes).map_err(|e| IndexError::Body {
+        serde_json::from_slice(&bytes).map_err(|source| IndexError::Body {
             url: redacted(url),
-            reason: e.to_string(),
+            source,
         })
     }
 

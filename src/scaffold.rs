@@ -60,12 +60,19 @@ pub(crate) enum ScaffoldError {
     FileExists { path: PathBuf },
     #[error("parent `{name}` is not a variant of images.toml (variants: {known})")]
     UnknownParent { name: String, known: String },
-    #[error("images.toml cannot be edited: {0}")]
-    Edit(String),
-    #[error("the scaffold's template {template}: {message}")]
+    #[error("images.toml cannot be edited")]
+    Edit(#[source] toml_edit::TomlError),
+    #[error("images.toml cannot be edited: it has no [variants.{variant}] table")]
+    NoVariantTable { variant: String },
+    #[error("the scaffold's template {template} does not compile")]
     Template {
         template: &'static str,
-        message: String,
+        source: Box<handlebars::TemplateError>,
+    },
+    #[error("the scaffold's template {template} does not render")]
+    Render {
+        template: &'static str,
+        source: Box<handlebars::RenderError>,
     },
     #[error("the scaffolded images.toml would not be valid, so nothing was written")]
     Invalid(#[source] ManifestError),
@@ -506,7 +513,7 @@ fn templates() -> Result<Handlebars<'static>, ScaffoldError> {
         hb.register_template_string(name, text)
             .map_err(|e| ScaffoldError::Template {
                 template: name,
-                message: e.to_string(),
+                source: Box::new(e),
             })?;
     }
     Ok(hb)
@@ -517,9 +524,9 @@ fn render(
     name: &'static str,
     data: &impl Serialize,
 ) -> Result<String, ScaffoldError> {
-    hb.render(name, data).map_err(|e| ScaffoldError::Template {
+    hb.render(name, data).map_err(|e| ScaffoldError::Render {
         template: name,
-        message: e.to_string(),
+        source: Box::new(e),
     })
 }
 
@@ -612,12 +619,12 @@ fn push_to_lists(
     variant: &str,
     edits: &[(&str, &str)],
 ) -> Result<String, ScaffoldError> {
-    let mut doc: DocumentMut = text
-        .parse()
-        .map_err(|e: toml_edit::TomlError| ScaffoldError::Edit(e.to_string()))?;
+    let mut doc: DocumentMut = text.parse().map_err(ScaffoldError::Edit)?;
     let table = doc["variants"][variant]
         .as_table_like_mut()
-        .ok_or_else(|| ScaffoldError::Edit(format!("no [variants.{variant}] table")))?;
+        .ok_or_else(|| ScaffoldError::NoVariantTable {
+            variant: variant.to_string(),
+        })?;
     for (key, value) in edits {
         match table.get_mut(key).and_then(|i| i.as_array_mut()) {
             Some(array) => array.push(*value),
@@ -1022,6 +1029,10 @@ size_budget = "563MiB"
         );
         assert!(matches!(
             push_to_lists(text, "nope", &[("fragments", "c")]),
+            Err(ScaffoldError::NoVariantTable { variant }) if variant == "nope"
+        ));
+        assert!(matches!(
+            push_to_lists("[variants", "full", &[("fragments", "c")]),
             Err(ScaffoldError::Edit(_))
         ));
     }

@@ -49,10 +49,12 @@ impl Bundle {
 
     /// Reads a bundle; `what` names it in errors.
     pub fn parse(what: &str, bytes: &[u8]) -> Result<Bundle, AttestError> {
-        let bundle: Bundle = serde_json::from_slice(bytes).map_err(|e| AttestError::Malformed {
-            what: what.to_string(),
-            detail: format!("not a Sigstore bundle ({e})"),
-        })?;
+        let bundle: Bundle =
+            serde_json::from_slice(bytes).map_err(|source| AttestError::NotJson {
+                what: what.to_string(),
+                expected: "a Sigstore bundle",
+                source,
+            })?;
         if bundle.media_type != MEDIA_TYPE {
             return Err(AttestError::Malformed {
                 what: what.to_string(),

@@ -54,6 +54,13 @@ pub enum AttestError {
     },
     #[error("{what}: {detail}")]
     Malformed { what: String, detail: String },
+    /// A document that does not parse as the JSON it should be.
+    #[error("{what}: not {expected}")]
+    NotJson {
+        what: String,
+        expected: &'static str,
+        source: serde_json::Error,
+    },
     #[error("{what}: the signature does not verify with the key {hint}")]
     BadSignature { what: String, hint: String },
     /// An image manifest whose layers cannot be read.
@@ -98,6 +105,7 @@ impl crate::exit::HasStatus for AttestError {
             | AttestError::KeyExists { .. }
             | AttestError::Io { .. }
             | AttestError::Malformed { .. }
+            | AttestError::NotJson { .. }
             | AttestError::BadSignature { .. }
             | AttestError::Layers { .. }
             | AttestError::Read(_) => Status::Failure,
@@ -127,6 +135,11 @@ mod tests {
             AttestError::Malformed {
                 what: s(),
                 detail: s(),
+            },
+            AttestError::NotJson {
+                what: s(),
+                expected: "JSON",
+                source: serde_json::from_str::<u8>("x").unwrap_err(),
             },
             AttestError::BadSignature {
                 what: s(),

@@ -115,9 +115,10 @@ pub struct Referrer {
 
 impl Referrer {
     pub fn parse(what: &str, bytes: &[u8]) -> Result<Referrer, AttestError> {
-        serde_json::from_slice(bytes).map_err(|e| AttestError::Malformed {
+        serde_json::from_slice(bytes).map_err(|source| AttestError::NotJson {
             what: what.to_string(),
-            detail: format!("not a referrer manifest ({e})"),
+            expected: "a referrer manifest",
+            source,
         })
     }
 
@@ -140,9 +141,10 @@ struct IndexIn {
 pub fn entries(what: &str, index: &[u8]) -> Result<Vec<Descriptor>, AttestError> {
     serde_json::from_slice::<IndexIn>(index)
         .map(|i| i.manifests)
-        .map_err(|e| AttestError::Malformed {
+        .map_err(|source| AttestError::NotJson {
             what: what.to_string(),
-            detail: format!("not an image index ({e})"),
+            expected: "an image index",
+            source,
         })
 }
 
@@ -154,9 +156,10 @@ pub fn merge(existing: Option<&[u8]>, new: &[Descriptor]) -> Result<Option<Vec<u
     let mut manifests: Vec<serde_json::Value> = match existing {
         Some(bytes) => {
             let doc: serde_json::Value =
-                serde_json::from_slice(bytes).map_err(|e| AttestError::Malformed {
+                serde_json::from_slice(bytes).map_err(|source| AttestError::NotJson {
                     what: "the referrers index".into(),
-                    detail: e.to_string(),
+                    expected: "JSON",
+                    source,
                 })?;
             doc["manifests"].as_array().cloned().unwrap_or_default()
         }

@@ -68,6 +68,11 @@ pub enum EngineError {
     BuildFailed { command: String, status: String },
     #[error("cannot understand the output of `{command}`: {detail}")]
     Parse { command: String, detail: String },
+    #[error("cannot understand the platform `{command}` printed")]
+    Platform {
+        command: String,
+        source: Box<crate::name::Invalid>,
+    },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -90,6 +95,8 @@ impl crate::exit::HasStatus for EngineError {
             | EngineError::NotRunning { .. }
             | EngineError::BuildFailed { .. }
             | EngineError::Parse { .. }
+            // The engine printed it: not the user's text, so not usage.
+            | EngineError::Platform { .. }
             | EngineError::Io { .. } => Status::Failure,
             EngineError::Process(e) => e.exit_status(),
         }
@@ -172,9 +179,9 @@ impl PlatformOnce {
 pub(crate) fn parse_platform(command: &str, text: &str) -> Result<Platform, EngineError> {
     text.parse::<Platform>()
         .map(|p| p.normalized())
-        .map_err(|e| EngineError::Parse {
+        .map_err(|source| EngineError::Platform {
             command: command.to_string(),
-            detail: e.to_string(),
+            source: Box::new(source),
         })
 }
 
@@ -609,6 +616,10 @@ mod tests {
                 command: s(),
                 detail: s(),
             },
+            EngineError::Platform {
+                command: s(),
+                source: Box::new(crate::name::Invalid::platform("linux", "x")),
+            },
             EngineError::Io {
                 context: s(),
                 source: std::io::Error::other("x"),
@@ -633,7 +644,9 @@ mod tests {
             parse_platform("version", "linux/arm64/v8").unwrap(),
             platform("linux/arm64")
         );
-        let e = parse_platform("version", "linux").unwrap_err().to_string();
+        let e = parse_platform("version", "linux").unwrap_err();
+        assert!(matches!(e, EngineError::Platform { .. }), "{e:?}");
+        let e = crate::error_chain::error_chain(&e);
         assert!(e.contains("invalid platform \"linux\""), "{e}");
     }
 

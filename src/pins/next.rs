@@ -20,8 +20,11 @@ pub enum NextError {
         labels::CHECK
     )]
     NoRecord { image: String },
-    #[error("{image}: unreadable {} label: {reason}", labels::CHECK)]
-    BadRecord { image: String, reason: String },
+    #[error("{image}: unreadable {} label", labels::CHECK)]
+    BadRecord {
+        image: String,
+        source: serde_json::Error,
+    },
     #[error("cannot read the pinned image {reference}: {source}")]
     Pinned {
         reference: String,
@@ -170,9 +173,9 @@ pub async fn next_for_image(
         .ok_or_else(|| NextError::NoRecord {
             image: display.clone(),
         })?
-        .map_err(|e| NextError::BadRecord {
+        .map_err(|source| NextError::BadRecord {
             image: display.clone(),
-            reason: e.to_string(),
+            source,
         })?;
 
     let current = current_pin(pins, specs, variant);
