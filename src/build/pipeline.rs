@@ -157,7 +157,7 @@ impl Outcome {
 /// What a run talks to besides the engine.
 pub(crate) struct Services<'a> {
     /// For another platform's upstream image.
-    pub registry: Option<(&'a Client, &'a tokio::runtime::Runtime)>,
+    pub registry: Option<&'a Client>,
     /// A new reporter for the variants of one platform's run.
     pub reporter: &'a dyn Fn() -> Box<dyn Reporter>,
     /// One line per thing done (a platform started).
@@ -172,14 +172,14 @@ pub(crate) fn needs_registry(request: &Request, native: &Platform) -> bool {
 
 /// Builds (and checks) the family on every platform asked, then holds the
 /// variants to the same tools everywhere.
-pub(crate) fn run(
+pub(crate) async fn run(
     family: &Family,
     manifest: &Manifest,
     settings: &Settings,
     engine: &dyn Engine,
     native: &Platform,
-    request: &Request,
-    services: &Services,
+    request: &Request<'_>,
+    services: &Services<'_>,
 ) -> Result<Outcome, PipelineError> {
     let base = request.build.options(manifest, settings)?;
     let mut summaries = Vec::new();
@@ -187,7 +187,7 @@ pub(crate) fn run(
         let foreign = platform.as_ref().filter(|p| *p != native);
         // Another platform builds FROM the pinned index's image for it.
         let upstream_for_platform = match (foreign, services.registry) {
-            (Some(p), Some((client, rt))) => Some(upstream_for(client, rt, family, p)?),
+            (Some(p), Some(client)) => Some(upstream_for(client, family, p).await?),
             _ => None,
         };
         let options = Options {
@@ -210,13 +210,17 @@ pub(crate) fn run(
             ));
         }
         let reporter = (services.reporter)();
-        let summary = super::run(
-            family,
-            request.variants,
-            engine,
-            &options,
-            reporter.as_ref(),
-        )
+        // The builds and checks: engine work for minutes on borrowed
+        // parts, and the next platform waits for this one.
+        let summary = tokio::task::block_in_place(|| {
+            super::run(
+                family,
+                request.variants,
+                engine,
+                &options,
+                reporter.as_ref(),
+            )
+        })
         .map_err(PipelineError::Build)?;
         summaries.push(summary);
     }
@@ -224,7 +228,8 @@ pub(crate) fn run(
     // The same variant must say the same tool versions on every platform.
     let mut mismatches = Vec::new();
     if summaries.len() > 1 {
-        for (variant, by_platform) in records(engine, &summaries)? {
+        let records = tokio::task::block_in_place(|| records(engine, &summaries))?;
+        for (variant, by_platform) in records {
             let tools = by_platform.into_iter().map(|(p, r)| (p, r.tools)).collect();
             let found = tool_mismatches(&tools);
             if !found.is_empty() {
@@ -298,16 +303,15 @@ pub(crate) fn records(
 
 /// The pinned upstream's image for `platform`, by its digest, read from
 /// the registry (an upstream that is one image must be of that platform).
-fn upstream_for(
+async fn upstream_for(
     client: &Client,
-    rt: &tokio::runtime::Runtime,
     family: &Family,
     want: &Platform,
 ) -> Result<Reference, PipelineError> {
     let pinned = family.upstream.pinned()?;
     // `resolve` picks the index's child, and refuses a single image of
     // another platform.
-    let resolved = (rt.block_on(client.resolve(&pinned, Some(want)))).map_err(|source| {
+    let resolved = (client.resolve(&pinned, Some(want)).await).map_err(|source| {
         PipelineError::UpstreamImage {
             platform: want.to_string(),
             pinned: pinned.to_string(),

@@ -99,34 +99,36 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     // One registry client for the run, made before any build when it needs
     // one, so a bad registry option fails before an hour of building.
     let registry = match pipeline::needs_registry(&request, &native) {
-        true => Some((ctx.registry(&args.registry)?, ctx.runtime()?)),
+        true => Some(ctx.registry(&args.registry)?),
         false => None,
     };
     let reporter = args.progress.reporter(&selected);
     let services = pipeline::Services {
-        registry: registry.as_ref().map(|(c, rt)| (c, *rt)),
+        registry: registry.as_ref(),
         reporter: &reporter,
         progress: &|line| eprintln!("{line}"),
     };
-    let outcome = pipeline::run(
-        &family,
-        manifest,
-        settings,
-        engine.as_ref(),
-        &native,
-        &request,
-        &services,
-    )?;
-    let pushed = match (&push_to, &registry) {
-        (Some(repo), Some((client, rt))) if !outcome.failed() => push_legs(
+    // Entered once: the builds (an upstream image read from the registry
+    // for an emulated platform) and then the pushes of the legs.
+    let (outcome, pushed) = ctx.block_on(async {
+        let outcome = pipeline::run(
+            &family,
+            manifest,
+            settings,
             engine.as_ref(),
-            (client, rt),
-            repo,
-            &outcome,
-            &args.metadata_file,
-        )?,
-        _ => Vec::new(),
-    };
+            &native,
+            &request,
+            &services,
+        )
+        .await?;
+        let pushed = match (&push_to, &registry) {
+            (Some(repo), Some(client)) if !outcome.failed() => {
+                push_legs(engine.as_ref(), client, repo, &outcome, &args.metadata_file).await?
+            }
+            _ => Vec::new(),
+        };
+        anyhow::Ok((outcome, pushed))
+    })??;
     if args.output.github() {
         github(&outcome, manifest, args.json)?;
     }
@@ -169,15 +171,15 @@ fn refuse_stale_locks(manifest: &crate::manifest::Manifest, selected: &[String])
 
 /// Pushes every checked platform image to `repo` by digest and writes the
 /// legs file when asked.
-fn push_legs(
+async fn push_legs(
     engine: &dyn crate::engine::Engine,
-    (client, rt): (&crate::registry::Client, &tokio::runtime::Runtime),
+    client: &crate::registry::Client,
     repo: &Repository,
     outcome: &pipeline::Outcome,
     metadata_file: &Option<PathBuf>,
 ) -> anyhow::Result<Vec<legs::Leg>> {
     let progress = |line| eprintln!("pushed: {line}");
-    let pushed = legs::push(engine, client, rt, repo, &outcome.summaries, &progress)?;
+    let pushed = legs::push(engine, client, repo, &outcome.summaries, &progress).await?;
     if let Some(path) = metadata_file {
         legs::LegsFile::new(repo, pushed.clone()).save(path)?;
     }

@@ -141,17 +141,20 @@ fn verify(ctx: &Context, args: VerifyArgs) -> exit::Result {
             let smoke = spec.map(|s| s.smoke.as_slice()).unwrap_or_default();
             attestations::verify_pin(&client, alias, pin, smoke, &keys)
         });
-    let (mut findings, attested) = ctx.block_on(async {
-        futures::join!(
+    // Entered once: the pins verified (with their attestations), then
+    // with --rebuild the aliases built again and held to their pins.
+    let (mut findings, attested, verdicts) = ctx.block_on(async {
+        let (findings, attested) = futures::join!(
             verify::verify(&file, &text, &path, &specs, &source),
             futures::future::join_all(attested)
-        )
-    })?;
+        );
+        let verdicts = match args.rebuild {
+            true => rebuild(ctx, &args, &file, &specs, &client).await?,
+            false => Vec::new(),
+        };
+        anyhow::Ok((findings, attested, verdicts))
+    })??;
     findings.extend(attested.into_iter().flatten());
-    let verdicts = match args.rebuild {
-        true => rebuild(ctx, &args, &file, &specs, &client)?,
-        false => Vec::new(),
-    };
     findings.extend(verdicts.iter().filter_map(crate::rebuild::Verdict::finding));
     let count = |severity| findings.iter().filter(|f| f.severity == severity).count();
     let (problems, errors) = (count(Severity::Problem), count(Severity::Error));
@@ -212,7 +215,7 @@ fn github(
 /// `--rebuild`: the named (or all pinned) aliases built again and held to
 /// their pins, read through verify's `client` (its credentials, tokens and
 /// per-registry limit, not a second set).
-fn rebuild(
+async fn rebuild(
     ctx: &Context,
     args: &VerifyArgs,
     file: &PinsFile,
@@ -238,11 +241,15 @@ fn rebuild(
         });
     }
     let family = crate::rebuild::scratch(&ctx.family()?);
-    let engine = ctx.engine()?;
-    eprintln!("engine: {}", engine.describe());
-    let native = engine.platform().context("rebuilding the pinned images")?;
+    // The engine chosen and asked its platform: programs run, off the
+    // async threads.
+    let (engine, native) = tokio::task::block_in_place(|| {
+        let engine = ctx.engine()?;
+        eprintln!("engine: {}", engine.describe());
+        let native = engine.platform().context("rebuilding the pinned images")?;
+        anyhow::Ok((engine, native))
+    })?;
     let platforms = Platforms::of_family(args.platform.as_ref(), &family)?;
-    let rt = ctx.runtime()?;
     let reporter = || -> Box<dyn crate::build::progress::Reporter> {
         Box::new(crate::build::progress::PlainReporter::stderr())
     };
@@ -252,10 +259,10 @@ fn rebuild(
         settings: ctx.settings()?,
         engine: engine.as_ref(),
         native: &native,
-        registry: (client, rt),
+        registry: client,
         build: &args.build,
         reporter: &reporter,
         progress: &|line| eprintln!("{line}"),
     };
-    Ok(crate::rebuild::run(&r, &targets, platforms)?)
+    Ok(crate::rebuild::run(&r, &targets, platforms).await?)
 }

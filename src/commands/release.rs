@@ -73,7 +73,6 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let dir = journal::dir(&manifest.root);
     let pins_path = ctx.pins_path(&args.file);
     let client = ctx.registry(&args.registry)?;
-    let rt = ctx.runtime()?;
     let progress = |line: String| eprintln!("release: {line}");
     let key = signing_key(&args)?;
     // One release at a time on this machine.
@@ -81,7 +80,6 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let _lock = journal::lock(&dir).context("locking the releases")?;
     let releaser = |engine| Releaser {
         client: &client,
-        rt,
         engine,
         pins_path: &pins_path,
         key: key.as_ref(),
@@ -89,41 +87,69 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         progress: &progress,
     };
     if let Some(id) = &args.rollback {
-        let done = releaser(None).roll_back(&mut Journal::load(&dir, id)?)?;
+        let mut journal = Journal::load(&dir, id)?;
+        let done = ctx.block_on(releaser(None).roll_back(&mut journal))??;
         return print_rollback(id, &done);
     }
     if let Some(id) = &args.resume {
         let mut journal = Journal::load_resumable(&dir, id)?;
         // The engine only for images it has still to push.
         let engine = journal.needs_engine().then(|| ctx.engine()).transpose()?;
-        return finish(&releaser(engine.as_deref()), &mut journal, &args);
+        let releaser = releaser(engine.as_deref());
+        ctx.block_on(carry_out(&releaser, &mut journal))??;
+        return report(&releaser, &journal, &args);
     }
 
     let (specs, family) = (ctx.alias_specs()?, ctx.family()?);
     let variants = gather::select_releasable(&family.order, &specs, &args.variants)?;
     let engine = args.from.is_none().then(|| ctx.engine()).transpose()?;
-    let on = Planning {
+    let (pins, _) = PinsFile::load(&pins_path)?.unwrap_or_default();
+    let from: Option<Repository> = args.from.as_deref().map(str::parse).transpose()?;
+    let reporter = PlainReporter::stderr();
+    let origin = origin(
         ctx,
-        args: &args,
-        client: &client,
-        rt,
-        pins_path: &pins_path,
-    };
-    let plan = on.plan(&family, &specs, &variants, engine.as_deref())?;
-    if !args.write || plan.is_noop() {
-        return show_plan(&plan, &args, key.as_ref());
+        &args,
+        from.as_ref(),
+        &family,
+        engine.as_deref(),
+        &reporter,
+    )?;
+    let releaser = releaser(engine.as_deref());
+    // The registry-facing part, entered once: the plan, and with --write
+    // the release carried out.
+    let released = ctx.block_on(async {
+        let candidates = gather::candidates(&client, &family, &variants, origin).await?;
+        let repository = &ctx.settings()?.repository;
+        let plan =
+            gather::plan_release(&client, repository, &family, &pins, &specs, candidates).await?;
+        if !args.write || plan.is_noop() {
+            return Ok(Released::Planned(plan));
+        }
+        let hint = key.as_ref().map(|k| k.public().hint());
+        if hint.is_none() {
+            progress("attestations: none (no --signing-key)".into());
+        }
+        let mut journal = Journal::start(&dir, plan, hint)?;
+        progress(format!(
+            "{} planned ({})",
+            journal.id,
+            journal.path().display()
+        ));
+        carry_out(&releaser, &mut journal).await?;
+        anyhow::Ok(Released::Carried(journal))
+    })??;
+    match released {
+        Released::Planned(plan) => show_plan(&plan, &args, key.as_ref()),
+        Released::Carried(journal) => report(&releaser, &journal, &args),
     }
-    let hint = key.as_ref().map(|k| k.public().hint());
-    if hint.is_none() {
-        progress("attestations: none (no --signing-key)".into());
-    }
-    let mut journal = Journal::start(&dir, plan, hint)?;
-    progress(format!(
-        "{} planned ({})",
-        journal.id,
-        journal.path().display()
-    ));
-    finish(&releaser(engine.as_deref()), &mut journal, &args)
+}
+
+/// How far a run of the plan went.
+enum Released {
+    /// A dry run, or a plan with nothing to do.
+    Planned(Plan),
+    /// The release carried out, as its journal says.
+    Carried(Journal),
 }
 
 /// The signing key the options name, if any.
@@ -137,57 +163,36 @@ fn signing_key(args: &Args) -> anyhow::Result<Option<crate::attest::PrivateKey>>
     Ok(Some(key))
 }
 
-/// What planning a release reads from.
-struct Planning<'a> {
-    ctx: &'a Context,
+/// Where the release's candidates come from: `--from`, `--legs` or the
+/// engine (which builds what is missing).
+fn origin<'a>(
+    ctx: &Context,
     args: &'a Args,
-    client: &'a crate::registry::Client,
-    rt: &'a tokio::runtime::Runtime,
-    pins_path: &'a std::path::Path,
-}
-
-impl Planning<'_> {
-    /// The release of `variants`: their candidates from where `--from`,
-    /// `--legs` or the engine say, against the pins and the registry's tags.
-    fn plan(
-        &self,
-        family: &crate::family::Family,
-        specs: &[crate::pins::plan::AliasSpec],
-        variants: &[gather::Releasable],
-        engine: Option<&dyn crate::engine::Engine>,
-    ) -> anyhow::Result<Plan> {
-        let (ctx, args) = (self.ctx, self.args);
-        let (manifest, settings) = (ctx.manifest()?, ctx.settings()?);
-        let (pins, _) = PinsFile::load(self.pins_path)?.unwrap_or_default();
-        let from: Option<Repository> = args.from.as_deref().map(str::parse).transpose()?;
-        let reporter = PlainReporter::stderr();
-        let origin = match (&from, engine) {
-            (Some(repo), _) if args.legs.is_empty() => gather::Origin::Registry(repo),
-            (Some(repo), _) => gather::Origin::Legs {
-                repo,
-                files: &args.legs,
-                // A family without `platforms` is built for the engine's own.
-                host: match family.platforms.is_empty() {
-                    true => Some(ctx.engine()?.platform()?),
-                    false => None,
-                },
-                write: args.write,
+    from: Option<&'a Repository>,
+    family: &crate::family::Family,
+    engine: Option<&'a dyn crate::engine::Engine>,
+    reporter: &'a PlainReporter,
+) -> anyhow::Result<gather::Origin<'a>> {
+    Ok(match (from, engine) {
+        (Some(repo), _) if args.legs.is_empty() => gather::Origin::Registry(repo),
+        (Some(repo), _) => gather::Origin::Legs {
+            repo,
+            files: &args.legs,
+            // A family without `platforms` is built for the engine's own.
+            host: match family.platforms.is_empty() {
+                true => Some(ctx.engine()?.platform()?),
+                false => None,
             },
-            // The engine's own platform: a multi-platform release is
-            // assembled from legs (`--from REPO --legs FILE`).
-            (None, engine) => gather::Origin::Engine {
-                engine: engine.expect("an engine without --from"),
-                options: Box::new(args.build.options(manifest, settings)?),
-                reporter: &reporter,
-            },
-        };
-        let (client, rt) = (self.client, self.rt);
-        let candidates = gather::candidates(client, rt, family, variants, origin)?;
-        let repository = &settings.repository;
-        Ok(gather::plan_release(
-            client, rt, repository, family, &pins, specs, candidates,
-        )?)
-    }
+            write: args.write,
+        },
+        // The engine's own platform: a multi-platform release is
+        // assembled from legs (`--from REPO --legs FILE`).
+        (None, engine) => gather::Origin::Engine {
+            engine: engine.expect("an engine without --from"),
+            options: Box::new(args.build.options(ctx.manifest()?, ctx.settings()?)?),
+            reporter,
+        },
+    })
 }
 
 /// What `--rollback` did, a line each.
@@ -229,15 +234,20 @@ fn show_plan(plan: &Plan, args: &Args, key: Option<&crate::attest::PrivateKey>) 
     Ok(())
 }
 
-/// Carries `journal` out and reports the outcome.
-fn finish(releaser: &Releaser, journal: &mut Journal, args: &Args) -> exit::Result {
+/// Carries `journal` out; a release that stopped says how to continue it.
+async fn carry_out(releaser: &Releaser<'_>, journal: &mut Journal) -> anyhow::Result<()> {
     let id = journal.id.clone();
-    releaser.carry_out(journal).with_context(|| {
+    releaser.carry_out(journal).await.with_context(|| {
         format!(
             "release {id} stopped (image_pins.json is untouched); `sunaba-images release \
              --resume {id}` continues it"
         )
-    })?;
+    })
+}
+
+/// The outcome of a release carried out: progress, notes, outputs, JSON.
+fn report(releaser: &Releaser, journal: &Journal, args: &Args) -> exit::Result {
+    let id = &journal.id;
     let written = journal.tags.len();
     (releaser.progress)(format!(
         "{id} done: {} image(s), {written} release tag(s) at their images",
@@ -249,7 +259,7 @@ fn finish(releaser: &Releaser, journal: &mut Journal, args: &Args) -> exit::Resu
     }
     if args.output.github() {
         crate::github::summary(&text).context("writing the step summary")?;
-        crate::github::set_output("release_id", &id).context("writing the step outputs")?;
+        crate::github::set_output("release_id", id).context("writing the step outputs")?;
     }
     if args.json {
         write_report(&journal.plan, Some(journal))

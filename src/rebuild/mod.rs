@@ -156,7 +156,7 @@ pub(crate) struct Rebuild<'a> {
     pub engine: &'a dyn Engine,
     pub native: &'a Platform,
     /// For the pinned images, read only when a rebuild differs.
-    pub registry: (&'a Client, &'a tokio::runtime::Runtime),
+    pub registry: &'a Client,
     pub build: &'a BuildOptions,
     pub reporter: &'a dyn Fn() -> Box<dyn Reporter>,
     pub progress: &'a dyn Fn(String),
@@ -246,8 +246,8 @@ pub(crate) fn scratch(family: &Family) -> Family {
 
 /// Rebuilds `targets` on `platforms` (`None`: the engine's own) and holds
 /// each to its pin.
-pub(crate) fn run(
-    r: &Rebuild,
+pub(crate) async fn run(
+    r: &Rebuild<'_>,
     targets: &[Target],
     platforms: Vec<Option<Platform>>,
 ) -> Result<Vec<Verdict>, RebuildError> {
@@ -270,7 +270,8 @@ pub(crate) fn run(
     };
     let outcome = pipeline::run(
         r.family, r.manifest, r.settings, r.engine, r.native, &request, &services,
-    )?;
+    )
+    .await?;
     if outcome.failed() {
         let failures: Vec<String> = outcome
             .summaries
@@ -300,12 +301,11 @@ pub(crate) fn run(
                 "comparing {} on {}",
                 target.alias, summary.platform
             ));
-            let verdict = compare(r, target, &summary.platform, local, image_id, &cache).map_err(
-                |source| RebuildError::Compare {
+            let verdict = (compare(r, target, &summary.platform, local, image_id, &cache).await)
+                .map_err(|source| RebuildError::Compare {
                     alias: target.alias.clone(),
                     source: Box::new(source),
-                },
-            )?;
+                })?;
             verdicts.push(verdict);
         }
     }
@@ -322,8 +322,8 @@ fn pinned_for(pin: &Pin, platform: &Platform) -> Option<Digest> {
     }
 }
 
-fn compare(
-    r: &Rebuild,
+async fn compare(
+    r: &Rebuild<'_>,
     target: &Target,
     platform: &Platform,
     local: &str,
@@ -338,8 +338,11 @@ fn compare(
             platform: platform.to_string(),
         }
     })?;
-    let (manifest, config) =
-        crate::release::publish::local_manifest(r.engine, local, image_id, cache)?;
+    // The engine's `save`, compressed (or the cache's word): minutes of
+    // engine and CPU work on borrowed parts that the verdict waits for.
+    let (manifest, config) = tokio::task::block_in_place(|| {
+        crate::release::publish::local_manifest(r.engine, local, image_id, cache)
+    })?;
     let (stamped, stamped_config) =
         crate::release::stage::stamp(&manifest, &config, &target.pin.version)?;
     let mut verdict = Verdict {
@@ -355,12 +358,12 @@ fn compare(
     if verdict.same {
         return Ok(verdict);
     }
-    let (client, rt) = r.registry;
+    let client = r.registry;
     let repo: Repository = target.pin.repository.parsed().clone();
-    let pinned_manifest = rt.block_on(client.fetch_manifest(&Reference::in_repo(&repo, pinned)))?;
+    let pinned_manifest = (client.fetch_manifest(&Reference::in_repo(&repo, pinned))).await?;
     let context = format!("{repo}@{}", pinned_manifest.digest);
     let (config_digest, _) = crate::registry::config_descriptor(&context, &pinned_manifest.bytes)?;
-    let pinned_config = rt.block_on(client.fetch_blob(&repo, &config_digest, 16 << 20))?;
+    let pinned_config = client.fetch_blob(&repo, &config_digest, 16 << 20).await?;
     let pinned_config: serde_json::Value =
         serde_json::from_slice(&pinned_config).map_err(RebuildError::PinnedConfig)?;
     let rebuilt_config: serde_json::Value =
@@ -385,7 +388,7 @@ fn compare(
     match (was.get(index), now.get(index)) {
         (Some(_), Some(diff_id)) => {
             let compressed = layer_digest(&pinned_manifest.bytes, index)?;
-            let pinned_entries = match rt.block_on(client.blob_size(&repo, &compressed))? {
+            let pinned_entries = match client.blob_size(&repo, &compressed).await? {
                 Some(size) if size > PINNED_LAYER_LIMIT as u64 => {
                     layer.note = Some(format!(
                         "the pinned layer is {size} bytes compressed: too large to compare entry by entry"
@@ -393,20 +396,21 @@ fn compare(
                     None
                 }
                 _ => {
-                    let blob =
-                        rt.block_on(client.fetch_blob(&repo, &compressed, PINNED_LAYER_LIMIT))?;
-                    Some(
-                        diff::index_layer(flate2::read::GzDecoder::new(blob.as_slice())).map_err(
-                            |source| RebuildError::PinnedLayer {
-                                digest: compressed.clone(),
-                                source,
-                            },
-                        )?,
-                    )
+                    let blob = (client.fetch_blob(&repo, &compressed, PINNED_LAYER_LIMIT)).await?;
+                    // Gunzip and read up to 2 GiB: off the async threads.
+                    let entries = tokio::task::block_in_place(|| {
+                        diff::index_layer(flate2::read::GzDecoder::new(blob.as_slice()))
+                    });
+                    Some(entries.map_err(|source| RebuildError::PinnedLayer {
+                        digest: compressed.clone(),
+                        source,
+                    })?)
                 }
             };
             if let Some(pinned_entries) = pinned_entries {
-                let rebuilt_entries = local_layer(r.engine, local, image_id, diff_id)?;
+                let rebuilt_entries = tokio::task::block_in_place(|| {
+                    local_layer(r.engine, local, image_id, diff_id)
+                })?;
                 let all = diff::entry_changes(&pinned_entries, &rebuilt_entries);
                 layer.more = all.len().saturating_sub(diff::ENTRIES_SHOWN);
                 layer.entries = all.into_iter().take(diff::ENTRIES_SHOWN).collect();

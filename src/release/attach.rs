@@ -161,9 +161,8 @@ pub(crate) fn subjects(staged: &Staged) -> Vec<(Digest, bool)> {
 
 /// Attaches what the journal has not yet recorded as attached, saving the
 /// journal after every subject.
-pub(crate) fn attach_all(
-    attacher: &Attacher,
-    rt: &tokio::runtime::Runtime,
+pub(crate) async fn attach_all(
+    attacher: &Attacher<'_>,
     journal: &mut Journal,
     progress: &(dyn Fn(String) + Sync),
 ) -> Result<(), AttachError> {
@@ -179,8 +178,8 @@ pub(crate) fn attach_all(
             if journal.attached.contains_key(&subject) {
                 continue;
             }
-            let done = rt
-                .block_on(attacher.attach(&planned, &staged, &subject, is_index, &journal.id))
+            let done = (attacher.attach(&planned, &staged, &subject, is_index, &journal.id))
+                .await
                 .map_err(|source| AttachError::Subject {
                     variant: planned.variant.clone(),
                     subject: subject.clone(),

@@ -162,20 +162,25 @@ pub(crate) enum Origin<'a> {
 }
 
 /// Each variant's candidate image, from `origin`.
-pub(crate) fn candidates(
+pub(crate) async fn candidates(
     client: &Client,
-    rt: &tokio::runtime::Runtime,
     family: &Family,
     variants: &[Releasable],
-    origin: Origin,
+    origin: Origin<'_>,
 ) -> Result<Vec<Candidate>, GatherError> {
     match origin {
         Origin::Engine {
             engine,
             options,
             reporter,
-        } => from_engine(family, engine, &options, reporter, variants),
-        Origin::Registry(from) => rt.block_on(from_registry(client, from, variants)),
+        } => {
+            // Building (or finding built) and inspecting: engine work for
+            // minutes, on borrowed parts, before which nothing can go on.
+            tokio::task::block_in_place(|| {
+                from_engine(family, engine, &options, reporter, variants)
+            })
+        }
+        Origin::Registry(from) => from_registry(client, from, variants).await,
         Origin::Legs {
             repo,
             files,
@@ -205,16 +210,15 @@ pub(crate) fn candidates(
                     (v.clone(), ps)
                 })
                 .collect();
-            rt.block_on(from_legs(client, repo, &legs, &platforms, variants, write))
+            from_legs(client, repo, &legs, &platforms, variants, write).await
         }
     }
 }
 
 /// The release plan of `candidates`: each variant's current release (the
 /// pins, else the repository's newest), the repository's tags, a new id.
-pub(crate) fn plan_release(
+pub(crate) async fn plan_release(
     client: &Client,
-    rt: &tokio::runtime::Runtime,
     repository: &str,
     family: &Family,
     pins: &PinsFile,
@@ -222,12 +226,10 @@ pub(crate) fn plan_release(
     candidates: Vec<Candidate>,
 ) -> Result<super::plan::Plan, GatherError> {
     let repo: Repository = repository.parse()?;
-    let (currents, tags) = rt.block_on(async {
-        futures::join!(
-            currents(client, pins, specs, &candidates),
-            tags(client, &repo)
-        )
-    });
+    let (currents, tags) = futures::join!(
+        currents(client, pins, specs, &candidates),
+        tags(client, &repo)
+    );
     let (currents, tags) = (currents?, tags?);
     let id = super::new_id(std::time::SystemTime::now());
     Ok(super::plan::plan(super::plan::Input {

@@ -204,10 +204,9 @@ pub(crate) use crate::build::pipeline::tool_mismatches;
 /// can only push a tag, and this one names exactly one image) and reads
 /// each back by the digest the engine reports: it must be an image
 /// manifest whose config is the checked image.
-pub(crate) fn push(
+pub(crate) async fn push(
     engine: &dyn Engine,
     client: &Client,
-    rt: &tokio::runtime::Runtime,
     repo: &Repository,
     summaries: &[Summary],
     progress: &dyn Fn(String),
@@ -246,11 +245,11 @@ pub(crate) fn push(
             let digest = crate::release::publish::push_checked(
                 engine,
                 client,
-                rt,
                 reference,
                 crate::release::publish::Target::Tag(&target),
                 image_id,
-            )?
+            )
+            .await?
             .digest;
             progress(format!("{} {platform}: {repo}@{digest}", r.variant));
             legs.push(Leg {

@@ -22,7 +22,7 @@ use super::compress::{self, Compressed};
 use super::layer_cache::LayerCache;
 use crate::engine::{Engine, EngineError};
 use crate::name::InvalidDigest;
-use crate::process::ProcessError;
+use crate::process::{PipeError, ProcessError};
 use crate::registry::{self, Client, Digest, Manifest, Reference, Repository, media_type};
 use bytes::Bytes;
 use sha2::Digest as _;
@@ -71,6 +71,10 @@ pub(crate) enum PublishError {
         #[source]
         source: crate::scratch::ScratchError,
     },
+    /// The layers' uploads stopped (one failed), so the save stream is
+    /// read no further.
+    #[error("the upload of the compressed layers stopped")]
+    UploadStopped,
     /// The layer cache cannot be opened.
     #[error(transparent)]
     Cache(#[from] super::layer_cache::CacheError),
@@ -98,6 +102,7 @@ impl crate::exit::HasStatus for PublishError {
             | PublishError::NotALayer { .. }
             | PublishError::Io { .. }
             | PublishError::Scratch { .. }
+            | PublishError::UploadStopped
             | PublishError::Cache(_) => Status::Failure,
             PublishError::ReadSave { source, .. } => source.exit_status(),
             PublishError::Process(e) => e.exit_status(),
@@ -157,39 +162,31 @@ impl Target<'_> {
 
 /// Pushes the local image `image_id` (the checked image; `local` names it
 /// in messages) to `target` and returns the manifest the registry holds.
-pub(crate) fn push_checked(
+pub(crate) async fn push_checked(
     engine: &dyn Engine,
     client: &Client,
-    rt: &tokio::runtime::Runtime,
     local: &str,
     target: Target<'_>,
     image_id: &str,
 ) -> Result<Manifest, PublishError> {
-    push_image(
-        engine,
-        client,
-        rt,
-        local,
-        target,
-        image_id,
-        &LayerCache::for_user()?,
-    )
-    .map(|(manifest, _)| manifest)
+    let cache = LayerCache::for_user()?;
+    let (manifest, _) = push_image(engine, client, local, target, image_id, &cache).await?;
+    Ok(manifest)
 }
 
 /// [`push_checked`] with a given cache, saying what it did.
-pub(crate) fn push_image(
+pub(crate) async fn push_image(
     engine: &dyn Engine,
     client: &Client,
-    rt: &tokio::runtime::Runtime,
     local: &str,
     target: Target<'_>,
     image_id: &str,
     cache: &LayerCache,
 ) -> Result<(Manifest, PushStats), PublishError> {
     let repo = target.repo();
-    let info = engine
-        .inspect(image_id)?
+    // A program run (docker inspect) that borrows the engine, and the
+    // next step needs its answer: run here, the runtime told.
+    let info = tokio::task::block_in_place(|| engine.inspect(image_id))?
         .ok_or_else(|| not_in_engine(local, image_id))?;
     if info.layers.is_empty() {
         return Err(PublishError::NoLayers {
@@ -209,7 +206,7 @@ pub(crate) fn push_image(
     // registry). The blob itself is not read (that is what the cache
     // saves), but its size must be the one remembered: an entry that names
     // some other blob of the repository is a miss, compressed again.
-    let sizes = rt.block_on(client.blob_sizes(repo, &digests))?;
+    let sizes = client.blob_sizes(repo, &digests).await?;
     for ((diff_id, c), size) in cached.into_iter().zip(sizes) {
         if size == Some(c.size) {
             have.insert(diff_id.clone(), c);
@@ -223,22 +220,21 @@ pub(crate) fn push_image(
         .filter(|d| !have.contains_key(*d))
         .collect();
     if !wanted.is_empty() || config.is_none() {
-        let save = engine.save_cmd(image_id);
-        let (small, compressed) = save
-            .read_stdout(|out| {
-                read_and_compress(
-                    out,
-                    |d| have.contains_key(d),
-                    |c, file| {
-                        cache.remember(c);
-                        if wanted.contains(&c.diff_id) && !have.contains_key(&c.diff_id) {
-                            upload(client, rt, repo, c, file, &mut stats)?;
-                        }
-                        Ok(())
-                    },
-                )
-            })
-            .map_err(|e| read_save(local, e.into_error()))?;
+        let mut saving = Saving::start(engine.save_cmd(image_id), &have, cache);
+        let mut uploaded = Ok(());
+        // One layer at a time, in the order the save stream gives them.
+        while let Some((c, file)) = saving.next().await {
+            if wanted.contains(&c.diff_id) && !have.contains_key(&c.diff_id) {
+                uploaded = upload(client, repo, &c, &file, &mut stats).await;
+                if uploaded.is_err() {
+                    break;
+                }
+            }
+        }
+        let read = saving.finish().await;
+        // An upload that failed stopped the save: its error is the cause.
+        uploaded?;
+        let (small, compressed) = read.map_err(|e| read_save(local, e.into_error()))?;
         stats.compressed = compressed.len();
         for c in compressed {
             have.entry(c.diff_id.clone()).or_insert(c);
@@ -248,18 +244,19 @@ pub(crate) fn push_image(
     let config = config.expect("read from the cache or the save");
     cache.remember_config(&config);
     let config_digest = parse_digest(image_id)?;
-    if rt
-        .block_on(client.blob_size(repo, &config_digest))?
-        .is_none()
-    {
-        rt.block_on(client.upload_blob(repo, Bytes::from(config.clone())))?;
+    if client.blob_size(repo, &config_digest).await?.is_none() {
+        client
+            .upload_blob(repo, Bytes::from(config.clone()))
+            .await?;
     }
     let bytes = manifest_of(local, &info.layers, &have, &config_digest, config.len())?;
-    let digest = rt.block_on(client.put_manifest(
-        &target.reference(&bytes),
-        media_type::DOCKER_MANIFEST,
-        Bytes::from(bytes.clone()),
-    ))?;
+    let digest = client
+        .put_manifest(
+            &target.reference(&bytes),
+            media_type::DOCKER_MANIFEST,
+            Bytes::from(bytes.clone()),
+        )
+        .await?;
     Ok((
         Manifest {
             bytes,
@@ -268,6 +265,65 @@ pub(crate) fn push_image(
         },
         stats,
     ))
+}
+
+/// What [`read_and_compress`] gives for one save stream.
+type SaveRead = Result<(Vec<Vec<u8>>, Vec<Compressed>), PipeError<PublishError>>;
+
+/// The engine's `save` of one image read on a blocking thread (a program,
+/// a tar stream, gzip: work that would hold an async thread for minutes),
+/// each layer compressed there, remembered in the cache and handed over
+/// with its temporary file as soon as it is made. The thread owns what it
+/// reads with (the command, the diff_ids already had, a cache handle), so
+/// the async side is free meanwhile: it uploads one layer while the next
+/// is compressed. One layer waits in the hand-over at most, so the disk
+/// holds three compressed layers at most, not an image's.
+struct Saving {
+    layers: tokio::sync::mpsc::Receiver<(Compressed, std::fs::File)>,
+    reading: tokio::task::JoinHandle<SaveRead>,
+}
+
+impl Saving {
+    fn start(
+        save: crate::process::Cmd,
+        have: &BTreeMap<String, Compressed>,
+        cache: &LayerCache,
+    ) -> Saving {
+        let have: BTreeSet<String> = have.keys().cloned().collect();
+        let cache = cache.clone();
+        let (send, layers) = tokio::sync::mpsc::channel(1);
+        let reading = tokio::task::spawn_blocking(move || {
+            save.read_stdout(|out| {
+                read_and_compress(
+                    out,
+                    |d| have.contains(d),
+                    |c, file| {
+                        cache.remember(c);
+                        (send.blocking_send((c.clone(), file)))
+                            .map_err(|_| PublishError::UploadStopped)
+                    },
+                )
+            })
+        });
+        Saving { layers, reading }
+    }
+
+    /// The next compressed layer, `None` once the stream is read (or
+    /// reading it stopped: [`Saving::finish`] says why).
+    async fn next(&mut self) -> Option<(Compressed, std::fs::File)> {
+        self.layers.recv().await
+    }
+
+    /// Stops taking layers (a reader still at work stops at its next one)
+    /// and waits for the reading thread: the small files and the layers
+    /// compressed.
+    async fn finish(self) -> SaveRead {
+        drop(self.layers);
+        match self.reading.await {
+            Ok(read) => read,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
 }
 
 /// The manifest and config a push of the local image `image_id` would
@@ -397,22 +453,21 @@ fn manifest_bytes(config: &Digest, config_size: usize, layers: &[&Compressed]) -
 
 /// Uploads one compressed layer from its temporary file (mapped, not
 /// read into memory), HEAD first.
-fn upload(
+async fn upload(
     client: &Client,
-    rt: &tokio::runtime::Runtime,
     repo: &Repository,
     c: &Compressed,
     file: &std::fs::File,
     stats: &mut PushStats,
 ) -> Result<(), PublishError> {
     let digest = parse_digest(&c.digest)?;
-    if rt.block_on(client.blob_size(repo, &digest))?.is_some() {
+    if client.blob_size(repo, &digest).await?.is_some() {
         return Ok(());
     }
     // Safety of the map: the file is ours (a fresh temporary file nobody
     // else knows of) and is not written while it is mapped.
     let map = unsafe { memmap2::Mmap::map(file) }.map_err(io("mapping the compressed layer"))?;
-    let sent = rt.block_on(client.upload_blob(repo, Bytes::from_owner(map)))?;
+    let sent = client.upload_blob(repo, Bytes::from_owner(map)).await?;
     if sent != digest {
         return Err(PublishError::UploadedAs {
             layer: c.digest.clone(),
@@ -437,7 +492,7 @@ fn upload(
 fn read_and_compress(
     input: &mut dyn Read,
     have: impl Fn(&str) -> bool,
-    mut each: impl FnMut(&Compressed, &std::fs::File) -> Result<(), PublishError>,
+    mut each: impl FnMut(&Compressed, std::fs::File) -> Result<(), PublishError>,
 ) -> Result<(Vec<Vec<u8>>, Vec<Compressed>), PublishError> {
     use std::io::{Seek as _, Write as _};
     let mut small = Vec::new();
@@ -478,7 +533,7 @@ fn read_and_compress(
                 diff_id,
             )
             .map_err(io(format!("compressing {name} of the save stream")))?;
-            each(&c, &file)?;
+            each(&c, file)?;
             done.push(c);
         } else if size <= 64 << 20 {
             let mut bytes = Vec::with_capacity(size as usize);
@@ -528,7 +583,7 @@ mod tests {
             |_| false,
             |c, file| {
                 let mut gz = Vec::new();
-                std::io::Read::read_to_end(&mut &*file, &mut gz).ok();
+                std::io::Read::read_to_end(&mut &file, &mut gz).ok();
                 seen.push(c.clone());
                 Ok(())
             },
@@ -662,16 +717,16 @@ mod tests {
             digest: decoy.to_string(),
             size: 1234,
         });
-        let (manifest, stats) = push_image(
-            &engine,
-            &client,
-            &rt,
-            "local",
-            Target::Digest(&repo),
-            &engine.info.id,
-            &cache,
-        )
-        .unwrap();
+        let (manifest, stats) = rt
+            .block_on(push_image(
+                &engine,
+                &client,
+                "local",
+                Target::Digest(&repo),
+                &engine.info.id,
+                &cache,
+            ))
+            .unwrap();
         let doc: serde_json::Value = serde_json::from_slice(&manifest.bytes).unwrap();
         let mut want = Vec::new();
         let real = compress::gzip_unhashed(layer.as_slice(), &mut want).unwrap();
@@ -731,16 +786,16 @@ mod tests {
         assert_eq!(rt.block_on(client.blob_size(&repo, &absent)).unwrap(), None);
         reg.state().log.clear();
         reg.state().hold_heads = Some(4);
-        let (_, stats) = push_image(
-            &engine,
-            &client,
-            &rt,
-            "local",
-            Target::Digest(&repo),
-            &engine.info.id,
-            &cache,
-        )
-        .unwrap();
+        let (_, stats) = rt
+            .block_on(push_image(
+                &engine,
+                &client,
+                "local",
+                Target::Digest(&repo),
+                &engine.info.id,
+                &cache,
+            ))
+            .unwrap();
         assert_eq!((stats.present, stats.compressed, stats.uploaded), (4, 0, 0));
         let s = reg.state();
         assert_eq!(s.count("HEAD", "/blobs/"), 5, "four layers and the config");

@@ -86,7 +86,6 @@ impl crate::exit::HasStatus for ReleaseError {
 /// What a release talks to.
 pub(crate) struct Releaser<'a> {
     pub client: &'a Client,
-    pub rt: &'a tokio::runtime::Runtime,
     /// For an engine source; `None` when every image comes from a registry.
     pub engine: Option<&'a dyn Engine>,
     pub pins_path: &'a Path,
@@ -103,19 +102,18 @@ impl Releaser<'_> {
     /// Runs (or continues) `journal` to its end; on failure the journal
     /// records why, and image_pins.json is untouched unless every tag was
     /// written.
-    pub(crate) fn carry_out(&self, journal: &mut Journal) -> Result<(), ReleaseError> {
-        let outcome = self.steps(journal);
+    pub(crate) async fn carry_out(&self, journal: &mut Journal) -> Result<(), ReleaseError> {
+        let outcome = self.steps(journal).await;
         journal.failure = (outcome.as_ref().err()).map(|e| crate::error_chain::error_chain(e));
         journal.save()?;
         outcome
     }
 
-    fn steps(&self, journal: &mut Journal) -> Result<(), ReleaseError> {
+    async fn steps(&self, journal: &mut Journal) -> Result<(), ReleaseError> {
         let repo: Repository = journal.plan.repository.parse()?;
         if journal.step < Step::Staged {
             let stager = Stager {
                 client: self.client,
-                rt: self.rt,
                 engine: self.engine,
                 repository: &repo,
             };
@@ -123,9 +121,8 @@ impl Releaser<'_> {
                 if journal.staged.contains_key(&planned.variant) {
                     continue;
                 }
-                let staged = stager
-                    .stage(&planned)
-                    .map_err(|source| ReleaseError::Stage {
+                let staged =
+                    (stager.stage(&planned).await).map_err(|source| ReleaseError::Stage {
                         variant: planned.variant.clone(),
                         source: Box::new(source),
                     })?;
@@ -140,26 +137,17 @@ impl Releaser<'_> {
             journal.save()?;
         }
         if journal.step < Step::Promoted {
-            let (images, now) = self
-                .rt
-                .block_on(promote::verify(self.client, &repo, journal))?;
+            let (images, now) = promote::verify(self.client, &repo, journal).await?;
             if journal.step < Step::Verified {
                 journal.step = Step::Verified;
                 journal.save()?;
             }
-            self.rt.block_on(promote::promote(
-                self.client,
-                &repo,
-                journal,
-                &images,
-                &now,
-                self.progress,
-            ))?;
+            promote::promote(self.client, &repo, journal, &images, &now, self.progress).await?;
             journal.step = Step::Promoted;
             journal.save()?;
         }
         if journal.step < Step::Attached {
-            self.attach(&repo, journal)?;
+            self.attach(&repo, journal).await?;
             journal.step = Step::Attached;
             journal.save()?;
         }
@@ -175,7 +163,7 @@ impl Releaser<'_> {
 
     /// The attach step: nothing without a signing key; with one, the
     /// journal's key and no other.
-    fn attach(&self, repo: &Repository, journal: &mut Journal) -> Result<(), ReleaseError> {
+    async fn attach(&self, repo: &Repository, journal: &mut Journal) -> Result<(), ReleaseError> {
         let Some(hint) = journal.signing_key.clone() else {
             return Ok(());
         };
@@ -197,21 +185,17 @@ impl Releaser<'_> {
             layers: Default::default(),
             checkout: self.manifest.and_then(|m| attach::checkout_ref(&m.root)),
         };
-        Ok(attach::attach_all(
-            &attacher,
-            self.rt,
-            journal,
-            self.progress,
-        )?)
+        Ok(attach::attach_all(&attacher, journal, self.progress).await?)
     }
 
     /// Puts the journal's moving tags back where they were, and the pins
     /// the release wrote back to what they were. Immutable tags stay.
-    pub(crate) fn roll_back(&self, journal: &mut Journal) -> Result<Vec<String>, ReleaseError> {
+    pub(crate) async fn roll_back(
+        &self,
+        journal: &mut Journal,
+    ) -> Result<Vec<String>, ReleaseError> {
         let repo: Repository = journal.plan.repository.parse()?;
-        let mut done = self
-            .rt
-            .block_on(promote::rollback(self.client, &repo, journal))?;
+        let mut done = promote::rollback(self.client, &repo, journal).await?;
         if journal.step >= Step::Pinned || journal.tags.iter().all(|t| t.done) {
             for alias in pin::restore(journal, self.pins_path)? {
                 done.push(format!("pin of {alias}: back to what it was"));
@@ -330,10 +314,14 @@ mod tests {
     }
 
     impl Fixture {
+        /// A release of `journal` without a key, run to its end.
+        fn carry_out(&self, journal: &mut Journal) -> Result<(), ReleaseError> {
+            self.rt.block_on(self.releaser(None).carry_out(journal))
+        }
+
         fn releaser<'a>(&'a self, key: Option<&'a crate::attest::PrivateKey>) -> Releaser<'a> {
             Releaser {
                 client: &self.client,
-                rt: &self.rt,
                 engine: None,
                 pins_path: &self.pins_path,
                 key,
@@ -357,7 +345,7 @@ mod tests {
         let (rt, reg, client, dir) = (&f.rt, &f.reg, &f.client, &f.dir);
         let (pins_path, source) = (&f.pins_path, &f.source);
         let releaser = f.releaser(None);
-        releaser.carry_out(&mut journal).unwrap();
+        f.rt.block_on(releaser.carry_out(&mut journal)).unwrap();
         assert_eq!(journal.step, Step::Pinned);
 
         let staged = journal.staged["a"].clone();
@@ -415,11 +403,10 @@ mod tests {
         again.plan.id = "r2".into();
         let stager = super::super::stage::Stager {
             client,
-            rt,
             engine: None,
             repository: &repo,
         };
-        let restaged = stager.stage(&again.plan.variants[0]).unwrap();
+        let restaged = rt.block_on(stager.stage(&again.plan.variants[0])).unwrap();
         assert_eq!(restaged, staged);
         assert_eq!(reg.state().count("PUT", "/manifests/"), puts);
     }
@@ -432,7 +419,7 @@ mod tests {
         let key = crate::attest::PrivateKey::generate();
         journal.signing_key = Some(key.public().hint());
         let releaser = f.releaser(Some(&key));
-        releaser.carry_out(&mut journal).unwrap();
+        f.rt.block_on(releaser.carry_out(&mut journal)).unwrap();
         assert_eq!(journal.step, Step::Pinned);
         let staged = journal.staged["a"].clone();
         assert_eq!(journal.attached.len(), 3, "two platforms and the index");
@@ -465,7 +452,7 @@ mod tests {
         let text = std::fs::read_to_string(pins_path).unwrap();
         journal.attached.clear();
         journal.step = Step::Promoted;
-        releaser.carry_out(&mut journal).unwrap();
+        f.rt.block_on(releaser.carry_out(&mut journal)).unwrap();
         assert_eq!(std::fs::read_to_string(pins_path).unwrap(), text);
         for (subject, digests) in &before {
             assert_eq!(listed(subject).len(), digests.len(), "{subject}");
@@ -479,7 +466,7 @@ mod tests {
             key: Some(&other),
             ..releaser
         };
-        let err = wrong.carry_out(&mut journal).unwrap_err();
+        let err = f.rt.block_on(wrong.carry_out(&mut journal)).unwrap_err();
         assert!(
             matches!(&err, ReleaseError::KeyMismatch { hint, given, .. }
                 if *hint == key.public().hint() && *given == other.public().hint()),
@@ -495,7 +482,7 @@ mod tests {
         let reg = &f.reg;
         let pins_path = &f.pins_path;
         let releaser = f.releaser(None);
-        let e = releaser.carry_out(&mut journal).unwrap_err();
+        let e = f.rt.block_on(releaser.carry_out(&mut journal)).unwrap_err();
         assert!(
             matches!(promoting(&e), Some(PromoteError::Gate { variant, why, .. })
                 if variant == "a" && why.starts_with("linux/arm64: ")),
@@ -536,7 +523,7 @@ mod tests {
         journal.plan.variants[0].source = Source::Registry {
             reference: format!("{}/src/x@{}", f.reg.authority, Digest::sha256(b"none")),
         };
-        let e = f.releaser(None).carry_out(&mut journal).unwrap_err();
+        let e = f.carry_out(&mut journal).unwrap_err();
         assert!(
             matches!(&e, ReleaseError::Stage { variant, source }
                 if variant == "a" && matches!(**source, StageError::Registry(_))),
@@ -555,7 +542,7 @@ mod tests {
         };
         journal.staged.insert("a".into(), gone);
         journal.step = Step::Staged;
-        let e = f.releaser(None).carry_out(&mut journal).unwrap_err();
+        let e = f.carry_out(&mut journal).unwrap_err();
         assert!(
             matches!(promoting(&e), Some(PromoteError::NotThere { variant, .. })
                 if variant == "a"),
@@ -567,7 +554,7 @@ mod tests {
         let (f, mut journal) = fixture("pass");
         f.reg
             .put_manifest("rel/y", Some("a-1.0.0"), mt::OCI_MANIFEST, b"{}");
-        let e = f.releaser(None).carry_out(&mut journal).unwrap_err();
+        let e = f.carry_out(&mut journal).unwrap_err();
         assert!(
             matches!(promoting(&e), Some(PromoteError::Conflicts(c))
                 if c.0.len() == 1 && c.0[0].tag == "a-1.0.0"),
@@ -579,7 +566,7 @@ mod tests {
         // Promote: the registry refuses the tag.
         let (f, mut journal) = fixture("pass");
         (f.reg.state().faults).push(("PUT", "/manifests/a-1.0.0".into(), 400));
-        let e = f.releaser(None).carry_out(&mut journal).unwrap_err();
+        let e = f.carry_out(&mut journal).unwrap_err();
         assert!(
             matches!(promoting(&e), Some(PromoteError::Move { tag, .. }) if tag == "a-1.0.0"),
             "{e}"
@@ -589,7 +576,7 @@ mod tests {
         // Attach: a signed release resumed without its key.
         let (f, mut journal) = fixture("pass");
         journal.signing_key = Some("0123".into());
-        let e = f.releaser(None).carry_out(&mut journal).unwrap_err();
+        let e = f.carry_out(&mut journal).unwrap_err();
         assert!(
             matches!(&e, ReleaseError::KeyMissing { hint, .. } if hint == "0123"),
             "{e}"
@@ -600,7 +587,7 @@ mod tests {
         // Pin: the pins file cannot be read.
         let (f, mut journal) = fixture("pass");
         std::fs::write(&f.pins_path, "{").unwrap();
-        let e = f.releaser(None).carry_out(&mut journal).unwrap_err();
+        let e = f.carry_out(&mut journal).unwrap_err();
         assert!(matches!(&e, ReleaseError::Pin(PinError::File(_))), "{e}");
         assert_eq!(journal.step, Step::Attached, "every tag written, no pin");
         let saved = Journal::load(f.dir.path(), &journal.id).unwrap();

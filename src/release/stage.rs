@@ -197,7 +197,6 @@ fn layers(manifest: &Manifest) -> Result<Vec<Digest>, StageError> {
 /// What staging one variant needs.
 pub(crate) struct Stager<'a> {
     pub client: &'a Client,
-    pub rt: &'a tokio::runtime::Runtime,
     pub engine: Option<&'a dyn Engine>,
     /// The release repository.
     pub repository: &'a Repository,
@@ -206,7 +205,7 @@ pub(crate) struct Stager<'a> {
 impl Stager<'_> {
     /// Puts `planned` in the release repository by digest, stamped (no tag
     /// is written); returns what is there.
-    pub(crate) fn stage(&self, planned: &Planned) -> Result<Staged, StageError> {
+    pub(crate) async fn stage(&self, planned: &Planned) -> Result<Staged, StageError> {
         let (from, manifest, pushed) = match &planned.source {
             Source::Engine {
                 reference,
@@ -216,26 +215,24 @@ impl Stager<'_> {
                 let manifest = crate::release::publish::push_checked(
                     engine,
                     self.client,
-                    self.rt,
                     reference,
                     crate::release::publish::Target::Digest(self.repository),
                     image_id,
-                )?;
+                )
+                .await?;
                 let pushed = manifest.digest.clone();
                 (self.repository.clone(), manifest, Some(pushed))
             }
             Source::Registry { reference } => {
                 let source: Reference = reference.parse()?;
-                let manifest = self.rt.block_on(self.client.fetch_manifest(&source))?;
+                let manifest = self.client.fetch_manifest(&source).await?;
                 if registry::media_type::is_index(&manifest.media_type) {
-                    return self
-                        .rt
-                        .block_on(self.stamp_index(source.repo(), &manifest, planned));
+                    return self.stamp_index(source.repo(), &manifest, planned).await;
                 }
                 (source.repo().clone(), manifest, None)
             }
         };
-        let mut staged = self.rt.block_on(self.stamp(&from, &manifest, planned))?;
+        let mut staged = self.stamp(&from, &manifest, planned).await?;
         staged.pushed = pushed;
         Ok(staged)
     }
