@@ -172,8 +172,10 @@ impl Context {
         Ok(self.runtime()?.block_on(work))
     }
 
-    /// The process's one runtime, built on first use.
-    pub(crate) fn runtime(&self) -> anyhow::Result<&tokio::runtime::Runtime> {
+    /// The process's one runtime, built on first use: multi-thread, so
+    /// library code can hand a worker's queue over while it blocks
+    /// (`tokio::task::block_in_place`, docs/architecture.md).
+    fn runtime(&self) -> anyhow::Result<&tokio::runtime::Runtime> {
         if let Some(rt) = self.runtime.get() {
             return Ok(rt);
         }

@@ -78,74 +78,143 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     // One release at a time on this machine.
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let _lock = journal::lock(&dir).context("locking the releases")?;
-    let releaser = |engine| Releaser {
+    let job = Job::of(ctx, &args, &dir)?;
+    let engine = match &job {
+        Job::RollBack(_) => None,
+        // The engine only for images it has still to push.
+        Job::Resume(journal) => journal.needs_engine().then(|| ctx.engine()).transpose()?,
+        Job::Release(_) => args.from.is_none().then(|| ctx.engine()).transpose()?,
+    };
+    let releaser = Releaser {
         client: &client,
-        engine,
+        engine: engine.as_deref(),
         pins_path: &pins_path,
         key: key.as_ref(),
         manifest: ctx.manifest().ok(),
         progress: &progress,
     };
-    if let Some(id) = &args.rollback {
-        let mut journal = Journal::load(&dir, id)?;
-        let done = ctx.block_on(releaser(None).roll_back(&mut journal))??;
-        return print_rollback(id, &done);
-    }
-    if let Some(id) = &args.resume {
-        let mut journal = Journal::load_resumable(&dir, id)?;
-        // The engine only for images it has still to push.
-        let engine = journal.needs_engine().then(|| ctx.engine()).transpose()?;
-        let releaser = releaser(engine.as_deref());
-        ctx.block_on(carry_out(&releaser, &mut journal))??;
-        return report(&releaser, &journal, &args);
-    }
-
-    let (specs, family) = (ctx.alias_specs()?, ctx.family()?);
-    let variants = gather::select_releasable(&family.order, &specs, &args.variants)?;
-    let engine = args.from.is_none().then(|| ctx.engine()).transpose()?;
-    let (pins, _) = PinsFile::load(&pins_path)?.unwrap_or_default();
-    let from: Option<Repository> = args.from.as_deref().map(str::parse).transpose()?;
     let reporter = PlainReporter::stderr();
-    let origin = origin(
-        ctx,
-        &args,
-        from.as_ref(),
-        &family,
-        engine.as_deref(),
-        &reporter,
-    )?;
-    let releaser = releaser(engine.as_deref());
-    // The registry-facing part, entered once: the plan, and with --write
-    // the release carried out.
-    let released = ctx.block_on(async {
-        let candidates = gather::candidates(&client, &family, &variants, origin).await?;
-        let repository = &ctx.settings()?.repository;
-        let plan =
-            gather::plan_release(&client, repository, &family, &pins, &specs, candidates).await?;
-        if !args.write || plan.is_noop() {
-            return Ok(Released::Planned(plan));
+    let (pins, from) = match &job {
+        Job::Release(_) => (
+            PinsFile::load(&pins_path)?.unwrap_or_default().0,
+            args.from.as_deref().map(str::parse).transpose()?,
+        ),
+        _ => Default::default(),
+    };
+    let origin = match &job {
+        Job::Release(new) => {
+            let engine = engine.as_deref();
+            Some(origin(
+                ctx,
+                &args,
+                from.as_ref(),
+                &new.family,
+                engine,
+                &reporter,
+            )?)
         }
-        let hint = key.as_ref().map(|k| k.public().hint());
-        if hint.is_none() {
-            progress("attestations: none (no --signing-key)".into());
+        _ => None,
+    };
+    // The registry-facing part, entered once.
+    let done = ctx.block_on(async {
+        match job {
+            Job::RollBack(mut journal) => {
+                let lines = releaser.roll_back(&mut journal).await?;
+                Ok(Done::RolledBack(journal.id, lines))
+            }
+            Job::Resume(mut journal) => {
+                carry_out(&releaser, &mut journal).await?;
+                Ok(Done::Carried(journal))
+            }
+            Job::Release(new) => {
+                let origin = origin.expect("made for a new release");
+                new_release(ctx, &args, &releaser, &dir, &new, origin, &pins).await
+            }
         }
-        let mut journal = Journal::start(&dir, plan, hint)?;
-        progress(format!(
-            "{} planned ({})",
-            journal.id,
-            journal.path().display()
-        ));
-        carry_out(&releaser, &mut journal).await?;
-        anyhow::Ok(Released::Carried(journal))
     })??;
-    match released {
-        Released::Planned(plan) => show_plan(&plan, &args, key.as_ref()),
-        Released::Carried(journal) => report(&releaser, &journal, &args),
+    match done {
+        Done::RolledBack(id, lines) => print_rollback(&id, &lines),
+        Done::Planned(plan) => show_plan(&plan, &args, key.as_ref()),
+        Done::Carried(journal) => report(&releaser, &journal, &args),
     }
 }
 
-/// How far a run of the plan went.
-enum Released {
+/// Plans the release of `new` and, with `--write`, carries it out under a
+/// new journal in `dir`.
+async fn new_release(
+    ctx: &Context,
+    args: &Args,
+    releaser: &Releaser<'_>,
+    dir: &std::path::Path,
+    new: &NewRelease,
+    origin: gather::Origin<'_>,
+    pins: &PinsFile,
+) -> anyhow::Result<Done> {
+    let client = releaser.client;
+    let candidates = gather::candidates(client, &new.family, &new.variants, origin).await?;
+    let repository = &ctx.settings()?.repository;
+    let (family, specs) = (&new.family, &new.specs);
+    let plan = gather::plan_release(client, repository, family, pins, specs, candidates).await?;
+    if !args.write || plan.is_noop() {
+        return Ok(Done::Planned(plan));
+    }
+    let hint = releaser.key.map(|k| k.public().hint());
+    if hint.is_none() {
+        (releaser.progress)("attestations: none (no --signing-key)".into());
+    }
+    let mut journal = Journal::start(dir, plan, hint)?;
+    (releaser.progress)(format!(
+        "{} planned ({})",
+        journal.id,
+        journal.path().display()
+    ));
+    carry_out(releaser, &mut journal).await?;
+    Ok(Done::Carried(journal))
+}
+
+/// What a run of `release` does.
+enum Job {
+    /// `--rollback ID`: the moving tags (and pins) of that release put back.
+    RollBack(Journal),
+    /// `--resume ID`: that release carried on from where it stopped.
+    Resume(Journal),
+    /// A new release of the variants selected: planned, and carried out
+    /// with `--write`.
+    Release(Box<NewRelease>),
+}
+
+/// What a new release is planned from.
+struct NewRelease {
+    specs: Vec<crate::pins::plan::AliasSpec>,
+    family: crate::family::Family,
+    variants: Vec<gather::Releasable>,
+}
+
+impl Job {
+    /// The job the options ask for: its journal read, or the variants to
+    /// release selected (an unknown one is refused before the engine is
+    /// chosen).
+    fn of(ctx: &Context, args: &Args, dir: &std::path::Path) -> anyhow::Result<Job> {
+        if let Some(id) = &args.rollback {
+            return Ok(Job::RollBack(Journal::load(dir, id)?));
+        }
+        if let Some(id) = &args.resume {
+            return Ok(Job::Resume(Journal::load_resumable(dir, id)?));
+        }
+        let (specs, family) = (ctx.alias_specs()?, ctx.family()?);
+        let variants = gather::select_releasable(&family.order, &specs, &args.variants)?;
+        Ok(Job::Release(Box::new(NewRelease {
+            specs,
+            family,
+            variants,
+        })))
+    }
+}
+
+/// How far a run went.
+enum Done {
+    /// The release rolled back, a line per thing put back.
+    RolledBack(String, Vec<String>),
     /// A dry run, or a plan with nothing to do.
     Planned(Plan),
     /// The release carried out, as its journal says.
