@@ -1,8 +1,10 @@
 //! Tests of the code's shape, run on the source as go-containerregistry's
 //! depcheck does: the layers and who may import whom ([`dependency_rule`]),
-//! the length of a function ([`function_length`]), and the command line
-//! against docs/cli.md ([`cli_rules`]).
+//! the length of a function ([`function_length`]), the one async boundary
+//! ([`async_boundary`]), and the command line against docs/cli.md
+//! ([`cli_rules`]).
 
+mod async_boundary;
 mod cli_rules;
 mod dependency_rule;
 mod function_length;
