@@ -12,7 +12,9 @@
 //! reading the image from the engine at all. Otherwise the image is read
 //! once as a `save` stream; every layer in it is compressed once into a
 //! temporary file (memory holds buffers, never a layer) and remembered,
-//! and the missing ones are uploaded from there.
+//! and the missing ones are uploaded from there, one at a time, each while
+//! the next is compressed (the stream is read on a blocking thread:
+//! [`Saving`]).
 //!
 //! The manifest is Docker's schema 2, as the engine's push wrote it (every
 //! reader of this family knows it); its config is the image's config
@@ -672,33 +674,11 @@ mod tests {
 
     #[test]
     fn a_cache_entry_naming_a_blob_of_another_size_is_not_trusted() {
-        use crate::normalize::tests::{file, layer, save_stream};
+        use crate::normalize::tests::{file, layer};
         let tmp = tempfile::tempdir().unwrap();
         let layer = layer(&[file("a", "x\n")]);
-        let stream = save_stream(std::slice::from_ref(&layer), "2026-12-01T19:00:00Z");
-        std::fs::write(tmp.path().join("save.tar"), &stream).unwrap();
-        let (small, _) =
-            read_and_compress(&mut stream.as_slice(), |_| true, |_, _| Ok(())).unwrap();
-        let config = small
-            .into_iter()
-            .find(|s| s.starts_with(b"{\"architecture\""))
-            .unwrap();
-        let diff_id = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&layer)));
-        let engine = Saved {
-            info: crate::engine::ImageInfo {
-                id: format!("sha256:{}", hex::encode(sha2::Sha256::digest(&config))),
-                size: 0,
-                labels: BTreeMap::new(),
-                healthcheck: None,
-                user: String::new(),
-                env: Vec::new(),
-                layers: vec![diff_id.clone()],
-                repo_tags: Vec::new(),
-                repo_digests: Vec::new(),
-                platform: None,
-            },
-            stream: tmp.path().join("save.tar"),
-        };
+        let engine = saved(tmp.path(), std::slice::from_ref(&layer));
+        let diff_id = engine.info.layers[0].clone();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -735,6 +715,76 @@ mod tests {
         assert_eq!((stats.present, stats.compressed, stats.uploaded), (0, 1, 1));
         // And the entry is corrected.
         assert_eq!(cache.compressed(&diff_id), Some(real));
+    }
+
+    /// An engine whose one image is the save stream of `layers` (written
+    /// under `dir`), its ID the stream's config's digest.
+    fn saved(dir: &std::path::Path, layers: &[Vec<u8>]) -> Saved {
+        let stream = crate::normalize::tests::save_stream(layers, "2026-12-01T19:00:00Z");
+        std::fs::write(dir.join("save.tar"), &stream).unwrap();
+        let (small, _) =
+            read_and_compress(&mut stream.as_slice(), |_| true, |_, _| Ok(())).unwrap();
+        let config = (small.into_iter())
+            .find(|s| s.starts_with(b"{\"architecture\""))
+            .unwrap();
+        let diff_ids = (layers.iter())
+            .map(|l| format!("sha256:{}", hex::encode(sha2::Sha256::digest(l))))
+            .collect();
+        Saved {
+            info: crate::engine::ImageInfo {
+                id: Digest::sha256(&config).to_string(),
+                size: 0,
+                labels: BTreeMap::new(),
+                healthcheck: None,
+                user: String::new(),
+                env: Vec::new(),
+                layers: diff_ids,
+                repo_tags: Vec::new(),
+                repo_digests: Vec::new(),
+                platform: None,
+            },
+            stream: dir.join("save.tar"),
+        }
+    }
+
+    /// A layer's upload that fails stops the push with the registry's
+    /// error (not as a failure to read the image), and no later layer is
+    /// sent: the save stream is read no further.
+    #[test]
+    fn a_failed_upload_stops_the_save_and_is_the_error() {
+        use crate::normalize::tests::{file, layer};
+        let tmp = tempfile::tempdir().unwrap();
+        let layers = [
+            layer(&[file("a", "x\n")]),
+            layer(&[file("b", "y\n")]),
+            layer(&[file("c", "z\n")]),
+        ];
+        let engine = saved(tmp.path(), &layers);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let reg = rt.block_on(crate::registry::fake::FakeRegistry::start());
+        let client = reg.client();
+        let repo: Repository = format!("{}/a/b", reg.authority).parse().unwrap();
+        let cache_dir = tempfile::tempdir().unwrap();
+        let cache = LayerCache::open(cache_dir.path()).unwrap();
+        (reg.state().faults).push(("POST", "/blobs/uploads/".into(), 400));
+        let err = rt
+            .block_on(push_image(
+                &engine,
+                &client,
+                "local",
+                Target::Digest(&repo),
+                &engine.info.id,
+                &cache,
+            ))
+            .unwrap_err();
+        assert!(matches!(err, PublishError::Registry(_)), "{err:?}");
+        let s = reg.state();
+        assert_eq!(s.count("POST", "/blobs/uploads/"), 1, "{:?}", s.log);
+        assert_eq!(s.count("PUT", "/manifests/"), 0);
     }
 
     /// An unchanged image whose four layers the cache and the repository

@@ -110,7 +110,10 @@ impl<'ast> Visit<'ast> for Find<'_> {
         // A macro's body is tokens, not parsed (`join!(rt.block_on(…))`).
         let line = m.path.segments[0].ident.span().start().line;
         let text = m.tokens.to_string();
-        if text.split(|c: char| !c.is_alphanumeric() && c != '_').any(|w| w == "block_on") {
+        if text
+            .split(|c: char| !c.is_alphanumeric() && c != '_')
+            .any(|w| w == "block_on")
+        {
             self.push(line, "calls block_on in a macro");
         }
         if text.contains("tokio :: runtime") {
