@@ -31,10 +31,17 @@ pub(crate) struct RegistryOptions {
     /// Requests in flight per registry.
     #[arg(long = "registry-concurrency", value_name = "N", default_value_t = 16)]
     pub concurrency: usize,
-    /// Bound on each registry request, retries included (`30s`, `2m`).
+    /// Budget of each registry request, retries included (`30s`, `2m`):
+    /// the time it may spend waiting — for a connection, an answer, between
+    /// attempts. A body that keeps moving is never cut, however long it takes.
     #[arg(long = "registry-timeout", value_name = "DURATION", default_value = "2m",
           value_parser = crate::duration::parse)]
     pub timeout: Duration,
+    /// A registry transfer (upload or download) that moves no byte for this
+    /// long fails, naming the registry, what it was moving and how far it got.
+    #[arg(long = "registry-idle-timeout", value_name = "DURATION", default_value = "30s",
+          value_parser = crate::duration::parse)]
+    pub idle_timeout: Duration,
 }
 
 impl RegistryOptions {
@@ -267,11 +274,13 @@ impl Context {
         insecure: Vec<String>,
     ) -> anyhow::Result<Client> {
         let total = options.timeout.max(Duration::from_secs(1));
+        // No bound on an exchange as a whole: its waits are cut to the
+        // budget (`total`), its bodies only by the idle timeout.
         let mut builder = Client::builder()
             .insecure_registries(options.insecure.iter().cloned())
             .insecure_registries(insecure)
             .per_registry_limit(options.concurrency)
-            .request_timeout(total.min(Duration::from_secs(60)))
+            .idle_timeout(options.idle_timeout.max(Duration::from_millis(100)))
             .retry(RetryPolicy {
                 total,
                 ..RetryPolicy::default()

@@ -21,7 +21,8 @@ pub(crate) enum Sub {
     /// Print `repository@digest` of an alias (all aliases when none is named).
     Show(ShowArgs),
     /// Check the pins against images.toml and the registry (the CI gate).
-    Verify(VerifyArgs),
+    // Boxed: its options are far larger than `show`'s.
+    Verify(Box<VerifyArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -82,7 +83,7 @@ pub(crate) struct VerifyArgs {
 pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     match args.command {
         Sub::Show(a) => show(ctx, a),
-        Sub::Verify(a) => verify(ctx, a),
+        Sub::Verify(a) => verify(ctx, *a),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The registry client: builds the HTTP pools and composes the transport
 //! layers per registry (state, concurrency limit, trusted CAs), outermost
-//! first: concurrency permit, retry, authorization, scheme, redirects.
+//! first: concurrency permit, retry, authorization, scheme, redirects (and
+//! the timeouts of each exchange: connect, header, idle).
 //!
 //! One connection pool serves every registry that has no CA of its own; a
 //! registry with its own CAs (`certs.d`, `--ca-cert HOST=PEM`, see
@@ -9,6 +10,7 @@
 
 use super::certs::{self, CaCert, CertsDirs};
 use super::credentials::CredentialStore;
+use super::transport::idle::Timeouts;
 use super::transport::limits::Limits;
 use super::transport::retry::{self, Exhausted, RetryPolicy};
 use super::transport::{self, Clock, RegistryState, Request, Response, Session, Settings, Sleeper};
@@ -27,7 +29,6 @@ pub struct ClientBuilder {
     /// CA files and PEM bytes, for every registry (`None`) or one.
     ca_files: Vec<CaCert>,
     ca_pems: Vec<(Option<String>, Vec<u8>)>,
-    connect_timeout: Duration,
     per_registry: usize,
     credentials: Option<CredentialStore>,
     certs_dirs: Option<CertsDirs>,
@@ -38,7 +39,7 @@ impl Default for ClientBuilder {
         ClientBuilder {
             settings: Settings {
                 insecure: Vec::new(),
-                request_timeout: Duration::from_secs(60),
+                timeouts: Timeouts::default(),
                 retry: RetryPolicy::default(),
                 limits: Limits::default(),
                 clock: Clock::system(),
@@ -46,7 +47,6 @@ impl Default for ClientBuilder {
             },
             ca_files: Vec::new(),
             ca_pems: Vec::new(),
-            connect_timeout: Duration::from_secs(10),
             per_registry: 16,
             credentials: None,
             certs_dirs: None,
@@ -109,13 +109,27 @@ impl ClientBuilder {
         self.certs_dirs = Some(dirs);
         self
     }
+    /// Bound on a TCP connect and TLS handshake (default 10 s).
     pub fn connect_timeout(mut self, t: Duration) -> Self {
-        self.connect_timeout = t;
+        self.settings.timeouts.connect = t;
         self
     }
-    /// Bound on one HTTP exchange (headers and body); retries start anew.
-    pub fn request_timeout(mut self, t: Duration) -> Self {
-        self.settings.request_timeout = t;
+    /// Bound on waiting for a response's head with nothing moving: before
+    /// a request body moves, and after its last byte (default 60 s). The
+    /// retry policy's `total` cuts these waits too (see `transport/idle.rs`).
+    pub fn header_timeout(mut self, t: Duration) -> Self {
+        self.settings.timeouts.header = t;
+        self
+    }
+    /// The old name of [`ClientBuilder::header_timeout`]: once a bound on
+    /// a whole exchange, body included; no bound cuts a body that moves.
+    pub fn request_timeout(self, t: Duration) -> Self {
+        self.header_timeout(t)
+    }
+    /// Bound on a body, either way, moving no byte (default 30 s); a body
+    /// that keeps moving is never cut, however long it takes.
+    pub fn idle_timeout(mut self, t: Duration) -> Self {
+        self.settings.timeouts.idle = t;
         self
     }
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
@@ -161,7 +175,7 @@ impl ClientBuilder {
     pub fn build(self) -> Result<Client> {
         let (global, per_registry) = self.root_certificates()?;
         let pools = Pools {
-            connect_timeout: self.connect_timeout,
+            connect_timeout: self.settings.timeouts.connect,
             idle_per_host: self.per_registry.max(8),
             global,
             per_registry,
@@ -374,10 +388,10 @@ impl Client {
             last: e.last,
         };
         policy
-            .run(
+            .run_budgeted(
                 (&self.inner.settings.clock, &self.inner.settings.sleeper),
-                move |deadline| async move {
-                    let resp = transport::auth::send(session, request, deadline).await?;
+                move |budget| async move {
+                    let resp = transport::auth::send(session, request, &budget).await?;
                     retry::check_status(resp)
                 },
                 gave_up,

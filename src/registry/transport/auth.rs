@@ -6,6 +6,7 @@
 use super::bearer::{self, TokenRequest, Tokens};
 use super::challenge::{self, Challenge};
 use super::redirect::{redacted, redacted_text};
+use super::retry::Budget;
 use super::{Failure, Request, Response, Session, scheme};
 use crate::registry::credentials::Found;
 use crate::registry::error::error_detail;
@@ -14,7 +15,6 @@ use crate::registry::{Error, ErrorKind};
 use reqwest::header::{self, HeaderValue};
 use reqwest::{StatusCode, Url};
 use std::sync::Mutex;
-use std::time::Instant;
 
 /// What one registry has asked for, and the tokens it has issued.
 #[derive(Default)]
@@ -34,7 +34,7 @@ impl AuthState {
 pub(crate) async fn send(
     session: &Session<'_>,
     req: &Request<'_>,
-    deadline: Instant,
+    budget: &Budget,
 ) -> Result<Response, Failure> {
     let state = &session.state.auth;
     let mut authorization = authorization(session, req).await?;
@@ -44,7 +44,7 @@ pub(crate) async fn send(
     let mut refreshed = false;
     loop {
         let sent = authorization.is_some();
-        let resp = scheme::send(session, req, authorization.as_ref(), deadline).await?;
+        let resp = scheme::send(session, req, authorization.as_ref(), budget).await?;
         if resp.status != StatusCode::UNAUTHORIZED {
             return Ok(resp);
         }

@@ -167,7 +167,7 @@ pub(crate) async fn fetch(
         bytes: settings.limits.token,
         what: "token response",
     };
-    let attempt = |deadline: Instant| {
+    let attempt = |budget: retry::Budget| {
         let outgoing = Outgoing {
             method: method.clone(),
             url: url.clone(),
@@ -175,7 +175,9 @@ pub(crate) async fn fetch(
             body: body.clone(),
             authorization: authorization.as_ref(),
             limit,
-            timeout: retry::exchange_timeout(settings.request_timeout, deadline, &settings.clock),
+            timeouts: settings.timeouts,
+            budget,
+            subject: "the token response".into(),
             redirects: Redirects::Refuse,
         };
         async move {
@@ -199,7 +201,7 @@ pub(crate) async fn fetch(
     };
     settings
         .retry
-        .run((&settings.clock, &settings.sleeper), attempt, gave_up)
+        .run_budgeted((&settings.clock, &settings.sleeper), attempt, gave_up)
         .await
 }
 

@@ -1,7 +1,8 @@
 //! Size caps on what registries and token endpoints send, and reading a
-//! response body under one.
+//! response body under one (and the idle timeout).
 
 use crate::error_chain::error_chain;
+use std::time::Duration;
 
 /// The caps a client is built with.
 #[derive(Debug, Clone, Copy)]
@@ -35,13 +36,21 @@ pub(crate) struct Limit {
 pub(crate) enum ReadError {
     TooLarge,
     Broken(String),
+    /// No byte arrived for the idle timeout.
+    Stalled {
+        read: u64,
+        expected: Option<u64>,
+    },
 }
 
 /// The whole body of `resp`, refused as soon as it is known to exceed
-/// `limit` (by `Content-Length` or by what has arrived).
+/// `limit` (by `Content-Length` or by what has arrived), given up when no
+/// byte arrives for `idle` (a body that keeps arriving is read to its end,
+/// however long that takes).
 pub(crate) async fn read_limited(
     resp: &mut reqwest::Response,
     limit: usize,
+    idle: Duration,
 ) -> Result<Vec<u8>, ReadError> {
     let expected = resp.content_length();
     if expected.is_some_and(|n| n > limit as u64) {
@@ -49,7 +58,13 @@ pub(crate) async fn read_limited(
     }
     let mut buf = Vec::new();
     loop {
-        match resp.chunk().await {
+        let Ok(next) = tokio::time::timeout(idle, resp.chunk()).await else {
+            return Err(ReadError::Stalled {
+                read: buf.len() as u64,
+                expected,
+            });
+        };
+        match next {
             Ok(Some(chunk)) => {
                 if buf.len() + chunk.len() > limit {
                     return Err(ReadError::TooLarge);

@@ -1,7 +1,7 @@
 //! The layers every registry request goes through, outermost first: retry
-//! (backoff, `Retry-After`, the total time bound), authorization (challenge,
+//! (backoff, `Retry-After`, the request's budget), authorization (challenge,
 //! bearer token or Basic credentials), scheme (https, or http where allowed),
-//! redirects and size caps.
+//! redirects, size caps and the timeouts of one exchange (`idle.rs`).
 //!
 //! Each layer is one file and a function that calls the next one; the
 //! client composes them per registry (see `client.rs`). A request carries
@@ -11,6 +11,7 @@
 pub(crate) mod auth;
 pub(crate) mod bearer;
 pub(crate) mod challenge;
+pub(crate) mod idle;
 pub(crate) mod limits;
 pub(crate) mod redirect;
 pub(crate) mod retry;
@@ -97,8 +98,8 @@ impl std::fmt::Debug for Sleeper {
 pub(crate) struct Settings {
     /// Registries (`host[:port]`) that may be spoken to over plain http.
     pub insecure: Vec<String>,
-    /// Bound on one HTTP exchange (headers and body); retries start anew.
-    pub request_timeout: Duration,
+    /// Connect, header and idle timeouts of one exchange.
+    pub timeouts: idle::Timeouts,
     pub retry: retry::RetryPolicy,
     pub limits: limits::Limits,
     /// What cached tokens expire by, and the retry layer's bound runs by.

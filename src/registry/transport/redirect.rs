@@ -1,15 +1,17 @@
 //! One HTTP exchange, following redirects by hand so that Authorization is
 //! only ever sent to the origin it was meant for, with the body read under
-//! its size cap.
+//! its size cap, each hop under the timeouts of `idle.rs`.
 
+use super::idle::{self, Limits, Progress, Timeouts, WatchedBody};
 use super::limits::{ERROR_BODY_LIMIT, Limit, ReadError, read_limited};
+use super::retry::Budget;
 use super::{Failure, Response};
 use crate::error_chain::error_chain;
 use crate::registry::ErrorKind;
 use bytes::Bytes;
 use reqwest::header::{self, HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Hops followed before [`ErrorKind::TooManyRedirects`].
 pub(crate) const MAX_REDIRECTS: usize = 5;
@@ -32,8 +34,12 @@ pub(crate) struct Outgoing<'a> {
     /// Sent to `url`'s origin only, never to another host a redirect names.
     pub authorization: Option<&'a HeaderValue>,
     pub limit: Limit,
-    /// Bound on the whole exchange, redirects included.
-    pub timeout: Duration,
+    pub timeouts: Timeouts,
+    /// The request's retry budget: its waits are cut to what is left, and
+    /// it is given back the time bodies moved.
+    pub budget: Budget,
+    /// What the exchange moves, for messages (`blob sha256:…`).
+    pub subject: String,
     pub redirects: Redirects,
 }
 
@@ -94,9 +100,12 @@ pub(crate) fn untrusted_certificate<'e>(
 /// Why an exchange failed, as the retry layer sees it: a certificate the
 /// client does not trust is fatal, anything else worth another try. The
 /// reason never holds the URL (its query may be a signature).
-fn send_failure(e: reqwest::Error, timeout: Duration) -> Failure {
-    if e.is_timeout() {
-        return Failure::retryable(format!("no response within {} ms", timeout.as_millis()));
+fn send_failure(e: reqwest::Error, timeouts: &Timeouts) -> Failure {
+    if e.is_connect() && e.is_timeout() {
+        return Failure::retryable(format!(
+            "could not connect within {}",
+            idle::seconds(timeouts.connect)
+        ));
     }
     let untrusted = untrusted_certificate(&e).is_some();
     let reason = error_chain(&e.without_url());
@@ -138,29 +147,43 @@ fn next_hop(url: &Url, location: &str) -> Result<Url, Failure> {
 
 /// Sends `out`, following up to [`MAX_REDIRECTS`] redirects.
 pub(crate) async fn send(http: &reqwest::Client, out: Outgoing<'_>) -> Result<Response, Failure> {
-    let deadline = Instant::now() + out.timeout;
     let origin = out.url.clone();
     let mut url = out.url;
     let mut method = out.method;
     let mut body = out.body;
     for _hop in 0..=MAX_REDIRECTS {
-        let remaining = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
         let mut rb = http
             .request(method.clone(), url.clone())
-            .headers(out.headers.clone())
-            .timeout(remaining);
+            .headers(out.headers.clone());
         if let Some(a) = out
             .authorization
             .filter(|_| carries_authorization(&origin, &url))
         {
             rb = rb.header(header::AUTHORIZATION, a.clone());
         }
-        if let Some(b) = &body {
-            rb = rb.body(b.clone());
+        let size = body.as_ref().map_or(0, |b| b.len() as u64);
+        let progress = Progress::new(size, Instant::now());
+        match &body {
+            Some(b) if !b.is_empty() => {
+                rb = rb.body(reqwest::Body::wrap(WatchedBody::new(
+                    b.clone(),
+                    progress.clone(),
+                )));
+            }
+            Some(b) => rb = rb.body(b.clone()),
+            None => {}
         }
-        let mut resp = rb.send().await.map_err(|e| send_failure(e, out.timeout))?;
+        // The exchange raced against its watchdog: no response head in
+        // time, or a request body that stopped moving, ends it.
+        let limits = Limits::new(&out.timeouts, &out.budget);
+        let sent = tokio::select! {
+            sent = rb.send() => sent.map_err(|e| send_failure(e, &out.timeouts)),
+            expired = idle::watch(&progress, limits) => {
+                Err(Failure::retryable(expired.reason(&out.subject)))
+            }
+        };
+        out.budget.credit(progress.track().moving());
+        let mut resp = sent?;
         let status = resp.status();
         if status.is_redirection()
             && out.redirects == Redirects::Follow
@@ -188,7 +211,17 @@ pub(crate) async fn send(http: &reqwest::Client, out: Outgoing<'_>) -> Result<Re
         let body = if method == Method::HEAD {
             Vec::new()
         } else {
-            match read_limited(&mut resp, limit).await {
+            let reading = Instant::now();
+            let read = read_limited(&mut resp, limit, out.timeouts.idle).await;
+            // Reading until the idle timeout fired was not moving.
+            let moving = reading.elapsed();
+            let stalled = matches!(read, Err(ReadError::Stalled { .. }));
+            out.budget.credit(if stalled {
+                moving.saturating_sub(out.timeouts.idle)
+            } else {
+                moving
+            });
+            match read {
                 Ok(b) => b,
                 Err(ReadError::TooLarge) if status.is_success() => {
                     return Err(Failure::Fatal(ErrorKind::TooLarge {
@@ -198,6 +231,16 @@ pub(crate) async fn send(http: &reqwest::Client, out: Outgoing<'_>) -> Result<Re
                 }
                 Err(ReadError::TooLarge) => b"(error body too large)".to_vec(),
                 Err(ReadError::Broken(m)) => return Err(Failure::retryable(m)),
+                Err(ReadError::Stalled { read, expected }) => {
+                    let subject = if status.is_success() {
+                        out.subject.to_string()
+                    } else {
+                        format!("the HTTP {} answer's body", status.as_u16())
+                    };
+                    let idle = out.timeouts.idle;
+                    let reason = idle::stalled(idle, false, &subject, read, expected);
+                    return Err(Failure::retryable(reason));
+                }
             }
         };
         return Ok(Response {
@@ -218,6 +261,7 @@ pub(crate) async fn send(http: &reqwest::Client, out: Outgoing<'_>) -> Result<Re
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
+    use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A server that answers every request with `respond(request head)`
@@ -269,7 +313,9 @@ mod tests {
                 bytes: 1024,
                 what: "manifest",
             },
-            timeout: Duration::from_secs(5),
+            timeouts: Timeouts::default(),
+            budget: Budget::new(super::super::Clock::system(), Duration::from_secs(5)),
+            subject: "the manifest".into(),
             redirects: Redirects::Follow,
         }
     }
@@ -422,6 +468,135 @@ mod tests {
                 "{odd}: {err:?}"
             );
         }
+    }
+
+    /// Timeouts short enough for a test: 300 ms of nothing moving.
+    fn quick() -> Timeouts {
+        Timeouts {
+            connect: Duration::from_millis(300),
+            header: Duration::from_secs(5),
+            idle: Duration::from_millis(300),
+        }
+    }
+
+    /// The reason of a retryable failure.
+    fn retryable_reason(result: Result<Response, Failure>) -> String {
+        match result {
+            Err(Failure::Retryable { reason, .. }) => reason,
+            Err(other) => panic!("not retryable: {other:?}"),
+            Ok(resp) => panic!("answered {}", resp.status),
+        }
+    }
+
+    /// A server that reads a request's head and then nothing more,
+    /// holding the connection open: an upload stalls once the socket
+    /// buffers are full, and is given up `idle` after its last chunk
+    /// went, naming what it moved and how far it got — never cut while
+    /// it moves, never waiting for an answer that cannot come.
+    #[tokio::test]
+    async fn an_upload_that_stops_moving_fails_after_the_idle_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let origin = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = conn.read(&mut buf).await;
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        });
+        let http = reqwest::Client::new();
+        let headers = HeaderMap::new();
+        let size = 64 << 20;
+        let mut put = get(&format!("{origin}/v2/a/blobs/uploads/1"), None, &headers);
+        put.method = Method::PUT;
+        put.body = Some(Bytes::from(vec![0u8; size]));
+        put.timeouts = quick();
+        put.subject = "blob sha256:ab".into();
+        let started = Instant::now();
+        let reason = retryable_reason(send(&http, put).await);
+        let took = started.elapsed();
+        let re = regex::Regex::new(
+            r"^no bytes for 0\.3 s while uploading blob sha256:ab \(([0-9,]+) of 67,108,864 bytes sent\)$",
+        )
+        .unwrap();
+        let sent = re.captures(&reason).unwrap_or_else(|| panic!("{reason}"))[1].replace(',', "");
+        let sent: u64 = sent.parse().unwrap();
+        assert!(sent > 0 && sent < size as u64, "{reason}");
+        assert!(
+            took >= Duration::from_millis(300) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+    }
+
+    /// A download whose body stops after 1000 bytes: given up after the
+    /// idle timeout, naming what was read of what was announced.
+    #[tokio::test]
+    async fn a_download_that_stops_moving_fails_after_the_idle_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let origin = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = conn.read(&mut buf).await;
+            let head = "HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n";
+            conn.write_all(head.as_bytes()).await.unwrap();
+            conn.write_all(&[b'x'; 1000]).await.unwrap();
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        });
+        let http = reqwest::Client::new();
+        let headers = HeaderMap::new();
+        let mut fetch = get(&format!("{origin}/v2/a/blobs/sha256:cd"), None, &headers);
+        fetch.limit.bytes = 10_000;
+        fetch.timeouts = quick();
+        fetch.subject = "blob sha256:cd".into();
+        let started = Instant::now();
+        let reason = retryable_reason(send(&http, fetch).await);
+        assert_eq!(
+            reason,
+            "no bytes for 0.3 s while downloading blob sha256:cd (1,000 of 5,000 bytes received)"
+        );
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(300) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+    }
+
+    /// A listener whose accept queue is full drops new connections' SYNs,
+    /// as a firewall that blackholes a port does: the connect is given up
+    /// after the connect timeout, and says so.
+    #[tokio::test]
+    async fn a_connect_that_gets_no_answer_fails_by_the_connect_timeout() {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = socket.local_addr().unwrap();
+        let _listener = socket.listen(0).unwrap();
+        // Fill the accept queue (never accepted); later SYNs are dropped.
+        let mut filling = Vec::new();
+        for _ in 0..4 {
+            if let Ok(Ok(c)) = tokio::time::timeout(
+                Duration::from_millis(200),
+                tokio::net::TcpStream::connect(addr),
+            )
+            .await
+            {
+                filling.push(c);
+            }
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(quick().connect)
+            .build()
+            .unwrap();
+        let headers = HeaderMap::new();
+        let mut probe = get(&format!("http://{addr}/v2/"), None, &headers);
+        probe.timeouts = quick();
+        let started = Instant::now();
+        let reason = retryable_reason(send(&http, probe).await);
+        let took = started.elapsed();
+        assert_eq!(reason, "could not connect within 0.3 s");
+        assert!(
+            took >= Duration::from_millis(300) && took < Duration::from_secs(4),
+            "{took:?}"
+        );
     }
 
     #[tokio::test]

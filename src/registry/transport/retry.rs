@@ -1,5 +1,5 @@
 //! Retrying: which failures are worth another attempt, jittered exponential
-//! backoff, `Retry-After` (seconds or HTTP date), and the bound on the
+//! backoff, `Retry-After` (seconds or HTTP date), and the budget of the
 //! whole request.
 
 use super::{Clock, Failure, Response, Sleeper};
@@ -7,6 +7,7 @@ use super::{Clock, Failure, Response, Sleeper};
 use crate::registry::error::error_detail;
 use reqwest::StatusCode;
 use reqwest::header::{self, HeaderMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 /// How failed requests are retried: jittered exponential backoff for 408,
@@ -20,7 +21,10 @@ pub struct RetryPolicy {
     pub base_delay: Duration,
     /// Cap of one backoff delay (not of `Retry-After`, which only `total` bounds).
     pub max_delay: Duration,
-    /// Bound on the whole request including retries and waits.
+    /// The budget of the whole request, retries and waits included: the
+    /// time it may spend waiting (backoff, connecting, for answers), on
+    /// the [`Clock`]. Time a body spends moving is not spent from it (see
+    /// [`Budget`]), so a transfer that keeps moving is never cut by it.
     pub total: Duration,
 }
 
@@ -88,12 +92,13 @@ impl RetryPolicy {
     }
 
     /// Runs `attempt` until it succeeds, fails for good, or the policy says
-    /// stop; `attempt` gets the deadline of the whole run (on `clock`, which
-    /// also measures what is used), and `sleeper` waits between attempts.
-    /// `exhausted` says what running out of attempts means to the caller.
+    /// stop; `attempt` gets the deadline of the budget left (on `clock`,
+    /// which also measures what is used), and `sleeper` waits between
+    /// attempts. `exhausted` says what running out of attempts means to
+    /// the caller.
     pub(crate) async fn run<T, E, F, Fut>(
         &self,
-        (clock, sleeper): (&Clock, &Sleeper),
+        timing: (&Clock, &Sleeper),
         mut attempt: F,
         exhausted: impl FnOnce(Exhausted) -> E,
     ) -> Result<T, E>
@@ -101,21 +106,35 @@ impl RetryPolicy {
         F: FnMut(Instant) -> Fut,
         Fut: Future<Output = Result<T, Failure<E>>>,
     {
+        self.run_budgeted(timing, |budget| attempt(budget.deadline()), exhausted)
+            .await
+    }
+
+    /// [`RetryPolicy::run`], `attempt` getting the request's [`Budget`]
+    /// itself, to credit the time its bodies moved.
+    pub(crate) async fn run_budgeted<T, E, F, Fut>(
+        &self,
+        (clock, sleeper): (&Clock, &Sleeper),
+        mut attempt: F,
+        exhausted: impl FnOnce(Exhausted) -> E,
+    ) -> Result<T, E>
+    where
+        F: FnMut(Budget) -> Fut,
+        Fut: Future<Output = Result<T, Failure<E>>>,
+    {
         let started = clock.now();
-        // A `total` too large for the clock means "no bound" in practice.
-        let deadline = started
-            .checked_add(self.total)
-            .unwrap_or_else(|| started + Duration::from_secs(100 * 365 * 86_400));
+        let budget = Budget::new(clock.clone(), self.total);
         let mut attempts = 0u32;
         loop {
             attempts += 1;
-            let (reason, wait) = match attempt(deadline).await {
+            let this = attempt(budget.clone());
+            let (reason, wait) = match ENCLOSING.scope(budget.clone(), this).await {
                 Ok(done) => return Ok(done),
                 Err(Failure::Fatal(kind)) => return Err(kind),
                 Err(Failure::Retryable { reason, wait }) => (reason, wait),
             };
             let elapsed = clock.now().saturating_duration_since(started);
-            match self.decide(attempts, elapsed, wait) {
+            match self.decide(attempts, budget.used(), wait) {
                 Decision::Wait(delay) => sleeper.sleep(delay).await,
                 Decision::Stop {
                     retry_after_beyond_bound,
@@ -136,6 +155,76 @@ impl RetryPolicy {
                 }
             }
         }
+    }
+}
+
+tokio::task_local! {
+    /// The budget of the retried request an exchange runs in, if any: a
+    /// request its caller retries as part of a larger unit (an upload
+    /// session's PUT) credits the unit's budget too.
+    static ENCLOSING: Budget;
+}
+
+/// What one request (its retries included) may still spend, on a
+/// [`Clock`]: [`RetryPolicy::total`] less the time used, the time its
+/// bodies spent moving not counted — that is progress, not waiting. A
+/// stall after ten minutes of moving has used only the stall, so it is
+/// retried like a stall at the start.
+#[derive(Debug, Clone)]
+pub(crate) struct Budget(Arc<BudgetState>);
+
+#[derive(Debug)]
+struct BudgetState {
+    clock: Clock,
+    started: Instant,
+    total: Duration,
+    moved: Mutex<Duration>,
+    /// The budget of the retried unit this request is part of.
+    enclosing: Option<Budget>,
+}
+
+impl Budget {
+    /// A budget of `total` from now, within the one the caller runs in.
+    pub(crate) fn new(clock: Clock, total: Duration) -> Budget {
+        let enclosing = ENCLOSING.try_with(Budget::clone).ok();
+        Budget(Arc::new(BudgetState {
+            started: clock.now(),
+            clock,
+            total,
+            moved: Mutex::new(Duration::ZERO),
+            enclosing,
+        }))
+    }
+
+    /// Gives back `moving`, time a body was moving bytes (here and in the
+    /// enclosing budgets).
+    pub(crate) fn credit(&self, moving: Duration) {
+        let mut moved = self.0.moved.lock().expect("budget lock");
+        *moved = moved.saturating_add(moving);
+        drop(moved);
+        if let Some(outer) = &self.0.enclosing {
+            outer.credit(moving);
+        }
+    }
+
+    /// The time spent other than moving bytes.
+    pub(crate) fn used(&self) -> Duration {
+        let moved = *self.0.moved.lock().expect("budget lock");
+        let elapsed = self.0.clock.now().saturating_duration_since(self.0.started);
+        elapsed.saturating_sub(moved)
+    }
+
+    /// What is left to spend.
+    pub(crate) fn remaining(&self) -> Duration {
+        self.0.total.saturating_sub(self.used())
+    }
+
+    /// When what is left runs out, if nothing moves from now on (far off
+    /// for a budget too large for the clock).
+    pub(crate) fn deadline(&self) -> Instant {
+        let now = self.0.clock.now();
+        now.checked_add(self.remaining())
+            .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
     }
 }
 
@@ -354,6 +443,75 @@ mod tests {
             .await;
         assert_eq!(out.unwrap(), 2);
         assert_eq!(*waits.lock().unwrap(), [Duration::from_secs(7)]);
+    }
+
+    /// A clock a test moves by hand.
+    fn hand_clock() -> (Clock, std::sync::Arc<std::sync::Mutex<Instant>>) {
+        let now = std::sync::Arc::new(std::sync::Mutex::new(Instant::now()));
+        let reads = now.clone();
+        (Clock::from_fn(move || *reads.lock().unwrap()), now)
+    }
+
+    #[tokio::test]
+    async fn a_budget_counts_waiting_not_moving_and_credits_the_enclosing_one() {
+        let (clock, now) = hand_clock();
+        let s = Duration::from_secs;
+        let outer = Budget::new(clock.clone(), s(10));
+        *now.lock().unwrap() += s(4);
+        assert_eq!(outer.remaining(), s(6));
+        outer.credit(s(3));
+        assert_eq!((outer.used(), outer.remaining()), (s(1), s(9)));
+        let inner = ENCLOSING
+            .scope(outer.clone(), async {
+                let inner = Budget::new(clock.clone(), s(10));
+                *now.lock().unwrap() += s(600);
+                inner.credit(s(599));
+                inner
+            })
+            .await;
+        assert_eq!(inner.remaining(), s(9), "ten minutes moving cost 1 s");
+        assert_eq!(outer.used(), s(2), "and the enclosing budget the same");
+        assert_eq!(outer.deadline(), *now.lock().unwrap() + s(8));
+        let spent = Budget::new(clock.clone(), s(1));
+        *now.lock().unwrap() += s(5);
+        assert_eq!(spent.remaining(), Duration::ZERO);
+    }
+
+    /// An attempt that moved bytes for ten minutes and then failed has
+    /// used only its waiting: it is retried, well within a 10 s budget.
+    #[tokio::test]
+    async fn a_failure_after_a_long_transfer_is_retried() {
+        let (clock, now) = hand_clock();
+        let sleeper = Sleeper::from_fn(|_| Box::pin(async {}));
+        let p = RetryPolicy {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(1),
+            total: Duration::from_secs(10),
+        };
+        let mut calls = 0;
+        let out = p
+            .run_budgeted(
+                (&clock, &sleeper),
+                |budget| {
+                    calls += 1;
+                    let n = calls;
+                    let now = now.clone();
+                    async move {
+                        if n > 1 {
+                            return Ok(n);
+                        }
+                        *now.lock().unwrap() += Duration::from_secs(605);
+                        budget.credit(Duration::from_secs(600));
+                        Err(Failure::retryable("stalled after 600 s of moving"))
+                    }
+                },
+                |_: Exhausted| ErrorKind::Config {
+                    reason: "gave up".into(),
+                },
+            )
+            .await;
+        assert_eq!(out, Ok(2));
     }
 
     #[test]

@@ -4,13 +4,13 @@
 //! client's lifetime.
 
 use super::redirect::{self, Outgoing, Redirects};
-use super::{Failure, Request, Response, Session, retry};
+use super::retry::Budget;
+use super::{Failure, Request, Response, Session, idle};
 use crate::registry::ErrorKind;
 use crate::registry::host::{api_host, is_loopback};
 use reqwest::StatusCode;
 use reqwest::header::HeaderValue;
 use std::sync::Mutex;
-use std::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Scheme {
@@ -65,7 +65,7 @@ pub(crate) async fn send(
     session: &Session<'_>,
     req: &Request<'_>,
     authorization: Option<&HeaderValue>,
-    deadline: Instant,
+    budget: &Budget,
 ) -> Result<Response, Failure> {
     let state = &session.state.scheme;
     let mut known = state.known();
@@ -77,11 +77,7 @@ pub(crate) async fn send(
         None
     };
     let allowed = plain_http_allowed(session.registry, &session.settings.insecure);
-    let timeout = retry::exchange_timeout(
-        session.settings.request_timeout,
-        deadline,
-        &session.settings.clock,
-    );
+    let subject = idle::subject(&req.method, &req.target, req.limit.what);
     let mut errors = Vec::new();
     for &scheme in candidates(known, allowed) {
         let origin = format!("{}://{}", scheme.as_str(), api_host(session.registry));
@@ -97,7 +93,9 @@ pub(crate) async fn send(
             body: req.body.clone(),
             authorization,
             limit: req.limit,
-            timeout,
+            timeouts: session.settings.timeouts,
+            budget: budget.clone(),
+            subject: subject.clone(),
             redirects: Redirects::Follow,
         };
         match redirect::send(session.http, outgoing).await {
