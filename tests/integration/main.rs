@@ -18,6 +18,7 @@ mod exit_status;
 mod github;
 mod link;
 mod link_client;
+mod link_timeouts;
 mod locks;
 mod multiarch;
 mod pins;

@@ -2,9 +2,9 @@
 //!
 //! - **connect** (TCP and TLS): reqwest's own `connect_timeout`;
 //! - **header**: waiting for the response's status line with nothing to
-//!   send — before a request body starts moving (connect included), and
-//!   after its last byte was handed to the connection. Those waits are also
-//!   cut to what the request's retry budget has left;
+//!   send — before a request body starts moving (connect included; cut to
+//!   what the request's retry budget has left), and after its last byte was
+//!   handed to the connection;
 //! - **idle**: a body, either way, that moves no byte for that long.
 //!
 //! A body that keeps moving is never cut, however long it takes. Downloads
@@ -196,12 +196,14 @@ impl Limits {
 }
 
 /// The arithmetic of [`watch`]. Before the body moves: a header wait from
-/// the start. While it moves: idle from its latest chunk. Once the last
-/// chunk is handed over: a header wait from then. The two waits share
-/// what the budget had left; the time the body moved costs it nothing.
+/// the start, cut to what the budget has left. While it moves: idle from
+/// its latest chunk. Once the last chunk is handed over: the header
+/// timeout alone, not cut by the budget — the socket buffers (megabytes)
+/// may still be sending what they took, so part of that wait is the body
+/// moving, which a budget does not cut.
 fn verdict(t: &Track, now: Instant, limits: &Limits) -> Verdict {
-    let (from, limit, expired) = match (t.first, t.last) {
-        (_, Some(last)) if t.sent < t.total => (
+    let (from, limit, expired) = match t.last {
+        Some(last) if t.sent < t.total => (
             last,
             limits.idle,
             Expired::Stalled {
@@ -210,30 +212,15 @@ fn verdict(t: &Track, now: Instant, limits: &Limits) -> Verdict {
                 total: t.total,
             },
         ),
-        (Some(first), Some(last)) => {
-            let waited = first.saturating_duration_since(t.started);
-            let limit = limits.header.min(limits.budget_left.saturating_sub(waited));
+        Some(last) => {
             let body = Some(t.total);
-            (
-                last,
-                limit,
-                Expired::NoResponse {
-                    waited: limit,
-                    body,
-                },
-            )
+            let waited = limits.header;
+            (last, waited, Expired::NoResponse { waited, body })
         }
-        _ => {
-            let limit = limits.header.min(limits.budget_left);
+        None => {
+            let waited = limits.header.min(limits.budget_left);
             let body = None;
-            (
-                t.started,
-                limit,
-                Expired::NoResponse {
-                    waited: limit,
-                    body,
-                },
-            )
+            (t.started, waited, Expired::NoResponse { waited, body })
         }
     };
     // A limit past what an Instant holds never comes.
@@ -428,39 +415,31 @@ mod tests {
     }
 
     #[test]
-    fn after_the_body_the_header_wait_has_what_the_waiting_before_left() {
+    fn after_the_body_the_header_timeout_alone_bounds_the_wait() {
         let t0 = Instant::now();
-        let limits = Limits {
-            budget_left: s(10),
-            ..LIMITS
-        };
-        // 4 s to connect, 600 s moving: 6 s left to wait for the answer.
-        let sent = track(t0, 100, 100, Some(4), Some(604));
-        assert_eq!(
-            verdict(&sent, t0 + s(605), &limits),
-            Verdict::Until(t0 + s(610))
-        );
-        assert_eq!(
-            verdict(&sent, t0 + s(610), &limits),
-            Verdict::Expired(Expired::NoResponse {
-                waited: s(6),
-                body: Some(100)
-            })
-        );
-        // The header timeout bounds it too, and a spent budget leaves the
-        // shortest wait, not none.
-        let sent = track(t0, 100, 100, Some(0), Some(1));
-        assert_eq!(
-            verdict(&sent, t0 + s(2), &LIMITS),
-            Verdict::Until(t0 + s(61))
-        );
         let spent = Limits {
             budget_left: Duration::ZERO,
             ..LIMITS
         };
+        // 600 s moving, the budget long spent: the socket buffers may
+        // still be sending, so the answer gets the whole header timeout.
+        let sent = track(t0, 100, 100, Some(4), Some(604));
         assert_eq!(
-            verdict(&sent, t0 + s(1), &spent),
-            Verdict::Until(t0 + s(1) + Duration::from_millis(1))
+            verdict(&sent, t0 + s(605), &spent),
+            Verdict::Until(t0 + s(664))
+        );
+        assert_eq!(
+            verdict(&sent, t0 + s(664), &spent),
+            Verdict::Expired(Expired::NoResponse {
+                waited: s(60),
+                body: Some(100)
+            })
+        );
+        // Before the body, a spent budget leaves the shortest wait.
+        let waiting = track(t0, 0, 100, None, None);
+        assert_eq!(
+            verdict(&waiting, t0, &spent),
+            Verdict::Until(t0 + Duration::from_millis(1))
         );
     }
 
