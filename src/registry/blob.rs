@@ -1,9 +1,8 @@
-//! Blobs: whether a repository has one (HEAD), reading one verified (GET),
-//! and writing one — a monolithic upload (POST opens a session, one PUT
-//! sends the bytes) or a cross-repository mount, whose 202 answer (the
-//! registry would rather not mount) is an upload session the bytes go to.
-//! Chunked uploads are not needed: a layer is sent in one PUT from a
-//! mapped file (`release::publish`), configs and manifests from memory.
+//! Blobs: whether a repository has one (HEAD), reading one verified (GET,
+//! resumed with `Range` after a body breaks off), and writing one — an
+//! upload (`upload.rs`: one PUT, or PATCHes for a blob over a chunk) or a
+//! cross-repository mount, whose 202 answer (the registry would rather not
+//! mount) is an upload session the bytes go to.
 
 use super::client::Client;
 use super::host::api_host;
@@ -11,6 +10,7 @@ use super::transport::bearer::Scope;
 use super::transport::limits::Limit;
 use super::transport::retry::Exhausted;
 use super::transport::{Failure, NotHere, Request, Response};
+use super::upload::UPLOAD_CHUNK;
 use super::{Digest, Error, ErrorKind, Repository, Result};
 use bytes::Bytes;
 use reqwest::Method;
@@ -38,7 +38,12 @@ enum Mount {
     Session(String),
 }
 
-fn blob_request<'a>(method: Method, target: String, scope: Scope, context: &'a str) -> Request<'a> {
+pub(super) fn blob_request<'a>(
+    method: Method,
+    target: String,
+    scope: Scope,
+    context: &'a str,
+) -> Request<'a> {
     Request {
         method,
         target,
@@ -49,6 +54,7 @@ fn blob_request<'a>(method: Method, target: String, scope: Scope, context: &'a s
         limit: Limit {
             bytes: 0,
             what: "blob",
+            partial: false,
         },
     }
 }
@@ -87,6 +93,10 @@ impl Client {
     }
 
     /// The bytes of `digest` in `repo`, verified against it, at most `limit`.
+    /// A body that breaks off is asked for from where it broke (`Range:
+    /// bytes=<n>-`), within the client's retry policy; a registry that
+    /// answers the whole blob (200) instead of the rest (206) is read from
+    /// the start again. The digest is checked over the whole.
     pub async fn fetch_blob(
         &self,
         repo: &Repository,
@@ -95,87 +105,16 @@ impl Client {
     ) -> Result<Vec<u8>> {
         let context = format!("{repo}@{digest}");
         let target = format!("/v2/{}/blobs/{digest}", repo.path());
-        let mut req = blob_request(Method::GET, target, Scope::pull(repo.path()), &context);
-        req.limit.bytes = limit;
-        let resp = self.execute(repo.registry(), req).await?;
-        if !resp.status.is_success() {
-            let status = resp.status.as_u16();
-            return Err(Error::status(&context, repo.registry(), status, &resp.body));
-        }
-        super::manifest::check_claimed(digest, &resp.body, &context, "the blob's digest")?;
-        Ok(resp.body)
-    }
-
-    /// Uploads `bytes` as a blob of `repo` (POST, then one PUT); returns its
-    /// sha256 digest. Does not ask first whether the blob is there.
-    pub async fn upload_blob(&self, repo: &Repository, bytes: Bytes) -> Result<Digest> {
-        let digest = Digest::sha256(&bytes);
-        let context = format!("{repo}@{digest}");
-        self.upload(repo, None, &digest, bytes, &context).await?;
-        Ok(digest)
-    }
-
-    /// Sends `bytes` as `digest` through upload sessions until one takes
-    /// them, within the client's retry policy: the upload (a session and
-    /// its PUT) is what is retried, never the PUT alone. Bytes a reset cut
-    /// off stay in their session, and distribution refuses the same PUT
-    /// into it (404 `BLOB_UPLOAD_INVALID`) only after reading the whole
-    /// body again. `session`: one already open (a refused mount's). Before
-    /// a new session the blob is looked for: a PUT whose answer was lost
-    /// has landed.
-    async fn upload(
-        &self,
-        repo: &Repository,
-        session: Option<String>,
-        digest: &Digest,
-        bytes: Bytes,
-        context: &str,
-    ) -> Result<()> {
         let settings = self.settings();
-        let mut session = session;
-        let mut retried = false;
-        let attempt = |_deadline| {
-            let (open, again) = (session.take(), std::mem::replace(&mut retried, true));
-            let bytes = bytes.clone();
-            async move {
-                let target = match open {
-                    Some(target) => target,
-                    None => {
-                        if again
-                            && self
-                                .blob_size(repo, digest)
-                                .await
-                                .map_err(Failure::Fatal)?
-                                .is_some()
-                        {
-                            return Ok(());
-                        }
-                        let target = format!("/v2/{}/blobs/uploads/", repo.path());
-                        let resp = self
-                            .start_upload(repo, target, Scope::push(repo.path()), context)
-                            .await
-                            .map_err(Failure::Fatal)?;
-                        session_of(&resp, context, repo).map_err(Failure::Fatal)?
-                    }
-                };
-                match self
-                    .finish_upload(repo, &target, digest, bytes, context)
-                    .await
-                {
-                    Ok(()) => Ok(()),
-                    // The transport's one attempt failed as a retry would
-                    // mend (reset, stall, 429/5xx), or the session is gone.
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            ErrorKind::GaveUp { .. } | ErrorKind::NotFound { .. }
-                        ) =>
-                    {
-                        Err(Failure::retryable(e.without_context()))
-                    }
-                    Err(e) => Err(Failure::Fatal(e)),
-                }
-            }
+        let received = std::sync::Mutex::new(Vec::new());
+        let (received, context_ref, target_ref) = (&received, &context, &target);
+        let attempt = |_deadline| async move {
+            let mut have = std::mem::take(&mut *received.lock().expect("received lock"));
+            let result = self
+                .fetch_rest(repo, target_ref, &mut have, limit, context_ref)
+                .await;
+            *received.lock().expect("received lock") = have;
+            result
         };
         let gave_up = |e: Exhausted| {
             let kind = ErrorKind::GaveUp {
@@ -183,11 +122,97 @@ impl Client {
                 elapsed_ms: e.elapsed.as_millis(),
                 last: e.last,
             };
-            Error::new(kind, context, repo.registry())
+            Error::new(kind, &context, repo.registry())
         };
         (settings.retry)
             .run((&settings.clock, &settings.sleeper), attempt, gave_up)
-            .await
+            .await?;
+        let body = std::mem::take(&mut *received.lock().expect("received lock"));
+        super::manifest::check_claimed(digest, &body, &context, "the blob's digest")?;
+        Ok(body)
+    }
+
+    /// One GET of the blob at `target`: of the bytes after `have` when it
+    /// holds some. What arrives is added to `have` (or replaces it: a 200
+    /// is the whole blob); a body that broke off is retryable with `have`
+    /// kept for the next attempt.
+    async fn fetch_rest(
+        &self,
+        repo: &Repository,
+        target: &str,
+        have: &mut Vec<u8>,
+        limit: usize,
+        context: &str,
+    ) -> std::result::Result<(), Failure<Error>> {
+        let mut req = blob_request(
+            Method::GET,
+            target.to_string(),
+            Scope::pull(repo.path()),
+            context,
+        );
+        req.limit.bytes = limit;
+        req.limit.partial = true;
+        let from = have.len();
+        if from > 0 {
+            req.limit.bytes = limit - from;
+            let range = HeaderValue::from_str(&format!("bytes={from}-")).expect("digits");
+            req.headers.insert(header::RANGE, range);
+        }
+        let resp = match self.execute_once(repo.registry(), req).await {
+            Ok(resp) => resp,
+            Err(e) if matches!(e.kind(), ErrorKind::GaveUp { .. }) => {
+                return Err(Failure::retryable(e.without_context()));
+            }
+            Err(e) => return Err(Failure::Fatal(e)),
+        };
+        match resp.status.as_u16() {
+            // The whole blob, from its first byte.
+            200 => *have = resp.body,
+            206 if range_start(&resp) == Some(from) => have.extend_from_slice(&resp.body),
+            // Not the rest of what arrived (or nothing is left to ask
+            // for): from the start again.
+            206 | 416 => {
+                have.clear();
+                return Err(Failure::retryable(format!(
+                    "HTTP {} to bytes={from}-, not the rest of the blob",
+                    resp.status.as_u16()
+                )));
+            }
+            status => {
+                return Err(Failure::Fatal(Error::status(
+                    context,
+                    repo.registry(),
+                    status,
+                    &resp.body,
+                )));
+            }
+        }
+        match resp.broken {
+            Some(reason) => Err(Failure::retryable(reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// Uploads `bytes` as a blob of `repo` (POST, then one PUT, or PATCHes
+    /// of [`UPLOAD_CHUNK`] for a larger blob); returns its sha256 digest.
+    /// Does not ask first whether the blob is there.
+    pub async fn upload_blob(&self, repo: &Repository, bytes: Bytes) -> Result<Digest> {
+        self.upload_blob_in_chunks(repo, bytes, UPLOAD_CHUNK).await
+    }
+
+    /// [`Client::upload_blob`] with chunks of `chunk` bytes (a blob of at
+    /// most `chunk` in one PUT).
+    pub async fn upload_blob_in_chunks(
+        &self,
+        repo: &Repository,
+        bytes: Bytes,
+        chunk: usize,
+    ) -> Result<Digest> {
+        let digest = Digest::sha256(&bytes);
+        let context = format!("{repo}@{digest}");
+        self.upload(repo, None, &digest, bytes, chunk, &context)
+            .await?;
+        Ok(digest)
     }
 
     /// Makes `digest` a blob of `to`, cheapest first: already there (one
@@ -214,7 +239,7 @@ impl Client {
         };
         let bytes = Bytes::from(self.fetch_blob(from, digest, MAX_COPIED_BLOB).await?);
         let size = bytes.len() as u64;
-        self.upload(to, session, digest, bytes, &context).await?;
+        (self.upload(to, session, digest, bytes, UPLOAD_CHUNK, &context)).await?;
         Ok(BlobCopy::Uploaded(size))
     }
 
@@ -242,7 +267,7 @@ impl Client {
 
     /// POSTs `target` (a new upload session or a mount); any 2xx is the
     /// caller's to read.
-    async fn start_upload(
+    pub(super) async fn start_upload(
         &self,
         repo: &Repository,
         target: String,
@@ -258,41 +283,18 @@ impl Client {
         }
         Ok(resp)
     }
+}
 
-    /// PUTs the whole blob into the upload session `target`, once (see
-    /// [`Client::upload`] for the retries).
-    async fn finish_upload(
-        &self,
-        repo: &Repository,
-        target: &str,
-        digest: &Digest,
-        bytes: Bytes,
-        context: &str,
-    ) -> Result<()> {
-        let sep = if target.contains('?') { '&' } else { '?' };
-        let mut req = blob_request(
-            Method::PUT,
-            format!("{target}{sep}digest={digest}"),
-            Scope::push(repo.path()),
-            context,
-        );
-        req.headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/octet-stream"),
-        );
-        req.body = Some(bytes);
-        let resp = self.execute_once(repo.registry(), req).await?;
-        if resp.status.is_success() {
-            return Ok(());
-        }
-        let status = resp.status.as_u16();
-        Err(Error::status(context, repo.registry(), status, &resp.body))
-    }
+/// Where a 206 answer's `Content-Range: bytes <start>-<end>/<size>` starts.
+fn range_start(resp: &Response) -> Option<usize> {
+    let range = resp.header(header::CONTENT_RANGE.as_str())?;
+    let (start, _) = range.strip_prefix("bytes ")?.split_once('-')?;
+    start.parse().ok()
 }
 
 /// The upload session a 202 names in `Location`, as a request target on
 /// the registry's own origin (its authorization must not go elsewhere).
-fn session_of(resp: &Response, context: &str, repo: &Repository) -> Result<String> {
+pub(super) fn session_of(resp: &Response, context: &str, repo: &Repository) -> Result<String> {
     let location = resp.header(header::LOCATION.as_str()).ok_or_else(|| {
         Error::malformed(context, "upload answer", "202 without a Location header")
     })?;
@@ -339,6 +341,55 @@ mod tests {
         let s = reg.state();
         assert_eq!(s.count("POST", "/blobs/uploads/"), 1);
         assert_eq!(s.count("PUT", &format!("digest={digest}")), 1);
+        assert_eq!(
+            s.log
+                .iter()
+                .filter(|l| l.contains("/blobs/uploads/"))
+                .count(),
+            2,
+            "a small blob: a session and its PUT, nothing more: {:?}",
+            s.log
+        );
+    }
+
+    /// A blob whose body breaks off at 90 % is asked for from there
+    /// (`Range`), the rest appended and the whole verified: the registry
+    /// sends it about once. A registry that ignores the range and sends
+    /// the whole blob (200) is read from the start again.
+    #[tokio::test]
+    async fn a_broken_download_resumes_with_range() {
+        let reg = FakeRegistry::start().await;
+        let client = reg.client();
+        let r = repo(&reg, "a/b");
+        let bytes: Vec<u8> = (0..100_000u32).map(|i| (i % 253) as u8).collect();
+        let digest = reg.put_blob("a/b", &bytes);
+        reg.state()
+            .cut_answers
+            .push(("GET", digest.to_string(), 90_000));
+        let got = client.fetch_blob(&r, &digest, 200_000).await.unwrap();
+        assert_eq!(got, bytes);
+        {
+            let s = reg.state();
+            assert_eq!(s.count("GET", &digest.to_string()), 2, "{:?}", s.log);
+            assert_eq!(s.sent, 100_000, "each byte once");
+        }
+
+        reg.state().sent = 0;
+        reg.state().ignore_ranges = true;
+        reg.state()
+            .cut_answers
+            .push(("GET", digest.to_string(), 90_000));
+        let got = client.fetch_blob(&r, &digest, 200_000).await.unwrap();
+        assert_eq!(got, bytes, "whole again, not appended");
+        assert_eq!(reg.state().sent, 190_000);
+
+        // The limit holds over the parts together.
+        reg.state().ignore_ranges = false;
+        reg.state()
+            .cut_answers
+            .push(("GET", digest.to_string(), 90_000));
+        let err = client.fetch_blob(&r, &digest, 99_999).await.unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::TooLarge { .. }), "{err}");
     }
 
     /// Eight HEADs with a limit of three per registry: three at a time, in

@@ -138,6 +138,7 @@ impl Client {
             limit: Limit {
                 bytes: self.settings().limits.config,
                 what: "config blob",
+                partial: false,
             },
         };
         let resp = self.execute(registry, request).await?;

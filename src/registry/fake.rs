@@ -1,7 +1,9 @@
 //! A fake OCI registry for unit tests: blobs, manifests and tags in memory,
-//! monolithic uploads and cross-repository mounts over plain HTTP/1.1 on
+//! monolithic and chunked uploads (PATCH, `GET` of an upload's offset),
+//! cross-repository mounts and ranged blob reads over plain HTTP/1.1 on
 //! loopback, a log of every request, and faults to inject (statuses,
-//! refused mounts, wrong or missing `Docker-Content-Digest` answers).
+//! refused mounts, wrong or missing `Docker-Content-Digest` answers,
+//! connections cut part-way through a request's or an answer's body).
 
 use super::{Client, Digest, RetryPolicy};
 use std::collections::HashMap;
@@ -18,9 +20,32 @@ pub(crate) struct State {
     pub manifests: HashMap<(String, String), (String, Vec<u8>)>,
     /// (repository, tag) -> digest.
     pub tags: HashMap<(String, String), String>,
-    uploads: HashMap<String, String>,
+    /// Open upload sessions: uuid -> (repository, bytes held).
+    pub uploads: HashMap<String, (String, Vec<u8>)>,
+    sessions_opened: usize,
     /// Every request: `METHOD target`.
     pub log: Vec<String>,
+    /// Body bytes received, of every request (those cut off included).
+    pub received: usize,
+    /// Body bytes sent, of every answer (those cut off included).
+    pub sent: usize,
+    /// One-shot answers of upload sessions with another `Range`: (method,
+    /// target fragment, the `Range` value).
+    pub wrong_ranges: Vec<(&'static str, String, String)>,
+    /// As distribution 2.8 does: an upload's `Location` carries the offset
+    /// it was answered at (`_state`), and a request whose offset is not
+    /// what the session holds (a PATCH was cut off after it) gets 404
+    /// `BLOB_UPLOAD_INVALID` and ends the session.
+    pub stateful_uploads: bool,
+    /// Answer ranged blob reads with the whole blob (200).
+    pub ignore_ranges: bool,
+    /// One-shot cuts: (method, target fragment, bytes): the request's body
+    /// is read up to that many bytes (an upload session keeps them), then
+    /// the connection closes unanswered.
+    pub cut_requests: Vec<(&'static str, String, usize)>,
+    /// One-shot cuts: (method, target fragment, bytes): the answer's body
+    /// breaks off after that many bytes (the connection closes).
+    pub cut_answers: Vec<(&'static str, String, usize)>,
     /// Answer mounts with 202 (an upload session) instead of mounting.
     pub refuse_mounts: bool,
     /// One-shot answers: (method, target fragment, status).
@@ -180,6 +205,26 @@ impl FakeRegistry {
     }
 }
 
+/// The request headers the fake reads.
+struct Head {
+    content_type: String,
+    range: Option<String>,
+    content_range: Option<String>,
+}
+
+/// An upload session's answer: where it goes on (its `_state` the offset,
+/// when the fake keeps state as distribution does) and what it holds.
+fn session_answer(s: &State, status: u16, repo: &str, uuid: &str) -> Answer {
+    let held = s.uploads[uuid].1.len();
+    // Relative, as ghcr.io writes it (distribution's absolute form is
+    // covered by the integration tests).
+    let location = format!("/v2/{repo}/blobs/uploads/{uuid}?_state={held}");
+    // distribution's form: "0-0" for an empty session as for one byte.
+    answer(status)
+        .header("Location", location)
+        .header("Range", format!("0-{}", held.saturating_sub(1)))
+}
+
 struct Answer {
     status: u16,
     headers: Vec<(String, String)>,
@@ -238,23 +283,37 @@ async fn connection(mut conn: tokio::net::TcpStream, state: Arc<Mutex<State>>) {
         let length: usize = header("content-length")
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0);
-        let content_type = header("content-type").unwrap_or_default();
+        let head = Head {
+            content_type: header("content-type").unwrap_or_default(),
+            range: header("range"),
+            content_range: header("content-range"),
+        };
         buf.drain(..head_end);
-        while buf.len() < length {
+        let cut = take_cut(&mut state.lock().unwrap().cut_requests, &method, &target);
+        let wanted = cut.map_or(length, |n| n.min(length));
+        while buf.len() < wanted {
             let mut chunk = [0u8; 8192];
             match conn.read(&mut chunk).await {
                 Ok(0) | Err(_) => return,
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
             }
         }
-        let body: Vec<u8> = buf.drain(..length).collect();
+        let body: Vec<u8> = buf.drain(..wanted).collect();
+        if cut.is_some() {
+            let mut s = state.lock().unwrap();
+            s.received += body.len();
+            s.log.push(format!("{method} {target} (cut)"));
+            keep_cut_off(&mut s, &target, body);
+            return;
+        }
         if method == "HEAD" {
             enter_head(&state).await;
         }
-        let a = handle(&state, &method, &target, &content_type, body);
+        let a = handle(&state, &method, &target, &head, body);
         if method == "HEAD" {
             state.lock().unwrap().heads_in_flight -= 1;
         }
+        let cut = take_cut(&mut state.lock().unwrap().cut_answers, &method, &target);
         let mut out = format!("HTTP/1.1 {} X\r\n", a.status);
         for (n, v) in &a.headers {
             out.push_str(&format!("{n}: {v}\r\n"));
@@ -262,11 +321,36 @@ async fn connection(mut conn: tokio::net::TcpStream, state: Arc<Mutex<State>>) {
         out.push_str(&format!("Content-Length: {}\r\n\r\n", a.body.len()));
         let mut bytes = out.into_bytes();
         if method != "HEAD" {
-            bytes.extend_from_slice(&a.body);
+            let sent = cut.map_or(a.body.len(), |n| n.min(a.body.len()));
+            bytes.extend_from_slice(&a.body[..sent]);
+            state.lock().unwrap().sent += sent;
         }
-        if conn.write_all(&bytes).await.is_err() {
+        if conn.write_all(&bytes).await.is_err() || cut.is_some() {
             return;
         }
+    }
+}
+
+/// The bytes of a cut matching `method` and `target`, taken (one-shot).
+fn take_cut(
+    cuts: &mut Vec<(&'static str, String, usize)>,
+    method: &str,
+    target: &str,
+) -> Option<usize> {
+    let i = cuts
+        .iter()
+        .position(|(m, t, _)| *m == method && target.contains(t.as_str()))?;
+    Some(cuts.remove(i).2)
+}
+
+/// What arrived of a request cut off: an upload session keeps it, as a
+/// registry writing the body as it comes does (distribution does).
+fn keep_cut_off(s: &mut State, target: &str, body: Vec<u8>) {
+    let path = target.split_once('?').map_or(target, |(p, _)| p);
+    if let Some((_, uuid)) = path.split_once("/blobs/uploads/")
+        && let Some((_, held)) = s.uploads.get_mut(uuid)
+    {
+        held.extend_from_slice(&body);
     }
 }
 
@@ -293,15 +377,10 @@ async fn enter_head(state: &Mutex<State>) {
     }
 }
 
-fn handle(
-    state: &Mutex<State>,
-    method: &str,
-    target: &str,
-    content_type: &str,
-    body: Vec<u8>,
-) -> Answer {
+fn handle(state: &Mutex<State>, method: &str, target: &str, head: &Head, body: Vec<u8>) -> Answer {
     let mut s = state.lock().unwrap();
     s.log.push(format!("{method} {target}"));
+    s.received += body.len();
     if let Some(i) = s
         .faults
         .iter()
@@ -314,7 +393,16 @@ fn handle(
         .lost_answers
         .iter()
         .position(|(m, t)| *m == method && target.contains(t.as_str()));
-    let done = carry_out(&mut s, method, target, content_type, body);
+    let mut done = carry_out(&mut s, method, target, head, body);
+    if let Some(i) = s
+        .wrong_ranges
+        .iter()
+        .position(|(m, t, _)| *m == method && target.contains(t.as_str()))
+    {
+        let (_, _, range) = s.wrong_ranges.remove(i);
+        done.headers.retain(|(n, _)| n != "Range");
+        done = done.header("Range", range);
+    }
     match lost {
         Some(i) => {
             s.lost_answers.remove(i);
@@ -324,13 +412,7 @@ fn handle(
     }
 }
 
-fn carry_out(
-    s: &mut State,
-    method: &str,
-    target: &str,
-    content_type: &str,
-    body: Vec<u8>,
-) -> Answer {
+fn carry_out(s: &mut State, method: &str, target: &str, head: &Head, body: Vec<u8>) -> Answer {
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let param = |key: &str| {
         url::form_urlencoded::parse(query.as_bytes())
@@ -342,43 +424,79 @@ fn carry_out(
     };
     if let Some((repo, uuid)) = rest.split_once("/blobs/uploads/") {
         let repo = repo.to_string();
-        match (method, uuid) {
-            ("POST", "") => {
-                if let (Some(digest), Some(from)) = (param("mount"), param("from"))
-                    && !s.refuse_mounts
-                    && let Some(bytes) = s.blobs.get(&(from, digest.clone())).cloned()
-                {
-                    s.blobs.insert((repo.clone(), digest.clone()), bytes);
-                    return answer(201)
-                        .header("Location", format!("/v2/{repo}/blobs/{digest}"))
-                        .header("Docker-Content-Digest", digest);
-                }
-                let uuid = format!("u{}", s.uploads.len() + 1);
-                s.uploads.insert(uuid.clone(), repo.clone());
-                // Relative, as ghcr.io writes it (distribution's absolute
-                // form is covered by the integration tests).
-                let location = format!("/v2/{repo}/blobs/uploads/{uuid}?_state=x");
-                answer(202).header("Location", location)
+        if method == "POST" && uuid.is_empty() {
+            if let (Some(digest), Some(from)) = (param("mount"), param("from"))
+                && !s.refuse_mounts
+                && let Some(bytes) = s.blobs.get(&(from, digest.clone())).cloned()
+            {
+                s.blobs.insert((repo.clone(), digest.clone()), bytes);
+                return answer(201)
+                    .header("Location", format!("/v2/{repo}/blobs/{digest}"))
+                    .header("Docker-Content-Digest", digest);
             }
-            ("PUT", uuid) => {
-                let Some(owner) = s.uploads.remove(uuid) else {
-                    return answer(404);
-                };
-                let digest = Digest::sha256(&body).to_string();
-                if owner != repo || param("digest").as_deref() != Some(digest.as_str()) {
+            s.sessions_opened += 1;
+            let uuid = format!("u{}", s.sessions_opened);
+            s.uploads.insert(uuid.clone(), (repo.clone(), Vec::new()));
+            return session_answer(s, 202, &repo, &uuid);
+        }
+        let Some((owner, held)) = s.uploads.get(uuid) else {
+            return answer(404);
+        };
+        if *owner != repo {
+            return answer(404);
+        }
+        let held = held.len();
+        if s.stateful_uploads && param("_state") != Some(held.to_string()) {
+            s.uploads.remove(uuid);
+            return answer(404).body(br#"{"errors":[{"code":"BLOB_UPLOAD_INVALID"}]}"#.to_vec());
+        }
+        match method {
+            "GET" => session_answer(s, 204, &repo, uuid),
+            "PATCH" => {
+                // The spec's rule (distribution ignores the header and
+                // appends): a chunk starts where the session ends.
+                let start = (head.content_range.as_deref())
+                    .and_then(|r| r.split_once('-'))
+                    .and_then(|(start, _)| start.parse::<usize>().ok());
+                if start.is_some_and(|start| start != held) {
+                    return answer(416);
+                }
+                s.uploads.get_mut(uuid).unwrap().1.extend_from_slice(&body);
+                session_answer(s, 202, &repo, uuid)
+            }
+            "PUT" => {
+                let (_, mut bytes) = s.uploads.remove(uuid).unwrap();
+                bytes.extend_from_slice(&body);
+                let digest = Digest::sha256(&bytes).to_string();
+                if param("digest").as_deref() != Some(digest.as_str()) {
                     return answer(400);
                 }
-                s.blobs.insert((repo, digest.clone()), body);
+                s.blobs.insert((repo, digest.clone()), bytes);
                 answer(201).header("Docker-Content-Digest", digest)
             }
             _ => answer(405),
         }
     } else if let Some((repo, digest)) = rest.split_once("/blobs/") {
-        match s.blobs.get(&(repo.to_string(), digest.to_string())) {
-            Some(bytes) => answer(200)
+        let Some(bytes) = s.blobs.get(&(repo.to_string(), digest.to_string())) else {
+            return answer(404);
+        };
+        let from = (head.range.as_deref())
+            .and_then(|r| r.strip_prefix("bytes="))
+            .and_then(|r| r.strip_suffix('-'))
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|_| !s.ignore_ranges);
+        match from {
+            Some(from) if from >= bytes.len() => answer(416),
+            Some(from) => answer(206)
+                .header("Docker-Content-Digest", digest)
+                .header(
+                    "Content-Range",
+                    format!("bytes {from}-{}/{}", bytes.len() - 1, bytes.len()),
+                )
+                .body(bytes[from..].to_vec()),
+            None => answer(200)
                 .header("Docker-Content-Digest", digest)
                 .body(bytes.clone()),
-            None => answer(404),
         }
     } else if let Some((repo, reference)) = rest.split_once("/manifests/") {
         let repo = repo.to_string();
@@ -386,7 +504,7 @@ fn carry_out(
             let digest = Digest::sha256(&body).to_string();
             s.manifests.insert(
                 (repo.clone(), digest.clone()),
-                (content_type.to_string(), body),
+                (head.content_type.clone(), body),
             );
             if !reference.starts_with("sha256:") {
                 s.tags.insert((repo, reference.to_string()), digest.clone());

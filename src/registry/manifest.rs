@@ -115,6 +115,7 @@ impl Client {
         let limit = Limit {
             bytes: 0,
             what: "manifest",
+            partial: false,
         };
         let resp = self
             .execute(
@@ -148,6 +149,7 @@ impl Client {
         let limit = Limit {
             bytes: self.settings().limits.manifest,
             what: "manifest",
+            partial: false,
         };
         let resp = self
             .execute(

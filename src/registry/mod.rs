@@ -18,7 +18,10 @@
 //! - `in_order.rs`: independent requests in flight together, answered in
 //!   the order they were asked;
 //! - `blob.rs`, `push.rs`: what is written — blobs (HEAD first, upload,
-//!   cross-repository mount) and manifests (exact bytes, digest checked);
+//!   cross-repository mount; reads resumed with `Range`) and manifests
+//!   (exact bytes, digest checked);
+//! - `upload.rs`: a blob's bytes into upload sessions — one PUT, or PATCHes
+//!   for a blob over a chunk, resumed where the registry says it stands;
 //! - `assemble.rs`: an index from platform images already in a repository,
 //!   byte-identical on re-assembly;
 //! - `certs.rs`: which CAs vouch for which registry (`certs.d`,
@@ -72,6 +75,7 @@ mod referrers;
 mod resolve;
 mod tags;
 mod transport;
+mod upload;
 
 pub use crate::name::{Algorithm, Digest, Platform, Reference, Repository, best_match};
 pub use assemble::{
@@ -95,6 +99,7 @@ pub(crate) use transport::redirect::redacted as redacted_url;
 pub use transport::retry::RetryPolicy;
 pub(crate) use transport::retry::{Exhausted, exchange_timeout, retry_after, retryable};
 pub use transport::{Clock, Sleep, Sleeper};
+pub use upload::UPLOAD_CHUNK;
 
 /// OCI and Docker manifest media types.
 pub mod media_type {

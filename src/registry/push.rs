@@ -75,6 +75,7 @@ impl Client {
             limit: Limit {
                 bytes: 64 << 10,
                 what: "manifest answer",
+                partial: false,
             },
         };
         let resp = self.execute(registry, request).await?;

@@ -48,6 +48,7 @@ impl Client {
             limit: Limit {
                 bytes: self.settings().limits.manifest,
                 what: "referrers index",
+                partial: false,
             },
         };
         let resp = self.execute(repo.registry(), request).await?;

@@ -18,6 +18,7 @@ pub(super) const PAGE_SIZE: usize = 1000;
 const PAGE_LIMIT: Limit = Limit {
     bytes: 4 << 20,
     what: "tag list page",
+    partial: false,
 };
 /// Caps on a whole listing, so a registry cannot keep one going (pages
 /// without end, or huge ones) or fill memory: far more than any repository

@@ -166,6 +166,7 @@ pub(crate) async fn fetch(
     let limit = Limit {
         bytes: settings.limits.token,
         what: "token response",
+        partial: false,
     };
     let attempt = |budget: retry::Budget| {
         let outgoing = Outgoing {

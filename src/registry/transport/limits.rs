@@ -26,19 +26,27 @@ impl Default for Limits {
 /// Error bodies are only summarised, so a little is enough.
 pub(crate) const ERROR_BODY_LIMIT: usize = 64 << 10;
 
-/// The cap on one success body, and what that body is (for messages).
+/// The cap on one success body, what that body is (for messages), and
+/// whether a success body that breaks off is answered with what arrived
+/// (`Response::broken` says why) instead of failing the exchange: for a
+/// caller that resumes it with `Range` (a blob download).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limit {
     pub bytes: usize,
     pub what: &'static str,
+    pub partial: bool,
 }
 
 pub(crate) enum ReadError {
     TooLarge,
-    Broken(String),
-    /// No byte arrived for the idle timeout.
+    /// The body broke off: why, and the bytes that had arrived.
+    Broken {
+        reason: String,
+        received: Vec<u8>,
+    },
+    /// No byte arrived for the idle timeout: the bytes that had.
     Stalled {
-        read: u64,
+        received: Vec<u8>,
         expected: Option<u64>,
     },
 }
@@ -60,7 +68,7 @@ pub(crate) async fn read_limited(
     loop {
         let Ok(next) = tokio::time::timeout(idle, resp.chunk()).await else {
             return Err(ReadError::Stalled {
-                read: buf.len() as u64,
+                received: buf,
                 expected,
             });
         };
@@ -73,13 +81,17 @@ pub(crate) async fn read_limited(
             }
             Ok(None) => return Ok(buf),
             Err(e) => {
-                return Err(ReadError::Broken(format!(
+                let reason = format!(
                     "the response body broke off after {} of {} bytes: {}",
                     buf.len(),
                     expected.map_or("?".to_string(), |n| n.to_string()),
                     // Without the URL: its query may be a signature.
                     error_chain(&e.without_url())
-                )));
+                );
+                return Err(ReadError::Broken {
+                    reason,
+                    received: buf,
+                });
             }
         }
     }

@@ -126,11 +126,15 @@ pub(crate) struct Request<'a> {
     pub limit: limits::Limit,
 }
 
-/// A response whose body (if any) has been read completely.
+/// A response whose body (if any) has been read completely (or as far as
+/// it came, see `broken`).
 pub(crate) struct Response {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Vec<u8>,
+    /// Why the body broke off, when it did and the request's limit keeps
+    /// what arrived (`Limit::partial`); `body` is then that part.
+    pub broken: Option<String>,
     /// The URL the response came from (after redirects).
     pub url: reqwest::Url,
     /// The URL the request was sent to, before any redirect: for registry
@@ -236,6 +240,7 @@ mod tests {
             status: StatusCode::ACCEPTED,
             headers: HeaderMap::new(),
             body: Vec::new(),
+            broken: None,
             url: url.parse().unwrap(),
             requested: requested.parse().unwrap(),
         }

@@ -230,15 +230,41 @@ pub(crate) async fn send(http: &reqwest::Client, out: Outgoing<'_>) -> Result<Re
                     }));
                 }
                 Err(ReadError::TooLarge) => b"(error body too large)".to_vec(),
-                Err(ReadError::Broken(m)) => return Err(Failure::retryable(m)),
-                Err(ReadError::Stalled { read, expected }) => {
+                // What arrived of a success body the caller resumes
+                // (`Range`) is its to keep, whether the body broke off or
+                // stalled; any other broken body is asked for again whole.
+                Err(ReadError::Broken { reason, received })
+                    if status.is_success() && out.limit.partial =>
+                {
+                    return Ok(Response {
+                        status,
+                        headers,
+                        body: received,
+                        broken: Some(reason),
+                        url,
+                        requested: origin,
+                    });
+                }
+                Err(ReadError::Broken { reason, .. }) => return Err(Failure::retryable(reason)),
+                Err(ReadError::Stalled { received, expected }) => {
                     let subject = if status.is_success() {
                         out.subject.to_string()
                     } else {
                         format!("the HTTP {} answer's body", status.as_u16())
                     };
                     let idle = out.timeouts.idle;
+                    let read = received.len() as u64;
                     let reason = idle::stalled(idle, false, &subject, read, expected);
+                    if status.is_success() && out.limit.partial {
+                        return Ok(Response {
+                            status,
+                            headers,
+                            body: received,
+                            broken: Some(reason),
+                            url,
+                            requested: origin,
+                        });
+                    }
                     return Err(Failure::retryable(reason));
                 }
             }
@@ -247,6 +273,7 @@ pub(crate) async fn send(http: &reqwest::Client, out: Outgoing<'_>) -> Result<Re
             status,
             headers,
             body,
+            broken: None,
             url,
             requested: origin,
         });
@@ -312,6 +339,7 @@ mod tests {
             limit: Limit {
                 bytes: 1024,
                 what: "manifest",
+                partial: false,
             },
             timeouts: Timeouts::default(),
             budget: Budget::new(super::super::Clock::system(), Duration::from_secs(5)),
