@@ -30,6 +30,7 @@ mod registry;
 mod release;
 mod render;
 mod reproducible;
+mod resume;
 mod run;
 mod sbom;
 mod scaffold;
