@@ -154,7 +154,6 @@ impl Client {
         req.limit.partial = true;
         let from = have.len();
         if from > 0 {
-            req.limit.bytes = limit - from;
             let range = HeaderValue::from_str(&format!("bytes={from}-")).expect("digits");
             req.headers.insert(header::RANGE, range);
         }
@@ -168,7 +167,16 @@ impl Client {
         match resp.status.as_u16() {
             // The whole blob, from its first byte.
             200 => *have = resp.body,
-            206 if range_start(&resp) == Some(from) => have.extend_from_slice(&resp.body),
+            206 if range_start(&resp) == Some(from) => {
+                if from + resp.body.len() > limit {
+                    let kind = ErrorKind::TooLarge {
+                        what: "blob",
+                        limit,
+                    };
+                    return Err(Failure::Fatal(Error::new(kind, context, repo.registry())));
+                }
+                have.extend_from_slice(&resp.body);
+            }
             // Not the rest of what arrived (or nothing is left to ask
             // for): from the start again.
             206 | 416 => {
@@ -379,7 +387,8 @@ mod tests {
         reg.state()
             .cut_answers
             .push(("GET", digest.to_string(), 90_000));
-        let got = client.fetch_blob(&r, &digest, 200_000).await.unwrap();
+        // Under a limit of the blob's size: the whole again is within it.
+        let got = client.fetch_blob(&r, &digest, 100_000).await.unwrap();
         assert_eq!(got, bytes, "whole again, not appended");
         assert_eq!(reg.state().sent, 190_000);
 

@@ -307,9 +307,12 @@ impl Client {
                 )));
             }
         }
+        // Less than was sent is the registry's word (the rest goes
+        // again); nothing taken, or more than was sent, cannot be built on
+        // (and a registry taking nothing would be sent the chunk for ever).
         let held = match held_range(&resp) {
             Held::Absent => sent,
-            Held::Bytes(n) if (start..=sent).contains(&n) => n,
+            Held::Bytes(n) if n > start && n <= sent => n,
             Held::Bytes(_) | Held::Invalid => {
                 return Err(Step::Anew(inconsistent(&resp, context, repo, start, sent)));
             }
@@ -667,6 +670,23 @@ mod tests {
             ]
         );
         assert_eq!(stored(&reg, &digest).as_deref(), Some(&bytes[..]));
+
+        // A chunk answered as taken but nothing held beyond it before.
+        reg.state().log.clear();
+        reg.state()
+            .wrong_ranges
+            .push(("PATCH", "_state=1000".into(), "0-999".into()));
+        let third = blob(2_002);
+        client
+            .upload_blob_in_chunks(&repo(&reg), third, 1000)
+            .await
+            .unwrap();
+        let seen = session_requests(&reg);
+        assert_eq!(
+            seen[..4],
+            ["POST new", "PATCH @0", "PATCH @1000", "HEAD blob"],
+            "{seen:?}"
+        );
 
         reg.state().log.clear();
         let other = blob(2_001);
