@@ -146,11 +146,14 @@ fn next_hop(url: &Url, location: &str) -> Result<Url, Failure> {
 }
 
 /// Sends `out`, following up to [`MAX_REDIRECTS`] redirects.
-pub(crate) async fn send(http: &reqwest::Client, out: Outgoing<'_>) -> Result<Response, Failure> {
+pub(crate) async fn send(
+    http: &reqwest::Client,
+    mut out: Outgoing<'_>,
+) -> Result<Response, Failure> {
     let origin = out.url.clone();
-    let mut url = out.url;
-    let mut method = out.method;
-    let mut body = out.body;
+    let mut url = origin.clone();
+    let mut method = out.method.clone();
+    let mut body = out.body.take();
     for _hop in 0..=MAX_REDIRECTS {
         let mut rb = http
             .request(method.clone(), url.clone())
@@ -203,77 +206,16 @@ pub(crate) async fn send(http: &reqwest::Client, out: Outgoing<'_>) -> Result<Re
             continue;
         }
         let headers = resp.headers().clone();
-        let limit = if status.is_success() {
-            out.limit.bytes
+        let (body, broken) = if method == Method::HEAD {
+            (Vec::new(), None)
         } else {
-            ERROR_BODY_LIMIT
-        };
-        let body = if method == Method::HEAD {
-            Vec::new()
-        } else {
-            let reading = Instant::now();
-            let read = read_limited(&mut resp, limit, out.timeouts.idle).await;
-            // Reading until the idle timeout fired was not moving.
-            let moving = reading.elapsed();
-            let stalled = matches!(read, Err(ReadError::Stalled { .. }));
-            out.budget.credit(if stalled {
-                moving.saturating_sub(out.timeouts.idle)
-            } else {
-                moving
-            });
-            match read {
-                Ok(b) => b,
-                Err(ReadError::TooLarge) if status.is_success() => {
-                    return Err(Failure::Fatal(ErrorKind::TooLarge {
-                        what: out.limit.what,
-                        limit,
-                    }));
-                }
-                Err(ReadError::TooLarge) => b"(error body too large)".to_vec(),
-                // What arrived of a success body the caller resumes
-                // (`Range`) is its to keep, whether the body broke off or
-                // stalled; any other broken body is asked for again whole.
-                Err(ReadError::Broken { reason, received })
-                    if status.is_success() && out.limit.partial =>
-                {
-                    return Ok(Response {
-                        status,
-                        headers,
-                        body: received,
-                        broken: Some(reason),
-                        url,
-                        requested: origin,
-                    });
-                }
-                Err(ReadError::Broken { reason, .. }) => return Err(Failure::retryable(reason)),
-                Err(ReadError::Stalled { received, expected }) => {
-                    let subject = if status.is_success() {
-                        out.subject.to_string()
-                    } else {
-                        format!("the HTTP {} answer's body", status.as_u16())
-                    };
-                    let idle = out.timeouts.idle;
-                    let read = received.len() as u64;
-                    let reason = idle::stalled(idle, false, &subject, read, expected);
-                    if status.is_success() && out.limit.partial {
-                        return Ok(Response {
-                            status,
-                            headers,
-                            body: received,
-                            broken: Some(reason),
-                            url,
-                            requested: origin,
-                        });
-                    }
-                    return Err(Failure::retryable(reason));
-                }
-            }
+            read_body(&mut resp, &out).await?
         };
         return Ok(Response {
             status,
             headers,
             body,
-            broken: None,
+            broken,
             url,
             requested: origin,
         });
@@ -282,6 +224,60 @@ pub(crate) async fn send(http: &reqwest::Client, out: Outgoing<'_>) -> Result<Re
         limit: MAX_REDIRECTS,
         location: redacted(&url),
     }))
+}
+
+/// The body of `resp`, read under `out`'s limit and idle timeout, the time
+/// it moved given back to the budget. A success body the caller resumes
+/// (`Range`, `Limit::partial`) that broke off or stalled is answered with
+/// what arrived and why it ended; any other broken body is a retryable
+/// failure (it is asked for again whole).
+async fn read_body(
+    resp: &mut reqwest::Response,
+    out: &Outgoing<'_>,
+) -> Result<(Vec<u8>, Option<String>), Failure> {
+    let status = resp.status();
+    let limit = if status.is_success() {
+        out.limit.bytes
+    } else {
+        ERROR_BODY_LIMIT
+    };
+    let reading = Instant::now();
+    let read = read_limited(resp, limit, out.timeouts.idle).await;
+    // Reading until the idle timeout fired was not moving.
+    let moving = reading.elapsed();
+    let stalled = matches!(read, Err(ReadError::Stalled { .. }));
+    out.budget.credit(if stalled {
+        moving.saturating_sub(out.timeouts.idle)
+    } else {
+        moving
+    });
+    let resumable = status.is_success() && out.limit.partial;
+    match read {
+        Ok(b) => Ok((b, None)),
+        Err(ReadError::TooLarge) if status.is_success() => {
+            Err(Failure::Fatal(ErrorKind::TooLarge {
+                what: out.limit.what,
+                limit,
+            }))
+        }
+        Err(ReadError::TooLarge) => Ok((b"(error body too large)".to_vec(), None)),
+        Err(ReadError::Broken { reason, received }) if resumable => Ok((received, Some(reason))),
+        Err(ReadError::Broken { reason, .. }) => Err(Failure::retryable(reason)),
+        Err(ReadError::Stalled { received, expected }) => {
+            let subject = if status.is_success() {
+                out.subject.to_string()
+            } else {
+                format!("the HTTP {} answer's body", status.as_u16())
+            };
+            let read = received.len() as u64;
+            let reason = idle::stalled(out.timeouts.idle, false, &subject, read, expected);
+            if resumable {
+                Ok((received, Some(reason)))
+            } else {
+                Err(Failure::retryable(reason))
+            }
+        }
+    }
 }
 
 #[cfg(test)]
