@@ -160,7 +160,7 @@ impl Client {
         let resp = match self.execute_once(repo.registry(), req).await {
             Ok(resp) => resp,
             Err(e) if matches!(e.kind(), ErrorKind::GaveUp { .. }) => {
-                return Err(Failure::retryable(e.without_context()));
+                return Err(Failure::retryable(e.attempt_reason()));
             }
             Err(e) => return Err(Failure::Fatal(e)),
         };

@@ -221,6 +221,19 @@ impl Error {
 impl Error {
     /// The message without the context it opens with, for a caller that
     /// names the context itself (`r.io/a:1: not found …` → `not found …`).
+    /// Why one attempt of a larger unit failed, for that unit's retry
+    /// log: [`Error::without_context`], with a single attempt's "gave up
+    /// after 1 attempt(s)" left out (the unit counts its own attempts, and
+    /// names the registry before the reason).
+    pub(crate) fn attempt_reason(&self) -> String {
+        match &self.kind {
+            ErrorKind::GaveUp {
+                attempts: 1, last, ..
+            } => last.clone(),
+            _ => self.without_context(),
+        }
+    }
+
     pub fn without_context(&self) -> String {
         struct Kind<'a>(&'a Error);
         impl fmt::Display for Kind<'_> {

@@ -135,9 +135,9 @@ impl Client {
                     Err((Step::Again(e), open)) => {
                         p.uncertain = open.is_some();
                         p.session = open;
-                        Err(Failure::retryable(e.without_context()))
+                        Err(Failure::retryable(e.attempt_reason()))
                     }
-                    Err((Step::Anew(e), _)) => Err(Failure::retryable(e.without_context())),
+                    Err((Step::Anew(e), _)) => Err(Failure::retryable(e.attempt_reason())),
                     Err((Step::Fatal(e), _)) => Err(Failure::Fatal(e)),
                 }
             }

@@ -236,6 +236,9 @@ async fn read_body(
     out: &Outgoing<'_>,
 ) -> Result<(Vec<u8>, Option<String>), Failure> {
     let status = resp.status();
+    let range = (status == StatusCode::PARTIAL_CONTENT)
+        .then(|| part_of(resp.headers()))
+        .flatten();
     let limit = if status.is_success() {
         out.limit.bytes
     } else {
@@ -269,7 +272,11 @@ async fn read_body(
             } else {
                 format!("the HTTP {} answer's body", status.as_u16())
             };
-            let read = received.len() as u64;
+            // Of a part (`Range`), what had arrived of the whole.
+            let (read, expected) = match range {
+                Some((start, whole)) => (start + received.len() as u64, whole),
+                None => (received.len() as u64, expected),
+            };
             let reason = idle::stalled(out.timeouts.idle, false, &subject, read, expected);
             if resumable {
                 Ok((received, Some(reason)))
@@ -280,9 +287,33 @@ async fn read_body(
     }
 }
 
+/// A 206's `Content-Range: bytes <start>-<end>/<whole>`: where the part
+/// starts and the whole's size (`*`: unknown).
+fn part_of(headers: &header::HeaderMap) -> Option<(u64, Option<u64>)> {
+    let range = headers.get(header::CONTENT_RANGE)?.to_str().ok()?;
+    let (span, whole) = range.strip_prefix("bytes ")?.split_once('/')?;
+    let (start, _) = span.split_once('-')?;
+    Some((start.parse().ok()?, whole.parse().ok()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_part_says_where_it_starts_and_the_whole_size() {
+        let mut h = header::HeaderMap::new();
+        assert_eq!(part_of(&h), None);
+        h.insert(
+            header::CONTENT_RANGE,
+            "bytes 1048576-3145727/3145728".parse().unwrap(),
+        );
+        assert_eq!(part_of(&h), Some((1 << 20, Some(3 << 20))));
+        h.insert(header::CONTENT_RANGE, "bytes 5-9/*".parse().unwrap());
+        assert_eq!(part_of(&h), Some((5, None)));
+        h.insert(header::CONTENT_RANGE, "items 5-9/10".parse().unwrap());
+        assert_eq!(part_of(&h), None);
+    }
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -77,7 +77,16 @@ pub(crate) async fn send(
         None
     };
     let allowed = plain_http_allowed(session.registry, &session.settings.insecure);
-    let subject = idle::subject(&req.method, &req.target, req.limit.what);
+    let mut subject = idle::subject(&req.method, &req.target, req.limit.what);
+    // A chunk of an upload (PATCH) says which bytes of the blob it holds
+    // (the digest is the error's context).
+    if req.method == reqwest::Method::PATCH
+        && let Some(range) = (req.headers.get(reqwest::header::CONTENT_RANGE))
+            .and_then(|v| v.to_str().ok())
+            .filter(|r| r.bytes().all(|b| b.is_ascii_digit() || b == b'-'))
+    {
+        subject = format!("bytes {range} of {subject}");
+    }
     let mut errors = Vec::new();
     for &scheme in candidates(known, allowed) {
         let origin = format!("{}://{}", scheme.as_str(), api_host(session.registry));
