@@ -410,7 +410,7 @@ mod tests {
             .map(|i| reg.put_blob("a/b", format!("blob {i}").as_bytes()))
             .collect();
         digests.insert(3, Digest::sha256(b"absent"));
-        reg.state().hold_heads = Some(3);
+        reg.state().hold = Some(3);
         let client = Client::builder()
             .anonymous()
             .per_registry_limit(3)
@@ -422,7 +422,7 @@ mod tests {
         assert_eq!(sizes.unwrap(), want);
         let s = reg.state();
         assert_eq!(s.count("HEAD", "/blobs/"), 8);
-        assert_eq!(s.max_heads_in_flight, 3, "at once, never over the limit");
+        assert_eq!(s.max_in_flight, 3, "at once, never over the limit");
     }
 
     #[tokio::test]

@@ -56,17 +56,20 @@ pub(crate) struct State {
     pub answer_digest: Option<String>,
     /// Answer manifest PUTs without Docker-Content-Digest.
     pub omit_digest: bool,
-    /// Hold each HEAD until this many are in flight together (or
+    /// The requests counted in flight (and held): blob requests of this
+    /// method (`HEAD` when `None`: the blobs looked for).
+    pub held_method: Option<&'static str>,
+    /// Hold each such request until this many are in flight together (or
     /// [`HOLD_AT_MOST`] has passed): how many a client sends at once shows
-    /// in [`State::max_heads_in_flight`] without depending on timing.
-    pub hold_heads: Option<usize>,
-    heads_in_flight: usize,
-    pub max_heads_in_flight: usize,
-    head_arrivals: usize,
-    heads_released: usize,
+    /// in [`State::max_in_flight`] without depending on timing.
+    pub hold: Option<usize>,
+    in_flight: usize,
+    pub max_in_flight: usize,
+    arrivals: usize,
+    released: usize,
 }
 
-/// How long a held HEAD waits for the others at most.
+/// How long a held request waits for the others at most.
 const HOLD_AT_MOST: Duration = Duration::from_millis(500);
 
 impl State {
@@ -306,12 +309,16 @@ async fn connection(mut conn: tokio::net::TcpStream, state: Arc<Mutex<State>>) {
             keep_cut_off(&mut s, &target, body);
             return;
         }
-        if method == "HEAD" {
-            enter_head(&state).await;
+        let counted = {
+            let s = state.lock().unwrap();
+            method == s.held_method.unwrap_or("HEAD") && target.contains("/blobs/")
+        };
+        if counted {
+            enter_held(&state).await;
         }
         let a = handle(&state, &method, &target, &head, body);
-        if method == "HEAD" {
-            state.lock().unwrap().heads_in_flight -= 1;
+        if counted {
+            state.lock().unwrap().in_flight -= 1;
         }
         let cut = take_cut(&mut state.lock().unwrap().cut_answers, &method, &target);
         let mut out = format!("HTTP/1.1 {} X\r\n", a.status);
@@ -354,25 +361,25 @@ fn keep_cut_off(s: &mut State, target: &str, body: Vec<u8>) {
     }
 }
 
-/// Counts a HEAD in flight and, with `hold_heads = Some(k)`, waits until
-/// k are in flight together (every HEAD that has arrived is then let go)
-/// or [`HOLD_AT_MOST`] has passed.
-async fn enter_head(state: &Mutex<State>) {
+/// Counts a held request (see [`State::held_method`]) in flight and, with
+/// `hold = Some(k)`, waits until k are in flight together (every one that
+/// has arrived is then let go) or [`HOLD_AT_MOST`] has passed.
+async fn enter_held(state: &Mutex<State>) {
     let (me, hold) = {
         let mut s = state.lock().unwrap();
-        s.heads_in_flight += 1;
-        s.max_heads_in_flight = s.max_heads_in_flight.max(s.heads_in_flight);
-        s.head_arrivals += 1;
-        if s.hold_heads.is_some_and(|k| s.heads_in_flight >= k) {
-            s.heads_released = s.head_arrivals;
+        s.in_flight += 1;
+        s.max_in_flight = s.max_in_flight.max(s.in_flight);
+        s.arrivals += 1;
+        if s.hold.is_some_and(|k| s.in_flight >= k) {
+            s.released = s.arrivals;
         }
-        (s.head_arrivals, s.hold_heads)
+        (s.arrivals, s.hold)
     };
     if hold.is_none() {
         return;
     }
     let started = std::time::Instant::now();
-    while started.elapsed() < HOLD_AT_MOST && state.lock().unwrap().heads_released < me {
+    while started.elapsed() < HOLD_AT_MOST && state.lock().unwrap().released < me {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }

@@ -12,9 +12,9 @@
 //! reading the image from the engine at all. Otherwise the image is read
 //! once as a `save` stream; every layer in it is compressed once into a
 //! temporary file (memory holds buffers, never a layer) and remembered,
-//! and the missing ones are uploaded from there, one at a time, each while
-//! the next is compressed (the stream is read on a blocking thread:
-//! [`Saving`]).
+//! and the missing ones are uploaded from there, a few at once
+//! ([`UPLOADS_AT_ONCE`]), while the next is compressed (the stream is read
+//! on a blocking thread: [`Saving`]).
 //!
 //! The manifest is Docker's schema 2, as the engine's push wrote it (every
 //! reader of this family knows it); its config is the image's config
@@ -223,16 +223,7 @@ pub(crate) async fn push_image(
         .collect();
     if !wanted.is_empty() || config.is_none() {
         let mut saving = Saving::start(engine.save_cmd(image_id), &have, cache);
-        let mut uploaded = Ok(());
-        // One layer at a time, in the order the save stream gives them.
-        while let Some((c, file)) = saving.next().await {
-            if wanted.contains(&c.diff_id) && !have.contains_key(&c.diff_id) {
-                uploaded = upload(client, repo, &c, &file, &mut stats).await;
-                if uploaded.is_err() {
-                    break;
-                }
-            }
-        }
+        let uploaded = upload_as_compressed(client, repo, &mut saving, &wanted, &mut stats).await;
         let read = saving.finish().await;
         // An upload that failed stopped the save: its error is the cause.
         uploaded?;
@@ -269,6 +260,53 @@ pub(crate) async fn push_image(
     ))
 }
 
+/// How many layers of one image are uploaded at once. Each is a file
+/// on disk until it is sent; a link with latency wants several streams
+/// (one stream's HEAD, POST and PUT round trips are idle time for the
+/// link), and the client's per-registry limit bounds the requests anyway.
+const UPLOADS_AT_ONCE: usize = 3;
+
+/// Uploads each layer of `wanted` as [`Saving`] hands it over, up to
+/// [`UPLOADS_AT_ONCE`] at once, while the next is compressed; a diff_id
+/// met twice in the stream goes once. The first failure stops taking
+/// layers (the uploads in flight are dropped) and is the result.
+async fn upload_as_compressed(
+    client: &Client,
+    repo: &Repository,
+    saving: &mut Saving,
+    wanted: &BTreeSet<&String>,
+    stats: &mut PushStats,
+) -> Result<(), PublishError> {
+    use futures::StreamExt as _;
+    let mut started: BTreeSet<String> = BTreeSet::new();
+    let mut in_flight = futures::stream::FuturesUnordered::new();
+    let mut stream_ended = false;
+    loop {
+        if stream_ended && in_flight.is_empty() {
+            return Ok(());
+        }
+        tokio::select! {
+            // An upload ended: its room goes to the next layer.
+            Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                if let Some(bytes) = done? {
+                    stats.uploaded += 1;
+                    stats.uploaded_bytes += bytes;
+                }
+            }
+            next = saving.next(), if !stream_ended && in_flight.len() < UPLOADS_AT_ONCE => {
+                match next {
+                    Some((c, file)) => {
+                        if wanted.contains(&c.diff_id) && started.insert(c.diff_id.clone()) {
+                            in_flight.push(upload(client, repo, c, file));
+                        }
+                    }
+                    None => stream_ended = true,
+                }
+            }
+        }
+    }
+}
+
 /// What [`read_and_compress`] gives for one save stream.
 type SaveRead = Result<(Vec<Vec<u8>>, Vec<Compressed>), PipeError<PublishError>>;
 
@@ -277,9 +315,9 @@ type SaveRead = Result<(Vec<Vec<u8>>, Vec<Compressed>), PipeError<PublishError>>
 /// each layer compressed there, remembered in the cache and handed over
 /// with its temporary file as soon as it is made. The thread owns what it
 /// reads with (the command, the diff_ids already had, a cache handle), so
-/// the async side is free meanwhile: it uploads one layer while the next
-/// is compressed. One layer waits in the hand-over at most, so the disk
-/// holds three compressed layers at most, not an image's.
+/// the async side is free meanwhile: it uploads layers while the next is
+/// compressed. One layer waits in the hand-over at most, so the disk holds
+/// [`UPLOADS_AT_ONCE`] + 2 compressed layers at most, not an image's.
 struct Saving {
     layers: tokio::sync::mpsc::Receiver<(Compressed, std::fs::File)>,
     reading: tokio::task::JoinHandle<SaveRead>,
@@ -454,21 +492,21 @@ fn manifest_bytes(config: &Digest, config_size: usize, layers: &[&Compressed]) -
 }
 
 /// Uploads one compressed layer from its temporary file (mapped, not
-/// read into memory), HEAD first.
+/// read into memory), HEAD first: its compressed size when it was sent,
+/// `None` when the repository had it.
 async fn upload(
     client: &Client,
     repo: &Repository,
-    c: &Compressed,
-    file: &std::fs::File,
-    stats: &mut PushStats,
-) -> Result<(), PublishError> {
+    c: Compressed,
+    file: std::fs::File,
+) -> Result<Option<u64>, PublishError> {
     let digest = parse_digest(&c.digest)?;
     if client.blob_size(repo, &digest).await?.is_some() {
-        return Ok(());
+        return Ok(None);
     }
     // Safety of the map: the file is ours (a fresh temporary file nobody
     // else knows of) and is not written while it is mapped.
-    let map = unsafe { memmap2::Mmap::map(file) }.map_err(io("mapping the compressed layer"))?;
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io("mapping the compressed layer"))?;
     let sent = client.upload_blob(repo, Bytes::from_owner(map)).await?;
     if sent != digest {
         return Err(PublishError::UploadedAs {
@@ -476,9 +514,7 @@ async fn upload(
             sent,
         });
     }
-    stats.uploaded += 1;
-    stats.uploaded_bytes += c.size;
-    Ok(())
+    Ok(Some(c.size))
 }
 
 /// One pass over a save stream: each layer whose compressed form the
@@ -748,8 +784,8 @@ mod tests {
     }
 
     /// A layer's upload that fails stops the push with the registry's
-    /// error (not as a failure to read the image), and no later layer is
-    /// sent: the save stream is read no further.
+    /// error (not as a failure to read the image): the uploads in flight
+    /// are dropped, no layer after them is begun and no manifest is put.
     #[test]
     fn a_failed_upload_stops_the_save_and_is_the_error() {
         use crate::normalize::tests::{file, layer};
@@ -783,8 +819,51 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, PublishError::Registry(_)), "{err:?}");
         let s = reg.state();
-        assert_eq!(s.count("POST", "/blobs/uploads/"), 1, "{:?}", s.log);
+        let begun = s.count("POST", "/blobs/uploads/");
+        assert!((1..=UPLOADS_AT_ONCE).contains(&begun), "{:?}", s.log);
         assert_eq!(s.count("PUT", "/manifests/"), 0);
+    }
+
+    /// Layers are uploaded while later ones are compressed, several at
+    /// once: the registry holds each blob PUT until three are in flight
+    /// (serial uploads would each wait out the hold alone).
+    #[test]
+    fn layers_are_uploaded_several_at_once() {
+        use crate::normalize::tests::{file, layer};
+        let tmp = tempfile::tempdir().unwrap();
+        let layers = [
+            layer(&[file("a", "x\n")]),
+            layer(&[file("b", "y\n")]),
+            layer(&[file("c", "z\n")]),
+        ];
+        let engine = saved(tmp.path(), &layers);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let reg = rt.block_on(crate::registry::fake::FakeRegistry::start());
+        let client = reg.client();
+        let repo: Repository = format!("{}/a/b", reg.authority).parse().unwrap();
+        let cache_dir = tempfile::tempdir().unwrap();
+        let cache = LayerCache::open(cache_dir.path()).unwrap();
+        reg.state().held_method = Some("PUT");
+        reg.state().hold = Some(3);
+        let (manifest, stats) = rt
+            .block_on(push_image(
+                &engine,
+                &client,
+                "local",
+                Target::Digest(&repo),
+                &engine.info.id,
+                &cache,
+            ))
+            .unwrap();
+        assert_eq!((stats.compressed, stats.uploaded), (3, 3));
+        let s = reg.state();
+        assert_eq!(s.max_in_flight, 3, "{:?}", s.log);
+        assert_eq!(s.count("PUT", "/manifests/"), 1);
+        assert_eq!(manifest.media_type, media_type::DOCKER_MANIFEST);
     }
 
     /// An unchanged image whose four layers the cache and the repository
@@ -835,7 +914,7 @@ mod tests {
         let absent = Digest::sha256(b"absent");
         assert_eq!(rt.block_on(client.blob_size(&repo, &absent)).unwrap(), None);
         reg.state().log.clear();
-        reg.state().hold_heads = Some(4);
+        reg.state().hold = Some(4);
         let (_, stats) = rt
             .block_on(push_image(
                 &engine,
@@ -849,6 +928,6 @@ mod tests {
         assert_eq!((stats.present, stats.compressed, stats.uploaded), (4, 0, 0));
         let s = reg.state();
         assert_eq!(s.count("HEAD", "/blobs/"), 5, "four layers and the config");
-        assert_eq!(s.max_heads_in_flight, 4, "the layers' HEADs at once");
+        assert_eq!(s.max_in_flight, 4, "the layers' HEADs at once");
     }
 }
