@@ -83,6 +83,34 @@ impl crate::exit::HasStatus for ReleaseError {
     }
 }
 
+/// How many images are staged at once. Two cores compress one image's
+/// layers while another's are sent; a third keeps the link busy while
+/// the engine starts a `save`.
+const IMAGES_AT_ONCE: usize = 3;
+
+/// For each image to stage (its layers' diff_ids, `None` when unknown
+/// before staging: a registry source), the earlier images it waits for:
+/// the first image having each of its layers (that one compresses and
+/// sends it), and every earlier image whose layers are unknown. An image
+/// sharing no layer with the images before it waits for none.
+fn staging_waits(layers: &[Option<Vec<String>>]) -> Vec<Vec<usize>> {
+    let mut owner: std::collections::BTreeMap<&str, usize> = Default::default();
+    let mut waits = Vec::with_capacity(layers.len());
+    for (i, mine) in layers.iter().enumerate() {
+        let mut wait: std::collections::BTreeSet<usize> = (0..i)
+            .filter(|&j| layers[j].is_none() || mine.is_none())
+            .collect();
+        for diff_id in mine.iter().flatten() {
+            let first = *owner.entry(diff_id.as_str()).or_insert(i);
+            if first != i {
+                wait.insert(first);
+            }
+        }
+        waits.push(wait.into_iter().collect());
+    }
+    waits
+}
+
 /// What a release talks to.
 pub(crate) struct Releaser<'a> {
     pub client: &'a Client,
@@ -112,27 +140,7 @@ impl Releaser<'_> {
     async fn steps(&self, journal: &mut Journal) -> Result<(), ReleaseError> {
         let repo: Repository = journal.plan.repository.parse()?;
         if journal.step < Step::Staged {
-            let stager = Stager {
-                client: self.client,
-                engine: self.engine,
-                repository: &repo,
-            };
-            for planned in journal.plan.variants.clone() {
-                if journal.staged.contains_key(&planned.variant) {
-                    continue;
-                }
-                let staged =
-                    (stager.stage(&planned).await).map_err(|source| ReleaseError::Stage {
-                        variant: planned.variant.clone(),
-                        source: Box::new(source),
-                    })?;
-                (self.progress)(format!(
-                    "staged {} {} as {}",
-                    planned.variant, planned.version, staged.digest
-                ));
-                journal.staged.insert(planned.variant.clone(), staged);
-                journal.save()?;
-            }
+            self.stage_all(&repo, journal).await?;
             journal.step = Step::Staged;
             journal.save()?;
         }
@@ -157,6 +165,74 @@ impl Releaser<'_> {
             }
             journal.step = Step::Pinned;
             journal.save()?;
+        }
+        Ok(())
+    }
+
+    /// The stage step: every image the journal has not staged, several at
+    /// once ([`IMAGES_AT_ONCE`]) so one image's layers are compressed
+    /// while another's are sent, but an image waits for the earlier images
+    /// whose layers it shares ([`staging_waits`]): a layer is compressed
+    /// and sent once, by the first image that has it, and the images after
+    /// it find it in the cache and the repository. The journal is saved as
+    /// each image is staged.
+    async fn stage_all(
+        &self,
+        repo: &Repository,
+        journal: &mut Journal,
+    ) -> Result<(), ReleaseError> {
+        use futures::StreamExt as _;
+        let stager = Stager {
+            client: self.client,
+            engine: self.engine,
+            repository: repo,
+        };
+        let todo: Vec<_> = (journal.plan.variants.iter())
+            .filter(|p| !journal.staged.contains_key(&p.variant))
+            .cloned()
+            .collect();
+        // The engine is asked (`docker inspect`) and the next step needs
+        // the answers: run here, the runtime told.
+        let layers = tokio::task::block_in_place(|| {
+            (todo.iter())
+                .map(|p| {
+                    stager.layers_of(p).map_err(|source| ReleaseError::Stage {
+                        variant: p.variant.clone(),
+                        source,
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })?;
+        let waits = staging_waits(&layers);
+        let mut started = vec![false; todo.len()];
+        let mut staged = vec![false; todo.len()];
+        let mut running = futures::stream::FuturesUnordered::new();
+        loop {
+            for i in 0..todo.len() {
+                if !started[i]
+                    && running.len() < IMAGES_AT_ONCE
+                    && waits[i].iter().all(|&j| staged[j])
+                {
+                    started[i] = true;
+                    let (planned, stager) = (&todo[i], &stager);
+                    running.push(async move { (i, stager.stage(planned).await) });
+                }
+            }
+            let Some((i, result)) = running.next().await else {
+                break;
+            };
+            let planned = &todo[i];
+            let done = result.map_err(|source| ReleaseError::Stage {
+                variant: planned.variant.clone(),
+                source: Box::new(source),
+            })?;
+            (self.progress)(format!(
+                "staged {} {} as {}",
+                planned.variant, planned.version, done.digest
+            ));
+            journal.staged.insert(planned.variant.clone(), done);
+            journal.save()?;
+            staged[i] = true;
         }
         Ok(())
     }
@@ -329,6 +405,31 @@ mod tests {
                 progress: &|_| {},
             }
         }
+    }
+
+    /// The real family's shape: base's layers in every image, each
+    /// fragment's layer in its variant and in `full` (Go's differs there),
+    /// `minimal` on its own base.
+    #[test]
+    fn an_image_waits_for_the_first_image_of_each_layer_it_shares_and_for_unknown_ones() {
+        let l = |ids: &[&str]| Some(ids.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let family = [
+            l(&["b1", "b2"]),                    // 0 base
+            l(&["m1"]),                          // 1 minimal
+            l(&["b1", "b2", "py"]),              // 2 python
+            l(&["b1", "b2", "go"]),              // 3 go
+            l(&["b1", "b2", "js"]),              // 4 js
+            l(&["b1", "b2", "py", "go2", "js"]), // 5 full
+        ];
+        let waits = staging_waits(&family);
+        assert_eq!(
+            waits,
+            vec![vec![], vec![], vec![0], vec![0], vec![0], vec![0, 2, 4]]
+        );
+        // A registry source (layers unknown) waits for every image before
+        // it and every image after it waits for it.
+        let mixed = [l(&["a"]), None, l(&["c"])];
+        assert_eq!(staging_waits(&mixed), vec![vec![], vec![0], vec![1]]);
     }
 
     fn runtime() -> tokio::runtime::Runtime {

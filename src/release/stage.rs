@@ -203,6 +203,23 @@ pub(crate) struct Stager<'a> {
 }
 
 impl Stager<'_> {
+    /// The diff_ids of `planned`'s layers when they are known before it is
+    /// staged (an engine image: `docker inspect`), for staging images
+    /// sharing none at once; `None` for a registry source or an image the
+    /// engine lacks (staging says so).
+    pub(crate) fn layers_of(
+        &self,
+        planned: &Planned,
+    ) -> Result<Option<Vec<String>>, Box<StageError>> {
+        let Source::Engine { image_id, .. } = &planned.source else {
+            return Ok(None);
+        };
+        let engine = self.engine.ok_or(StageError::NoEngine)?;
+        let info =
+            (engine.inspect(image_id)).map_err(|e| StageError::Push(PublishError::Engine(e)))?;
+        Ok(info.map(|i| i.layers))
+    }
+
     /// Puts `planned` in the release repository by digest, stamped (no tag
     /// is written); returns what is there.
     pub(crate) async fn stage(&self, planned: &Planned) -> Result<Staged, StageError> {
