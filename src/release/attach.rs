@@ -36,6 +36,9 @@
 //!   entries merged in (by digest: never listed twice; others' entries
 //!   kept) and written back, each entry with its `artifactType` and
 //!   annotations (what sigstore/cosign#4641 lost).
+//! - **What the release read is not read again**: each subject's manifest,
+//!   and an image's config, are those verify read back before promoting
+//!   (`promote::ReadBack`); only a resume past verify reads them here.
 //! - **Resumable**: the journal records each subject once its referrers
 //!   are uploaded *and* listed; a resumed release skips those and redoes
 //!   the rest, whose PUTs write the same bytes again and whose merge adds
@@ -98,6 +101,10 @@ pub(crate) struct Attacher<'a> {
     pub manifest: Option<&'a crate::manifest::Manifest>,
     /// The empty config blob is in the repository (looked at once).
     pub has_empty: std::cell::Cell<bool>,
+    /// The staged manifests (and configs) verify read, by digest; a
+    /// subject missing here (a resume past verify) is read from the
+    /// registry.
+    pub read_back: super::promote::ReadBack,
     /// The layers read from the registry so far (each distinct blob once).
     pub layers: crate::attest::registry_image::LayerReader,
     /// The checkout's commit and the git ref it is (see [`checkout_ref`]).
@@ -212,8 +219,7 @@ impl Attacher<'_> {
         is_index: bool,
         invocation: &str,
     ) -> Result<AttachedSubject, AttachError> {
-        let reference = Reference::in_repo(self.repo, subject.clone());
-        let manifest = self.client.fetch_manifest(&reference).await?;
+        let (manifest, config) = self.described(subject, is_index).await?;
         let descriptor = referrer::Descriptor {
             media_type: manifest.media_type.clone(),
             digest: subject.to_string(),
@@ -221,11 +227,10 @@ impl Attacher<'_> {
             artifact_type: None,
             annotations: Default::default(),
         };
-        let statements = if is_index {
-            self.of_index(planned, staged, subject, invocation)
-        } else {
-            self.of_image(planned, &reference, &manifest, invocation)
-                .await?
+        // An image comes with its config, an index without.
+        let statements = match &config {
+            Some(config) => (self.of_image(planned, &manifest, config, invocation)).await?,
+            None => self.of_index(planned, staged, subject, invocation),
         };
         let empty = Digest::sha256(referrer::EMPTY_JSON);
         if !self.has_empty.get() {
@@ -274,6 +279,26 @@ impl Attacher<'_> {
         })
     }
 
+    /// The manifest of `subject` (and its config, for an image): as verify read them, else from the registry.
+    async fn described(
+        &self,
+        subject: &Digest,
+        is_index: bool,
+    ) -> Result<(registry::Manifest, Option<registry::ImageConfig>), AttachError> {
+        if let Some((manifest, config)) = self.read_back.get(subject)
+            && is_index == config.is_none()
+        {
+            return Ok((manifest.clone(), config.clone()));
+        }
+        let reference = Reference::in_repo(self.repo, subject.clone());
+        let manifest = self.client.fetch_manifest(&reference).await?;
+        let config = match is_index {
+            true => None,
+            false => Some(self.client.config_of(&reference, &manifest).await?),
+        };
+        Ok((manifest, config))
+    }
+
     /// Read-modify-write of the subject's fallback tag.
     async fn list_in_fallback(
         &self,
@@ -303,12 +328,11 @@ impl Attacher<'_> {
     async fn of_image(
         &self,
         planned: &Planned,
-        reference: &Reference,
         manifest: &crate::registry::Manifest,
+        config: &crate::registry::ImageConfig,
         invocation: &str,
     ) -> Result<Vec<(&'static str, Vec<u8>)>, AttachError> {
         let digest = &manifest.digest;
-        let config = self.client.config_of(reference, manifest).await?;
         let subject = self.subject_of(digest);
         let platform = config.platform.normalized().to_string();
         let mut facts = facts(planned, &config.labels, &platform, invocation);

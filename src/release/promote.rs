@@ -8,7 +8,9 @@ use super::journal::{Journal, JournalError, TagKind};
 use super::plan::Planned;
 use crate::labels::{self, CheckRecord};
 use crate::name::Platform;
-use crate::registry::{self, Client, Digest, Index, Reference, Repository, media_type};
+use crate::registry::{
+    self, Client, Digest, ImageConfig, Index, Manifest, Reference, Repository, media_type,
+};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -18,6 +20,21 @@ pub(crate) struct Image {
     pub digest: Digest,
     pub media_type: String,
     pub bytes: Bytes,
+}
+
+/// What verify read back of each staged manifest, by digest: the index
+/// of a multi-platform variant, and each platform image with its config.
+/// The attach step describes exactly these images, so it takes them from
+/// here instead of reading them again (issue 29: what the release already
+/// read, it does not read again); only a resume past verify reads them.
+pub(crate) type ReadBack = BTreeMap<Digest, (Manifest, Option<ImageConfig>)>;
+
+/// What verify found: the images by variant (what the tags get), where
+/// each unwritten tag points now, and every manifest and config it read.
+pub(crate) struct Verified {
+    pub images: BTreeMap<String, Image>,
+    pub now: BTreeMap<String, Option<Digest>>,
+    pub read_back: ReadBack,
 }
 
 /// An immutable tag that already names another image.
@@ -139,14 +156,14 @@ pub(crate) async fn tag_digest(
 /// config: the version stamped, a passing check record of the inputs and
 /// the tools planned. A staged index is read back whole: it must list the
 /// staged platform images, each gated the same way. Then looks at every
-/// tag not yet written: the first run records where each pointed. Returns
-/// the images by variant and where each unwritten tag points now.
+/// tag not yet written: the first run records where each pointed.
 pub(crate) async fn verify(
     client: &Client,
     repo: &Repository,
     journal: &mut Journal,
-) -> Result<(BTreeMap<String, Image>, BTreeMap<String, Option<Digest>>), PromoteError> {
+) -> Result<Verified, PromoteError> {
     let mut images = BTreeMap::new();
+    let mut read_back = ReadBack::new();
     for planned in &journal.plan.variants {
         let staged = &journal.staged[&planned.variant];
         let digest = staged.digest.clone();
@@ -187,10 +204,13 @@ pub(crate) async fn verify(
                     })?;
                 let config = client.config_of(&child_ref, &child_manifest).await?;
                 gate(&config.labels, planned).map_err(|why| fail(format!("{platform}: {why}")))?;
+                read_back.insert(child.clone(), (child_manifest, Some(config)));
             }
+            read_back.insert(digest.clone(), (manifest.clone(), None));
         } else {
             let config = client.config_of(&reference, &manifest).await?;
             gate(&config.labels, planned).map_err(fail)?;
+            read_back.insert(digest.clone(), (manifest.clone(), Some(config)));
         }
         images.insert(
             planned.variant.clone(),
@@ -225,7 +245,11 @@ pub(crate) async fn verify(
     if !conflicts.is_empty() {
         return Err(Conflicts(conflicts).into());
     }
-    Ok((images, now))
+    Ok(Verified {
+        images,
+        now,
+        read_back,
+    })
 }
 
 /// A staged config's gate: the version stamped, a passing check record of

@@ -144,18 +144,22 @@ impl Releaser<'_> {
             journal.step = Step::Staged;
             journal.save()?;
         }
+        // Empty on a resume past verify: attaching reads the images then.
+        let mut read_back = promote::ReadBack::new();
         if journal.step < Step::Promoted {
-            let (images, now) = promote::verify(self.client, &repo, journal).await?;
+            let verified = promote::verify(self.client, &repo, journal).await?;
             if journal.step < Step::Verified {
                 journal.step = Step::Verified;
                 journal.save()?;
             }
-            promote::promote(self.client, &repo, journal, &images, &now, self.progress).await?;
+            let (images, now) = (&verified.images, &verified.now);
+            promote::promote(self.client, &repo, journal, images, now, self.progress).await?;
+            read_back = verified.read_back;
             journal.step = Step::Promoted;
             journal.save()?;
         }
         if journal.step < Step::Attached {
-            self.attach(&repo, journal).await?;
+            self.attach(&repo, journal, read_back).await?;
             journal.step = Step::Attached;
             journal.save()?;
         }
@@ -238,8 +242,14 @@ impl Releaser<'_> {
     }
 
     /// The attach step: nothing without a signing key; with one, the
-    /// journal's key and no other.
-    async fn attach(&self, repo: &Repository, journal: &mut Journal) -> Result<(), ReleaseError> {
+    /// journal's key and no other. `read_back`: what verify read of the
+    /// staged images (see [`promote::ReadBack`]).
+    async fn attach(
+        &self,
+        repo: &Repository,
+        journal: &mut Journal,
+        read_back: promote::ReadBack,
+    ) -> Result<(), ReleaseError> {
         let Some(hint) = journal.signing_key.clone() else {
             return Ok(());
         };
@@ -258,6 +268,7 @@ impl Releaser<'_> {
             key,
             manifest: self.manifest,
             has_empty: Default::default(),
+            read_back,
             layers: Default::default(),
             checkout: self.manifest.and_then(|m| attach::checkout_ref(&m.root)),
         };
@@ -575,6 +586,85 @@ mod tests {
         );
         assert!(err.to_string().contains("resume it with that key"), "{err}");
         assert_eq!(journal.failure, Some(err.to_string()), "journaled as said");
+    }
+
+    /// The requests of the attach step: what the fake logged after the
+    /// last release tag was written (pinning asks the registry nothing).
+    fn attach_log(reg: &FakeRegistry) -> Vec<String> {
+        let log = reg.state().log.clone();
+        let is_tag = |l: &String| {
+            l.starts_with("PUT ")
+                && (l.ends_with("/manifests/a") || l.ends_with("/manifests/a-1.0.0"))
+        };
+        let last_tag = log.iter().rposition(is_tag).expect("the tags were written");
+        log[last_tag + 1..].to_vec()
+    }
+
+    /// Issue 29, acceptance 5: verify read every staged manifest and
+    /// config, so attaching reads none of them again. Per platform image on
+    /// a registry without the referrers API: 4 × (bundle POST + PUT,
+    /// referrer PUT) and the fallback tag's GET + PUT (14), and here its
+    /// one layer (staging mounted it, never read it); per index 2 × 3 + 2;
+    /// once, the empty config's HEAD + POST + PUT. Before: 2 more per
+    /// image (manifest and config GET), 1 more per index.
+    #[test]
+    fn attaching_after_verify_reads_no_manifest_or_config_again_and_a_resume_past_it_does() {
+        let (f, mut journal) = fixture("pass");
+        let key = crate::attest::PrivateKey::generate();
+        journal.signing_key = Some(key.public().hint());
+        let releaser = f.releaser(Some(&key));
+        f.rt.block_on(releaser.carry_out(&mut journal)).unwrap();
+        let staged = journal.staged["a"].clone();
+        let subjects: Vec<&Digest> = staged.platforms.values().chain([&staged.digest]).collect();
+        let configs: Vec<String> = staged
+            .platforms
+            .values()
+            .map(|d| {
+                let bytes = f.reg.state().manifests[&("rel/y".into(), d.to_string())]
+                    .1
+                    .clone();
+                crate::registry::config_descriptor("c", &bytes)
+                    .unwrap()
+                    .0
+                    .to_string()
+            })
+            .collect();
+        let reads = |log: &[String]| {
+            let manifests = (subjects.iter())
+                .map(|d| {
+                    let target = format!("/manifests/{d}");
+                    log.iter()
+                        .filter(|l| l.starts_with("GET ") && l.ends_with(&target))
+                        .count()
+                })
+                .sum::<usize>();
+            let configs = (configs.iter())
+                .map(|d| {
+                    let target = format!("/blobs/{d}");
+                    log.iter()
+                        .filter(|l| l.starts_with("GET ") && l.ends_with(&target))
+                        .count()
+                })
+                .sum::<usize>();
+            (manifests, configs)
+        };
+        let log = attach_log(&f.reg);
+        assert_eq!(reads(&log), (0, 0), "{log:#?}");
+        let layer_gets = log
+            .iter()
+            .filter(|l| l.starts_with("GET ") && l.contains("/blobs/"))
+            .count();
+        assert_eq!(layer_gets, 2, "each platform image's own layer: {log:#?}");
+        assert_eq!(log.len(), 2 * (14 + 1) + 8 + 3, "{log:#?}");
+
+        // A resume past verify (killed while attaching) has nothing read
+        // back: it reads each subject once, and each image's config.
+        journal.attached.clear();
+        journal.step = Step::Promoted;
+        let before = f.reg.state().log.len();
+        f.rt.block_on(releaser.carry_out(&mut journal)).unwrap();
+        let log = f.reg.state().log[before..].to_vec();
+        assert_eq!(reads(&log), (3, 2), "{log:#?}");
     }
 
     #[test]
