@@ -178,6 +178,89 @@ pub struct LayerFiles {
     read_for: BTreeSet<String>,
 }
 
+/// The version of [`LayerFiles::encode`]'s bytes: kept notes of another
+/// are not read (they are made again from the blob).
+const NOTES_FORMAT: u32 = 1;
+
+/// [`LayerFiles`] as kept between releases: JSON, a kept file's bytes in
+/// base64 (dpkg's status is text, but nothing says a wanted file is).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Notes {
+    format: u32,
+    nodes: Vec<(String, NoteNode)>,
+    whiteouts: BTreeSet<String>,
+    opaque: BTreeSet<String>,
+    read_for: BTreeSet<String>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum NoteNode {
+    Dir,
+    File(Option<String>),
+    Symlink(String),
+    Hardlink(String),
+    Other,
+}
+
+impl LayerFiles {
+    /// What the layer said, as bytes to keep (by the layer blob's digest)
+    /// so that a later release needs not read the blob again.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        use base64::Engine as _;
+        let b64 = &base64::engine::general_purpose::STANDARD;
+        let nodes = (self.nodes.iter())
+            .map(|(path, node)| {
+                let node = match node {
+                    Node::Dir => NoteNode::Dir,
+                    Node::File(bytes) => NoteNode::File(bytes.as_ref().map(|b| b64.encode(b))),
+                    Node::Symlink(t) => NoteNode::Symlink(t.clone()),
+                    Node::Hardlink(t) => NoteNode::Hardlink(t.clone()),
+                    Node::Other => NoteNode::Other,
+                };
+                (path.clone(), node)
+            })
+            .collect();
+        let notes = Notes {
+            format: NOTES_FORMAT,
+            nodes,
+            whiteouts: self.whiteouts.clone(),
+            opaque: self.opaque.clone(),
+            read_for: self.read_for.clone(),
+        };
+        serde_json::to_vec(&notes).expect("the notes serialise")
+    }
+
+    /// What [`LayerFiles::encode`] wrote; `None` for bytes that are not
+    /// that (another format, a garbled file): the blob is read instead.
+    pub(crate) fn decode(bytes: &[u8]) -> Option<LayerFiles> {
+        use base64::Engine as _;
+        let b64 = &base64::engine::general_purpose::STANDARD;
+        let notes: Notes = serde_json::from_slice(bytes).ok()?;
+        if notes.format != NOTES_FORMAT {
+            return None;
+        }
+        let mut nodes = BTreeMap::new();
+        for (path, node) in notes.nodes {
+            let node = match node {
+                NoteNode::Dir => Node::Dir,
+                NoteNode::File(None) => Node::File(None),
+                NoteNode::File(Some(text)) => Node::File(Some(b64.decode(text).ok()?.into())),
+                NoteNode::Symlink(t) => Node::Symlink(t),
+                NoteNode::Hardlink(t) => Node::Hardlink(t),
+                NoteNode::Other => Node::Other,
+            };
+            nodes.insert(path, node);
+        }
+        Some(LayerFiles {
+            nodes,
+            whiteouts: notes.whiteouts,
+            opaque: notes.opaque,
+            read_for: notes.read_for,
+        })
+    }
+}
+
 /// The paths a reading keeps: the wanted ones and the places their links
 /// lead to; and what it notes: those and every directory above them.
 #[derive(Debug, Clone)]

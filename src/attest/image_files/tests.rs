@@ -388,3 +388,60 @@ fn links_that_lead_to_ever_new_places_stop_at_the_cap() {
         )
     );
 }
+
+/// Notes kept between releases compose as the layers they were read from:
+/// every kind of node, whiteouts, opaque directories and what the reading
+/// was for survive; bytes that are not notes of this format are none.
+#[test]
+fn a_layers_notes_decode_to_what_it_said() {
+    let layers = [
+        base(),
+        layer(&[
+            file("var/lib/dpkg/.wh..wh..opq", ""),
+            file("var/lib/dpkg/status", "Package: top\n\u{0}\u{ff}"),
+            hardlink("var/lib/dpkg/status-old", "var/lib/dpkg/status"),
+            file("usr/lib/.wh.os-release", ""),
+            symlink("usr/lib/os-release", "../share/os-release"),
+        ]),
+    ];
+    let reading = Reading::new(&WANTED);
+    let scanned: Vec<LayerFiles> = (layers.iter())
+        .map(|l| reading.scan_blob(l.as_slice()).unwrap())
+        .collect();
+    let decoded: Vec<LayerFiles> = (scanned.iter())
+        .map(|f| LayerFiles::decode(&f.encode()).expect("notes of this format"))
+        .collect();
+    for (s, d) in scanned.iter().zip(&decoded) {
+        assert_eq!(format!("{s:?}"), format!("{d:?}"));
+        assert!(reading.covered_by(d));
+    }
+    // The link leads where the first reading did not look: both say so.
+    let needs = |layers: &[LayerFiles]| match reading.compose(layers) {
+        Composed::Needs(paths) => paths,
+        Composed::Files(files) => panic!("{files:?}"),
+    };
+    assert_eq!(needs(&decoded), needs(&scanned));
+    let mut wider = reading.clone();
+    wider.follow("i", needs(&scanned)).unwrap();
+    assert!(!wider.covered_by(&decoded[0]), "read for fewer paths");
+    let files = |layers: &[LayerFiles]| match wider.compose(layers) {
+        Composed::Files(files) => files,
+        Composed::Needs(paths) => panic!("{paths:?}"),
+    };
+    let again: Vec<LayerFiles> = (layers.iter())
+        .map(|l| wider.scan_blob(l.as_slice()).unwrap())
+        .map(|f| LayerFiles::decode(&f.encode()).unwrap())
+        .collect();
+    let files = files(&again);
+    assert_eq!(
+        files[STATUS],
+        b"Package: top\n\0\xc3\xbf".to_vec(),
+        "bytes as written"
+    );
+    assert!(!files.contains_key(OS_RELEASE), "{files:?}");
+
+    let mut other = serde_json::from_slice::<serde_json::Value>(&scanned[0].encode()).unwrap();
+    other["format"] = 2.into();
+    assert!(LayerFiles::decode(&serde_json::to_vec(&other).unwrap()).is_none());
+    assert!(LayerFiles::decode(b"{\"format\":1").is_none());
+}
