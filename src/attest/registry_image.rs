@@ -7,9 +7,18 @@
 //! digest: a family's images share their base layers, and a release reads
 //! each distinct blob once. A blob that cannot be read is an error naming
 //! its digest and the image.
+//!
+//! What a blob said can also be kept between releases ([`LayerNotes`]: the
+//! release's layer cache, by the blob's digest): a release notes each layer
+//! it reads anyway — staging reads every layer of an engine image it
+//! compresses ([`note_layer`]), the attach step each blob it fetches — so
+//! the attach step after staging, or a later release of the same layers,
+//! fetches no blob. A note is what the blob would say (its digest names
+//! the compressed bytes, the note what their tar holds at the wanted
+//! paths), so the SBOM is the same bytes either way.
 
 use super::AttestError;
-use super::image_files::{Composed, LayerFiles, Reading};
+use super::image_files::{Composed, LayerFault, LayerFiles, Reading};
 use crate::registry::{Client, Digest, Repository};
 use serde::Deserialize;
 use std::cell::{Cell, RefCell};
@@ -19,15 +28,74 @@ use std::rc::Rc;
 /// The largest layer blob read.
 const MAX_LAYER: usize = crate::registry::MAX_COPIED_BLOB;
 
+/// Where what layer blobs said ([`LayerFiles::encode`]) is kept between
+/// releases, by the blob's digest. Keeping is best effort: a note that
+/// cannot be written is read from the blob next time.
+pub(crate) trait LayerNotes: std::fmt::Debug {
+    /// The note of `blob`, if one was kept.
+    fn noted(&self, blob: &Digest) -> Option<Vec<u8>>;
+    /// Whether a note of `blob` is kept (without reading it).
+    fn is_noted(&self, blob: &Digest) -> bool;
+    fn note(&self, blob: &Digest, bytes: &[u8]);
+}
+
+/// Notes what the uncompressed layer `layer`, whose compressed blob is
+/// `blob`, holds at the SBOM's wanted paths, unless `notes` has it. A layer
+/// that does not read is not noted (the attach step reads its blob then,
+/// and says what is wrong with it).
+pub(crate) fn note_layer(notes: &dyn LayerNotes, blob: &Digest, layer: impl std::io::Read) {
+    if notes.is_noted(blob) {
+        return;
+    }
+    if let Ok(files) = Reading::new(&super::sbom::WANTED).scan_blob(layer) {
+        notes.note(blob, &files.encode());
+    }
+}
+
 /// Reads images' wanted files from their layers, each distinct blob once
-/// (again only when another image's links lead where it was not read).
+/// (again only when another image's links lead where it was not read),
+/// none whose note is kept.
 #[derive(Debug, Default)]
 pub(crate) struct LayerReader {
     seen: RefCell<BTreeMap<Digest, Rc<LayerFiles>>>,
     fetched: Cell<usize>,
+    notes: Option<Box<dyn LayerNotes>>,
 }
 
 impl LayerReader {
+    /// A reader that takes what `notes` kept before fetching a blob, and
+    /// notes each blob it fetches.
+    pub(crate) fn keeping(notes: Box<dyn LayerNotes>) -> LayerReader {
+        LayerReader {
+            notes: Some(notes),
+            ..LayerReader::default()
+        }
+    }
+
+    /// Fetches `blob` and reads it for `reading` (noted, when notes are
+    /// kept); a blob that does not read is the inner error.
+    async fn fetch(
+        &self,
+        client: &Client,
+        repo: &Repository,
+        blob: &Digest,
+        reading: &Reading,
+    ) -> Result<Result<LayerFiles, LayerFault>, AttestError> {
+        let bytes = client.fetch_blob(repo, blob, MAX_LAYER).await?;
+        self.fetched.set(self.fetched.get() + 1);
+        let files = reading.scan_blob(bytes.as_slice());
+        if let (Ok(files), Some(notes)) = (&files, &self.notes) {
+            notes.note(blob, &files.encode());
+        }
+        Ok(files)
+    }
+
+    /// What was kept of `blob`, if it serves `reading`.
+    fn kept(&self, blob: &Digest, reading: &Reading) -> Option<LayerFiles> {
+        let bytes = self.notes.as_ref()?.noted(blob)?;
+        LayerFiles::decode(&bytes).filter(|f| reading.covered_by(f))
+    }
+
     /// How many layer blobs were fetched so far.
     #[cfg(test)]
     pub(crate) fn fetched(&self) -> usize {
@@ -71,12 +139,14 @@ impl LayerReader {
                 let files = match known {
                     Some(f) => f,
                     None => {
-                        let bytes = client.fetch_blob(repo, &l.digest, MAX_LAYER).await?;
-                        self.fetched.set(self.fetched.get() + 1);
-                        let files = reading.scan_blob(bytes.as_slice()).map_err(|fault| {
-                            fault.named(image, &format!("{} ({} of {count})", l.digest, i + 1))
-                        })?;
-                        drop(bytes);
+                        let files = match self.kept(&l.digest, &reading) {
+                            Some(f) => f,
+                            None => {
+                                let named = || format!("{} ({} of {count})", l.digest, i + 1);
+                                (self.fetch(client, repo, &l.digest, &reading).await?)
+                                    .map_err(|fault| fault.named(image, &named()))?
+                            }
+                        };
                         let files = Rc::new(files);
                         self.seen
                             .borrow_mut()
@@ -147,6 +217,59 @@ mod tests {
         assert!(!files.contains_key("etc/os-release"), "whited out");
         assert_eq!(reader.fetched(), 3, "the shared base once");
         assert_eq!(fake.state().count("GET", "/blobs/"), 3);
+    }
+
+    /// What one release read of a blob is kept: a later reader (the next
+    /// release) fetches none, a garbled note is read from the blob again,
+    /// and a note read for fewer paths than a link needs is no excuse.
+    #[tokio::test]
+    async fn a_kept_note_spares_the_fetch_and_the_files_are_the_same() {
+        let fake = FakeRegistry::start().await;
+        let client = fake.client();
+        let base = gzip(&layer(&[
+            file("var/lib/dpkg/status", "base\n"),
+            file("etc/os-release", "ID=debian\n"),
+        ]));
+        let go = gzip(&layer(&[file("var/lib/dpkg/status", "go\n")]));
+        let go = manifest(&fake, "f/sandbox", &[&base, &go]);
+        let repo: Repository = format!("{}/f/sandbox", fake.authority).parse().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = crate::release::layer_cache::LayerCache::open(dir.path()).unwrap();
+        let first = LayerReader::keeping(Box::new(cache.clone()));
+        let read = first.files(&client, &repo, "go", &go).await.unwrap();
+        assert_eq!(first.fetched(), 2);
+        assert!(cache.is_noted(&Digest::sha256(&base)));
+        let later = LayerReader::keeping(Box::new(cache.clone()));
+        assert_eq!(later.files(&client, &repo, "go", &go).await.unwrap(), read);
+        assert_eq!(later.fetched(), 0, "both layers noted");
+        assert_eq!(fake.state().count("GET", "/blobs/"), 2);
+
+        cache.note(&Digest::sha256(&base), b"{\"format\":1,");
+        let garbled = LayerReader::keeping(Box::new(cache.clone()));
+        assert_eq!(
+            garbled.files(&client, &repo, "go", &go).await.unwrap(),
+            read
+        );
+        assert_eq!(garbled.fetched(), 1, "the base again, and noted again");
+        assert!(LayerFiles::decode(&cache.noted(&Digest::sha256(&base)).unwrap()).is_some());
+
+        // dpkg's directory linked elsewhere on top: the notes were read for
+        // the wanted paths only, so the layers are fetched for the link.
+        let moved = gzip(&layer(&[
+            file("var/lib/.wh.dpkg", ""),
+            crate::normalize::tests::link("var/lib/dpkg", tar::EntryType::Symlink, "/opt/dpkg"),
+            file("opt/dpkg/status", "moved\n"),
+        ]));
+        let moved = manifest(&fake, "f/sandbox", &[&base, &moved]);
+        let files = later.files(&client, &repo, "moved", &moved).await.unwrap();
+        assert_eq!(files["var/lib/dpkg/status"], b"moved\n");
+        assert_eq!(later.fetched(), 3, "the new top, then both for opt/dpkg");
+        let wider = LayerFiles::decode(&cache.noted(&Digest::sha256(&base)).unwrap()).unwrap();
+        let mut reading = Reading::new(&super::super::sbom::WANTED);
+        reading
+            .follow("moved", ["opt/dpkg/status".to_string()].into())
+            .unwrap();
+        assert!(reading.covered_by(&wider), "the wider reading is kept");
     }
 
     #[tokio::test]

@@ -8,7 +8,10 @@
 //! later. It lives in `$SUNABA_CACHE_DIR`, else `$XDG_CACHE_HOME/sunaba-images`,
 //! else `~/.cache/sunaba-images`:
 //! - `layers/<COMPRESSOR>/<diff hex>`: `sha256:<hex> <size>`;
-//! - `configs/<hex>`: a config's bytes (checked against the name on read).
+//! - `configs/<hex>`: a config's bytes (checked against the name on read);
+//! - `layer-files/<blob hex>`: what a compressed layer blob holds at the
+//!   SBOM's wanted paths ([`crate::attest::registry_image::LayerNotes`]),
+//!   so the attach step reads no blob the release (or one before it) read.
 //!
 //! Every file is written whole (temp file + fsync + rename) and named by
 //! content, so two releases writing at once write the same bytes.
@@ -176,6 +179,37 @@ impl LayerCache {
     pub(crate) fn remember_config(&self, bytes: &[u8]) {
         let hex = hex::encode(sha2::Sha256::digest(bytes));
         let _ = write(&self.dir.join("configs").join(hex), bytes);
+    }
+}
+
+/// The largest layer-files entry read: three wanted files of 64 MB at most
+/// (`image_files`' cap), in base64, and the paths links lead to.
+const MAX_LAYER_FILES: u64 = 384 << 20;
+
+/// A layer-files entry is trusted as a layer entry is (see the module
+/// docs): it decides what the SBOM a release signs lists.
+impl crate::attest::registry_image::LayerNotes for LayerCache {
+    fn noted(&self, blob: &crate::registry::Digest) -> Option<Vec<u8>> {
+        self.read_entry(&self.layer_files_path(blob)?, MAX_LAYER_FILES)
+    }
+
+    fn is_noted(&self, blob: &crate::registry::Digest) -> bool {
+        (self.layer_files_path(blob))
+            .and_then(|p| std::fs::metadata(p).ok())
+            .is_some_and(|m| m.is_file() && m.uid() == self.uid)
+    }
+
+    fn note(&self, blob: &crate::registry::Digest, bytes: &[u8]) {
+        if let Some(path) = self.layer_files_path(blob) {
+            let _ = write(&path, bytes);
+        }
+    }
+}
+
+impl LayerCache {
+    fn layer_files_path(&self, blob: &crate::registry::Digest) -> Option<PathBuf> {
+        let blob = blob.to_string();
+        Some(self.dir.join("layer-files").join(hex_of(&blob)?))
     }
 }
 
