@@ -85,12 +85,16 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         Job::Resume(journal) => journal.needs_engine().then(|| ctx.engine()).transpose()?,
         Job::Release(_) => args.from.is_none().then(|| ctx.engine()).transpose()?,
     };
+    // Opened once for the whole release: staging's pushes and the attach
+    // step share it (what staging read of a layer, attaching reads there).
+    let layer_cache = crate::release::layer_cache::LayerCache::for_user().ok();
     let releaser = Releaser {
         client: &client,
         engine: engine.as_deref(),
         pins_path: &pins_path,
         key: key.as_ref(),
         manifest: ctx.manifest().ok(),
+        layer_cache: layer_cache.as_ref(),
         progress: &progress,
     };
     let reporter = PlainReporter::stderr();

@@ -12,10 +12,12 @@
 //!   revision, base by digest, build inputs) and the release (variant,
 //!   platform, the source image, the release id as invocation id);
 //! - the **test result** its check record label states (`TestResult::of_record`);
-//! - an **SPDX 2.3 SBOM** read from the pushed image's layers in the
-//!   registry (dpkg's status and os-release; each distinct layer blob of
-//!   the release fetched once and gunzipped as a stream,
-//!   `attest::registry_image`), the same bytes `sbom` writes for the image.
+//! - an **SPDX 2.3 SBOM** of the pushed image's layers (dpkg's status and
+//!   os-release): what staging noted of each layer in the layer cache as
+//!   it compressed it, else read from the registry (each distinct layer
+//!   blob of the release fetched once and gunzipped as a stream, and
+//!   noted; `attest::registry_image`), the same bytes `sbom` writes for
+//!   the image.
 //!
 //! For an index (a multi-platform variant), also a signature and a
 //! provenance of the index itself. Each statement is an in-toto Statement
@@ -105,7 +107,8 @@ pub(crate) struct Attacher<'a> {
     /// subject missing here (a resume past verify) is read from the
     /// registry.
     pub read_back: super::promote::ReadBack,
-    /// The layers read from the registry so far (each distinct blob once).
+    /// The layers read so far (each distinct blob once), from the layer
+    /// cache's notes when it has them.
     pub layers: crate::attest::registry_image::LayerReader,
     /// The checkout's commit and the git ref it is (see [`checkout_ref`]).
     pub checkout: Option<CheckoutRef>,

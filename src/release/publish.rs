@@ -329,14 +329,15 @@ impl Saving {
         have: &BTreeMap<String, Compressed>,
         cache: &LayerCache,
     ) -> Saving {
-        let have: BTreeSet<String> = have.keys().cloned().collect();
+        let have = have.clone();
         let cache = cache.clone();
         let (send, layers) = tokio::sync::mpsc::channel(1);
         let reading = tokio::task::spawn_blocking(move || {
             save.read_stdout(|out| {
                 read_and_compress(
                     out,
-                    |d| have.contains(d),
+                    |d| have.get(d).cloned(),
+                    |c, spill| note_layer(&cache, c, spill),
                     |c, file| {
                         cache.remember(c);
                         (send.blocking_send((c.clone(), file)))
@@ -392,7 +393,9 @@ pub(crate) fn local_manifest(
             .read_stdout(|out| {
                 read_and_compress(
                     out,
-                    |d| have.contains_key(d),
+                    |d| have.get(d).cloned(),
+                    // `pins verify --rebuild` signs nothing.
+                    |_, _| {},
                     |c, _| {
                         cache.remember(c);
                         Ok(())
@@ -415,6 +418,16 @@ pub(crate) fn local_manifest(
         config.len(),
     )?;
     Ok((manifest, config))
+}
+
+/// Notes in `cache` what the SBOM needs of the layer compressed as `c`,
+/// read from its uncompressed `spill` (see [`read_and_compress`]): the
+/// attach step then fetches no blob of it.
+fn note_layer(cache: &LayerCache, c: &Compressed, spill: &std::fs::File) {
+    if let Ok(blob) = c.digest.parse::<Digest>() {
+        let spill = BufReader::with_capacity(256 << 10, spill);
+        crate::attest::registry_image::note_layer(cache, &blob, spill);
+    }
 }
 
 fn not_in_engine(local: &str, image_id: &str) -> PublishError {
@@ -518,9 +531,12 @@ async fn upload(
 }
 
 /// One pass over a save stream: each layer whose compressed form the
-/// caller lacks (`have` says which diff_ids it has) compressed into a
+/// caller lacks (`have` gives those it has, by diff_id) compressed into a
 /// temporary file and handed to `each` (with the file); the small files
-/// (configs, manifest.json) returned with the compressions made.
+/// (configs, manifest.json) returned with the compressions made. Every
+/// layer, compressed now or had, is shown to `spilled` with its
+/// uncompressed spill (read from its start): the release notes there what
+/// the SBOM needs of it, while it is on disk anyway.
 ///
 /// A layer's diff_id is known only once it has been read (the stream names
 /// layers by v1 ids), so each layer is first spilled uncompressed while it
@@ -529,7 +545,8 @@ async fn upload(
 /// disk copy of a layer costs far less than compressing it.
 fn read_and_compress(
     input: &mut dyn Read,
-    have: impl Fn(&str) -> bool,
+    have: impl Fn(&str) -> Option<Compressed>,
+    mut spilled: impl FnMut(&Compressed, &std::fs::File),
     mut each: impl FnMut(&Compressed, std::fs::File) -> Result<(), PublishError>,
 ) -> Result<(Vec<Vec<u8>>, Vec<Compressed>), PublishError> {
     use std::io::{Seek as _, Write as _};
@@ -560,10 +577,11 @@ fn read_and_compress(
             let spilling = || io(format!("spilling {name} of the save stream"));
             writer.flush().map_err(spilling())?;
             drop(writer);
-            if have(&diff_id) {
+            spill.rewind().map_err(spilling())?;
+            if let Some(c) = have(&diff_id) {
+                spilled(&c, &spill);
                 continue;
             }
-            spill.rewind().map_err(spilling())?;
             let file = crate::scratch::tempfile().map_err(scratch("a compressed layer"))?;
             let c = compress::gzip(
                 BufReader::with_capacity(256 << 10, &spill),
@@ -571,6 +589,8 @@ fn read_and_compress(
                 diff_id,
             )
             .map_err(io(format!("compressing {name} of the save stream")))?;
+            spill.rewind().map_err(spilling())?;
+            spilled(&c, &spill);
             each(&c, file)?;
             done.push(c);
         } else if size <= 64 << 20 {
@@ -585,7 +605,7 @@ fn read_and_compress(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -618,7 +638,8 @@ mod tests {
         let mut seen = Vec::new();
         let (small, done) = read_and_compress(
             &mut stream.as_slice(),
-            |_| false,
+            |_| None,
+            |_, _| {},
             |c, file| {
                 let mut gz = Vec::new();
                 std::io::Read::read_to_end(&mut &file, &mut gz).ok();
@@ -650,11 +671,21 @@ mod tests {
         use crate::normalize::tests::{file, layer, save_stream};
         let (a, b) = (layer(&[file("a", "x\n")]), layer(&[file("b", "y\n")]));
         let stream = save_stream(&[a.clone(), b.clone()], "2026-12-01T19:00:00Z");
-        let known = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&b)));
+        let known = Compressed {
+            diff_id: format!("sha256:{}", hex::encode(sha2::Sha256::digest(&b))),
+            digest: format!("sha256:{}", "b".repeat(64)),
+            size: 7,
+        };
         let mut seen = Vec::new();
+        let mut spills = Vec::new();
         let (small, done) = read_and_compress(
             &mut stream.as_slice(),
-            |d| d == known,
+            |d| (d == known.diff_id).then(|| known.clone()),
+            |c, mut spill| {
+                let mut bytes = Vec::new();
+                spill.read_to_end(&mut bytes).unwrap();
+                spills.push((c.clone(), bytes));
+            },
             |c, _| {
                 seen.push(c.diff_id.clone());
                 Ok(())
@@ -663,6 +694,10 @@ mod tests {
         .unwrap();
         let first = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&a)));
         assert_eq!(seen, std::slice::from_ref(&first));
+        // Every layer's spill is shown, whole, with its compressed form:
+        // the one had as the caller has it, the other as made now.
+        spills.sort_by(|x, y| x.1.cmp(&y.1));
+        assert_eq!(spills, [(done[0].clone(), a.clone()), (known, b.clone())]);
         assert_eq!(
             done.iter().map(|c| &c.diff_id).collect::<Vec<_>>(),
             [&first]
@@ -673,9 +708,9 @@ mod tests {
 
     /// An engine holding one image: `inspect` answers `info`, `save` prints
     /// the stream at `stream`.
-    struct Saved {
-        info: crate::engine::ImageInfo,
-        stream: std::path::PathBuf,
+    pub(crate) struct Saved {
+        pub(crate) info: crate::engine::ImageInfo,
+        pub(crate) stream: std::path::PathBuf,
     }
 
     impl Engine for Saved {
@@ -756,10 +791,28 @@ mod tests {
     /// An engine whose one image is the save stream of `layers` (written
     /// under `dir`), its ID the stream's config's digest.
     fn saved(dir: &std::path::Path, layers: &[Vec<u8>]) -> Saved {
-        let stream = crate::normalize::tests::save_stream(layers, "2026-12-01T19:00:00Z");
-        std::fs::write(dir.join("save.tar"), &stream).unwrap();
+        let labels = serde_json::json!({"dev.sunaba.variant": "t"});
+        saved_with_labels(dir, layers, labels)
+    }
+
+    /// [`saved`] with the config's labels (the stream is written under
+    /// `dir` with a name of its own).
+    pub(crate) fn saved_with_labels(
+        dir: &std::path::Path,
+        layers: &[Vec<u8>],
+        labels: serde_json::Value,
+    ) -> Saved {
+        let steps = vec!["RUN x"; layers.len()];
+        let stream = crate::normalize::tests::save_stream_of_steps(
+            layers,
+            "2026-12-01T19:00:00Z",
+            &steps,
+            labels,
+        );
+        let path = dir.join(format!("{}.tar", &Digest::sha256(&stream).to_string()[7..]));
+        std::fs::write(&path, &stream).unwrap();
         let (small, _) =
-            read_and_compress(&mut stream.as_slice(), |_| true, |_, _| Ok(())).unwrap();
+            read_and_compress(&mut stream.as_slice(), |_| None, |_, _| {}, |_, _| Ok(())).unwrap();
         let config = (small.into_iter())
             .find(|s| s.starts_with(b"{\"architecture\""))
             .unwrap();
@@ -779,7 +832,7 @@ mod tests {
                 repo_digests: Vec::new(),
                 platform: None,
             },
-            stream: dir.join("save.tar"),
+            stream: path,
         }
     }
 

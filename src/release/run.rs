@@ -11,6 +11,7 @@ use super::pin::PinError;
 use super::promote::PromoteError;
 use super::stage::{StageError, Stager};
 use super::{attach, pin, promote};
+use crate::attest::registry_image::LayerReader;
 use crate::engine::Engine;
 use crate::registry::{Client, Repository};
 use std::path::Path;
@@ -122,6 +123,10 @@ pub(crate) struct Releaser<'a> {
     pub key: Option<&'a crate::attest::PrivateKey>,
     /// images.toml, for the lock files the SBOMs list.
     pub manifest: Option<&'a crate::manifest::Manifest>,
+    /// This user's layer cache: what staging compresses and notes, what
+    /// attaching reads an SBOM's layers from first. `None` when it cannot
+    /// be opened (an engine image's push then says why).
+    pub layer_cache: Option<&'a super::layer_cache::LayerCache>,
     /// One line per thing done, for people.
     pub progress: &'a (dyn Fn(String) + Sync),
 }
@@ -190,6 +195,7 @@ impl Releaser<'_> {
             client: self.client,
             engine: self.engine,
             repository: repo,
+            cache: self.layer_cache,
         };
         let todo: Vec<_> = (journal.plan.variants.iter())
             .filter(|p| !journal.staged.contains_key(&p.variant))
@@ -269,7 +275,10 @@ impl Releaser<'_> {
             manifest: self.manifest,
             has_empty: Default::default(),
             read_back,
-            layers: Default::default(),
+            layers: match self.layer_cache {
+                Some(cache) => LayerReader::keeping(Box::new(cache.clone())),
+                None => LayerReader::default(),
+            },
             checkout: self.manifest.and_then(|m| attach::checkout_ref(&m.root)),
         };
         Ok(attach::attach_all(&attacher, journal, self.progress).await?)
@@ -413,6 +422,7 @@ mod tests {
                 pins_path: &self.pins_path,
                 key,
                 manifest: None,
+                layer_cache: None,
                 progress: &|_| {},
             }
         }
@@ -517,6 +527,7 @@ mod tests {
             client,
             engine: None,
             repository: &repo,
+            cache: None,
         };
         let restaged = rt.block_on(stager.stage(&again.plan.variants[0])).unwrap();
         assert_eq!(restaged, staged);
@@ -594,7 +605,8 @@ mod tests {
         let log = reg.state().log.clone();
         let is_tag = |l: &String| {
             l.starts_with("PUT ")
-                && (l.ends_with("/manifests/a") || l.ends_with("/manifests/a-1.0.0"))
+                && l.rsplit_once("/manifests/")
+                    .is_some_and(|(_, t)| !t.starts_with("sha256"))
         };
         let last_tag = log.iter().rposition(is_tag).expect("the tags were written");
         log[last_tag + 1..].to_vec()
@@ -665,6 +677,155 @@ mod tests {
         f.rt.block_on(releaser.carry_out(&mut journal)).unwrap();
         let log = f.reg.state().log[before..].to_vec();
         assert_eq!(reads(&log), (3, 2), "{log:#?}");
+    }
+
+    /// An engine holding the images `0` (by ID).
+    struct Saves(Vec<crate::release::publish::tests::Saved>);
+
+    impl Saves {
+        fn image(&self, id: &str) -> Option<&crate::release::publish::tests::Saved> {
+            self.0.iter().find(|s| s.info.id == id)
+        }
+    }
+
+    impl crate::engine::Engine for Saves {
+        fn describe(&self) -> String {
+            "saves".into()
+        }
+        fn program(&self) -> &Path {
+            Path::new("/bin/false")
+        }
+        fn log_format(&self) -> crate::engine::LogFormat {
+            crate::engine::LogFormat::BuildKit
+        }
+        fn platform(&self) -> Result<crate::name::Platform, crate::engine::EngineError> {
+            Ok("linux/amd64".parse().expect("a platform"))
+        }
+        fn resources(&self) -> Result<crate::engine::Resources, crate::engine::EngineError> {
+            unreachable!()
+        }
+        fn build_cmd(&self, _: &crate::engine::BuildRequest) -> crate::process::Cmd {
+            unreachable!()
+        }
+        fn inspect(
+            &self,
+            id: &str,
+        ) -> Result<Option<crate::engine::ImageInfo>, crate::engine::EngineError> {
+            Ok(self.image(id).map(|s| s.info.clone()))
+        }
+        fn save_cmd(&self, id: &str) -> crate::process::Cmd {
+            let stream = self.image(id).map(|s| s.stream.clone()).unwrap_or_default();
+            crate::process::Cmd::new("cat").arg(stream)
+        }
+    }
+
+    /// Issue 29, acceptance 5, from the engine: staging read every layer
+    /// it compressed and noted what the SBOM needs of each in the layer
+    /// cache, so the attach step fetches no blob at all: 14 requests per
+    /// image (and the empty config's 3 once), where it fetched each image's
+    /// manifest and config and each distinct layer. The SBOMs are the same
+    /// bytes as read from the blobs: attaching again without the cache
+    /// makes the same referrers.
+    #[test]
+    fn attaching_after_staging_from_the_engine_fetches_no_blob() {
+        use crate::normalize::tests::{file, layer};
+        let rt = runtime();
+        let reg = rt.block_on(FakeRegistry::start());
+        let client = reg.client();
+        let dir = tempfile::tempdir().unwrap();
+        let labels = config("amd64", None, "pass")["config"]["Labels"].clone();
+        let base = layer(&[
+            file("etc/os-release", "ID=debian\nVERSION_ID=\"13\"\n"),
+            file(
+                "var/lib/dpkg/status",
+                "Package: base-files\nStatus: install ok installed\nVersion: 13.8\nArchitecture: amd64\n",
+            ),
+        ]);
+        let tops = [
+            layer(&[file(
+                "var/lib/dpkg/status",
+                "Package: bash\nStatus: install ok installed\nVersion: 5.2\nArchitecture: amd64\n",
+            )]),
+            layer(&[file("usr/bin/tool", "not wanted")]),
+        ];
+        let engine = Saves(
+            (tops.iter())
+                .map(|top| {
+                    let layers = [base.clone(), top.clone()];
+                    crate::release::publish::tests::saved_with_labels(
+                        dir.path(),
+                        &layers,
+                        labels.clone(),
+                    )
+                })
+                .collect(),
+        );
+        let variants = ["a", "b"]
+            .iter()
+            .zip(&engine.0)
+            .map(|(v, saved)| {
+                let mut p = planned(v, &[v]);
+                p.source = Source::Engine {
+                    reference: format!("local/{v}"),
+                    image_id: saved.info.id.clone(),
+                };
+                p
+            })
+            .collect();
+        let plan = Plan {
+            id: "r1".into(),
+            repository: format!("{}/rel/y", reg.authority),
+            variants,
+            unchanged: Vec::new(),
+        };
+        let mut journal = Journal::new(dir.path(), plan, "2026-12-01T00:00:00Z".into());
+        let key = crate::attest::PrivateKey::generate();
+        journal.signing_key = Some(key.public().hint());
+        let cache_dir = tempfile::tempdir().unwrap();
+        let cache = crate::release::layer_cache::LayerCache::open(cache_dir.path()).unwrap();
+        let pins_path = dir.path().join("image_pins.json");
+        let releaser = Releaser {
+            client: &client,
+            engine: Some(&engine),
+            pins_path: &pins_path,
+            key: Some(&key),
+            manifest: None,
+            layer_cache: Some(&cache),
+            progress: &|_| {},
+        };
+        rt.block_on(releaser.carry_out(&mut journal)).unwrap();
+        assert_eq!(journal.attached.len(), 2);
+        let log = attach_log(&reg);
+        let gets = |log: &[String], what: &str| {
+            log.iter()
+                .filter(|l| l.starts_with("GET ") && l.contains(what))
+                .count()
+        };
+        assert_eq!(gets(&log, "/blobs/"), 0, "{log:#?}");
+        assert_eq!(gets(&log, "/manifests/sha256:"), 0, "no image read again");
+        assert_eq!(gets(&log, "/manifests/sha256-"), 2, "the fallback tags");
+        assert_eq!(log.len(), 2 * 14 + 3, "{log:#?}");
+
+        // Read from the blobs instead (no cache: a resume past verify that
+        // reads everything), the statements are the same bytes: the same
+        // referrer digests, none listed anew.
+        let attached = journal.attached.clone();
+        journal.attached.clear();
+        journal.step = Step::Promoted;
+        let before = reg.state().log.len();
+        let uncached = Releaser {
+            layer_cache: None,
+            ..releaser
+        };
+        rt.block_on(uncached.carry_out(&mut journal)).unwrap();
+        assert_eq!(journal.attached, attached);
+        let log = reg.state().log[before..].to_vec();
+        assert_eq!(gets(&log, "/blobs/"), 2 + 3, "two configs, three layers");
+        assert_eq!(
+            reg.state().count("PUT", "/manifests/sha256-"),
+            2,
+            "written by the first attach only"
+        );
     }
 
     #[test]

@@ -200,6 +200,9 @@ pub(crate) struct Stager<'a> {
     pub engine: Option<&'a dyn Engine>,
     /// The release repository.
     pub repository: &'a Repository,
+    /// The layer cache an engine image is pushed with (and its layers
+    /// noted in, for the attach step); `None`: this user's, opened then.
+    pub cache: Option<&'a crate::release::layer_cache::LayerCache>,
 }
 
 impl Stager<'_> {
@@ -229,14 +232,30 @@ impl Stager<'_> {
                 image_id,
             } => {
                 let engine = self.engine.ok_or(StageError::NoEngine)?;
-                let manifest = crate::release::publish::push_checked(
-                    engine,
-                    self.client,
-                    reference,
-                    crate::release::publish::Target::Digest(self.repository),
-                    image_id,
-                )
-                .await?;
+                let target = crate::release::publish::Target::Digest(self.repository);
+                let manifest = match self.cache {
+                    Some(cache) => {
+                        let pushing = crate::release::publish::push_image(
+                            engine,
+                            self.client,
+                            reference,
+                            target,
+                            image_id,
+                            cache,
+                        );
+                        pushing.await?.0
+                    }
+                    None => {
+                        let pushing = crate::release::publish::push_checked(
+                            engine,
+                            self.client,
+                            reference,
+                            target,
+                            image_id,
+                        );
+                        pushing.await?
+                    }
+                };
                 let pushed = manifest.digest.clone();
                 (self.repository.clone(), manifest, Some(pushed))
             }
