@@ -3,7 +3,9 @@
 //! the client stamps the version and promotes. A two-variant fixture family
 //! of fake tools (seconds to build), and the real family once.
 
-use crate::release::{Rig, cost, family_aliases, family_tags, planned_tags, print_costs};
+use crate::release::{
+    Rig, attach_step, cost, family_aliases, family_tags, planned_tags, print_costs,
+};
 use crate::support::{self, EMPTY_PINS, Family, Project, Services, Variant};
 use std::collections::BTreeMap;
 
@@ -325,6 +327,74 @@ fn bench_engine_release_request_economy() {
     }
     assert_eq!(rows[1].1.staging_writes + rows[1].1.tag_puts, 0);
     assert_eq!(rows[2].1.tag_puts, 4);
+}
+
+/// Not a test: `scripts/bench-release` runs it. What the attach step of a
+/// signed release from the engine costs (issue 29, acceptance 5: <= 15
+/// requests per image): a first release with a cold layer cache, one with
+/// nothing changed, one after `kid` changed; `BENCH_LOG` prints each
+/// attach step's requests.
+#[test]
+#[ignore = "benchmark: run by scripts/bench-release"]
+fn bench_engine_attach_request_economy() {
+    let Some(s) = support::services() else {
+        return;
+    };
+    let rig = fixture_rig("bench-attach", &s).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let key = rig.project.path().join("release.key");
+    sunaba_images::attest::PrivateKey::generate()
+        .save(&key, false)
+        .unwrap();
+    let measure = |name: &str, images: usize, stdout: Option<&str>| {
+        rig.proxy.clear_log();
+        let started = std::time::Instant::now();
+        let cli = rig
+            .cli()
+            .env("SUNABA_CACHE_DIR", cache.path())
+            .args(["release", "--write", "--signing-key"])
+            .arg(&key)
+            .stderr_free("the build's progress and the release's");
+        match stdout {
+            Some(s) => cli.stdout(s).run(),
+            None => cli.stdout_free("release notes").run(),
+        };
+        let seconds = started.elapsed().as_secs_f64();
+        let log = rig.proxy.log();
+        let (requests, attach_seconds) = attach_step(&log, &rig.repo);
+        let from = log.len() - requests;
+        let blob_gets = (log[from..].iter())
+            .filter(|l| l.method == "GET" && l.target.contains("/blobs/"))
+            .count();
+        if std::env::var_os("BENCH_LOG").is_some() {
+            for l in &log[from..] {
+                eprintln!("  {} {} ({} bytes)", l.method, l.target, l.body);
+            }
+        }
+        eprintln!(
+            "attach, {name}: {requests} requests ({:.1} per image, {blob_gets} blob GETs), \
+             {attach_seconds:.2} s ({:.2} per image); the release {} requests, {seconds:.1} s",
+            requests as f64 / images.max(1) as f64,
+            attach_seconds / images.max(1) as f64,
+            log.len(),
+        );
+        requests
+    };
+    let first = measure(
+        "first release, engine source, cold cache (2 images)",
+        2,
+        None,
+    );
+    assert!(first <= 2 * 15, "<= 15 requests per image: {first}");
+    let none = measure(
+        "no change",
+        0,
+        Some("nothing to release: every image is as pinned\n"),
+    );
+    assert_eq!(none, 0);
+    write_fragment(&rig.project, "kid", "beta", "beta 2.0.1");
+    let one = measure("one variant changed (kid, 1 image)", 1, None);
+    assert!(one <= 15, "<= 15 requests per image: {one}");
 }
 
 /// The attached SBOM of `subject` (the SPDX predicate of its signed

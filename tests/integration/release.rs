@@ -598,6 +598,26 @@ pub fn cost(log: &[crate::support::proxy::Logged], repo: &str) -> Cost {
     }
 }
 
+/// The attach step of one release run, as the lab notes count it: the
+/// requests after the last release tag was written, and the seconds from
+/// that tag's PUT to the last request (the last referrer listed).
+pub fn attach_step(log: &[crate::support::proxy::Logged], repo: &str) -> (usize, f64) {
+    let manifests = format!("/v2/{repo}/manifests/");
+    let Some(last_tag) = log.iter().rposition(|l| {
+        l.method == "PUT"
+            && l.target
+                .strip_prefix(&manifests)
+                .is_some_and(|t| !t.starts_with("sha256"))
+    }) else {
+        return (0, 0.0);
+    };
+    let after = &log[last_tag + 1..];
+    let seconds = after
+        .last()
+        .map_or(0.0, |l| (l.at - log[last_tag].at).as_secs_f64());
+    (after.len(), seconds)
+}
+
 /// Prints one row per run (to stderr: stdout belongs to the test harness).
 pub fn print_costs(title: &str, aliases: usize, rows: &[(String, Cost, f64)]) {
     eprintln!(

@@ -86,6 +86,8 @@ pub struct Logged {
     pub authorization: bool,
     /// Bytes of the request body.
     pub body: usize,
+    /// When it arrived (a step's seconds are read off the log).
+    pub at: std::time::Instant,
 }
 
 pub struct ProxyState {
@@ -240,6 +242,7 @@ async fn handle(
             accept: req.header("accept").map(str::to_string),
             authorization: req.header("authorization").is_some(),
             body: req.body.len(),
+            at: std::time::Instant::now(),
         });
         let faults: Vec<Fault> = s
             .rules
