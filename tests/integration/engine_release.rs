@@ -385,7 +385,15 @@ fn bench_engine_attach_request_economy() {
         2,
         None,
     );
-    assert!(first <= 2 * 15, "<= 15 requests per image: {first}");
+    // Per image (four referrers on distribution 2.8: 4 × (bundle POST,
+    // PUT; referrer PUT) + the fallback tag's GET and PUT = 14), and once
+    // per release the empty config the referrers share (HEAD, POST, PUT):
+    // over the real family's six images that is 14.5 per image.
+    const ONCE_PER_RELEASE: usize = 3;
+    assert!(
+        first <= 2 * 15 + ONCE_PER_RELEASE,
+        "<= 15 requests per image and the shared empty config: {first}"
+    );
     let none = measure(
         "no change",
         0,
