@@ -274,7 +274,8 @@ async fn read_body(
             };
             // Of a part (`Range`), what had arrived of the whole.
             let (read, expected) = match range {
-                Some((start, whole)) => (start + received.len() as u64, whole),
+                // The start is the registry's word: no overflow from it.
+                Some((start, whole)) => (start.saturating_add(received.len() as u64), whole),
                 None => (received.len() as u64, expected),
             };
             let reason = idle::stalled(out.timeouts.idle, false, &subject, read, expected);
@@ -313,6 +314,14 @@ mod tests {
         assert_eq!(part_of(&h), Some((5, None)));
         h.insert(header::CONTENT_RANGE, "items 5-9/10".parse().unwrap());
         assert_eq!(part_of(&h), None);
+        let huge = format!("bytes {}-{}/*", u64::MAX, u64::MAX);
+        h.insert(header::CONTENT_RANGE, huge.parse().unwrap());
+        assert_eq!(part_of(&h), Some((u64::MAX, None)));
+        assert_eq!(
+            u64::MAX.saturating_add(1),
+            u64::MAX,
+            "what the stall message adds"
+        );
     }
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
