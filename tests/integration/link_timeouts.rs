@@ -8,7 +8,7 @@
 
 use crate::support::link::{Link, noise};
 use crate::support::{self};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::{Duration, Instant};
 use sunaba_images::registry::{Client, ClientBuilder, Digest, Repository, RetryPolicy};
 
@@ -27,17 +27,6 @@ fn repo(authority: &str, name: &str) -> Repository {
     format!("{authority}/{}/blobs", support::unique(name))
         .parse()
         .unwrap()
-}
-
-/// The link's exchanges of `method` whose target contains `part`, in order.
-fn exchanges(link: &Link, method: &str, part: &str) -> Vec<Value> {
-    let mut out: Vec<Value> = link
-        .exchanges(part)
-        .into_iter()
-        .filter(|e| e["method"] == method)
-        .collect();
-    out.sort_by_key(|e| e["id"].as_u64());
-    out
 }
 
 /// 3 MiB each way at 8 Mbit/s (over 3 s) under a 2 s budget: the upload
@@ -75,7 +64,7 @@ async fn slow_transfers_that_keep_moving_outlast_the_request_budget() {
         "slower than the budget: {took:?}"
     );
     assert_eq!(got, bytes);
-    let puts = exchanges(&link, "PUT", &digest.to_string());
+    let puts = link.exchanges_of("PUT", &digest.to_string());
     assert_eq!(puts.len(), 1, "sent once, never cut: {puts:#?}");
 }
 
@@ -136,7 +125,7 @@ async fn an_upload_that_stalls_fails_after_the_idle_timeout_naming_host_blob_and
         took >= Duration::from_secs(2) && took < Duration::from_secs(10),
         "{took:?}"
     );
-    let stalled = exchanges(&link, "PUT", &digest.to_string());
+    let stalled = link.exchanges_of("PUT", &digest.to_string());
     assert_eq!(stalled.len(), 2, "{stalled:#?}");
     assert_ne!(stalled[0]["target"], stalled[1]["target"], "a new session");
 
@@ -184,7 +173,7 @@ async fn a_download_that_stalls_is_retried_then_fails_naming_host_blob_and_bytes
     stall(1);
     let got = client.fetch_blob(&r, &digest, 4 << 20).await.unwrap();
     assert_eq!(got, bytes);
-    let gets = exchanges(&link, "GET", &digest.to_string());
+    let gets = link.exchanges_of("GET", &digest.to_string());
     assert_eq!(gets.len(), 2, "{gets:#?}");
     assert_eq!(gets[1]["outcome"], "complete", "{gets:#?}");
 

@@ -33,18 +33,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// The link's exchanges with `method` whose target contains `part`, in
-/// the order they came.
-fn exchanges(link: &Link, method: &str, part: &str) -> Vec<Value> {
-    let mut out: Vec<Value> = link
-        .exchanges(part)
-        .into_iter()
-        .filter(|e| e["method"] == method)
-        .collect();
-    out.sort_by_key(|e| e["id"].as_u64());
-    out
-}
-
 fn body(e: &Value, side: &str) -> u64 {
     e[side]["body"].as_u64().unwrap()
 }
@@ -101,7 +89,7 @@ fn a_blob_read_reset_at_90_percent_resumes_with_range() {
         .block_on(client().fetch_blob(&via, &digest, bytes.len()))
         .unwrap();
     assert!(read == bytes, "the blob, whole");
-    let gets = exchanges(&link, "GET", &format!("/blobs/{digest}"));
+    let gets = link.exchanges_of("GET", &format!("/blobs/{digest}"));
     assert_eq!(
         seen(&gets, "response"),
         [
@@ -173,17 +161,17 @@ fn a_chunk_refused_at_90_percent_is_sent_again_in_its_session_not_the_blob() {
         .unwrap();
     assert_eq!(digest.to_string(), sha256(&bytes));
 
-    let patches = exchanges(&link, "PATCH", "/blobs/uploads/");
+    let patches = link.exchanges_of("PATCH", "/blobs/uploads/");
     assert_eq!(patches.len(), 17, "16 chunks and one again: {patches:#?}");
     assert_eq!(patches[14]["status"], 503, "{patches:#?}");
-    let status = exchanges(&link, "GET", "/blobs/uploads/");
+    let status = link.exchanges_of("GET", "/blobs/uploads/");
     assert_eq!(
         seen(&status, "response"),
         [(json!(204), json!("complete"), 0)],
         "one question: where the session stands"
     );
     assert_eq!(
-        exchanges(&link, "POST", "/blobs/uploads/").len(),
+        link.exchanges_of("POST", "/blobs/uploads/").len(),
         1,
         "one session"
     );
@@ -222,17 +210,17 @@ fn a_chunk_reset_part_way_on_distribution_is_completed_in_a_new_session() {
         .unwrap();
     assert_eq!(digest.to_string(), sha256(&bytes));
 
-    let patches = exchanges(&link, "PATCH", "/blobs/uploads/");
+    let patches = link.exchanges_of("PATCH", "/blobs/uploads/");
     assert_eq!(
         (&patches[14]["outcome"], body(&patches[14], "request")),
         (&json!("reset"), chunk / 2),
         "{patches:#?}"
     );
-    let status = exchanges(&link, "GET", "/blobs/uploads/");
+    let status = link.exchanges_of("GET", "/blobs/uploads/");
     assert_eq!(status.len(), 1, "{status:#?}");
     assert_eq!(status[0]["status"], 404, "distribution refuses the session");
     assert_eq!(
-        exchanges(&link, "POST", "/blobs/uploads/").len(),
+        link.exchanges_of("POST", "/blobs/uploads/").len(),
         2,
         "a new session"
     );

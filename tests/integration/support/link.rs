@@ -73,6 +73,16 @@ impl Link {
             .collect()
     }
 
+    /// The exchanges of `method` whose target contains `part`, in the
+    /// order they came.
+    pub fn exchanges_of(&self, method: &str, part: &str) -> Vec<serde_json::Value> {
+        let mut out: Vec<serde_json::Value> = (self.exchanges(part).into_iter())
+            .filter(|e| e["method"] == method)
+            .collect();
+        out.sort_by_key(|e| e["id"].as_u64());
+        out
+    }
+
     pub fn clear_stats(&self) {
         assert_eq!(self.admin("DELETE", "/_link/stats", None).0, 204);
     }
