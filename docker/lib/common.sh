@@ -133,9 +133,21 @@ npm_ci_prefix() {
 		set -- --foreground-scripts "$@"
 	fi
 	# npm's EINTEGRITY names only the hash: name the package the lock gives it.
+	# A network failure (npm already retried each request) is tried again
+	# whole, up to three times: npm ci starts from an empty node_modules and
+	# the cache keeps what did arrive. A wrong hash is never tried again.
 	_err=$(mktemp)
-	if ! (cd "$_dir" && npm ci "$1" --no-fund --no-audit --no-update-notifier) 2>"$_err"; then
+	_attempt=1
+	while ! (cd "$_dir" && npm ci "$1" --no-fund --no-audit --no-update-notifier) 2>"$_err"; do
 		cat "$_err" >&2
+		_code=$(sed -n 's/^npm error code \([A-Z0-9_]*\)$/\1/p' "$_err" | head -n 1)
+		if [ "$_attempt" -lt 3 ] && npm_network_code "$_code"; then
+			_delay=$((_attempt * ${SUNABA_NPM_RETRY_SECONDS:-10}))
+			sunaba_log "npm ci: network error $_code (attempt $_attempt of 3); trying again in $_delay s"
+			sleep "$_delay"
+			_attempt=$((_attempt + 1))
+			continue
+		fi
 		_wanted=$(sed -n 's/.*integrity checksum failed when using [a-z0-9]*: wanted \([^ ]*\) but got.*/\1/p' "$_err" | head -n 1)
 		if [ -n "$_wanted" ]; then
 			_pkg=$(jq -r --arg i "$_wanted" '.packages | to_entries[]
@@ -145,7 +157,7 @@ npm_ci_prefix() {
 		fi
 		rm -f "$_err"
 		return 1
-	fi
+	done
 	rm -f "$_err"
 	shift
 	for _bin in "$@"; do
@@ -155,6 +167,17 @@ npm_ci_prefix() {
 		fi
 		ln -sf "$_dir/node_modules/.bin/$_bin" "/usr/local/bin/$_bin"
 	done
+}
+
+# npm_network_code CODE: whether npm's error code is the network's (a
+# connection that failed or broke, a name that did not resolve, the registry
+# busy or down) rather than the request's.
+npm_network_code() {
+	case "$1" in
+	ETIMEDOUT | ESOCKETTIMEDOUT | ERR_SOCKET_TIMEOUT | EAI_AGAIN | ECONNRESET | ECONNREFUSED | \
+		ENETUNREACH | EHOSTUNREACH | EPIPE | E429 | E500 | E502 | E503 | E504) return 0 ;;
+	*) return 1 ;;
+	esac
 }
 
 # npm_require_version DIR NAME VERSION: the package npm ci put in DIR is the

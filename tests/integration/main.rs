@@ -15,6 +15,7 @@ mod detect;
 mod docs;
 mod engine_release;
 mod exit_status;
+mod fragment_lib;
 mod github;
 mod link;
 mod link_client;
