@@ -104,7 +104,8 @@ pub(crate) fn record(
 /// checked image — to the labelled image. Tags of other repositories that
 /// share the image stay put. Returns the labelled image's ID, or `None`
 /// when `reference` is not a local tag of this family: BuildKit cannot
-/// build FROM a bare image ID, so there is nothing to record on.
+/// build FROM a bare image ID, so there is nothing to record on. When
+/// another build recorded this same pass first, its labelled image's ID.
 pub(crate) fn record_pass(
     family: &Family,
     engine: &dyn Engine,
@@ -131,9 +132,26 @@ pub(crate) fn record_pass(
     let mut seen = BTreeSet::new();
     tags.retain(|t| seen.insert(t.clone()) && info.repo_tags.contains(t));
     let Some(from) = tags.first() else {
-        return Ok(None);
+        return labelled_twin(engine, reference, &info, report);
     };
     record(engine, report, from, &tags).map(Some)
+}
+
+/// The image `reference` points at now, when it is `checked` with this very
+/// pass already recorded: another build of the family in the same engine
+/// (a second CI job, two test runs) checked the same inputs, recorded first
+/// and moved the tags to its labelled image. Same layers and the same record
+/// (its inputs included) make it the image this pass would have labelled.
+fn labelled_twin(
+    engine: &dyn Engine,
+    reference: &str,
+    checked: &ImageInfo,
+    report: &CheckReport,
+) -> Result<Option<String>, CheckError> {
+    Ok(engine.inspect(reference)?.and_then(|now| {
+        (now.id != checked.id && now.layers == checked.layers && already_recorded(&now, report))
+            .then_some(now.id)
+    }))
 }
 
 #[cfg(test)]
@@ -178,6 +196,65 @@ mod tests {
         let mut newer = r.clone();
         newer.tools[0].version = "1.25.0".into();
         assert!(!already_recorded(&info, &newer));
+    }
+
+    /// Two builds of one family in one engine: the other recorded the same
+    /// pass first and moved the tags, so the checked image has none left.
+    #[test]
+    fn a_pass_another_build_recorded_first_is_taken_not_refused() {
+        use crate::engine::fake::FakeEngine;
+        let family = Family {
+            repository: "r".into(),
+            ..Default::default()
+        };
+        let r = report(true);
+        let checked = ImageInfo {
+            id: r.image_id.clone(),
+            size: 5,
+            labels: BTreeMap::new(),
+            healthcheck: None,
+            user: String::new(),
+            env: Vec::new(),
+            layers: vec!["sha256:l1".into(), "sha256:l2".into()],
+            repo_tags: vec![],
+            repo_digests: vec![],
+            platform: None,
+        };
+        let twin = ImageInfo {
+            id: "sha256:labelled".into(),
+            labels: BTreeMap::from([
+                (LABEL_CHECK.to_string(), record_json(&r)),
+                (LABEL_INPUTS.to_string(), "sha256:abc".to_string()),
+            ]),
+            repo_tags: vec![r.image.clone(), "r:go".into()],
+            ..checked.clone()
+        };
+        let engine = FakeEngine::default();
+        let images = |reference: ImageInfo| {
+            let mut images = engine.images.lock().unwrap();
+            images.insert(checked.id.clone(), checked.clone());
+            images.insert(r.image.clone(), reference);
+        };
+        images(twin.clone());
+        assert_eq!(
+            record_pass(&family, &engine, &r.image, &r)
+                .unwrap()
+                .as_deref(),
+            Some("sha256:labelled")
+        );
+        // Other layers, or another record, are not this pass: still refused.
+        images(ImageInfo {
+            layers: vec!["sha256:l1".into()],
+            ..twin.clone()
+        });
+        assert_eq!(record_pass(&family, &engine, &r.image, &r).unwrap(), None);
+        let mut newer = r.clone();
+        newer.tools[0].version = "1.25.0".into();
+        images(twin);
+        assert_eq!(
+            record_pass(&family, &engine, &r.image, &newer).unwrap(),
+            None
+        );
     }
 
     #[test]
