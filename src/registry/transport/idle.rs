@@ -63,6 +63,9 @@ pub(crate) struct Track {
     /// When the first and the latest chunk were handed over.
     pub first: Option<Instant>,
     pub last: Option<Instant>,
+    /// After the last chunk: when the connection's send queue was last
+    /// seen shrinking ([`super::send_queue`]): the body still moving.
+    pub drained: Option<Instant>,
 }
 
 impl Progress {
@@ -73,6 +76,7 @@ impl Progress {
             total,
             first: None,
             last: None,
+            drained: None,
         };
         Progress(Arc::new((Mutex::new(track), tokio::sync::Notify::new())))
     }
@@ -89,18 +93,30 @@ impl Progress {
         }
     }
 
+    /// The send queue was seen shrinking at `now`, the body handed over.
+    fn drained(&self, now: Instant) {
+        self.0.0.lock().expect("progress lock").drained = Some(now);
+    }
+
     pub(crate) fn track(&self) -> Track {
         *self.0.0.lock().expect("progress lock")
     }
 }
 
 impl Track {
-    /// The time the body was moving: from its first chunk to its last.
+    /// The time the body was moving: from its first chunk to its last,
+    /// or to the send queue's last shrinking after it.
     pub(crate) fn moving(&self) -> Duration {
-        match (self.first, self.last) {
-            (Some(first), Some(last)) => last.saturating_duration_since(first),
+        match (self.first, self.moved()) {
+            (Some(first), Some(moved)) => moved.saturating_duration_since(first),
             _ => Duration::ZERO,
         }
+    }
+
+    /// When the body last moved: its latest chunk handed over, or the send
+    /// queue seen shrinking after that.
+    fn moved(&self) -> Option<Instant> {
+        self.last.max(self.drained)
     }
 }
 
@@ -198,9 +214,9 @@ impl Limits {
 /// The arithmetic of [`watch`]. Before the body moves: a header wait from
 /// the start, cut to what the budget has left. While it moves: idle from
 /// its latest chunk. Once the last chunk is handed over: the header
-/// timeout alone, not cut by the budget — the socket buffers (megabytes)
-/// may still be sending what they took, so part of that wait is the body
-/// moving, which a budget does not cut.
+/// timeout alone, not cut by the budget, from when the body last moved —
+/// the socket buffers (megabytes) may still be sending what they took:
+/// while the send queue shrinks, the wait starts again.
 fn verdict(t: &Track, now: Instant, limits: &Limits) -> Verdict {
     let (from, limit, expired) = match t.last {
         Some(last) if t.sent < t.total => (
@@ -215,7 +231,11 @@ fn verdict(t: &Track, now: Instant, limits: &Limits) -> Verdict {
         Some(last) => {
             let body = Some(t.total);
             let waited = limits.header;
-            (last, waited, Expired::NoResponse { waited, body })
+            (
+                last.max(t.drained.unwrap_or(last)),
+                waited,
+                Expired::NoResponse { waited, body },
+            )
         }
         None => {
             let waited = limits.header.min(limits.budget_left);
@@ -231,12 +251,39 @@ fn verdict(t: &Track, now: Instant, limits: &Limits) -> Verdict {
     }
 }
 
+/// How often the send queue is looked at while a handed-over body drains.
+const DRAIN_POLL: Duration = Duration::from_secs(1);
+
 /// Resolves when the exchange `progress` tracks has waited or stalled past
 /// `limits` (never, while it keeps moving): race it against the exchange.
-pub(crate) async fn watch(progress: &Progress, limits: Limits) -> Expired {
+/// `queued` says how many bytes the connection still holds
+/// ([`super::send_queue::queued_to`] the registry's port); once the body
+/// is handed over it is asked every [`DRAIN_POLL`] while it is not empty,
+/// and each time it has shrunk the body counts as moving.
+pub(crate) async fn watch(
+    progress: &Progress,
+    limits: Limits,
+    mut queued: impl FnMut() -> Option<u64>,
+) -> Expired {
+    let mut seen: Option<u64> = None;
     loop {
+        let t = progress.track();
+        let mut wake = None;
+        if t.total > 0 && t.sent == t.total {
+            let now = queued();
+            if let (Some(before), Some(now)) = (seen, now)
+                && now < before
+            {
+                progress.drained(Instant::now());
+            }
+            if now.is_some_and(|n| n > 0) {
+                wake = Some(Instant::now() + DRAIN_POLL);
+            }
+            seen = now;
+        }
         match verdict(&progress.track(), Instant::now(), &limits) {
             Verdict::Until(at) => {
+                let at = wake.map_or(at, |w| w.min(at));
                 tokio::select! {
                     () = tokio::time::sleep_until(at.into()) => {}
                     () = progress.0.1.notified() => {}
@@ -368,6 +415,7 @@ mod tests {
             total,
             first: first.map(|f| t0 + s(f)),
             last: last.map(|l| t0 + s(l)),
+            drained: None,
         }
     }
 
@@ -440,6 +488,64 @@ mod tests {
         assert_eq!(
             verdict(&waiting, t0, &spent),
             Verdict::Until(t0 + Duration::from_millis(1))
+        );
+    }
+
+    #[test]
+    fn a_send_queue_seen_shrinking_after_the_body_starts_the_wait_again() {
+        let t0 = Instant::now();
+        // Handed over at 4 s; the buffers still sending at 100 s.
+        let draining = Track {
+            drained: Some(t0 + s(100)),
+            ..track(t0, 100, 100, Some(1), Some(4))
+        };
+        assert_eq!(
+            verdict(&draining, t0 + s(101), &LIMITS),
+            Verdict::Until(t0 + s(160))
+        );
+        assert_eq!(draining.moving(), s(99), "the budget is given it back");
+    }
+
+    /// `watch` after the body: a queue that shrinks keeps the exchange
+    /// going past the header timeout; once it stops shrinking the header
+    /// timeout runs from then. (Real time, polls [`DRAIN_POLL`] apart: the
+    /// verdict reads the std clock, which a paused runtime does not move.)
+    #[tokio::test]
+    async fn watch_waits_while_the_queue_drains_and_then_the_header_timeout() {
+        let started = Instant::now();
+        let progress = Progress::new(10, started);
+        progress.advance(10, started);
+        let limits = Limits {
+            header: Duration::from_millis(1500),
+            ..LIMITS
+        };
+        // Draining for 2 s (a byte a millisecond), then stuck at one byte.
+        let queue = move || {
+            let ms = started.elapsed().as_millis().min(2000) as u64;
+            Some(2001 - ms)
+        };
+        let expired = watch(&progress, limits, queue).await;
+        assert_eq!(
+            expired,
+            Expired::NoResponse {
+                waited: limits.header,
+                body: Some(10)
+            }
+        );
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(3400) && waited < Duration::from_millis(6000),
+            "gave up after {waited:?}: 2 s draining, then 1.5 s"
+        );
+        // Without a queue to look at, the header timeout from the body.
+        let progress = Progress::new(10, Instant::now());
+        progress.advance(10, Instant::now());
+        let t = Instant::now();
+        watch(&progress, limits, || None).await;
+        let waited = t.elapsed();
+        assert!(
+            waited >= limits.header && waited < Duration::from_millis(3000),
+            "{waited:?}"
         );
     }
 

@@ -16,6 +16,7 @@ pub(crate) mod limits;
 pub(crate) mod redirect;
 pub(crate) mod retry;
 pub(crate) mod scheme;
+pub(crate) mod send_queue;
 
 use super::ErrorKind;
 use super::credentials;

@@ -5,6 +5,7 @@
 use super::idle::{self, Limits, Progress, Timeouts, WatchedBody};
 use super::limits::{ERROR_BODY_LIMIT, Limit, ReadError, read_limited};
 use super::retry::Budget;
+use super::send_queue;
 use super::{Failure, Response};
 use crate::error_chain::error_chain;
 use crate::registry::ErrorKind;
@@ -181,7 +182,9 @@ pub(crate) async fn send(
         let limits = Limits::new(&out.timeouts, &out.budget);
         let sent = tokio::select! {
             sent = rb.send() => sent.map_err(|e| send_failure(e, &out.timeouts)),
-            expired = idle::watch(&progress, limits) => {
+            expired = idle::watch(&progress, limits, || {
+                url.port_or_known_default().and_then(send_queue::queued_to)
+            }) => {
                 Err(Failure::retryable(expired.reason(&out.subject)))
             }
         };
