@@ -5,10 +5,9 @@
 //! together, which ones a fault hit, and what came after them.
 
 use crate::pins::{self, pin_everything};
-use crate::support::link::{Link, noise};
-use crate::support::oci::Image;
+use crate::support::link::Link;
 use crate::support::oci::Pusher;
-use crate::support::{self, all_tools, check_label, sha256};
+use crate::support::{self, all_tools};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -323,95 +322,4 @@ fn a_stalled_manifest_fails_within_the_timeout_naming_the_registry_and_writes_no
         .run();
     assert!(started.elapsed() < bound, "{:?}", started.elapsed());
     assert_eq!(std::fs::read(rig.p.pins_path()).unwrap(), before);
-}
-
-/// `release --write` of the family over a 40 ms link, its source on the
-/// registry itself (another host to the client: every layer is read there
-/// and uploaded through the link), with a reset part-way through one
-/// layer's upload: the upload starts again in a new session (the cut-off
-/// bytes poison the old one: distribution 2.8 would answer the same PUT
-/// with 404 BLOB_UPLOAD_INVALID after reading it whole), the release
-/// completes, and the layer costs its size and the part that was cut.
-#[test]
-#[ignore = "tier: registry"]
-fn release_over_a_latent_link_survives_a_reset_mid_upload_in_a_new_session() {
-    let Some(registry) = support::dev_registry() else {
-        return;
-    };
-    let link = Link::start(&registry, &["--rtt", "40ms"]);
-    let ns = support::unique("link-release");
-    let project =
-        support::Project::shipped_publishing_to(&format!("{}/{ns}/sandbox", link.authority()));
-    let pusher = Pusher::plain(&registry);
-    let variants = support::shipped_variants();
-    let mut big_layer = None;
-    for v in &variants {
-        let inputs = sha256(format!("{v} link").as_bytes());
-        // python's layer is large enough to cut; the others are small.
-        let bytes = match v.as_str() {
-            "python" => noise(256 << 10, 0x9e37_79b9_7f4a_7c15),
-            _ => format!("layer of {v}").into_bytes(),
-        };
-        let image = Image::linux("amd64")
-            .labels(check_label("pass", v, &inputs, &all_tools()))
-            .layer(bytes);
-        let pushed = pusher.wait(pusher.image(&format!("{ns}/ci"), Some(v), &image));
-        if v == "python" {
-            let manifest: Value = serde_json::from_slice(&pushed.bytes).unwrap();
-            let layer = &manifest["layers"][0];
-            big_layer = Some((
-                layer["digest"].as_str().unwrap().to_string(),
-                layer["size"].as_u64().unwrap(),
-            ));
-        }
-    }
-    let (layer, size) = big_layer.unwrap();
-    let cut = size / 3;
-    link.add_rules(json!({
-        "method": "PUT", "path": format!("/blobs/uploads/.*digest={}", regex::escape(&layer)),
-        "fault": {"reset": {"at": "request_body", "after": cut}}
-    }));
-    project
-        .cli()
-        .args(["--profile", "local", "release"])
-        .args(["--write", "--notes", "notes.md"])
-        .args(["--from", &format!("{registry}/{ns}/ci")])
-        .stderr_may(r"release: .*")
-        .stderr_like(format!(
-            r"release: \S+ done: {} image\(s\), {} release tag\(s\) at their images",
-            variants.len(),
-            4 * variants.len()
-        ))
-        .run();
-    let mut puts: Vec<Value> = (link.stats()["exchanges"].as_array().unwrap().iter())
-        .filter(|e| e["method"] == "PUT" && e["target"].as_str().unwrap().contains(&layer))
-        .cloned()
-        .collect();
-    puts.sort_by_key(|e| e["id"].as_u64());
-    let seen: Vec<(&Value, &Value, &Value)> = puts
-        .iter()
-        .map(|e| (&e["status"], &e["outcome"], &e["request"]["body"]))
-        .collect();
-    assert_eq!(
-        seen,
-        [
-            (&Value::Null, &json!("reset"), &json!(cut)),
-            (&json!(201), &json!("complete"), &json!(size)),
-        ],
-        "the reset PUT, then the layer whole in a new session: {puts:#?}"
-    );
-    assert_ne!(puts[0]["target"], puts[1]["target"], "a new session");
-    let sent: u64 = puts
-        .iter()
-        .map(|e| e["request"]["body"].as_u64().unwrap())
-        .sum();
-    eprintln!("the {size}-byte layer cost {sent} bytes over the link (cut at {cut})");
-    project
-        .cli()
-        .args(["--profile", "local", "pins", "verify"])
-        .stdout(format!(
-            "ok: {} alias(es) pinned and verified in image_pins.json\n",
-            support::shipped_aliases().len()
-        ))
-        .run();
 }

@@ -19,6 +19,7 @@ mod fragment_lib;
 mod github;
 mod link;
 mod link_client;
+mod link_release;
 mod link_timeouts;
 mod locks;
 mod multiarch;
