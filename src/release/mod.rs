@@ -69,6 +69,7 @@
 //! neither `pin` nor the moving-tag rules read one as a release.
 
 pub(crate) mod attach;
+pub(crate) mod claims;
 pub(crate) mod compress;
 pub(crate) mod gather;
 pub(crate) mod journal;

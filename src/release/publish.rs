@@ -20,6 +20,7 @@
 //! reader of this family knows it); its config is the image's config
 //! byte for byte, so its digest is the checked image's ID.
 
+use super::claims::{GiveUpOnDrop, LayerClaims};
 use super::compress::{self, Compressed};
 use super::layer_cache::LayerCache;
 use crate::engine::{Engine, EngineError};
@@ -54,6 +55,13 @@ pub(crate) enum PublishError {
     NoConfig { local: String, image_id: String },
     #[error("layer {layer} of {local} was not in the engine's save")]
     LayerNotSaved { layer: String, local: String },
+    /// The image that was to send a shared layer stopped before it did.
+    #[error("layer {layer} of {local} was to be sent by {owner}, which stopped")]
+    OwnerStopped {
+        layer: String,
+        local: String,
+        owner: String,
+    },
     /// The registry stored the bytes sent under another digest.
     #[error("the compressed layer {layer} was {sent} when uploaded")]
     UploadedAs { layer: String, sent: Digest },
@@ -101,6 +109,7 @@ impl crate::exit::HasStatus for PublishError {
             | PublishError::NoConfig { .. }
             | PublishError::LayerNotSaved { .. }
             | PublishError::UploadedAs { .. }
+            | PublishError::OwnerStopped { .. }
             | PublishError::NotALayer { .. }
             | PublishError::Io { .. }
             | PublishError::Scratch { .. }
@@ -172,11 +181,15 @@ pub(crate) async fn push_checked(
     image_id: &str,
 ) -> Result<Manifest, PublishError> {
     let cache = LayerCache::for_user()?;
-    let (manifest, _) = push_image(engine, client, local, target, image_id, &cache).await?;
-    Ok(manifest)
+    let claims = LayerClaims::default();
+    let pushing = push_image(engine, client, local, target, image_id, &cache, &claims);
+    Ok(pushing.await?.0)
 }
 
-/// [`push_checked`] with a given cache, saying what it did.
+/// [`push_checked`] with a given cache, saying what it did. `claims`: the
+/// layers other images of the release send (this one waits for those,
+/// reading past them in its save once they are compressed, and putting its
+/// manifest once they are sent), and the ones it sends for them.
 pub(crate) async fn push_image(
     engine: &dyn Engine,
     client: &Client,
@@ -184,7 +197,11 @@ pub(crate) async fn push_image(
     target: Target<'_>,
     image_id: &str,
     cache: &LayerCache,
+    claims: &LayerClaims,
 ) -> Result<(Manifest, PushStats), PublishError> {
+    // However this push ends, whoever waits for a layer it owns stops
+    // waiting (the layers it sent stay sent).
+    let _give_up = GiveUpOnDrop { claims, me: local };
     let repo = target.repo();
     // A program run (docker inspect) that borrows the engine, and the
     // next step needs its answer: run here, the runtime told.
@@ -211,19 +228,28 @@ pub(crate) async fn push_image(
     let sizes = client.blob_sizes(repo, &digests).await?;
     for ((diff_id, c), size) in cached.into_iter().zip(sizes) {
         if size == Some(c.size) {
+            claims.sent(local, &c);
             have.insert(diff_id.clone(), c);
         }
     }
     stats.present = have.len();
+    let theirs_of = || {
+        let mut theirs = claims.theirs(local, &info.layers);
+        theirs.retain(|d, _| !have.contains_key(d));
+        theirs
+    };
+    let theirs = theirs_of();
     let mut config = cache.config(image_id);
     let wanted: BTreeSet<&String> = info
         .layers
         .iter()
-        .filter(|d| !have.contains_key(*d))
+        .filter(|d| !have.contains_key(*d) && !theirs.contains_key(*d))
         .collect();
-    if !wanted.is_empty() || config.is_none() {
-        let mut saving = Saving::start(engine.save_cmd(image_id), &have, cache);
-        let uploaded = upload_as_compressed(client, repo, &mut saving, &wanted, &mut stats).await;
+    if !wanted.is_empty() || !theirs.is_empty() || config.is_none() {
+        let mine = Mine { claims, me: local };
+        let mut saving = Saving::start(engine.save_cmd(image_id), &have, theirs_of(), cache, &mine);
+        let uploaded =
+            upload_as_compressed(client, repo, &mut saving, &wanted, &mine, &mut stats).await;
         let read = saving.finish().await;
         // An upload that failed stopped the save: its error is the cause.
         uploaded?;
@@ -233,6 +259,14 @@ pub(crate) async fn push_image(
             have.entry(c.diff_id.clone()).or_insert(c);
         }
         config = Some(config_in(small, local, image_id)?);
+    }
+    for (diff_id, mut t) in theirs {
+        let c = t.sent().await.ok_or_else(|| PublishError::OwnerStopped {
+            layer: diff_id.clone(),
+            local: local.to_string(),
+            owner: t.owner.clone(),
+        })?;
+        have.insert(diff_id, c);
     }
     let config = config.expect("read from the cache or the save");
     cache.remember_config(&config);
@@ -266,15 +300,24 @@ pub(crate) async fn push_image(
 /// link), and the client's per-registry limit bounds the requests anyway.
 const UPLOADS_AT_ONCE: usize = 3;
 
+/// The image whose push this is, among the release's claims.
+#[derive(Clone, Copy)]
+struct Mine<'a> {
+    claims: &'a LayerClaims,
+    me: &'a str,
+}
+
 /// Uploads each layer of `wanted` as [`Saving`] hands it over, up to
 /// [`UPLOADS_AT_ONCE`] at once, while the next is compressed; a diff_id
-/// met twice in the stream goes once. The first failure stops taking
-/// layers (the uploads in flight are dropped) and is the result.
+/// met twice in the stream goes once. Each layer in the repository is
+/// marked sent in the claims. The first failure stops taking layers (the
+/// uploads in flight are dropped) and is the result.
 async fn upload_as_compressed(
     client: &Client,
     repo: &Repository,
     saving: &mut Saving,
     wanted: &BTreeSet<&String>,
+    mine: &Mine<'_>,
     stats: &mut PushStats,
 ) -> Result<(), PublishError> {
     use futures::StreamExt as _;
@@ -288,10 +331,12 @@ async fn upload_as_compressed(
         tokio::select! {
             // An upload ended: its room goes to the next layer.
             Some(done) = in_flight.next(), if !in_flight.is_empty() => {
-                if let Some(bytes) = done? {
+                let (c, sent) = done?;
+                if let Some(bytes) = sent {
                     stats.uploaded += 1;
                     stats.uploaded_bytes += bytes;
                 }
+                mine.claims.sent(mine.me, &c);
             }
             next = saving.next(), if !stream_ended && in_flight.len() < UPLOADS_AT_ONCE => {
                 match next {
@@ -324,22 +369,28 @@ struct Saving {
 }
 
 impl Saving {
+    /// `theirs`: the layers other images send, read past once their owner
+    /// has compressed them (the thread waits for that).
     fn start(
         save: crate::process::Cmd,
         have: &BTreeMap<String, Compressed>,
+        mut theirs: BTreeMap<String, super::claims::Theirs>,
         cache: &LayerCache,
+        mine: &Mine<'_>,
     ) -> Saving {
         let have = have.clone();
         let cache = cache.clone();
+        let (claims, me) = (mine.claims.clone(), mine.me.to_string());
         let (send, layers) = tokio::sync::mpsc::channel(1);
         let reading = tokio::task::spawn_blocking(move || {
             save.read_stdout(|out| {
                 read_and_compress(
                     out,
-                    |d| have.get(d).cloned(),
+                    |d| (have.get(d).cloned()).or_else(|| theirs.get_mut(d)?.compressed_blocking()),
                     |c, spill| note_layer(&cache, c, spill),
                     |c, file| {
                         cache.remember(c);
+                        claims.compressed(&me, c);
                         (send.blocking_send((c.clone(), file)))
                             .map_err(|_| PublishError::UploadStopped)
                     },
@@ -512,10 +563,10 @@ async fn upload(
     repo: &Repository,
     c: Compressed,
     file: std::fs::File,
-) -> Result<Option<u64>, PublishError> {
+) -> Result<(Compressed, Option<u64>), PublishError> {
     let digest = parse_digest(&c.digest)?;
     if client.blob_size(repo, &digest).await?.is_some() {
-        return Ok(None);
+        return Ok((c, None));
     }
     // Safety of the map: the file is ours (a fresh temporary file nobody
     // else knows of) and is not written while it is mapped.
@@ -527,7 +578,8 @@ async fn upload(
             sent,
         });
     }
-    Ok(Some(c.size))
+    let size = c.size;
+    Ok((c, Some(size)))
 }
 
 /// One pass over a save stream: each layer whose compressed form the
@@ -545,7 +597,7 @@ async fn upload(
 /// disk copy of a layer costs far less than compressing it.
 fn read_and_compress(
     input: &mut dyn Read,
-    have: impl Fn(&str) -> Option<Compressed>,
+    mut have: impl FnMut(&str) -> Option<Compressed>,
     mut spilled: impl FnMut(&Compressed, &std::fs::File),
     mut each: impl FnMut(&Compressed, std::fs::File) -> Result<(), PublishError>,
 ) -> Result<(Vec<Vec<u8>>, Vec<Compressed>), PublishError> {
@@ -776,6 +828,7 @@ pub(crate) mod tests {
                 Target::Digest(&repo),
                 &engine.info.id,
                 &cache,
+                &LayerClaims::default(),
             ))
             .unwrap();
         let doc: serde_json::Value = serde_json::from_slice(&manifest.bytes).unwrap();
@@ -868,6 +921,7 @@ pub(crate) mod tests {
                 Target::Digest(&repo),
                 &engine.info.id,
                 &cache,
+                &LayerClaims::default(),
             ))
             .unwrap_err();
         assert!(matches!(err, PublishError::Registry(_)), "{err:?}");
@@ -910,6 +964,7 @@ pub(crate) mod tests {
                 Target::Digest(&repo),
                 &engine.info.id,
                 &cache,
+                &LayerClaims::default(),
             ))
             .unwrap();
         assert_eq!((stats.compressed, stats.uploaded), (3, 3));
@@ -976,6 +1031,7 @@ pub(crate) mod tests {
                 Target::Digest(&repo),
                 &engine.info.id,
                 &cache,
+                &LayerClaims::default(),
             ))
             .unwrap();
         assert_eq!((stats.present, stats.compressed, stats.uploaded), (4, 0, 0));

@@ -8,6 +8,7 @@
 use super::attach::AttachError;
 use super::journal::{Journal, JournalError, Step};
 use super::pin::PinError;
+use super::plan::Source;
 use super::promote::PromoteError;
 use super::stage::{StageError, Stager};
 use super::{attach, pin, promote};
@@ -84,30 +85,25 @@ impl crate::exit::HasStatus for ReleaseError {
     }
 }
 
-/// How many images are staged at once. Two cores compress one image's
-/// layers while another's are sent; a third keeps the link busy while
-/// the engine starts a `save`.
-const IMAGES_AT_ONCE: usize = 3;
+/// How many images are staged at once. Each waits only for the layers it
+/// shares ([`super::claims`]), so more than the cores: while one image's
+/// layer is compressed, others' are sent, and the engine starts the next
+/// `save` meanwhile.
+const IMAGES_AT_ONCE: usize = 4;
 
 /// For each image to stage (its layers' diff_ids, `None` when unknown
-/// before staging: a registry source), the earlier images it waits for:
-/// the first image having each of its layers (that one compresses and
-/// sends it), and every earlier image whose layers are unknown. An image
-/// sharing no layer with the images before it waits for none.
+/// before staging: a registry source), the earlier images it waits for
+/// whole: an image of unknown layers waits for every image before it, and
+/// every image after it waits for it. Engine images sharing layers do not
+/// wait for each other here: each waits for the other's layers alone
+/// ([`super::claims::LayerClaims`]).
 fn staging_waits(layers: &[Option<Vec<String>>]) -> Vec<Vec<usize>> {
-    let mut owner: std::collections::BTreeMap<&str, usize> = Default::default();
     let mut waits = Vec::with_capacity(layers.len());
     for (i, mine) in layers.iter().enumerate() {
-        let mut wait: std::collections::BTreeSet<usize> = (0..i)
+        let wait: Vec<usize> = (0..i)
             .filter(|&j| layers[j].is_none() || mine.is_none())
             .collect();
-        for diff_id in mine.iter().flatten() {
-            let first = *owner.entry(diff_id.as_str()).or_insert(i);
-            if first != i {
-                wait.insert(first);
-            }
-        }
-        waits.push(wait.into_iter().collect());
+        waits.push(wait);
     }
     waits
 }
@@ -191,16 +187,17 @@ impl Releaser<'_> {
         journal: &mut Journal,
     ) -> Result<(), ReleaseError> {
         use futures::StreamExt as _;
-        let stager = Stager {
-            client: self.client,
-            engine: self.engine,
-            repository: repo,
-            cache: self.layer_cache,
-        };
         let todo: Vec<_> = (journal.plan.variants.iter())
             .filter(|p| !journal.staged.contains_key(&p.variant))
             .cloned()
             .collect();
+        let mut stager = Stager {
+            client: self.client,
+            engine: self.engine,
+            repository: repo,
+            cache: self.layer_cache,
+            claims: Default::default(),
+        };
         // The engine is asked (`docker inspect`) and the next step needs
         // the answers: run here, the runtime told.
         let layers = tokio::task::block_in_place(|| {
@@ -214,6 +211,17 @@ impl Releaser<'_> {
                 .collect::<Result<Vec<_>, _>>()
         })?;
         let waits = staging_waits(&layers);
+        // Each shared layer is sent by the first image (in this order)
+        // that has it; images start in this order.
+        stager.claims = super::claims::LayerClaims::new((todo.iter().zip(&layers)).filter_map(
+            |(p, l)| match (&p.source, l) {
+                (Source::Engine { reference, .. }, Some(l)) => {
+                    Some((reference.as_str(), l.as_slice()))
+                }
+                _ => None,
+            },
+        ));
+        let stager = stager;
         let mut started = vec![false; todo.len()];
         let mut staged = vec![false; todo.len()];
         let mut running = futures::stream::FuturesUnordered::new();
@@ -428,27 +436,20 @@ mod tests {
         }
     }
 
-    /// The real family's shape: base's layers in every image, each
-    /// fragment's layer in its variant and in `full` (Go's differs there),
-    /// `minimal` on its own base.
+    /// The real family's shape: engine images share layers and do not wait
+    /// for each other whole (their claims do that per layer); a registry
+    /// source (layers unknown) waits for every image before it and every
+    /// image after it waits for it.
     #[test]
-    fn an_image_waits_for_the_first_image_of_each_layer_it_shares_and_for_unknown_ones() {
+    fn only_an_image_of_unknown_layers_is_waited_for_whole() {
         let l = |ids: &[&str]| Some(ids.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         let family = [
             l(&["b1", "b2"]),                    // 0 base
             l(&["m1"]),                          // 1 minimal
             l(&["b1", "b2", "py"]),              // 2 python
-            l(&["b1", "b2", "go"]),              // 3 go
-            l(&["b1", "b2", "js"]),              // 4 js
-            l(&["b1", "b2", "py", "go2", "js"]), // 5 full
+            l(&["b1", "b2", "py", "go2", "js"]), // 3 full
         ];
-        let waits = staging_waits(&family);
-        assert_eq!(
-            waits,
-            vec![vec![], vec![], vec![0], vec![0], vec![0], vec![0, 2, 4]]
-        );
-        // A registry source (layers unknown) waits for every image before
-        // it and every image after it waits for it.
+        assert_eq!(staging_waits(&family), vec![Vec::<usize>::new(); 4]);
         let mixed = [l(&["a"]), None, l(&["c"])];
         assert_eq!(staging_waits(&mixed), vec![vec![], vec![0], vec![1]]);
     }
@@ -528,6 +529,7 @@ mod tests {
             engine: None,
             repository: &repo,
             cache: None,
+            claims: Default::default(),
         };
         let restaged = rt.block_on(stager.stage(&again.plan.variants[0])).unwrap();
         assert_eq!(restaged, staged);

@@ -203,6 +203,8 @@ pub(crate) struct Stager<'a> {
     /// The layer cache an engine image is pushed with (and its layers
     /// noted in, for the attach step); `None`: this user's, opened then.
     pub cache: Option<&'a crate::release::layer_cache::LayerCache>,
+    /// Which image sends each shared layer (see [`super::claims`]).
+    pub claims: super::claims::LayerClaims,
 }
 
 impl Stager<'_> {
@@ -242,6 +244,7 @@ impl Stager<'_> {
                             target,
                             image_id,
                             cache,
+                            &self.claims,
                         );
                         pushing.await?.0
                     }
