@@ -934,6 +934,75 @@ pub(crate) mod tests {
     /// Layers are uploaded while later ones are compressed, several at
     /// once: the registry holds each blob PUT until three are in flight
     /// (serial uploads would each wait out the hold alone).
+    /// Two images sharing their first layer, pushed at once with the
+    /// release's claims: the shared layer goes up once (by the first), and
+    /// the second's own layer goes up while the first's are still in
+    /// flight (the fake holds blob PUTs until three are in flight: all of
+    /// them at once, or the hold's limit passes and the count says so).
+    #[test]
+    fn images_sharing_a_layer_send_it_once_and_their_own_layers_at_once() {
+        use crate::normalize::tests::{file, layer};
+        let (tmp_a, tmp_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let shared = layer(&[file("base", "b\n")]);
+        let a = saved(tmp_a.path(), &[shared.clone(), layer(&[file("a", "x\n")])]);
+        let b = saved(tmp_b.path(), &[shared, layer(&[file("b", "y\n")])]);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let reg = rt.block_on(crate::registry::fake::FakeRegistry::start());
+        let client = reg.client();
+        let repo: Repository = format!("{}/a/b", reg.authority).parse().unwrap();
+        let cache_dir = tempfile::tempdir().unwrap();
+        let cache = LayerCache::open(cache_dir.path()).unwrap();
+        let claims = LayerClaims::new([
+            ("a", a.info.layers.as_slice()),
+            ("b", b.info.layers.as_slice()),
+        ]);
+        reg.state().held_method = Some("PUT");
+        reg.state().hold = Some(3);
+        let push = |engine: &'static Saved, local: &'static str| {
+            push_image(
+                engine,
+                &client,
+                local,
+                Target::Digest(&repo),
+                &engine.info.id,
+                &cache,
+                &claims,
+            )
+        };
+        let (a, b): (&'static Saved, &'static Saved) =
+            (Box::leak(Box::new(a)), Box::leak(Box::new(b)));
+        let (pa, pb) = rt.block_on(async { futures::join!(push(a, "a"), push(b, "b")) });
+        let ((ma, sa), (mb, sb)) = (pa.unwrap(), pb.unwrap());
+        assert_eq!((sa.compressed, sa.uploaded), (2, 2));
+        assert_eq!(
+            (sb.compressed, sb.uploaded),
+            (1, 1),
+            "b compressed only its own"
+        );
+        let s = reg.state();
+        assert_eq!(s.max_in_flight, 3, "{:?}", s.log);
+        // Three layers and two configs.
+        assert_eq!(s.count("PUT", "/blobs/uploads/"), 5, "{:?}", s.log);
+        let layers_of = |m: &Manifest| -> Vec<String> {
+            let doc: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();
+            (doc["layers"].as_array().unwrap().iter())
+                .map(|l| l["digest"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let shared = &layers_of(&ma)[0];
+        assert_eq!(shared, &layers_of(&mb)[0]);
+        assert_eq!(
+            s.count("PUT", &format!("digest={shared}")),
+            1,
+            "{:?}",
+            s.log
+        );
+    }
+
     #[test]
     fn layers_are_uploaded_several_at_once() {
         use crate::normalize::tests::{file, layer};
