@@ -660,6 +660,54 @@ fn read_and_compress(
 pub(crate) mod tests {
     use super::*;
 
+    /// What a push test starts from: a runtime (`workers` threads), a fake
+    /// registry, its client, the repository `a/b` there and an empty layer
+    /// cache.
+    pub(crate) struct PushRig {
+        pub(crate) rt: tokio::runtime::Runtime,
+        pub(crate) reg: crate::registry::fake::FakeRegistry,
+        pub(crate) client: Client,
+        pub(crate) repo: Repository,
+        pub(crate) cache: LayerCache,
+        _cache_dir: tempfile::TempDir,
+    }
+
+    impl PushRig {
+        pub(crate) fn new(workers: usize) -> PushRig {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .enable_all()
+                .build()
+                .unwrap();
+            let reg = rt.block_on(crate::registry::fake::FakeRegistry::start());
+            let client = reg.client();
+            let repo: Repository = format!("{}/a/b", reg.authority).parse().unwrap();
+            let cache_dir = tempfile::tempdir().unwrap();
+            let cache = LayerCache::open(cache_dir.path()).unwrap();
+            PushRig {
+                rt,
+                reg,
+                client,
+                repo,
+                cache,
+                _cache_dir: cache_dir,
+            }
+        }
+
+        /// `engine`'s image pushed alone (no other image's claims).
+        pub(crate) fn push(&self, engine: &Saved) -> Result<(Manifest, PushStats), PublishError> {
+            self.rt.block_on(push_image(
+                engine,
+                &self.client,
+                "local",
+                Target::Digest(&self.repo),
+                &engine.info.id,
+                &self.cache,
+                &LayerClaims::default(),
+            ))
+        }
+    }
+
     #[test]
     fn the_manifest_names_the_config_and_the_compressed_layers_in_order() {
         let config = Digest::sha256(b"{}");
@@ -802,35 +850,17 @@ pub(crate) mod tests {
         let layer = layer(&[file("a", "x\n")]);
         let engine = saved(tmp.path(), std::slice::from_ref(&layer));
         let diff_id = engine.info.layers[0].clone();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let reg = rt.block_on(crate::registry::fake::FakeRegistry::start());
-        let client = reg.client();
-        let repo: Repository = format!("{}/a/b", reg.authority).parse().unwrap();
+        let rig = PushRig::new(1);
+        let PushRig { reg, cache, .. } = &rig;
         // Another blob of the repository, and a cache entry that says it is
         // this layer compressed, with a size that is not that blob's.
         let decoy = reg.put_blob("a/b", b"some other layer");
-        let cache_dir = tempfile::tempdir().unwrap();
-        let cache = LayerCache::open(cache_dir.path()).unwrap();
         cache.remember(&Compressed {
             diff_id: diff_id.clone(),
             digest: decoy.to_string(),
             size: 1234,
         });
-        let (manifest, stats) = rt
-            .block_on(push_image(
-                &engine,
-                &client,
-                "local",
-                Target::Digest(&repo),
-                &engine.info.id,
-                &cache,
-                &LayerClaims::default(),
-            ))
-            .unwrap();
+        let (manifest, stats) = rig.push(&engine).unwrap();
         let doc: serde_json::Value = serde_json::from_slice(&manifest.bytes).unwrap();
         let mut want = Vec::new();
         let real = compress::gzip_unhashed(layer.as_slice(), &mut want).unwrap();
@@ -902,28 +932,10 @@ pub(crate) mod tests {
             layer(&[file("c", "z\n")]),
         ];
         let engine = saved(tmp.path(), &layers);
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let reg = rt.block_on(crate::registry::fake::FakeRegistry::start());
-        let client = reg.client();
-        let repo: Repository = format!("{}/a/b", reg.authority).parse().unwrap();
-        let cache_dir = tempfile::tempdir().unwrap();
-        let cache = LayerCache::open(cache_dir.path()).unwrap();
+        let rig = PushRig::new(1);
+        let PushRig { reg, .. } = &rig;
         (reg.state().faults).push(("POST", "/blobs/uploads/".into(), 400));
-        let err = rt
-            .block_on(push_image(
-                &engine,
-                &client,
-                "local",
-                Target::Digest(&repo),
-                &engine.info.id,
-                &cache,
-                &LayerClaims::default(),
-            ))
-            .unwrap_err();
+        let err = rig.push(&engine).unwrap_err();
         assert!(matches!(err, PublishError::Registry(_)), "{err:?}");
         let s = reg.state();
         let begun = s.count("POST", "/blobs/uploads/");
@@ -931,9 +943,6 @@ pub(crate) mod tests {
         assert_eq!(s.count("PUT", "/manifests/"), 0);
     }
 
-    /// Layers are uploaded while later ones are compressed, several at
-    /// once: the registry holds each blob PUT until three are in flight
-    /// (serial uploads would each wait out the hold alone).
     /// Two images sharing their first layer, pushed at once with the
     /// release's claims: the shared layer goes up once (by the first), and
     /// the second's own layer goes up while the first's are still in
@@ -946,16 +955,15 @@ pub(crate) mod tests {
         let shared = layer(&[file("base", "b\n")]);
         let a = saved(tmp_a.path(), &[shared.clone(), layer(&[file("a", "x\n")])]);
         let b = saved(tmp_b.path(), &[shared, layer(&[file("b", "y\n")])]);
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let reg = rt.block_on(crate::registry::fake::FakeRegistry::start());
-        let client = reg.client();
-        let repo: Repository = format!("{}/a/b", reg.authority).parse().unwrap();
-        let cache_dir = tempfile::tempdir().unwrap();
-        let cache = LayerCache::open(cache_dir.path()).unwrap();
+        let rig = PushRig::new(2);
+        let PushRig {
+            rt,
+            reg,
+            client,
+            repo,
+            cache,
+            ..
+        } = &rig;
         let claims = LayerClaims::new([
             ("a", a.info.layers.as_slice()),
             ("b", b.info.layers.as_slice()),
@@ -965,11 +973,11 @@ pub(crate) mod tests {
         let push = |engine: &'static Saved, local: &'static str| {
             push_image(
                 engine,
-                &client,
+                client,
                 local,
-                Target::Digest(&repo),
+                Target::Digest(repo),
                 &engine.info.id,
-                &cache,
+                cache,
                 &claims,
             )
         };
@@ -1003,6 +1011,9 @@ pub(crate) mod tests {
         );
     }
 
+    /// Layers are uploaded while later ones are compressed, several at
+    /// once: the registry holds each blob PUT until three are in flight
+    /// (serial uploads would each wait out the hold alone).
     #[test]
     fn layers_are_uploaded_several_at_once() {
         use crate::normalize::tests::{file, layer};
@@ -1013,29 +1024,11 @@ pub(crate) mod tests {
             layer(&[file("c", "z\n")]),
         ];
         let engine = saved(tmp.path(), &layers);
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let reg = rt.block_on(crate::registry::fake::FakeRegistry::start());
-        let client = reg.client();
-        let repo: Repository = format!("{}/a/b", reg.authority).parse().unwrap();
-        let cache_dir = tempfile::tempdir().unwrap();
-        let cache = LayerCache::open(cache_dir.path()).unwrap();
+        let rig = PushRig::new(1);
+        let PushRig { reg, .. } = &rig;
         reg.state().held_method = Some("PUT");
         reg.state().hold = Some(3);
-        let (manifest, stats) = rt
-            .block_on(push_image(
-                &engine,
-                &client,
-                "local",
-                Target::Digest(&repo),
-                &engine.info.id,
-                &cache,
-                &LayerClaims::default(),
-            ))
-            .unwrap();
+        let (manifest, stats) = rig.push(&engine).unwrap();
         assert_eq!((stats.compressed, stats.uploaded), (3, 3));
         let s = reg.state();
         assert_eq!(s.max_in_flight, 3, "{:?}", s.log);
@@ -1048,16 +1041,15 @@ pub(crate) mod tests {
     /// `save` (the engine's would fail).
     #[test]
     fn the_cached_layers_are_asked_for_at_once() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let reg = rt.block_on(crate::registry::fake::FakeRegistry::start());
-        let client = reg.client();
-        let repo: Repository = format!("{}/a/b", reg.authority).parse().unwrap();
-        let cache_dir = tempfile::tempdir().unwrap();
-        let cache = LayerCache::open(cache_dir.path()).unwrap();
+        let rig = PushRig::new(1);
+        let PushRig {
+            rt,
+            reg,
+            client,
+            repo,
+            cache,
+            ..
+        } = &rig;
         let mut layers = Vec::new();
         for n in 1..=4u8 {
             let blob = vec![n; 10 * n as usize];
@@ -1089,20 +1081,10 @@ pub(crate) mod tests {
         // The client learns how to speak to the registry first (the scheme
         // is probed once), then the layers' HEADs are held for each other.
         let absent = Digest::sha256(b"absent");
-        assert_eq!(rt.block_on(client.blob_size(&repo, &absent)).unwrap(), None);
+        assert_eq!(rt.block_on(client.blob_size(repo, &absent)).unwrap(), None);
         reg.state().log.clear();
         reg.state().hold = Some(4);
-        let (_, stats) = rt
-            .block_on(push_image(
-                &engine,
-                &client,
-                "local",
-                Target::Digest(&repo),
-                &engine.info.id,
-                &cache,
-                &LayerClaims::default(),
-            ))
-            .unwrap();
+        let (_, stats) = rig.push(&engine).unwrap();
         assert_eq!((stats.present, stats.compressed, stats.uploaded), (4, 0, 0));
         let s = reg.state();
         assert_eq!(s.count("HEAD", "/blobs/"), 5, "four layers and the config");
