@@ -251,6 +251,29 @@ impl Client {
         Ok(BlobCopy::Uploaded(size))
     }
 
+    /// Mounts `digest` from `from` into `to` (another repository of the
+    /// same registry) if the registry will: `true` when it did (201). A
+    /// registry that will not (202: an upload session instead) has that
+    /// session cancelled, so none is left behind.
+    pub async fn mount_blob(
+        &self,
+        from: &Repository,
+        to: &Repository,
+        digest: &Digest,
+    ) -> Result<bool> {
+        let context = format!("{to}@{digest}");
+        match self.mount(from, to, digest, &context).await? {
+            Mount::Mounted => Ok(true),
+            Mount::Session(target) => {
+                let scope = Scope::push(to.path());
+                let req = blob_request(Method::DELETE, target, scope, &context);
+                // Best effort: a registry forgets an idle session anyway.
+                let _ = self.execute(to.registry(), req).await;
+                Ok(false)
+            }
+        }
+    }
+
     /// `POST …/blobs/uploads/?mount=<digest>&from=<repo>`: 201 mounted, 202
     /// an upload session instead.
     async fn mount(

@@ -11,10 +11,15 @@
 //! - `configs/<hex>`: a config's bytes (checked against the name on read);
 //! - `layer-files/<blob hex>`: what a compressed layer blob holds at the
 //!   SBOM's wanted paths ([`crate::attest::registry_image::LayerNotes`]),
-//!   so the attach step reads no blob the release (or one before it) read.
+//!   so the attach step reads no blob the release (or one before it) read;
+//! - `locations/<blob hex>`: the repositories this machine put that blob
+//!   in, latest first, so a push to a new repository of the same registry
+//!   mounts it rather than sending it.
 //!
-//! Every file is written whole (temp file + fsync + rename) and named by
-//! content, so two releases writing at once write the same bytes.
+//! Every file is written whole (temp file + fsync + rename) and, but for
+//! `locations/`, named by content, so two releases writing at once write
+//! the same bytes (two writing one location entry at once: the last one
+//! wins, and a location lost costs one upload).
 //!
 //! A layer entry is trusted: a push puts its digest in the manifest when
 //! the repository has a blob of that digest and size, without reading the
@@ -169,6 +174,42 @@ impl LayerCache {
         }
     }
 
+    /// The repositories (`registry/path`) this machine has put the blob
+    /// `digest` in, the latest first: where a push to another repository
+    /// of the same registry can mount it from instead of sending it.
+    pub(crate) fn locations(&self, digest: &str) -> Vec<String> {
+        let Some(path) = self.location_path(digest) else {
+            return Vec::new();
+        };
+        let bytes = self.read_entry(&path, 64 << 10).unwrap_or_default();
+        String::from_utf8(bytes)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Remembers that the blob `digest` is in `repository` (the latest
+    /// [`MAX_LOCATIONS`] are kept). Not written, it is no error.
+    pub(crate) fn remember_location(&self, digest: &str, repository: &str) {
+        let Some(path) = self.location_path(digest) else {
+            return;
+        };
+        let mut all = self.locations(digest);
+        if all.first().map(String::as_str) == Some(repository) {
+            return;
+        }
+        all.retain(|r| r != repository);
+        all.insert(0, repository.to_string());
+        all.truncate(MAX_LOCATIONS);
+        let _ = write(&path, format!("{}\n", all.join("\n")).as_bytes());
+    }
+
+    fn location_path(&self, digest: &str) -> Option<PathBuf> {
+        Some(self.dir.join("locations").join(hex_of(digest)?))
+    }
+
     /// The config whose digest is `digest`, if kept (and still its bytes).
     pub(crate) fn config(&self, digest: &str) -> Option<Vec<u8>> {
         let hex = hex_of(digest)?;
@@ -181,6 +222,9 @@ impl LayerCache {
         let _ = write(&self.dir.join("configs").join(hex), bytes);
     }
 }
+
+/// How many repositories a blob's location entry keeps.
+const MAX_LOCATIONS: usize = 8;
 
 /// The largest layer-files entry read: three wanted files of 64 MB at most
 /// (`image_files`' cap), in base64, and the paths links lead to.

@@ -139,6 +139,8 @@ fn scratch(what: &'static str) -> impl FnOnce(crate::scratch::ScratchError) -> P
 pub(crate) struct PushStats {
     /// Layers the repository had already (by the cache's digest).
     pub present: usize,
+    /// Layers mounted from another repository of the registry.
+    pub mounted: usize,
     /// Layers compressed now (read from the engine).
     pub compressed: usize,
     /// Layers uploaded, and their compressed bytes.
@@ -226,13 +228,21 @@ pub(crate) async fn push_image(
     // saves), but its size must be the one remembered: an entry that names
     // some other blob of the repository is a miss, compressed again.
     let sizes = client.blob_sizes(repo, &digests).await?;
+    let mut absent = Vec::new();
     for ((diff_id, c), size) in cached.into_iter().zip(sizes) {
         if size == Some(c.size) {
             claims.sent(local, &c);
             have.insert(diff_id.clone(), c);
+        } else if size.is_none() {
+            absent.push(c);
         }
     }
     stats.present = have.len();
+    for c in mount_from_elsewhere(client, repo, cache, absent).await {
+        claims.sent(local, &c);
+        stats.mounted += 1;
+        have.insert(c.diff_id.clone(), c);
+    }
     let theirs_of = || {
         let mut theirs = claims.theirs(local, &info.layers);
         theirs.retain(|d, _| !have.contains_key(d));
@@ -271,12 +281,19 @@ pub(crate) async fn push_image(
     let config = config.expect("read from the cache or the save");
     cache.remember_config(&config);
     let config_digest = parse_digest(image_id)?;
-    if client.blob_size(repo, &config_digest).await?.is_none() {
+    if client.blob_size(repo, &config_digest).await?.is_none()
+        && !mounted_from_elsewhere(client, repo, cache, image_id, config.len() as u64).await
+    {
         client
             .upload_blob(repo, Bytes::from(config.clone()))
             .await?;
     }
     let bytes = manifest_of(local, &info.layers, &have, &config_digest, config.len())?;
+    let here = repo.to_string();
+    for c in have.values() {
+        cache.remember_location(&c.digest, &here);
+    }
+    cache.remember_location(image_id, &here);
     let digest = client
         .put_manifest(
             &target.reference(&bytes),
@@ -292,6 +309,58 @@ pub(crate) async fn push_image(
         },
         stats,
     ))
+}
+
+/// How many of a blob's remembered repositories a push tries to mount it
+/// from (the latest first): a registry that refuses mounts costs two
+/// round trips per repository tried.
+const MOUNT_TRIES: usize = 2;
+
+/// The layers of `absent` (compressed before, not in `repo`) that
+/// [`mounted_from_elsewhere`], all at once.
+async fn mount_from_elsewhere(
+    client: &Client,
+    repo: &Repository,
+    cache: &LayerCache,
+    absent: Vec<Compressed>,
+) -> Vec<Compressed> {
+    let tries = (absent.into_iter()).map(|c| async move {
+        (mounted_from_elsewhere(client, repo, cache, &c.digest, c.size).await).then_some(c)
+    });
+    futures::future::join_all(tries)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Whether the blob `digest` (of `size` bytes), absent from `repo`, was
+/// mounted there from another repository of the same registry this
+/// machine put it in (a previous release's: [`LayerCache::locations`]),
+/// and is there at that size. A mount that fails or is refused leaves the
+/// blob to be sent.
+async fn mounted_from_elsewhere(
+    client: &Client,
+    repo: &Repository,
+    cache: &LayerCache,
+    digest: &str,
+    size: u64,
+) -> bool {
+    let Ok(parsed) = parse_digest(digest) else {
+        return false;
+    };
+    for from in cache.locations(digest).into_iter().take(MOUNT_TRIES) {
+        let Ok(from) = from.parse::<Repository>() else {
+            continue;
+        };
+        if from == *repo || from.registry() != repo.registry() {
+            continue;
+        }
+        if matches!(client.mount_blob(&from, repo, &parsed).await, Ok(true)) {
+            return client.blob_size(repo, &parsed).await.ok().flatten() == Some(size);
+        }
+    }
+    false
 }
 
 /// How many layers of one image are uploaded at once. Each is a file
@@ -808,6 +877,7 @@ pub(crate) mod tests {
 
     /// An engine holding one image: `inspect` answers `info`, `save` prints
     /// the stream at `stream`.
+    #[derive(Clone)]
     pub(crate) struct Saved {
         pub(crate) info: crate::engine::ImageInfo,
         pub(crate) stream: std::path::PathBuf,
@@ -1034,6 +1104,75 @@ pub(crate) mod tests {
         assert_eq!(s.max_in_flight, 3, "{:?}", s.log);
         assert_eq!(s.count("PUT", "/manifests/"), 1);
         assert_eq!(manifest.media_type, media_type::DOCKER_MANIFEST);
+    }
+
+    /// An image released before to `a/b`, pushed to `c/d` of the same
+    /// registry: each layer and the config are mounted from `a/b` (the
+    /// cache remembers where it put them), none is read from the engine,
+    /// compressed or sent; a registry that refuses mounts gets the layers uploaded, and
+    /// no upload session is left open for a refused mount.
+    #[test]
+    fn a_layer_pushed_before_to_another_repository_is_mounted_from_there() {
+        use crate::normalize::tests::{file, layer};
+        let tmp = tempfile::tempdir().unwrap();
+        let layers = [layer(&[file("a", "x\n")]), layer(&[file("b", "y\n")])];
+        let engine = saved(tmp.path(), &layers);
+        let rig = PushRig::new(1);
+        let (first, stats) = rig.push(&engine).unwrap();
+        assert_eq!((stats.compressed, stats.uploaded, stats.mounted), (2, 2, 0));
+        let a_b = rig.repo.to_string();
+        for digest in blobs_of(&first) {
+            assert_eq!(rig.cache.locations(&digest), std::slice::from_ref(&a_b));
+        }
+        let c_d: Repository = format!("{}/c/d", rig.reg.authority).parse().unwrap();
+        let push_to = |repo: &Repository, engine: &Saved| {
+            rig.rt.block_on(push_image(
+                engine,
+                &rig.client,
+                "local",
+                Target::Digest(repo),
+                &engine.info.id,
+                &rig.cache,
+                &LayerClaims::default(),
+            ))
+        };
+        // The engine's save would fail: nothing may read it.
+        let unsaveable = Saved {
+            stream: "/nonexistent/save.tar".into(),
+            ..engine.clone()
+        };
+        let uploads = rig.reg.state().count("PUT", "/blobs/uploads/");
+        let (second, stats) = push_to(&c_d, &unsaveable).unwrap();
+        assert_eq!((stats.compressed, stats.uploaded, stats.mounted), (0, 0, 2));
+        assert_eq!(blobs_of(&second), blobs_of(&first));
+        let s = rig.reg.state();
+        assert_eq!(s.count("POST", "mount="), 3, "two layers, the config");
+        assert_eq!(s.count("PUT", "/blobs/uploads/"), uploads, "{:?}", s.log);
+        drop(s);
+        for digest in blobs_of(&first) {
+            assert_eq!(
+                rig.cache.locations(&digest),
+                [format!("{c_d}"), a_b.clone()]
+            );
+        }
+        // Refused mounts: the layers go up (compressed again), and each
+        // refused mount's session is cancelled.
+        rig.reg.state().refuse_mounts = true;
+        let e_f: Repository = format!("{}/e/f", rig.reg.authority).parse().unwrap();
+        let (_, stats) = push_to(&e_f, &engine).unwrap();
+        assert_eq!((stats.mounted, stats.uploaded), (0, 2));
+        let s = rig.reg.state();
+        // Two repositories tried for each of the three blobs.
+        let cancelled = s.count("DELETE", "/v2/e/f/blobs/uploads/");
+        assert_eq!(cancelled, 2 * 3, "{:?}", s.log);
+    }
+
+    /// The layer digests a manifest names.
+    fn blobs_of(m: &Manifest) -> Vec<String> {
+        let doc: serde_json::Value = serde_json::from_slice(&m.bytes).unwrap();
+        (doc["layers"].as_array().unwrap().iter())
+            .map(|l| l["digest"].as_str().unwrap().to_string())
+            .collect()
     }
 
     /// An unchanged image whose four layers the cache and the repository
