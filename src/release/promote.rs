@@ -4,7 +4,7 @@
 //! manifests by PUT of their exact bytes (no layer is sent again; a tag
 //! already there costs its HEAD only), and `--rollback`.
 
-use super::journal::{Journal, JournalError, TagKind};
+use super::journal::{Journal, JournalError, Staged, TagKind};
 use super::plan::Planned;
 use crate::labels::{self, CheckRecord};
 use crate::name::Platform;
@@ -162,69 +162,24 @@ pub(crate) async fn verify(
     repo: &Repository,
     journal: &mut Journal,
 ) -> Result<Verified, PromoteError> {
+    // Every image read back at once, and then every tag looked at at once
+    // (the client bounds them per registry): over a link with latency, one
+    // at a time is a round trip of nothing each.
+    let reading = (journal.plan.variants.iter())
+        .map(|planned| read_back_one(client, repo, planned, &journal.staged[&planned.variant]));
     let mut images = BTreeMap::new();
     let mut read_back = ReadBack::new();
-    for planned in &journal.plan.variants {
-        let staged = &journal.staged[&planned.variant];
-        let digest = staged.digest.clone();
-        let reference = Reference::in_repo(repo, digest.clone());
-        let manifest =
-            (client.fetch_manifest(&reference).await).map_err(|source| PromoteError::NotThere {
-                variant: planned.variant.clone(),
-                source: Box::new(source),
-            })?;
-        let fail = |why: String| PromoteError::Gate {
-            variant: planned.variant.clone(),
-            reference: reference.to_string(),
-            why,
-        };
-        if media_type::is_index(&manifest.media_type) {
-            let listed: BTreeMap<crate::name::Platform, Digest> =
-                Index::parse(&reference.to_string(), &manifest.bytes)?
-                    .platforms()
-                    .into_iter()
-                    .map(|(p, d)| (p.normalized(), d))
-                    .collect();
-            if listed != staged.platforms {
-                return Err(fail(format!(
-                    "the index lists {}, but {} were staged",
-                    describe(&listed),
-                    describe(&staged.platforms)
-                )));
-            }
-            for (platform, child) in &listed {
-                let child_ref = reference.by_digest(child.clone());
-                let child_manifest =
-                    (client.fetch_manifest(&child_ref).await).map_err(|source| {
-                        PromoteError::ChildNotThere {
-                            variant: planned.variant.clone(),
-                            platform: platform.clone(),
-                            source: Box::new(source),
-                        }
-                    })?;
-                let config = client.config_of(&child_ref, &child_manifest).await?;
-                gate(&config.labels, planned).map_err(|why| fail(format!("{platform}: {why}")))?;
-                read_back.insert(child.clone(), (child_manifest, Some(config)));
-            }
-            read_back.insert(digest.clone(), (manifest.clone(), None));
-        } else {
-            let config = client.config_of(&reference, &manifest).await?;
-            gate(&config.labels, planned).map_err(fail)?;
-            read_back.insert(digest.clone(), (manifest.clone(), Some(config)));
-        }
-        images.insert(
-            planned.variant.clone(),
-            Image {
-                digest,
-                media_type: manifest.media_type.clone(),
-                bytes: Bytes::from(manifest.bytes),
-            },
-        );
+    for (variant, image, read) in futures::future::try_join_all(reading).await? {
+        images.insert(variant, image);
+        read_back.extend(read);
     }
+    let looking = (journal.tags.iter().filter(|t| !t.done))
+        .map(|t| async move { tag_digest(client, repo, &t.tag).await });
+    let mut found_all = futures::future::try_join_all(looking).await?.into_iter();
     let mut now = BTreeMap::new();
     let mut conflicts = Vec::new();
     for t in journal.tags.iter_mut().filter(|t| !t.done) {
-        let found = tag_digest(client, repo, &t.tag).await?;
+        let found = found_all.next().expect("one answer per tag looked at");
         let planned = &images[&t.variant].digest;
         if t.kind == TagKind::Immutable
             && let Some(f) = found.as_ref().filter(|f| *f != planned)
@@ -250,6 +205,69 @@ pub(crate) async fn verify(
         now,
         read_back,
     })
+}
+
+/// One staged image read back by digest and gated (see [`verify`]): its
+/// variant, the image, and what was read (manifests and configs, by
+/// digest).
+async fn read_back_one(
+    client: &Client,
+    repo: &Repository,
+    planned: &Planned,
+    staged: &Staged,
+) -> Result<(String, Image, ReadBack), PromoteError> {
+    let mut read_back = ReadBack::new();
+    let digest = staged.digest.clone();
+    let reference = Reference::in_repo(repo, digest.clone());
+    let manifest =
+        (client.fetch_manifest(&reference).await).map_err(|source| PromoteError::NotThere {
+            variant: planned.variant.clone(),
+            source: Box::new(source),
+        })?;
+    let fail = |why: String| PromoteError::Gate {
+        variant: planned.variant.clone(),
+        reference: reference.to_string(),
+        why,
+    };
+    if media_type::is_index(&manifest.media_type) {
+        let listed: BTreeMap<crate::name::Platform, Digest> =
+            Index::parse(&reference.to_string(), &manifest.bytes)?
+                .platforms()
+                .into_iter()
+                .map(|(p, d)| (p.normalized(), d))
+                .collect();
+        if listed != staged.platforms {
+            return Err(fail(format!(
+                "the index lists {}, but {} were staged",
+                describe(&listed),
+                describe(&staged.platforms)
+            )));
+        }
+        for (platform, child) in &listed {
+            let child_ref = reference.by_digest(child.clone());
+            let child_manifest = (client.fetch_manifest(&child_ref).await).map_err(|source| {
+                PromoteError::ChildNotThere {
+                    variant: planned.variant.clone(),
+                    platform: platform.clone(),
+                    source: Box::new(source),
+                }
+            })?;
+            let config = client.config_of(&child_ref, &child_manifest).await?;
+            gate(&config.labels, planned).map_err(|why| fail(format!("{platform}: {why}")))?;
+            read_back.insert(child.clone(), (child_manifest, Some(config)));
+        }
+        read_back.insert(digest.clone(), (manifest.clone(), None));
+    } else {
+        let config = client.config_of(&reference, &manifest).await?;
+        gate(&config.labels, planned).map_err(fail)?;
+        read_back.insert(digest.clone(), (manifest.clone(), Some(config)));
+    }
+    let image = Image {
+        digest,
+        media_type: manifest.media_type.clone(),
+        bytes: Bytes::from(manifest.bytes),
+    };
+    Ok((planned.variant.clone(), image, read_back))
 }
 
 /// A staged config's gate: the version stamped, a passing check record of
