@@ -231,11 +231,8 @@ fn verdict(t: &Track, now: Instant, limits: &Limits) -> Verdict {
         Some(last) => {
             let body = Some(t.total);
             let waited = limits.header;
-            (
-                last.max(t.drained.unwrap_or(last)),
-                waited,
-                Expired::NoResponse { waited, body },
-            )
+            let moved = t.moved().unwrap_or(last);
+            (moved, waited, Expired::NoResponse { waited, body })
         }
         None => {
             let waited = limits.header.min(limits.budget_left);
