@@ -44,7 +44,9 @@ struct Claim {
     notify: tokio::sync::Notify,
 }
 
-/// Another image's layer, waited for.
+/// Another image's layer, waited for (a handle: clones wait on the same
+/// claim).
+#[derive(Clone)]
 pub(crate) struct Theirs {
     pub owner: String,
     claim: Arc<Claim>,
@@ -140,7 +142,7 @@ impl Claim {
 impl Theirs {
     /// The layer compressed, once its owner has it; `None` when the owner
     /// gave up. For the thread reading a `save` stream (it blocks).
-    pub(crate) fn compressed_blocking(&mut self) -> Option<Compressed> {
+    pub(crate) fn compressed_blocking(&self) -> Option<Compressed> {
         let claim = &self.claim;
         let state = claim.state.lock().expect("claim lock");
         let state = (claim.changed)
@@ -153,7 +155,7 @@ impl Theirs {
     }
 
     /// The layer, once its owner has sent it; `None` when the owner gave up.
-    pub(crate) async fn sent(&mut self) -> Option<Compressed> {
+    pub(crate) async fn sent(&self) -> Option<Compressed> {
         loop {
             // Registered before the state is read: a change in between
             // still wakes it.
@@ -228,8 +230,8 @@ mod tests {
         let (base, python) = (ids(&["b1", "b2"]), ids(&["b1", "b2", "py"]));
         let claims = LayerClaims::new([("base", base.as_slice()), ("python", python.as_slice())]);
         let mut theirs = claims.theirs("python", &python);
-        let mut b1 = theirs.remove("b1").unwrap();
-        let mut b2 = theirs.remove("b2").unwrap();
+        let b1 = theirs.remove("b1").unwrap();
+        let b2 = theirs.remove("b2").unwrap();
         // The save thread blocks until base has compressed b1.
         let reading = tokio::task::spawn_blocking(move || (b1.compressed_blocking(), b1));
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -239,7 +241,7 @@ mod tests {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert!(!reading.is_finished());
         claims.compressed("base", &layer("b1"));
-        let (got, mut b1) = reading.await.unwrap();
+        let (got, b1) = reading.await.unwrap();
         assert_eq!(got, Some(layer("b1")));
         claims.sent("base", &layer("b1"));
         assert_eq!(b1.sent().await, Some(layer("b1")));

@@ -243,12 +243,8 @@ pub(crate) async fn push_image(
         stats.mounted += 1;
         have.insert(c.diff_id.clone(), c);
     }
-    let theirs_of = || {
-        let mut theirs = claims.theirs(local, &info.layers);
-        theirs.retain(|d, _| !have.contains_key(d));
-        theirs
-    };
-    let theirs = theirs_of();
+    let mut theirs = claims.theirs(local, &info.layers);
+    theirs.retain(|d, _| !have.contains_key(d));
     let mut config = cache.config(image_id);
     let wanted: BTreeSet<&String> = info
         .layers
@@ -257,7 +253,13 @@ pub(crate) async fn push_image(
         .collect();
     if !wanted.is_empty() || !theirs.is_empty() || config.is_none() {
         let mine = Mine { claims, me: local };
-        let mut saving = Saving::start(engine.save_cmd(image_id), &have, theirs_of(), cache, &mine);
+        let mut saving = Saving::start(
+            engine.save_cmd(image_id),
+            &have,
+            theirs.clone(),
+            cache,
+            &mine,
+        );
         let uploaded =
             upload_as_compressed(client, repo, &mut saving, &wanted, &mine, &mut stats).await;
         let read = saving.finish().await;
@@ -270,7 +272,7 @@ pub(crate) async fn push_image(
         }
         config = Some(config_in(small, local, image_id)?);
     }
-    for (diff_id, mut t) in theirs {
+    for (diff_id, t) in theirs {
         let c = t.sent().await.ok_or_else(|| PublishError::OwnerStopped {
             layer: diff_id.clone(),
             local: local.to_string(),
@@ -443,7 +445,7 @@ impl Saving {
     fn start(
         save: crate::process::Cmd,
         have: &BTreeMap<String, Compressed>,
-        mut theirs: BTreeMap<String, super::claims::Theirs>,
+        theirs: BTreeMap<String, super::claims::Theirs>,
         cache: &LayerCache,
         mine: &Mine<'_>,
     ) -> Saving {
@@ -455,7 +457,7 @@ impl Saving {
             save.read_stdout(|out| {
                 read_and_compress(
                     out,
-                    |d| (have.get(d).cloned()).or_else(|| theirs.get_mut(d)?.compressed_blocking()),
+                    |d| (have.get(d).cloned()).or_else(|| theirs.get(d)?.compressed_blocking()),
                     |c, spill| note_layer(&cache, c, spill),
                     |c, file| {
                         cache.remember(c);
