@@ -33,7 +33,15 @@ impl Family {
         let plan = &self.variants[variant];
         let files = inputs::collect(&self.root, plan, &self.generated)?;
         let mut build_args = plan.build_args.clone();
-        build_args.insert(plan.from_arg.clone(), from_ref.to_string());
+        // A parent is hashed by what it is (its image ID, `from-image`), not
+        // by its local name, which carries the local repository: the same
+        // family built under another one (a release's, the scratch
+        // `<repository>-rebuild` of `pins verify --rebuild`) has the same
+        // inputs, so the same label and the same digest. An upstream is
+        // hashed by its pinned reference as well.
+        if plan.parent.is_none() {
+            build_args.insert(plan.from_arg.clone(), from_ref.to_string());
+        }
         let static_labels = self.static_labels(variant);
         let platform = platform.to_string();
         let hash = inputs::inputs_hash(
@@ -46,6 +54,7 @@ impl Family {
             },
             &files,
         );
+        build_args.insert(plan.from_arg.clone(), from_ref.to_string());
         Ok(Inputs {
             files,
             build_args,
@@ -82,5 +91,44 @@ impl Family {
             .inspect(&tag)?
             .filter(|info| info.labels.get(LABEL_INPUTS) == Some(&inputs.hash))
             .map(|info| (tag, info.id)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::build::definition::tests::family;
+    use crate::name::Platform;
+
+    #[test]
+    fn a_child_is_hashed_by_its_parent_s_image_not_by_the_parent_s_local_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = family(dir.path());
+        let platform: Platform = "linux/amd64".parse().unwrap();
+        let kid = |from_ref: &str, from_id: &str| {
+            (f.inputs("kid", &platform, from_ref, from_id)).unwrap()
+        };
+        let here = kid("r/s:base-inputs-0123", "sha256:aa");
+        assert_eq!(
+            kid("elsewhere/s-rebuild:base-inputs-0123", "sha256:aa").hash,
+            here.hash,
+            "the same parent image under another repository"
+        );
+        assert_ne!(
+            kid("r/s:base-inputs-0123", "sha256:bb").hash,
+            here.hash,
+            "another parent image"
+        );
+        let from_arg = &f.variants["kid"].from_arg;
+        assert_eq!(
+            kid("elsewhere/s:base-inputs-0123", "sha256:aa").build_args[from_arg],
+            "elsewhere/s:base-inputs-0123",
+            "the build is FROM the local name"
+        );
+        let base = |from_ref: &str| (f.inputs("base", &platform, from_ref, "sha256:aa")).unwrap();
+        assert_ne!(
+            base("debian:trixie-slim@sha256:00").hash,
+            base("debian:forky-slim@sha256:00").hash,
+            "an upstream is hashed by its pinned reference too"
+        );
     }
 }

@@ -47,7 +47,7 @@ pub(crate) fn all(family: &Family) -> Result<BTreeMap<String, String>, BuildErro
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::family::VariantPlan;
     use std::path::PathBuf;
@@ -59,7 +59,9 @@ mod tests {
         }
     }
 
-    fn family(root: &std::path::Path) -> Family {
+    /// A family of `base`, its child `kid` and `solo`, each with a script,
+    /// written under `root`.
+    pub(crate) fn family(root: &std::path::Path) -> Family {
         let plan = |name: &str, parent: Option<&str>| {
             let script = PathBuf::from(format!("docker/install-{name}.sh"));
             std::fs::create_dir_all(root.join("docker")).unwrap();

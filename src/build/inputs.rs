@@ -90,7 +90,9 @@ pub(crate) fn stage(dir: &Path, files: &[StagedFile], epoch: u64) -> Result<(), 
 pub(crate) struct HashMeta<'a> {
     pub platform: &'a str,
     pub dockerfile: &'a Path,
-    /// Every build argument, including the FROM argument.
+    /// Every build argument hashed: a root variant's FROM argument (the
+    /// pinned upstream) among them, a child's not (its parent is
+    /// `from_image_id`; see `Family::inputs`).
     pub build_args: &'a BTreeMap<String, String>,
     /// The image ID the FROM argument resolves to (parent or upstream).
     pub from_image_id: &'a str,
