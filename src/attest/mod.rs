@@ -24,7 +24,6 @@
 
 pub mod bundle;
 pub mod dsse;
-pub mod image_files;
 pub(crate) mod image_source;
 pub mod key;
 pub mod locked;
@@ -86,7 +85,7 @@ pub enum AttestError {
     },
     /// An image's files that cannot be read: its save stream or a layer.
     #[error(transparent)]
-    Read(#[from] image_files::ReadError),
+    Read(#[from] crate::image::files::ReadError),
     /// The engine's `save` (the program itself).
     #[error(transparent)]
     Process(#[from] crate::process::ProcessError),
@@ -146,7 +145,7 @@ mod tests {
                 hint: s(),
             },
             AttestError::Process(crate::process::ProcessError::NotFound { program: s() }),
-            AttestError::Read(image_files::ReadError::Stream {
+            AttestError::Read(crate::image::files::ReadError::Stream {
                 image: s(),
                 problem: s(),
             }),

@@ -1,7 +1,7 @@
 //! The files an SBOM is made from ([`super::sbom::WANTED`]), read from an
 //! image's layer blobs in a registry: each blob fetched, checked against
 //! its digest, decompressed as a stream through the tar reader (only the
-//! followed paths kept; see [`super::image_files`]) and dropped before the
+//! followed paths kept; see [`crate::image::files`]) and dropped before the
 //! next is fetched, so memory holds one compressed layer and the wanted
 //! files, never an image's layers together. What a blob said is kept by
 //! digest: a family's images share their base layers, and a release reads
@@ -18,7 +18,7 @@
 //! paths), so the SBOM is the same bytes either way.
 
 use super::AttestError;
-use super::image_files::{Composed, LayerFault, LayerFiles, Reading};
+use crate::image::files::{Composed, LayerFault, LayerFiles, Reading};
 use crate::registry::{Client, Digest, Repository};
 use serde::Deserialize;
 use std::cell::{Cell, RefCell};
@@ -37,6 +37,21 @@ pub(crate) trait LayerNotes: std::fmt::Debug {
     /// Whether a note of `blob` is kept (without reading it).
     fn is_noted(&self, blob: &Digest) -> bool;
     fn note(&self, blob: &Digest, bytes: &[u8]);
+}
+
+/// The release's layer cache keeps the notes as its layer-files entries.
+impl LayerNotes for crate::image::layer_cache::LayerCache {
+    fn noted(&self, blob: &Digest) -> Option<Vec<u8>> {
+        self.layer_files(blob)
+    }
+
+    fn is_noted(&self, blob: &Digest) -> bool {
+        self.has_layer_files(blob)
+    }
+
+    fn note(&self, blob: &Digest, bytes: &[u8]) {
+        self.remember_layer_files(blob, bytes);
+    }
 }
 
 /// Notes what the uncompressed layer `layer`, whose compressed blob is
@@ -167,7 +182,7 @@ impl LayerReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::tests::{file, layer};
+    use crate::image::fixtures::{file, layer};
     use crate::registry::fake::FakeRegistry;
     use std::io::Write as _;
 
@@ -234,7 +249,7 @@ mod tests {
         let go = manifest(&fake, "f/sandbox", &[&base, &go]);
         let repo: Repository = format!("{}/f/sandbox", fake.authority).parse().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let cache = crate::release::layer_cache::LayerCache::open(dir.path()).unwrap();
+        let cache = crate::image::layer_cache::LayerCache::open(dir.path()).unwrap();
         let first = LayerReader::keeping(Box::new(cache.clone()));
         let read = first.files(&client, &repo, "go", &go).await.unwrap();
         assert_eq!(first.fetched(), 2);
@@ -257,7 +272,7 @@ mod tests {
         // the wanted paths only, so the layers are fetched for the link.
         let moved = gzip(&layer(&[
             file("var/lib/.wh.dpkg", ""),
-            crate::normalize::tests::link("var/lib/dpkg", tar::EntryType::Symlink, "/opt/dpkg"),
+            crate::image::fixtures::link("var/lib/dpkg", tar::EntryType::Symlink, "/opt/dpkg"),
             file("opt/dpkg/status", "moved\n"),
         ]));
         let moved = manifest(&fake, "f/sandbox", &[&base, &moved]);
@@ -305,11 +320,7 @@ mod tests {
         ]));
         let moved = gzip(&layer(&[
             file("var/lib/.wh.dpkg", ""),
-            crate::normalize::tests::link(
-                "var/lib/dpkg",
-                tar::EntryType::Symlink,
-                "../../opt/dpkg",
-            ),
+            crate::image::fixtures::link("var/lib/dpkg", tar::EntryType::Symlink, "../../opt/dpkg"),
         ]));
         let plain = gzip(&layer(&[file("etc/os-release", "ID=debian\n")]));
         let moved = manifest(&fake, "f/sandbox", &[&base, &moved]);

@@ -1,5 +1,5 @@
 //! SPDX 2.3 SBOMs (JSON) of an image, from what the image's files say
-//! exactly (dpkg's status, read from the layers; see [`super::image_files`])
+//! exactly (dpkg's status, read from the layers; see [`crate::image::files`])
 //! — not by running the image — and from what the repository locks
 //! exactly: npm lock files, hashed PyPI requirements, `downloads.lock` and
 //! the pinned base image ([`super::locked`]), each with its checksum and
@@ -263,9 +263,9 @@ pub const WANTED: [&str; 3] = [STATUS, OS_RELEASE[0], OS_RELEASE[1]];
 pub fn local_files(
     engine: &dyn crate::engine::Engine,
     image: &str,
-) -> Result<super::image_files::ImageFiles, super::AttestError> {
+) -> Result<crate::image::files::ImageFiles, super::AttestError> {
     use super::AttestError;
-    use super::image_files::{ImageFiles, read_following, read_save_stream};
+    use crate::image::files::{ImageFiles, read_following, read_save_stream};
     let (config, files) = read_following(image, &WANTED, |reading| {
         let saved = engine
             .save_cmd(image)
@@ -330,8 +330,8 @@ pub fn of_layers(
     layers: &[(String, Vec<u8>)],
     locked: &[Component],
     tool_version: &str,
-) -> Result<(Vec<u8>, usize), super::image_files::ReadError> {
-    let files = super::image_files::read_layers(&subject.name, layers, &WANTED)?;
+) -> Result<(Vec<u8>, usize), crate::image::files::ReadError> {
+    let files = crate::image::files::read_layers(&subject.name, layers, &WANTED)?;
     Ok(of_files(
         subject,
         &files,

@@ -119,6 +119,7 @@ pub(crate) const ERROR_KINDS: &[exit::Recognise] = &[
     exit::recognise::<crate::check::CheckError>,
     exit::recognise::<crate::build::BuildError>,
     exit::recognise::<crate::build::pipeline::PipelineError>,
+    exit::recognise::<crate::image::local::LocalError>,
     exit::recognise::<crate::attest::AttestError>,
     exit::recognise::<crate::release::journal::JournalError>,
     exit::recognise::<crate::release::plan::PlanError>,

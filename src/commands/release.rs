@@ -87,7 +87,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     };
     // Opened once for the whole release: staging's pushes and the attach
     // step share it (what staging read of a layer, attaching reads there).
-    let layer_cache = crate::release::layer_cache::LayerCache::for_user().ok();
+    let layer_cache = crate::image::layer_cache::LayerCache::for_user().ok();
     let releaser = Releaser {
         client: &client,
         engine: engine.as_deref(),

@@ -106,12 +106,16 @@ pub(crate) fn walk<E>(
 }
 
 /// A read error of the stream: an oversized header; a short read is a
-/// truncation; anything else that breaks it, corruption.
+/// truncation (the tar crate says so in its words when the end comes while
+/// it skips an entry's data or reads a header); anything else that breaks
+/// it, corruption.
 pub(crate) fn stream_error(e: std::io::Error) -> StreamError {
+    let message = e.to_string();
     if let Some(o) = entries::oversized(&e) {
         StreamError::Oversized(o.clone())
     } else if e.kind() == std::io::ErrorKind::UnexpectedEof
-        || e.to_string().contains("entire block")
+        || message.contains("entire block")
+        || message.contains("unexpected EOF")
     {
         StreamError::Truncated(entries::shown(e.to_string()))
     } else {
@@ -154,6 +158,50 @@ pub(crate) fn is_layer(name: &str, entry: &mut impl BufRead) -> std::io::Result<
         return Ok(false);
     }
     Ok(entry.fill_buf()?.first().is_some_and(|b| *b != b'{'))
+}
+
+/// What earlier save streams said of their layers: each layer file's name
+/// and the diff_id its bytes had. A save names a layer by a content
+/// address (Docker: the v1 ID, a hash of the layer's chain; Podman: the
+/// diff_id; an OCI layout: the blob's digest), so a layer met under the
+/// same name in another image's save is the same layer, and its diff_id is
+/// known before it is read: a reader that has what it needs of that layer
+/// lets the stream run past it, neither spilled nor hashed. A name with no
+/// 64-hex part is no content address and is never remembered. Shared by
+/// the saves of one release (clones share the map).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LayerNames(std::sync::Arc<std::sync::Mutex<BTreeMap<String, String>>>);
+
+impl LayerNames {
+    /// Remembers that the layer file `name` held the layer `diff_id`.
+    pub(crate) fn learn(&self, name: &str, diff_id: &str) {
+        let name = name.trim_start_matches("./");
+        if content_addressed(name) {
+            let mut names = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            names.insert(name.to_string(), diff_id.to_string());
+        }
+    }
+
+    /// The diff_id of the layer file `name`, when a save showed it before.
+    pub(crate) fn diff_id(&self, name: &str) -> Option<String> {
+        let names = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        names.get(name.trim_start_matches("./")).cloned()
+    }
+}
+
+/// Whether a layer file's name holds a content address (64 lowercase hex
+/// digits between separators).
+fn content_addressed(name: &str) -> bool {
+    name.split(['/', '.']).any(|part| {
+        part.len() == 64 && part.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
+
+/// Whether the file `name` of a save stream, as its header gives it (a
+/// leading `./` or not), is a layer: [`is_layer`] for a reader that walks
+/// the stream itself (the push's compression, the rebuild's layer lookup).
+pub(crate) fn is_layer_file(name: &str, entry: &mut impl BufRead) -> std::io::Result<bool> {
+    is_layer(name.trim_start_matches("./"), entry)
 }
 
 /// A name of the stream, through its symlinks.
@@ -228,4 +276,34 @@ pub(crate) fn contents(
         layers: item.layers.iter().map(|l| resolve(links, l)).collect(),
         diff_ids,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_content_addressed_layer_names_are_remembered() {
+        let hex = "0123456789abcdef".repeat(4);
+        let names = LayerNames::default();
+        for (name, kept) in [
+            (format!("{hex}/layer.tar"), true),
+            (format!("./{hex}.tar"), true),
+            (format!("blobs/sha256/{hex}"), true),
+            ("0/layer.tar".to_string(), false),
+            (format!("{}/layer.tar", hex.to_uppercase()), false),
+            (format!("{}/layer.tar", &hex[1..]), false),
+        ] {
+            names.learn(&name, "sha256:d");
+            assert_eq!(names.diff_id(&name).is_some(), kept, "{name}");
+        }
+        assert_eq!(
+            names
+                .clone()
+                .diff_id(&format!("./{hex}/layer.tar"))
+                .as_deref(),
+            Some("sha256:d"),
+            "clones share what was learned; a leading ./ is the same name"
+        );
+    }
 }

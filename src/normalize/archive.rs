@@ -1,9 +1,12 @@
 //! The second pass: the staged image written as a `docker load` archive
-//! (the docker-archive format both engines load: `manifest.json`, the
-//! config, one tar per layer).
+//! (the docker-archive format both engines load, written with
+//! [`crate::image::load_archive`]: `manifest.json`, the config, one tar per
+//! layer).
 
 use super::read::{Layer, Staged};
-use super::{LayerReport, NormalizeError, Options, Report, config, digest, layer};
+use super::{LayerReport, NormalizeError, Options, Report, config, layer};
+use crate::image::layer_tar;
+use crate::image::load_archive::{file_header, pad, write_config_and_manifest};
 use sha2::Digest as _;
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
@@ -29,20 +32,6 @@ impl Write for Meter<'_> {
     }
 }
 
-/// The archive's own header for a file of `size` bytes (fixed fields:
-/// the archive is a carrier, the engine keeps nothing of it).
-fn file_header(name: &str, size: u64) -> tar::Header {
-    let mut h = tar::Header::new_ustar();
-    // Our names are short ASCII: the ustar name field holds them.
-    let _ = h.set_path(name);
-    h.set_mode(0o644);
-    h.set_size(size);
-    h.set_mtime(0);
-    h.set_entry_type(tar::EntryType::Regular);
-    h.set_cksum();
-    h
-}
-
 /// What `manifest.json` and the config of a save stream say.
 pub(super) use crate::image::save_stream::Contents as Parts;
 
@@ -54,37 +43,6 @@ pub(super) fn parts(
 ) -> Result<Parts, NormalizeError> {
     crate::image::save_stream::contents(files, links)
         .map_err(|e| super::read::stream_failure(image, e))
-}
-
-/// The end of an archive: the config (as `<hex>.json`), `manifest.json`
-/// naming it, the layer files and `tags`, and the two zero blocks. Returns
-/// the config's digest: the image ID after a load.
-pub(super) fn write_config_and_manifest(
-    out: &mut dyn Write,
-    config: &serde_json::Value,
-    tags: &[String],
-    layer_files: &[String],
-) -> std::io::Result<String> {
-    let config_bytes = serde_json::to_vec(config).expect("a JSON value serialises");
-    let config_digest = digest(&config_bytes);
-    let config_file = format!("{}.json", &config_digest["sha256:".len()..]);
-    let manifest = serde_json::to_vec(&serde_json::json!([{
-        "Config": config_file,
-        "RepoTags": tags,
-        "Layers": layer_files,
-    }]))
-    .expect("a JSON value serialises");
-    for (name, bytes) in [
-        (&config_file, &config_bytes),
-        (&"manifest.json".to_string(), &manifest),
-    ] {
-        out.write_all(file_header(name, bytes.len() as u64).as_bytes())?;
-        out.write_all(bytes)?;
-        pad(out, bytes.len() as u64)?;
-    }
-    out.write_all(&[0u8; 1024])?;
-    out.flush()?;
-    Ok(config_digest)
 }
 
 impl Staged {
@@ -200,14 +158,14 @@ impl Staged {
         out: &mut dyn Write,
     ) -> std::io::Result<LayerReport> {
         let (entries, dropped) = layer::plan(&l.entries, lower, source_date_epoch);
-        let size = layer::layer_size(&entries);
+        let size = layer_tar::layer_size(&entries);
         out.write_all(file_header(file, size).as_bytes())?;
         let mut hashed = Meter {
             out: &mut *out,
             bytes: 0,
             hash: Some(sha2::Sha256::new()),
         };
-        layer::write_layer(&entries, &self.spill, &mut hashed)?;
+        layer_tar::write_layer(&entries, &self.spill, &mut hashed)?;
         let written = hashed.bytes;
         let diff_id = format!(
             "sha256:{}",
@@ -240,9 +198,11 @@ impl Staged {
                 .map_err(self.io_error("reading the dpkg status of the layers".into()))?;
         if let Some(record) = record {
             let label = BTreeMap::from([(crate::labels::PACKAGES.to_string(), record.to_label())]);
-            config::set_labels(&mut config, &label).map_err(|detail| NormalizeError::Corrupt {
-                image: self.image.clone(),
-                detail: detail.to_string(),
+            crate::image::config::set_labels(&mut config, &label).map_err(|detail| {
+                NormalizeError::Corrupt {
+                    image: self.image.clone(),
+                    detail: detail.to_string(),
+                }
             })?;
         }
         Ok(config)
@@ -281,34 +241,14 @@ impl Staged {
     }
 }
 
-fn pad(out: &mut dyn Write, size: u64) -> std::io::Result<()> {
-    let rem = (size % 512) as usize;
-    if rem == 0 {
-        return Ok(());
-    }
-    out.write_all(&[0u8; 512][..512 - rem])
-}
-
+/// A range of the spill, padded to the archive's block.
 fn copy_range(
     spill: &std::fs::File,
     at: u64,
     len: u64,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
     let mut buf = vec![0u8; 256 << 10];
-    let mut done = 0;
-    while done < len {
-        let want = (len - done).min(buf.len() as u64) as usize;
-        let n = spill.read_at(&mut buf[..want], at + done)?;
-        if n == 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "the spill ended early",
-            ));
-        }
-        out.write_all(&buf[..n])?;
-        done += n as u64;
-    }
+    layer_tar::copy_range(spill, at, len, &mut buf, out)?;
     pad(out, len)
 }

@@ -1,4 +1,6 @@
-//! The image config, rewritten: times, build-host fields, diff_ids, key order.
+//! The image config, rewritten: times, build-host fields, diff_ids, key order
+//! (the normaliser's policy; reading and editing a config is
+//! [`crate::image::config`]'s).
 
 use serde_json::{Map, Value};
 
@@ -35,57 +37,6 @@ pub(super) fn rewrite(config: &Value, diff_ids: &[String], created: &str) -> Val
         }
     }
     sorted(c)
-}
-
-/// Sets `labels` in the config's `config.Labels`, creating what is
-/// missing; the error says which part is not an object.
-pub(crate) fn set_labels(
-    config: &mut Value,
-    labels: &std::collections::BTreeMap<String, String>,
-) -> Result<(), &'static str> {
-    let top = config
-        .as_object_mut()
-        .ok_or("the config is not a JSON object")?;
-    let inner = object_at(top, "config", "the config's `config` is not an object")?;
-    let current = object_at(inner, "Labels", "the config's Labels are not an object")?;
-    for (k, v) in labels {
-        current.insert(k.clone(), Value::String(v.clone()));
-    }
-    Ok(())
-}
-
-/// The object at `key` of `map`, made (an absent or null value) when
-/// missing; `not_object` when it is something else.
-fn object_at<'a>(
-    map: &'a mut Map<String, Value>,
-    key: &str,
-    not_object: &'static str,
-) -> Result<&'a mut Map<String, Value>, &'static str> {
-    let value = map.entry(key).or_insert_with(|| Value::Object(Map::new()));
-    if value.is_null() {
-        *value = Value::Object(Map::new());
-    }
-    value.as_object_mut().ok_or(not_object)
-}
-
-/// The `created_by` of each history step that made a layer (steps marked
-/// `empty_layer` made none), in layer order.
-pub(crate) fn layer_steps(config: &Value) -> Vec<String> {
-    config
-        .get("history")
-        .and_then(Value::as_array)
-        .map(|h| {
-            h.iter()
-                .filter(|s| s.get("empty_layer").and_then(Value::as_bool) != Some(true))
-                .map(|s| {
-                    s.get("created_by")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string()
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Every object's keys in sorted order (the crate keeps insertion order).

@@ -1,11 +1,10 @@
-//! One layer, rewritten: the drop rules, the fixed order, hardlink groups
-//! and the one tar format (see the module doc of `normalize`).
+//! One layer, rewritten: the drop rules, the fixed order and hardlink
+//! groups (see the module doc of `normalize`); the entries are written in
+//! the one tar format of [`crate::image::layer_tar`].
 
-use super::read::{Entry, Kind};
+use crate::image::layer_tar::{Entry, Kind};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
-
-const BLOCK: u64 = 512;
 
 /// The rendered Dockerfiles' `RUN --mount` targets (templates/Dockerfile.hbs):
 /// BuildKit 0.8 leaves a stub for each in the layer.
@@ -178,142 +177,4 @@ pub(super) fn plan<'a>(
         out.push(w);
     }
     (out, dropped)
-}
-
-/// PAX record `"<len> <key>=<value>\n"`, `len` counting itself.
-fn pax_record(key: &[u8], value: &[u8]) -> Vec<u8> {
-    let rest = key.len() + value.len() + 3;
-    let mut len = rest + 1;
-    while rest + len.to_string().len() != len {
-        len = rest + len.to_string().len();
-    }
-    let mut r = format!("{len} ").into_bytes();
-    r.extend_from_slice(key);
-    r.push(b'=');
-    r.extend_from_slice(value);
-    r.push(b'\n');
-    r
-}
-
-fn padded(n: u64) -> u64 {
-    n.div_ceil(BLOCK) * BLOCK
-}
-
-const USTAR_MAX_ID: u64 = 0o7777777;
-const USTAR_MAX_SIZE: u64 = 0o77777777777;
-
-/// The header blocks of one entry: a PAX extended header where ustar
-/// cannot say it all, then the ustar header.
-pub(super) fn header_bytes(e: &Entry) -> Vec<u8> {
-    let mut name = e.path.clone();
-    if e.kind == Kind::Dir {
-        name.push(b'/');
-    }
-    let mut records: BTreeMap<Vec<u8>, Vec<u8>> = e.pax.clone();
-    if name.len() > 100 {
-        records.insert(b"path".to_vec(), name.clone());
-    }
-    if e.link.len() > 100 {
-        records.insert(b"linkpath".to_vec(), e.link.clone());
-    }
-    for (key, v, max) in [
-        ("uid", e.uid, USTAR_MAX_ID),
-        ("gid", e.gid, USTAR_MAX_ID),
-        ("size", e.size, USTAR_MAX_SIZE),
-    ] {
-        if v > max {
-            records.insert(key.as_bytes().to_vec(), v.to_string().into_bytes());
-        }
-    }
-    let mut out = Vec::with_capacity(1024);
-    if !records.is_empty() {
-        let body: Vec<u8> = records.iter().flat_map(|(k, v)| pax_record(k, v)).collect();
-        let mut h = tar::Header::new_ustar();
-        set_bytes(&mut h.as_old_mut().name, b"././@PaxHeader");
-        h.set_mode(0o644);
-        h.set_uid(0);
-        h.set_gid(0);
-        h.set_mtime(0);
-        h.set_size(body.len() as u64);
-        h.set_entry_type(tar::EntryType::XHeader);
-        h.set_cksum();
-        out.extend_from_slice(h.as_bytes());
-        out.extend_from_slice(&body);
-        out.resize(
-            out.len() + (padded(body.len() as u64) as usize - body.len()),
-            0,
-        );
-    }
-    let mut h = tar::Header::new_ustar();
-    set_bytes(&mut h.as_old_mut().name, &name);
-    set_bytes(&mut h.as_old_mut().linkname, &e.link);
-    h.set_mode(e.mode);
-    h.set_uid(if e.uid > USTAR_MAX_ID { 0 } else { e.uid });
-    h.set_gid(if e.gid > USTAR_MAX_ID { 0 } else { e.gid });
-    h.set_size(if e.size > USTAR_MAX_SIZE { 0 } else { e.size });
-    h.set_mtime(e.mtime);
-    h.set_entry_type(match e.kind {
-        Kind::File => tar::EntryType::Regular,
-        Kind::Dir => tar::EntryType::Directory,
-        Kind::Symlink => tar::EntryType::Symlink,
-        Kind::Hardlink => tar::EntryType::Link,
-        Kind::Char => tar::EntryType::Char,
-        Kind::Block => tar::EntryType::Block,
-        Kind::Fifo => tar::EntryType::Fifo,
-    });
-    if matches!(e.kind, Kind::Char | Kind::Block) {
-        // A ustar header always has the fields.
-        let _ = h.set_device_major(e.dev.0);
-        let _ = h.set_device_minor(e.dev.1);
-    }
-    h.set_cksum();
-    out.extend_from_slice(h.as_bytes());
-    out
-}
-
-/// The first `dst.len()` bytes of `src` (the rest, if any, is in PAX).
-fn set_bytes(dst: &mut [u8], src: &[u8]) {
-    let n = src.len().min(dst.len());
-    dst[..n].copy_from_slice(&src[..n]);
-    dst[n..].fill(0);
-}
-
-/// Bytes of the layer tar `entries` make: known before a byte is written,
-/// so the archive's header for it can come first.
-pub(super) fn layer_size(entries: &[Entry]) -> u64 {
-    entries
-        .iter()
-        .map(|e| header_bytes(e).len() as u64 + padded(e.size))
-        .sum::<u64>()
-        + 2 * BLOCK
-}
-
-/// Writes the layer tar: headers, then each file's data copied from the
-/// spill, padded; then the two zero blocks.
-pub(super) fn write_layer(
-    entries: &[Entry],
-    spill: &std::fs::File,
-    out: &mut dyn std::io::Write,
-) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    let mut buf = vec![0u8; 256 << 10];
-    for e in entries {
-        out.write_all(&header_bytes(e))?;
-        let mut done = 0u64;
-        while done < e.size {
-            let want = (e.size - done).min(buf.len() as u64) as usize;
-            let n = spill.read_at(&mut buf[..want], e.data_at + done)?;
-            if n == 0 {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "the spill ended early",
-                ));
-            }
-            out.write_all(&buf[..n])?;
-            done += n as u64;
-        }
-        let pad = (padded(e.size) - e.size) as usize;
-        out.write_all(&[0u8; BLOCK as usize][..pad])?;
-    }
-    out.write_all(&[0u8; 2 * BLOCK as usize])
 }

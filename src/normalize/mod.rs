@@ -42,7 +42,7 @@
 //! - hardlinks: sorting can put a link before the file it names, so the
 //!   first name of a group in the new order carries the data and the
 //!   others link to it (as `tar --sort=name` does);
-//! - one tar format: POSIX ustar headers, a PAX extended header only where
+//! - one tar format ([`crate::image::layer_tar`]): POSIX ustar headers, a PAX extended header only where
 //!   ustar cannot say it (a path or link over 100 bytes, ids or a size too
 //!   large, xattrs), with fixed name and fields; then two zero blocks.
 //!
@@ -87,7 +87,6 @@
 
 mod archive;
 mod config;
-pub(crate) use config::{layer_steps, set_labels};
 mod layer;
 mod packages;
 mod read;
@@ -98,14 +97,6 @@ pub(crate) use read::read;
 pub(crate) use relabel::relabel;
 use round_trip::load_and_verify;
 pub(crate) use round_trip::normalize_image;
-
-/// Whether a file of a save stream is a layer (see [`read`]).
-pub(crate) fn is_layer_file(
-    name: &str,
-    entry: &mut impl std::io::BufRead,
-) -> std::io::Result<bool> {
-    crate::image::save_stream::is_layer(name.trim_start_matches("./"), entry)
-}
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum NormalizeError {
@@ -222,12 +213,6 @@ pub(crate) fn normalize(
     spill_dir: &std::path::Path,
 ) -> Result<Report, NormalizeError> {
     read(image, input, spill_dir)?.write(output, opts)
-}
-
-/// `sha256:<hex>` of `bytes`.
-fn digest(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }
 
 #[cfg(test)]

@@ -14,7 +14,8 @@
 //! `layer N`. Only the layers this image built are added; the parent's are
 //! in the label it inherits.
 
-use super::read::{Entry, Kind, Layer};
+use super::read::Layer;
+use crate::image::layer_tar::{Entry, Kind};
 use crate::labels::PackageRecord;
 use std::collections::BTreeMap;
 
@@ -44,7 +45,7 @@ pub(super) fn record(
             schema: PackageRecord::SCHEMA,
             fragments: BTreeMap::new(),
         });
-    let steps = super::config::layer_steps(config);
+    let steps = crate::image::config::layer_steps(config);
     let mut below: BTreeMap<String, String> = BTreeMap::new();
     for (i, layer) in layers.iter().enumerate() {
         let Some(status) = status_of(layer, spill)? else {

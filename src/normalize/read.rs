@@ -4,45 +4,13 @@
 
 use super::NormalizeError;
 use crate::image::entries::{self, BoundedTar};
+use crate::image::layer_tar::{Entry, Kind};
 use crate::image::save_stream::{StreamError, WalkError, walk};
 use sha2::Digest as _;
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 use tar::EntryType;
-
-/// What a layer entry is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    File,
-    Dir,
-    Symlink,
-    Hardlink,
-    Char,
-    Block,
-    Fifo,
-}
-
-/// One entry of a layer, as indexed: everything but the data, which stays
-/// in the spill at `data_at`.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct Entry {
-    /// Without `./` and without a trailing `/`.
-    pub(super) path: Vec<u8>,
-    pub(super) kind: Kind,
-    /// A symlink's target as written; a hardlink's target path, cleaned
-    /// like `path`.
-    pub(super) link: Vec<u8>,
-    pub(super) mode: u32,
-    pub(super) uid: u64,
-    pub(super) gid: u64,
-    pub(super) mtime: u64,
-    pub(super) dev: (u32, u32),
-    /// PAX records kept as they are (xattrs and anything unknown), by key.
-    pub(super) pax: BTreeMap<Vec<u8>, Vec<u8>>,
-    pub(super) size: u64,
-    pub(super) data_at: u64,
-}
 
 /// One layer file of the stream.
 #[derive(Debug)]
@@ -459,7 +427,7 @@ pub(super) fn clean_path(raw: &[u8]) -> Result<Vec<u8>, &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::normalize::tests::{file, layer, save_stream};
+    use crate::image::fixtures::{file, layer, save_stream};
 
     #[test]
     fn a_long_name_over_its_cap_in_a_layer_is_refused_naming_image_and_layer() {

@@ -14,10 +14,11 @@
 //! file of the archive, so for them the layers are copied from the save
 //! stream byte for byte (the cost of a normalisation, without the rewrite).
 
-use super::archive::{Parts, parts, write_config_and_manifest};
+use super::archive::{Parts, parts};
 use super::read::{read, stream_failure};
 use super::{NormalizeError, load_and_verify};
 use crate::engine::Engine;
+use crate::image::load_archive::write_config_and_manifest;
 use crate::image::save_stream::{WalkError, stream_error, walk};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -101,9 +102,11 @@ fn labelled(
     labels: &BTreeMap<String, String>,
 ) -> Result<Value, NormalizeError> {
     let mut config = config.clone();
-    super::config::set_labels(&mut config, labels).map_err(|detail| NormalizeError::Corrupt {
-        image: image.to_string(),
-        detail: detail.to_string(),
+    crate::image::config::set_labels(&mut config, labels).map_err(|detail| {
+        NormalizeError::Corrupt {
+            image: image.to_string(),
+            detail: detail.to_string(),
+        }
     })?;
     Ok(super::config::sorted(config))
 }
@@ -131,8 +134,8 @@ fn read_small_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::fixtures::{dir, file, layer, save_stream};
     use crate::normalize::round_trip::tests::scripted;
-    use crate::normalize::tests::{dir, file, layer, save_stream};
 
     /// A loaded archive's files, by name.
     fn archive(path: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
@@ -186,7 +189,11 @@ mod tests {
         for chain_id_loads in [true, false] {
             let (files, _, id) = check(chain_id_loads);
             let (name, config) = config_of(&files);
-            assert_eq!(id, super::super::digest(&files[&name]), "{chain_id_loads}");
+            assert_eq!(
+                id,
+                crate::image::fixtures::digest(&files[&name]),
+                "{chain_id_loads}"
+            );
             assert_eq!(format!("{}.json", &id[7..]), name);
             assert_eq!(
                 config["config"]["Labels"],

@@ -84,7 +84,7 @@ pub(super) fn load_and_verify<T>(
 pub(super) mod tests {
     use super::*;
     use crate::engine::{BuildRequest, LogFormat, Resources};
-    use crate::normalize::tests::{dir, file, layer, raw_name, save_stream};
+    use crate::image::fixtures::{dir, file, layer, raw_name, save_stream};
     use crate::process::{Cmd, ProcessError};
     use std::os::unix::fs::PermissionsExt;
     use std::path::{Path, PathBuf};

@@ -1,156 +1,13 @@
 //! The normaliser on save streams built here, entry by entry.
 
 use super::*;
+use crate::image::fixtures::{
+    E, LATE, digest, dir, file, layer, link, raw_name, save_stream, save_stream_of_steps,
+};
 use serde_json::json;
 use std::collections::BTreeMap;
 
 pub(crate) const SDE: u64 = 1_700_000_000;
-const LATE: u64 = 1_800_000_000;
-
-/// One entry of a test layer.
-#[derive(Clone)]
-pub(crate) struct E {
-    pub(crate) path: &'static str,
-    pub(crate) kind: tar::EntryType,
-    pub(crate) mode: u32,
-    pub(crate) uid: u64,
-    pub(crate) mtime: u64,
-    pub(crate) link: &'static str,
-    pub(crate) data: Vec<u8>,
-    pub(crate) xattrs: Vec<(&'static str, &'static [u8])>,
-    pub(crate) uname: &'static str,
-}
-
-pub(crate) fn file(path: &'static str, data: &str) -> E {
-    E {
-        path,
-        kind: tar::EntryType::Regular,
-        mode: 0o644,
-        uid: 0,
-        mtime: LATE,
-        link: "",
-        data: data.as_bytes().to_vec(),
-        xattrs: vec![],
-        uname: "root",
-    }
-}
-
-pub(crate) fn dir(path: &'static str) -> E {
-    E {
-        kind: tar::EntryType::Directory,
-        mode: 0o755,
-        ..file(path, "")
-    }
-}
-
-pub(crate) fn link(path: &'static str, kind: tar::EntryType, target: &'static str) -> E {
-    E {
-        kind,
-        mode: 0o777,
-        link: target,
-        ..file(path, "")
-    }
-}
-
-/// A layer tar as an engine would write one (GNU headers, PAX for xattrs).
-pub(crate) fn layer(entries: &[E]) -> Vec<u8> {
-    let mut b = tar::Builder::new(Vec::new());
-    for e in entries {
-        if !e.xattrs.is_empty() {
-            let recs: Vec<(String, &[u8])> = e
-                .xattrs
-                .iter()
-                .map(|(k, v)| (format!("SCHILY.xattr.{k}"), *v))
-                .collect();
-            b.append_pax_extensions(recs.iter().map(|(k, v)| (k.as_str(), *v)))
-                .unwrap();
-        }
-        let mut h = tar::Header::new_gnu();
-        raw_name(&mut h, e.path.as_bytes());
-        h.set_entry_type(e.kind);
-        h.set_mode(e.mode);
-        h.set_uid(e.uid);
-        h.set_gid(e.uid);
-        h.set_mtime(e.mtime);
-        h.set_size(e.data.len() as u64);
-        h.set_username(e.uname).unwrap();
-        if !e.link.is_empty() {
-            h.set_link_name_literal(e.link).unwrap();
-        }
-        if e.kind == tar::EntryType::Char {
-            h.set_device_major(1).unwrap();
-            h.set_device_minor(3).unwrap();
-        }
-        h.set_cksum();
-        b.append(&h, e.data.as_slice()).unwrap();
-    }
-    b.into_inner().unwrap()
-}
-
-/// Any bytes as the name, absolute and `..` ones too.
-pub(crate) fn raw_name(h: &mut tar::Header, name: &[u8]) {
-    let field = &mut h.as_old_mut().name;
-    field.fill(0);
-    field[..name.len()].copy_from_slice(name);
-}
-
-/// A `docker save` stream of one image with these layers: `<id>/layer.tar`
-/// names in an order that is not the image's, the config, manifest.json.
-pub(crate) fn save_stream(layers: &[Vec<u8>], created: &str) -> Vec<u8> {
-    let labels = json!({"dev.sunaba.variant": "t"});
-    save_stream_of_steps(layers, created, &vec!["RUN x"; layers.len()], labels)
-}
-
-/// [`save_stream`] with each layer's history step (`created_by`) and the
-/// config's labels.
-pub(crate) fn save_stream_of_steps(
-    layers: &[Vec<u8>],
-    created: &str,
-    steps: &[&str],
-    labels: serde_json::Value,
-) -> Vec<u8> {
-    let diff_ids: Vec<String> = layers.iter().map(|l| digest(l)).collect();
-    let config = json!({
-        "architecture": "amd64", "os": "linux", "created": created,
-        "container": "c0ffee", "docker_version": "20.10.24",
-        "container_config": {"Hostname": "c0ffee"},
-        "config": {"Labels": labels, "Hostname": "c0ffee"},
-        "history": steps.iter().map(|s| json!({"created": created, "created_by": s})).collect::<Vec<_>>(),
-        "rootfs": {"type": "layers", "diff_ids": diff_ids},
-    });
-    let config = serde_json::to_vec(&config).unwrap();
-    let config_name = format!("{}.json", &digest(&config)[7..]);
-    // Layer directories named so their order is not the image's.
-    let ids: Vec<String> = (0..layers.len())
-        .map(|i| digest(format!("v1 id {}", layers.len() - i).as_bytes())[7..].to_string())
-        .collect();
-    let manifest = serde_json::to_vec(&json!([{
-        "Config": config_name, "RepoTags": null,
-        "Layers": ids.iter().map(|id| format!("{id}/layer.tar")).collect::<Vec<_>>(),
-    }]))
-    .unwrap();
-    let mut files: Vec<(String, Vec<u8>)> = vec![
-        (config_name, config),
-        ("manifest.json".into(), manifest),
-        ("repositories".into(), b"{}".to_vec()),
-    ];
-    for (id, l) in ids.iter().zip(layers) {
-        files.push((format!("{id}/VERSION"), b"1.0".to_vec()));
-        files.push((format!("{id}/json"), b"{}".to_vec()));
-        files.push((format!("{id}/layer.tar"), l.clone()));
-    }
-    files.sort();
-    let mut b = tar::Builder::new(Vec::new());
-    for (name, bytes) in files {
-        let mut h = tar::Header::new_ustar();
-        h.set_path(&name).unwrap();
-        h.set_size(bytes.len() as u64);
-        h.set_mode(0o644);
-        h.set_cksum();
-        b.append(&h, bytes.as_slice()).unwrap();
-    }
-    b.into_inner().unwrap()
-}
 
 fn opts() -> Options {
     Options {
@@ -618,7 +475,12 @@ mod bad_input {
         let stream = save_stream(&[base, frag], "2026-12-01T19:00:00Z");
         // Cut inside a layer, at a block boundary and not: each is an error.
         let mut seen = std::collections::BTreeSet::new();
-        for cut in [700, 1536, 4096, stream.len() / 2, stream.len() - 1600] {
+        // Just before manifest.json's header: every layer is whole.
+        let manifest_at = (0..stream.len())
+            .step_by(512)
+            .find(|&at| stream[at..].starts_with(b"manifest.json\0"))
+            .unwrap();
+        for cut in [700, 1536, 4096, stream.len() / 2, manifest_at] {
             let msg = err(&stream[..cut]);
             assert!(
                 msg.starts_with("r:t: the save stream is truncated"),

@@ -3,8 +3,8 @@
 //! layer whose diff_id differs, entry by entry (what differs: content,
 //! mtime, mode, owner, link target, presence).
 
+use crate::image::compress::Hashing;
 use crate::labels::{self, CheckRecord, PackageRecord};
-use crate::release::compress::Hashing;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -213,14 +213,6 @@ pub(crate) fn config_changes(pinned: &Value, rebuilt: &Value) -> Vec<String> {
         }
     }
     out
-}
-
-/// The config's `rootfs.diff_ids`.
-pub(crate) fn diff_ids(config: &Value) -> Vec<String> {
-    config
-        .pointer("/rootfs/diff_ids")
-        .and_then(|d| serde_json::from_value(d.clone()).ok())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 //! (`<repository>-rebuild`, so the user's own tags are never touched);
 //! each rebuilt image is checked as a build checks it, its release manifest
 //! made as a release makes it (layers compressed by the pinned compressor,
-//! the pinned version stamped: [`crate::release::publish::local_manifest`],
-//! [`crate::release::stage::stamp`]), and its digest held to the pinned
+//! the pinned version stamped: [`crate::image::local::local_manifest`],
+//! [`crate::image::stamp::stamp`]), and its digest held to the pinned
 //! one, per platform.
 //!
 //! Nothing is pushed: the digest a release would put is computed here, so
@@ -23,15 +23,13 @@ use crate::build::progress::Reporter;
 use crate::build::{BuildOptions, pipeline};
 use crate::engine::Engine;
 use crate::family::Family;
+use crate::image::compress::Hashing;
+use crate::image::layer_cache::LayerCache;
 use crate::manifest::{Manifest, Settings};
 use crate::name::{InvalidDigest, Platform};
 use crate::pins::Pin;
 use crate::process::PipeError;
 use crate::registry::{self, Client, Digest, Reference, Repository};
-use crate::release::compress::Hashing;
-use crate::release::layer_cache::LayerCache;
-use crate::release::publish::PublishError;
-use crate::release::stage::StageError;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -90,12 +88,12 @@ pub(crate) enum RebuildError {
     NoLayerInSave { local: String, diff_id: String },
     /// The cache of what pinned layers hold cannot be opened.
     #[error(transparent)]
-    Cache(#[from] crate::release::layer_cache::CacheError),
+    Cache(#[from] crate::image::layer_cache::CacheError),
     /// The release manifest of the rebuild could not be made.
     #[error(transparent)]
-    Manifest(#[from] PublishError),
+    Manifest(#[from] crate::image::local::LocalError),
     #[error(transparent)]
-    Stamp(Box<StageError>),
+    Stamp(#[from] crate::image::stamp::StampError),
     #[error(transparent)]
     Registry(#[from] registry::Error),
 }
@@ -103,14 +101,6 @@ pub(crate) enum RebuildError {
 /// A rebuild that cannot be made or compared is an operational failure
 /// (`pins verify --rebuild` exits 1), but for the errors it carries that
 /// say their own.
-// Boxed: a registry error inside makes a staging error 128 bytes, too
-// large to return by value (clippy's `result_large_err`).
-impl From<StageError> for RebuildError {
-    fn from(e: StageError) -> RebuildError {
-        RebuildError::Stamp(Box::new(e))
-    }
-}
-
 impl crate::exit::HasStatus for RebuildError {
     fn exit_status(&self) -> crate::exit::Status {
         use crate::exit::Status;
@@ -126,12 +116,12 @@ impl crate::exit::HasStatus for RebuildError {
             | RebuildError::PinnedLayer { .. }
             | RebuildError::ReadSave { .. }
             | RebuildError::NoLayerInSave { .. }
+            | RebuildError::Stamp(_)
             | RebuildError::Cache(_) => Status::Failure,
             RebuildError::Unknown(e) => e.exit_status(),
             RebuildError::Build(e) => e.exit_status(),
             RebuildError::Compare { source, .. } => source.exit_status(),
             RebuildError::Manifest(e) => e.exit_status(),
-            RebuildError::Stamp(e) => e.exit_status(),
             RebuildError::Registry(e) => e.exit_status(),
         }
     }
@@ -341,10 +331,10 @@ async fn compare(
     // The engine's `save`, compressed (or the cache's word): minutes of
     // engine and CPU work on borrowed parts that the verdict waits for.
     let (manifest, config) = tokio::task::block_in_place(|| {
-        crate::release::publish::local_manifest(r.engine, local, image_id, cache)
+        crate::image::local::local_manifest(r.engine, local, image_id, cache)
     })?;
     let (stamped, stamped_config) =
-        crate::release::stage::stamp(&manifest, &config, &target.pin.version)?;
+        crate::image::stamp::stamp(&manifest, &config, &target.pin.version)?;
     let mut verdict = Verdict {
         alias: target.alias.clone(),
         variant: target.variant.clone(),
@@ -370,13 +360,13 @@ async fn compare(
         serde_json::from_slice(&stamped_config).map_err(RebuildError::RebuiltConfig)?;
     verdict.changes = diff::config_changes(&pinned_config, &rebuilt_config);
     let (was, now) = (
-        diff::diff_ids(&pinned_config),
-        diff::diff_ids(&rebuilt_config),
+        crate::image::config::diff_ids(&pinned_config),
+        crate::image::config::diff_ids(&rebuilt_config),
     );
     let Some(index) = (0..was.len().max(now.len())).find(|&i| was.get(i) != now.get(i)) else {
         return Ok(verdict);
     };
-    let steps = crate::normalize::layer_steps(&rebuilt_config);
+    let steps = crate::image::config::layer_steps(&rebuilt_config);
     let mut layer = LayerDiff {
         index: index + 1,
         layers: now.len(),
@@ -475,7 +465,7 @@ fn local_layer(
                     let entry = entry?;
                     let name = String::from_utf8_lossy(&entry.path_bytes()).to_string();
                     let mut entry = std::io::BufReader::with_capacity(256 << 10, entry);
-                    if !crate::normalize::is_layer_file(&name, &mut entry)? {
+                    if !crate::image::save_stream::is_layer_file(&name, &mut entry)? {
                         continue;
                     }
                     let mut hashed = Hashing::new(entry);

@@ -15,7 +15,8 @@
 //! only for images started before it: no cycle, no deadlock. An owner that
 //! stops ([`LayerClaims::give_up`]) releases whoever waits for it.
 
-use super::compress::Compressed;
+use crate::image::compress::Compressed;
+use crate::image::save_stream::LayerNames;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -31,7 +32,11 @@ pub(crate) enum LayerState {
 
 /// The owners of a release's layers (by diff_id), and each one's state.
 #[derive(Clone, Default)]
-pub(crate) struct LayerClaims(Arc<BTreeMap<String, Arc<Claim>>>);
+pub(crate) struct LayerClaims {
+    by_layer: Arc<BTreeMap<String, Arc<Claim>>>,
+    /// The layer names the release's saves showed ([`LayerNames`]).
+    names: LayerNames,
+}
 
 /// One layer's owner and state. Waited for two ways: by the thread that
 /// reads a `save` stream (blocking, the condition variable) and by an
@@ -70,14 +75,23 @@ impl LayerClaims {
                 });
             }
         }
-        LayerClaims(Arc::new(claims))
+        LayerClaims {
+            by_layer: Arc::new(claims),
+            names: LayerNames::default(),
+        }
+    }
+
+    /// What the release's saves so far said of their layers' names: a
+    /// layer another save read is not read again ([`LayerNames`]).
+    pub(crate) fn names(&self) -> &LayerNames {
+        &self.names
     }
 
     /// The layers of `diff_ids` that another image than `me` sends.
     pub(crate) fn theirs(&self, me: &str, diff_ids: &[String]) -> BTreeMap<String, Theirs> {
         (diff_ids.iter())
             .filter_map(|d| {
-                let claim = self.0.get(d).filter(|c| c.owner != me)?;
+                let claim = self.by_layer.get(d).filter(|c| c.owner != me)?;
                 let theirs = Theirs {
                     owner: claim.owner.clone(),
                     claim: Arc::clone(claim),
@@ -110,7 +124,7 @@ impl LayerClaims {
 
     /// `me` stopped: every layer it owns and has not sent is given up.
     pub(crate) fn give_up(&self, me: &str) {
-        for claim in self.0.values().filter(|c| c.owner == me) {
+        for claim in self.by_layer.values().filter(|c| c.owner == me) {
             claim.advance(|s| match s {
                 LayerState::Sent(_) => None,
                 _ => Some(LayerState::GaveUp),
@@ -119,7 +133,7 @@ impl LayerClaims {
     }
 
     fn mine(&self, me: &str, diff_id: &str) -> Option<&Arc<Claim>> {
-        self.0.get(diff_id).filter(|c| c.owner == me)
+        self.by_layer.get(diff_id).filter(|c| c.owner == me)
     }
 }
 

@@ -11,7 +11,7 @@
 //!    A check that did not pass refuses the whole release.
 //! 2. **Stage** (`stage.rs`): every image put in the release repository by
 //!    digest, untagged, its version stamped on the config; a local image is pushed by this client, its
-//!    layers compressed here (`publish.rs`, `compress.rs`); a multi-platform source (an index) is stamped per
+//!    layers compressed here (`publish.rs`, with `crate::image::compress`); a multi-platform source (an index) is stamped per
 //!    platform and its index assembled anew from the stamped images.
 //! 3. **Verify** (`promote.rs`): every staged manifest read back by digest
 //!    and gated; every release tag looked at before any moves — an immutable
@@ -70,10 +70,8 @@
 
 pub(crate) mod attach;
 pub(crate) mod claims;
-pub(crate) mod compress;
 pub(crate) mod gather;
 pub(crate) mod journal;
-pub(crate) mod layer_cache;
 pub(crate) mod legs;
 pub(crate) mod notes;
 pub(crate) mod pin;

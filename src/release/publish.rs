@@ -1,5 +1,5 @@
 //! A checked local image pushed by this client: each layer compressed here
-//! ([`super::compress`]: one pinned compressor, fixed settings), so the
+//! ([`crate::image::compress`]: one pinned compressor, fixed settings), so the
 //! pushed manifest's digest is a function of the image alone, on any engine.
 //!
 //! This replaces the engine's `push`. The engine compresses with its own
@@ -10,7 +10,8 @@
 //! repository has (one HEAD) is neither read nor compressed nor sent. An
 //! unchanged family is pushed with HEADs and a manifest PUT, without
 //! reading the image from the engine at all. Otherwise the image is read
-//! once as a `save` stream; every layer in it is compressed once into a
+//! once as a `save` stream ([`crate::image::local`], the reading the
+//! rebuild's manifest shares); every layer in it is compressed once into a
 //! temporary file (memory holds buffers, never a layer) and remembered,
 //! and the missing ones are uploaded from there, a few at once
 //! ([`UPLOADS_AT_ONCE`]), while the next is compressed (the stream is read
@@ -21,40 +22,29 @@
 //! byte for byte, so its digest is the checked image's ID.
 
 use super::claims::{GiveUpOnDrop, LayerClaims};
-use super::compress::{self, Compressed};
-use super::layer_cache::LayerCache;
 use crate::engine::{Engine, EngineError};
-use crate::name::InvalidDigest;
+use crate::image::compress::Compressed;
+use crate::image::layer_cache::LayerCache;
+use crate::image::local::{
+    LocalError, config_in, manifest_of, not_in_engine, parse_digest, read_and_compress,
+};
 use crate::process::{PipeError, ProcessError};
 use crate::registry::{self, Client, Digest, Manifest, Reference, Repository, media_type};
 use bytes::Bytes;
-use sha2::Digest as _;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufReader, Read};
-
-/// Docker's media type for a gzip-compressed layer.
-const DOCKER_LAYER_GZIP: &str = "application/vnd.docker.image.rootfs.diff.tar.gzip";
+use std::io::BufReader;
 
 /// Why a local image could not be pushed (or its manifest made).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PublishError {
-    #[error("{local} ({image_id}) is not in the engine")]
-    NotInEngine { local: String, image_id: String },
     #[error("{local} ({image_id}): the engine lists no layers for it")]
     NoLayers { local: String, image_id: String },
-    /// A digest the engine or the layer cache gave that is no digest.
-    #[error("{text:?} is not a digest: {source}")]
-    NotADigest { text: String, source: InvalidDigest },
     #[error("reading {local} from the engine")]
     ReadSave {
         local: String,
         #[source]
         source: Box<PublishError>,
     },
-    #[error("the engine's save of {local} has no config whose digest is {image_id}")]
-    NoConfig { local: String, image_id: String },
-    #[error("layer {layer} of {local} was not in the engine's save")]
-    LayerNotSaved { layer: String, local: String },
     /// The image that was to send a shared layer stopped before it did.
     #[error("layer {layer} of {local} was to be sent by {owner}, which stopped")]
     OwnerStopped {
@@ -65,29 +55,23 @@ pub(crate) enum PublishError {
     /// The registry stored the bytes sent under another digest.
     #[error("the compressed layer {layer} was {sent} when uploaded")]
     UploadedAs { layer: String, sent: Digest },
-    #[error("{name} ({size} bytes) in the save stream is neither a layer nor metadata")]
-    NotALayer { name: String, size: u64 },
-    /// Reading the save stream, spilling or compressing a layer.
+    /// Mapping a compressed layer to send it.
     #[error("{context}")]
     Io {
         context: String,
         #[source]
         source: std::io::Error,
     },
-    /// No temporary file for a layer being spilled or compressed.
-    #[error("creating a file for {what}")]
-    Scratch {
-        what: &'static str,
-        #[source]
-        source: crate::scratch::ScratchError,
-    },
     /// The layers' uploads stopped (one failed), so the save stream is
     /// read no further.
     #[error("the upload of the compressed layers stopped")]
     UploadStopped,
+    /// Reading the local image: its save, its config, its manifest.
+    #[error(transparent)]
+    Local(#[from] LocalError),
     /// The layer cache cannot be opened.
     #[error(transparent)]
-    Cache(#[from] super::layer_cache::CacheError),
+    Cache(#[from] crate::image::layer_cache::CacheError),
     /// The engine's `save` (the program itself).
     #[error(transparent)]
     Process(#[from] ProcessError),
@@ -103,19 +87,14 @@ impl crate::exit::HasStatus for PublishError {
     fn exit_status(&self) -> crate::exit::Status {
         use crate::exit::Status;
         match self {
-            PublishError::NotInEngine { .. }
-            | PublishError::NoLayers { .. }
-            | PublishError::NotADigest { .. }
-            | PublishError::NoConfig { .. }
-            | PublishError::LayerNotSaved { .. }
+            PublishError::NoLayers { .. }
             | PublishError::UploadedAs { .. }
             | PublishError::OwnerStopped { .. }
-            | PublishError::NotALayer { .. }
             | PublishError::Io { .. }
-            | PublishError::Scratch { .. }
             | PublishError::UploadStopped
             | PublishError::Cache(_) => Status::Failure,
             PublishError::ReadSave { source, .. } => source.exit_status(),
+            PublishError::Local(e) => e.exit_status(),
             PublishError::Process(e) => e.exit_status(),
             PublishError::Engine(e) => e.exit_status(),
             PublishError::Registry(e) => e.exit_status(),
@@ -123,15 +102,17 @@ impl crate::exit::HasStatus for PublishError {
     }
 }
 
-/// `context` for an I/O error of the save stream.
+/// `context` for an I/O error of a compressed layer.
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> PublishError {
     let context = context.into();
     move |source| PublishError::Io { context, source }
 }
 
-/// `what` for a temporary file that could not be made.
-fn scratch(what: &'static str) -> impl FnOnce(crate::scratch::ScratchError) -> PublishError {
-    move |source| PublishError::Scratch { what, source }
+fn read_save(local: &str, source: PublishError) -> PublishError {
+    PublishError::ReadSave {
+        local: local.to_string(),
+        source: Box::new(source),
+    }
 }
 
 /// What pushing one image did.
@@ -457,7 +438,9 @@ impl Saving {
             save.read_stdout(|out| {
                 read_and_compress(
                     out,
+                    claims.names(),
                     |d| (have.get(d).cloned()).or_else(|| theirs.get(d)?.compressed_blocking()),
+                    |c| is_noted(&cache, c),
                     |c, spill| note_layer(&cache, c, spill),
                     |c, file| {
                         cache.remember(c);
@@ -489,141 +472,21 @@ impl Saving {
     }
 }
 
-/// The manifest and config a push of the local image `image_id` would
-/// put (`local` names it in messages), made without a registry: each
-/// layer's compressed digest from the cache, else compressed now from one
-/// `save`. A pure function of the image, as the push's is: `pins verify
-/// --rebuild` holds a rebuild to a pin with it.
-pub(crate) fn local_manifest(
-    engine: &dyn Engine,
-    local: &str,
-    image_id: &str,
-    cache: &LayerCache,
-) -> Result<(Vec<u8>, Vec<u8>), PublishError> {
-    let info = engine
-        .inspect(image_id)?
-        .ok_or_else(|| not_in_engine(local, image_id))?;
-    let mut have: BTreeMap<String, Compressed> = info
-        .layers
-        .iter()
-        .filter_map(|d| cache.compressed(d).map(|c| (d.clone(), c)))
-        .collect();
-    let mut config = cache.config(image_id);
-    if have.len() < info.layers.len() || config.is_none() {
-        let (small, compressed) = engine
-            .save_cmd(image_id)
-            .read_stdout(|out| {
-                read_and_compress(
-                    out,
-                    |d| have.get(d).cloned(),
-                    // `pins verify --rebuild` signs nothing.
-                    |_, _| {},
-                    |c, _| {
-                        cache.remember(c);
-                        Ok(())
-                    },
-                )
-            })
-            .map_err(|e| read_save(local, e.into_error()))?;
-        for c in compressed {
-            have.entry(c.diff_id.clone()).or_insert(c);
-        }
-        config = Some(config_in(small, local, image_id)?);
-    }
-    let config = config.expect("read from the cache or the save");
-    cache.remember_config(&config);
-    let manifest = manifest_of(
-        local,
-        &info.layers,
-        &have,
-        &parse_digest(image_id)?,
-        config.len(),
-    )?;
-    Ok((manifest, config))
-}
-
 /// Notes in `cache` what the SBOM needs of the layer compressed as `c`,
 /// read from its uncompressed `spill` (see [`read_and_compress`]): the
 /// attach step then fetches no blob of it.
+/// Whether `cache` has what the SBOM needs of the layer compressed as `c`
+/// (all a push wants of a layer it has: [`note_layer`] made it).
+fn is_noted(cache: &LayerCache, c: &Compressed) -> bool {
+    use crate::attest::registry_image::LayerNotes as _;
+    (c.digest.parse::<Digest>()).is_ok_and(|blob| cache.is_noted(&blob))
+}
+
 fn note_layer(cache: &LayerCache, c: &Compressed, spill: &std::fs::File) {
     if let Ok(blob) = c.digest.parse::<Digest>() {
         let spill = BufReader::with_capacity(256 << 10, spill);
         crate::attest::registry_image::note_layer(cache, &blob, spill);
     }
-}
-
-fn not_in_engine(local: &str, image_id: &str) -> PublishError {
-    PublishError::NotInEngine {
-        local: local.to_string(),
-        image_id: image_id.to_string(),
-    }
-}
-
-fn read_save(local: &str, source: PublishError) -> PublishError {
-    PublishError::ReadSave {
-        local: local.to_string(),
-        source: Box::new(source),
-    }
-}
-
-/// The config among a save stream's small files: the one whose digest is
-/// the image ID.
-fn config_in(small: Vec<Vec<u8>>, local: &str, image_id: &str) -> Result<Vec<u8>, PublishError> {
-    small
-        .into_iter()
-        .find(|bytes| format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes))) == image_id)
-        .ok_or_else(|| PublishError::NoConfig {
-            local: local.to_string(),
-            image_id: image_id.to_string(),
-        })
-}
-
-/// The manifest of the layers `diff_ids` (in order), each compressed as
-/// `have` says.
-fn manifest_of(
-    local: &str,
-    diff_ids: &[String],
-    have: &BTreeMap<String, Compressed>,
-    config: &Digest,
-    config_size: usize,
-) -> Result<Vec<u8>, PublishError> {
-    let layers = diff_ids
-        .iter()
-        .map(|d| {
-            have.get(d).ok_or_else(|| PublishError::LayerNotSaved {
-                layer: d.clone(),
-                local: local.to_string(),
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(manifest_bytes(config, config_size, &layers))
-}
-
-fn parse_digest(s: &str) -> Result<Digest, PublishError> {
-    s.parse().map_err(|source| PublishError::NotADigest {
-        text: s.to_string(),
-        source,
-    })
-}
-
-/// The schema-2 manifest of a config and its compressed layers (fixed key
-/// order, compact).
-fn manifest_bytes(config: &Digest, config_size: usize, layers: &[&Compressed]) -> Vec<u8> {
-    let doc = serde_json::json!({
-        "schemaVersion": 2,
-        "mediaType": media_type::DOCKER_MANIFEST,
-        "config": {
-            "mediaType": media_type::DOCKER_CONFIG,
-            "size": config_size,
-            "digest": config.to_string(),
-        },
-        "layers": layers.iter().map(|c| serde_json::json!({
-            "mediaType": DOCKER_LAYER_GZIP,
-            "size": c.size,
-            "digest": c.digest,
-        })).collect::<Vec<_>>(),
-    });
-    serde_json::to_vec(&doc).expect("a JSON value serialises")
 }
 
 /// Uploads one compressed layer from its temporary file (mapped, not
@@ -653,83 +516,11 @@ async fn upload(
     Ok((c, Some(size)))
 }
 
-/// One pass over a save stream: each layer whose compressed form the
-/// caller lacks (`have` gives those it has, by diff_id) compressed into a
-/// temporary file and handed to `each` (with the file); the small files
-/// (configs, manifest.json) returned with the compressions made. Every
-/// layer, compressed now or had, is shown to `spilled` with its
-/// uncompressed spill (read from its start): the release notes there what
-/// the SBOM needs of it, while it is on disk anyway.
-///
-/// A layer's diff_id is known only once it has been read (the stream names
-/// layers by v1 ids), so each layer is first spilled uncompressed while it
-/// is hashed, and compressed from the spill only when `have` lacks it:
-/// pushing `full` after `base` compresses none of base's layers again,; a
-/// disk copy of a layer costs far less than compressing it.
-fn read_and_compress(
-    input: &mut dyn Read,
-    mut have: impl FnMut(&str) -> Option<Compressed>,
-    mut spilled: impl FnMut(&Compressed, &std::fs::File),
-    mut each: impl FnMut(&Compressed, std::fs::File) -> Result<(), PublishError>,
-) -> Result<(Vec<Vec<u8>>, Vec<Compressed>), PublishError> {
-    use std::io::{Seek as _, Write as _};
-    let mut small = Vec::new();
-    let mut done = Vec::new();
-    let mut outer = crate::image::entries::BoundedTar::new(input);
-    for entry in outer
-        .entries()
-        .map_err(io("the save stream is not a tar archive"))?
-    {
-        let entry = entry.map_err(io("reading the save stream"))?;
-        if !matches!(
-            entry.header().entry_type(),
-            tar::EntryType::Regular | tar::EntryType::Continuous
-        ) {
-            continue;
-        }
-        let name = String::from_utf8_lossy(&entry.path_bytes()).to_string();
-        let size = entry.size();
-        let reading = || io(format!("reading {name} of the save stream"));
-        let mut entry = BufReader::with_capacity(256 << 10, entry);
-        if crate::normalize::is_layer_file(&name, &mut entry).map_err(reading())? {
-            let mut spill = crate::scratch::tempfile().map_err(scratch("a layer"))?;
-            let mut tee =
-                compress::Hashing::new(std::io::BufWriter::with_capacity(256 << 10, &mut spill));
-            std::io::copy(&mut entry, &mut tee).map_err(reading())?;
-            let (diff_id, mut writer) = tee.finish();
-            let spilling = || io(format!("spilling {name} of the save stream"));
-            writer.flush().map_err(spilling())?;
-            drop(writer);
-            spill.rewind().map_err(spilling())?;
-            if let Some(c) = have(&diff_id) {
-                spilled(&c, &spill);
-                continue;
-            }
-            let file = crate::scratch::tempfile().map_err(scratch("a compressed layer"))?;
-            let c = compress::gzip(
-                BufReader::with_capacity(256 << 10, &spill),
-                std::io::BufWriter::new(&file),
-                diff_id,
-            )
-            .map_err(io(format!("compressing {name} of the save stream")))?;
-            spill.rewind().map_err(spilling())?;
-            spilled(&c, &spill);
-            each(&c, file)?;
-            done.push(c);
-        } else if size <= 64 << 20 {
-            let mut bytes = Vec::with_capacity(size as usize);
-            entry.read_to_end(&mut bytes).map_err(reading())?;
-            small.push(bytes);
-        } else {
-            return Err(PublishError::NotALayer { name, size });
-        }
-    }
-    Ok((small, done))
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::image::compress;
+    use sha2::Digest as _;
 
     /// What a push test starts from: a runtime (`workers` threads), a fake
     /// registry, its client, the repository `a/b` there and an empty layer
@@ -779,104 +570,6 @@ pub(crate) mod tests {
         }
     }
 
-    #[test]
-    fn the_manifest_names_the_config_and_the_compressed_layers_in_order() {
-        let config = Digest::sha256(b"{}");
-        let layer = |n: u8, size| Compressed {
-            diff_id: format!("sha256:{}", hex::encode([n; 32])),
-            digest: format!("sha256:{}", hex::encode([n + 1; 32])),
-            size,
-        };
-        let (a, b) = (layer(1, 10), layer(3, 20));
-        let bytes = manifest_bytes(&config, 2, &[&a, &b]);
-        assert_eq!(
-            String::from_utf8(bytes.clone()).unwrap(),
-            format!(
-                r#"{{"schemaVersion":2,"mediaType":"application/vnd.docker.distribution.manifest.v2+json","config":{{"mediaType":"application/vnd.docker.container.image.v1+json","size":2,"digest":"{config}"}},"layers":[{{"mediaType":"application/vnd.docker.image.rootfs.diff.tar.gzip","size":10,"digest":"{}"}},{{"mediaType":"application/vnd.docker.image.rootfs.diff.tar.gzip","size":20,"digest":"{}"}}]}}"#,
-                a.digest, b.digest
-            )
-        );
-        assert_eq!(manifest_bytes(&config, 2, &[&a, &b]), bytes);
-    }
-
-    #[test]
-    fn a_save_stream_gives_each_layer_compressed_once_and_its_small_files() {
-        let layer = crate::normalize::tests::layer(&[crate::normalize::tests::file("a", "x\n")]);
-        let stream = crate::normalize::tests::save_stream(
-            std::slice::from_ref(&layer),
-            "2026-12-01T19:00:00Z",
-        );
-        let mut seen = Vec::new();
-        let (small, done) = read_and_compress(
-            &mut stream.as_slice(),
-            |_| None,
-            |_, _| {},
-            |c, file| {
-                let mut gz = Vec::new();
-                std::io::Read::read_to_end(&mut &file, &mut gz).ok();
-                seen.push(c.clone());
-                Ok(())
-            },
-        )
-        .unwrap();
-        assert_eq!(done, seen);
-        assert_eq!(done.len(), 1);
-        assert_eq!(
-            done[0].diff_id,
-            format!("sha256:{}", hex::encode(sha2::Sha256::digest(&layer)))
-        );
-        let mut again = Vec::new();
-        assert_eq!(
-            compress::gzip_unhashed(layer.as_slice(), &mut again).unwrap(),
-            done[0]
-        );
-        // The config, manifest.json, repositories and the v1 files.
-        assert!(
-            small.iter().any(|s| s.starts_with(b"{\"architecture\"")),
-            "{small:?}"
-        );
-    }
-
-    #[test]
-    fn a_layer_the_caller_has_is_read_past_not_compressed() {
-        use crate::normalize::tests::{file, layer, save_stream};
-        let (a, b) = (layer(&[file("a", "x\n")]), layer(&[file("b", "y\n")]));
-        let stream = save_stream(&[a.clone(), b.clone()], "2026-12-01T19:00:00Z");
-        let known = Compressed {
-            diff_id: format!("sha256:{}", hex::encode(sha2::Sha256::digest(&b))),
-            digest: format!("sha256:{}", "b".repeat(64)),
-            size: 7,
-        };
-        let mut seen = Vec::new();
-        let mut spills = Vec::new();
-        let (small, done) = read_and_compress(
-            &mut stream.as_slice(),
-            |d| (d == known.diff_id).then(|| known.clone()),
-            |c, mut spill| {
-                let mut bytes = Vec::new();
-                spill.read_to_end(&mut bytes).unwrap();
-                spills.push((c.clone(), bytes));
-            },
-            |c, _| {
-                seen.push(c.diff_id.clone());
-                Ok(())
-            },
-        )
-        .unwrap();
-        let first = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&a)));
-        assert_eq!(seen, std::slice::from_ref(&first));
-        // Every layer's spill is shown, whole, with its compressed form:
-        // the one had as the caller has it, the other as made now.
-        spills.sort_by(|x, y| x.1.cmp(&y.1));
-        assert_eq!(spills, [(done[0].clone(), a.clone()), (known, b.clone())]);
-        assert_eq!(
-            done.iter().map(|c| &c.diff_id).collect::<Vec<_>>(),
-            [&first]
-        );
-        // The config is still read from the stream.
-        assert!(small.iter().any(|s| s.starts_with(b"{\"architecture\"")));
-    }
-
     /// An engine holding one image: `inspect` answers `info`, `save` prints
     /// the stream at `stream`.
     #[derive(Clone)]
@@ -917,7 +610,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_cache_entry_naming_a_blob_of_another_size_is_not_trusted() {
-        use crate::normalize::tests::{file, layer};
+        use crate::image::fixtures::{file, layer};
         let tmp = tempfile::tempdir().unwrap();
         let layer = layer(&[file("a", "x\n")]);
         let engine = saved(tmp.path(), std::slice::from_ref(&layer));
@@ -958,7 +651,7 @@ pub(crate) mod tests {
         labels: serde_json::Value,
     ) -> Saved {
         let steps = vec!["RUN x"; layers.len()];
-        let stream = crate::normalize::tests::save_stream_of_steps(
+        let stream = crate::image::fixtures::save_stream_of_steps(
             layers,
             "2026-12-01T19:00:00Z",
             &steps,
@@ -966,8 +659,15 @@ pub(crate) mod tests {
         );
         let path = dir.join(format!("{}.tar", &Digest::sha256(&stream).to_string()[7..]));
         std::fs::write(&path, &stream).unwrap();
-        let (small, _) =
-            read_and_compress(&mut stream.as_slice(), |_| None, |_, _| {}, |_, _| Ok(())).unwrap();
+        let (small, _) = read_and_compress(
+            &mut stream.as_slice(),
+            &crate::image::save_stream::LayerNames::default(),
+            |_| None,
+            |_| false,
+            |_, _| {},
+            |_, _| Ok::<(), LocalError>(()),
+        )
+        .unwrap();
         let config = (small.into_iter())
             .find(|s| s.starts_with(b"{\"architecture\""))
             .unwrap();
@@ -996,7 +696,7 @@ pub(crate) mod tests {
     /// are dropped, no layer after them is begun and no manifest is put.
     #[test]
     fn a_failed_upload_stops_the_save_and_is_the_error() {
-        use crate::normalize::tests::{file, layer};
+        use crate::image::fixtures::{file, layer};
         let tmp = tempfile::tempdir().unwrap();
         let layers = [
             layer(&[file("a", "x\n")]),
@@ -1022,7 +722,7 @@ pub(crate) mod tests {
     /// them at once, or the hold's limit passes and the count says so).
     #[test]
     fn images_sharing_a_layer_send_it_once_and_their_own_layers_at_once() {
-        use crate::normalize::tests::{file, layer};
+        use crate::image::fixtures::{file, layer};
         let (tmp_a, tmp_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let shared = layer(&[file("base", "b\n")]);
         let a = saved(tmp_a.path(), &[shared.clone(), layer(&[file("a", "x\n")])]);
@@ -1088,7 +788,7 @@ pub(crate) mod tests {
     /// (serial uploads would each wait out the hold alone).
     #[test]
     fn layers_are_uploaded_several_at_once() {
-        use crate::normalize::tests::{file, layer};
+        use crate::image::fixtures::{file, layer};
         let tmp = tempfile::tempdir().unwrap();
         let layers = [
             layer(&[file("a", "x\n")]),
@@ -1115,7 +815,7 @@ pub(crate) mod tests {
     /// no upload session is left open for a refused mount.
     #[test]
     fn a_layer_pushed_before_to_another_repository_is_mounted_from_there() {
-        use crate::normalize::tests::{file, layer};
+        use crate::image::fixtures::{file, layer};
         let tmp = tempfile::tempdir().unwrap();
         let layers = [layer(&[file("a", "x\n")]), layer(&[file("b", "y\n")])];
         let engine = saved(tmp.path(), &layers);

@@ -122,7 +122,7 @@ pub(crate) struct Releaser<'a> {
     /// This user's layer cache: what staging compresses and notes, what
     /// attaching reads an SBOM's layers from first. `None` when it cannot
     /// be opened (an engine image's push then says why).
-    pub layer_cache: Option<&'a super::layer_cache::LayerCache>,
+    pub layer_cache: Option<&'a crate::image::layer_cache::LayerCache>,
     /// One line per thing done, for people.
     pub progress: &'a (dyn Fn(String) + Sync),
 }
@@ -730,7 +730,7 @@ mod tests {
     /// makes the same referrers.
     #[test]
     fn attaching_after_staging_from_the_engine_fetches_no_blob() {
-        use crate::normalize::tests::{file, layer};
+        use crate::image::fixtures::{file, layer};
         let rt = runtime();
         let reg = rt.block_on(FakeRegistry::start());
         let client = reg.client();
@@ -784,7 +784,7 @@ mod tests {
         let key = crate::attest::PrivateKey::generate();
         journal.signing_key = Some(key.public().hint());
         let cache_dir = tempfile::tempdir().unwrap();
-        let cache = crate::release::layer_cache::LayerCache::open(cache_dir.path()).unwrap();
+        let cache = crate::image::layer_cache::LayerCache::open(cache_dir.path()).unwrap();
         let pins_path = dir.path().join("image_pins.json");
         let releaser = Releaser {
             client: &client,

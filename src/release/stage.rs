@@ -9,19 +9,19 @@
 //!
 //! A local image is pushed by this client, by digest
 //! ([`super::publish`]): each layer compressed here with one pinned
-//! compressor at fixed settings ([`super::compress`]), so the staged digest
+//! compressor at fixed settings ([`crate::image::compress`]), so the staged digest
 //! is a function of the image, not of the engine that pushed it or of what
 //! that engine pushed before (issue 18). Before, the engine's own `push`
 //! did this, for the reason the engine gave: only it knew which compressed
 //! forms it had uploaded, so it could HEAD and mount them instead of
 //! compressing and sending them again. This client keeps that map itself
-//! ([`super::layer_cache`]: uncompressed digest -> compressed digest), so
+//! ([`crate::image::layer_cache`]: uncompressed digest -> compressed digest), so
 //! releasing an unchanged family compresses nothing and sends HEADs and
 //! manifests only. The manifest PUT names the checked image's config
 //! byte for byte (whose digest is the local image ID).
 //!
 //! The version label (`org.opencontainers.image.version`) is then stamped by
-//! this client, as `crane mutate --label` would: the config gets the label,
+//! this client ([`crate::image::stamp`]), as `crane mutate --label` would: the config gets the label,
 //! the manifest the new config descriptor, every layer stays as it is. The
 //! version can only be known at release time (it follows from
 //! image_pins.json then), and the check record stays valid: it is bound to
@@ -52,10 +52,9 @@ use super::journal::Staged;
 use super::plan::{Planned, Source};
 use super::publish::PublishError;
 use crate::engine::Engine;
-use crate::labels;
+use crate::image::stamp::{StampError, Stamped, stamp};
 use crate::name::{InvalidDigest, Platform};
 use crate::registry::{self, Client, Digest, Index, Manifest, Reference, Repository};
-use bytes::Bytes;
 use semver::Version;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -66,15 +65,8 @@ const COPIES_AT_ONCE: usize = 4;
 /// Why an image could not be stamped or staged.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum StageError {
-    #[error("the config is not JSON")]
-    ConfigNotJson(#[source] serde_json::Error),
-    /// A part of the config the label goes into is not a JSON object.
-    #[error("{0}")]
-    ConfigShape(&'static str),
     #[error("the manifest is not JSON")]
     ManifestNotJson(#[source] serde_json::Error),
-    #[error("the manifest has no config descriptor")]
-    NoConfigDescriptor,
     #[error("{digest} is not an image manifest ({media_type})")]
     NotAnImage { digest: Digest, media_type: String },
     #[error("the manifest has no layers")]
@@ -113,6 +105,9 @@ pub(crate) enum StageError {
     /// The plan's source reference is no reference.
     #[error(transparent)]
     Source(#[from] crate::name::Invalid),
+    /// The version could not be stamped on the config.
+    #[error(transparent)]
+    Stamp(#[from] StampError),
     #[error(transparent)]
     Push(#[from] PublishError),
     #[error(transparent)]
@@ -125,10 +120,8 @@ impl crate::exit::HasStatus for StageError {
     fn exit_status(&self) -> crate::exit::Status {
         use crate::exit::Status;
         match self {
-            StageError::ConfigNotJson(_)
-            | StageError::ConfigShape(_)
-            | StageError::ManifestNotJson(_)
-            | StageError::NoConfigDescriptor
+            StageError::ManifestNotJson(_)
+            | StageError::Stamp(_)
             | StageError::NotAnImage { .. }
             | StageError::NoLayers
             | StageError::LayerDigest { .. }
@@ -143,30 +136,6 @@ impl crate::exit::HasStatus for StageError {
             StageError::Registry(e) => e.exit_status(),
         }
     }
-}
-
-/// The config with the version label set (every other byte's meaning kept).
-pub(crate) fn stamp_config(config: &[u8], version: &Version) -> Result<Vec<u8>, StageError> {
-    let mut doc: Value = serde_json::from_slice(config).map_err(StageError::ConfigNotJson)?;
-    let label = BTreeMap::from([(labels::VERSION.to_string(), version.to_string())]);
-    crate::normalize::set_labels(&mut doc, &label).map_err(StageError::ConfigShape)?;
-    Ok(serde_json::to_vec(&doc).expect("a JSON value serialises"))
-}
-
-/// The manifest with its config descriptor pointing at another config.
-pub(crate) fn restamp_manifest(
-    manifest: &[u8],
-    config: &Digest,
-    size: usize,
-) -> Result<Vec<u8>, StageError> {
-    let mut doc: Value = serde_json::from_slice(manifest).map_err(StageError::ManifestNotJson)?;
-    let descriptor = doc
-        .get_mut("config")
-        .and_then(Value::as_object_mut)
-        .ok_or(StageError::NoConfigDescriptor)?;
-    descriptor.insert("digest".into(), Value::String(config.to_string()));
-    descriptor.insert("size".into(), Value::from(size));
-    Ok(serde_json::to_vec(&doc).expect("a JSON value serialises"))
 }
 
 /// The layer digests of an image manifest.
@@ -202,7 +171,7 @@ pub(crate) struct Stager<'a> {
     pub repository: &'a Repository,
     /// The layer cache an engine image is pushed with (and its layers
     /// noted in, for the attach step); `None`: this user's, opened then.
-    pub cache: Option<&'a crate::release::layer_cache::LayerCache>,
+    pub cache: Option<&'a crate::image::layer_cache::LayerCache>,
     /// Which image sends each shared layer (see [`super::claims`]).
     pub claims: super::claims::LayerClaims,
 }
@@ -396,69 +365,5 @@ impl Stager<'_> {
             client.upload_blob(to, config).await?;
         }
         Ok(stamped)
-    }
-}
-
-/// A stamped image manifest, not yet put anywhere.
-pub(crate) struct Stamped {
-    pub bytes: Bytes,
-    pub digest: Digest,
-    pub config: Digest,
-}
-
-/// The image of `manifest` and `config` with the version stamped: the
-/// manifest a release puts (its digest is the pin's) and the new config.
-/// Pure, so `pins verify --rebuild` computes a pin's digest without a
-/// registry.
-pub(crate) fn stamp(
-    manifest: &[u8],
-    config: &[u8],
-    version: &Version,
-) -> Result<(Stamped, Bytes), StageError> {
-    let config = Bytes::from(stamp_config(config, version)?);
-    let config_digest = Digest::sha256(&config);
-    let bytes = Bytes::from(restamp_manifest(manifest, &config_digest, config.len())?);
-    Ok((
-        Stamped {
-            digest: Digest::sha256(&bytes),
-            bytes,
-            config: config_digest,
-        },
-        config,
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_stamp_adds_one_label_and_points_at_the_new_config() {
-        let v = Version::new(1, 2, 3);
-        let config =
-            br#"{"architecture":"amd64","config":{"Labels":{"a":"b"},"Env":["X=1"]},"os":"linux"}"#;
-        let stamped = stamp_config(config, &v).unwrap();
-        assert_eq!(
-            String::from_utf8(stamped.clone()).unwrap(),
-            r#"{"architecture":"amd64","config":{"Labels":{"a":"b","org.opencontainers.image.version":"1.2.3"},"Env":["X=1"]},"os":"linux"}"#
-        );
-        assert_eq!(stamp_config(&stamped, &v).unwrap(), stamped, "idempotent");
-        for bare in [
-            &br#"{"config":{"Labels":null}}"#[..],
-            br#"{"config":{}}"#,
-            br#"{}"#,
-        ] {
-            let s: Value = serde_json::from_slice(&stamp_config(bare, &v).unwrap()).unwrap();
-            assert_eq!(s["config"]["Labels"][labels::VERSION], "1.2.3");
-        }
-        assert!(stamp_config(b"[1]", &v).is_err());
-
-        let manifest = br#"{"schemaVersion":2,"config":{"mediaType":"m","size":1,"digest":"sha256:x"},"layers":[]}"#;
-        let d = Digest::sha256(b"c");
-        let out = restamp_manifest(manifest, &d, 42).unwrap();
-        let doc: Value = serde_json::from_slice(&out).unwrap();
-        assert_eq!(doc["config"]["digest"], d.to_string());
-        assert_eq!(doc["config"]["size"], 42);
-        assert_eq!(doc["config"]["mediaType"], "m");
     }
 }

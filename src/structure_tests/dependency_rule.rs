@@ -34,7 +34,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("deriving", &["base_update", "detect", "render"]),
-    ("model", &["manifest"]),
+    ("model", &["image", "manifest"]),
     (
         "services",
         &[
@@ -55,7 +55,6 @@ const LAYERS: &[(&str, &[&str])] = &[
             "exit",
             "failpoint",
             "github",
-            "image",
             "labels",
             "name",
             "process",

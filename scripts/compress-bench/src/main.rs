@@ -1,6 +1,6 @@
 //! The compressors scripts/bench-compress compares, on the same input:
 //! today's (main at afe5e5d: gzip by miniz_oxide at level 6, one thread),
-//! the shipped one (src/release/compress.rs, compiled in unchanged) and the
+//! the shipped one (src/image/compress.rs, compiled in unchanged) and the
 //! other candidates, each at 1 and 2 threads, as input MB per wall second
 //! and per CPU second, and the ratio (compressed / input).
 //!
@@ -13,7 +13,7 @@
 #![allow(clippy::disallowed_macros)]
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../../../src/release/compress.rs"]
+#[path = "../../../src/image/compress.rs"]
 mod compress;
 
 use std::io::Write;

@@ -2,13 +2,15 @@
 //! at the wanted paths, or why the layer cannot be applied.
 
 use super::*;
-use crate::attest::sbom::WANTED;
-use crate::normalize::tests::{E, dir, file, layer, link, save_stream};
+use crate::image::fixtures::{E, dir, file, layer, link, save_stream};
 use std::io::Write as _;
 
 const STATUS: &str = "var/lib/dpkg/status";
 const OS_RELEASE: &str = "etc/os-release";
 const USR_OS_RELEASE: &str = "usr/lib/os-release";
+/// The paths a reading follows here: the SBOM's (`attest::sbom::WANTED`),
+/// what a real image is read for.
+const WANTED: [&str; 3] = [STATUS, OS_RELEASE, USR_OS_RELEASE];
 
 /// The wanted files of an image of plain tar `layers`, bottom first, or
 /// the error's message.
@@ -276,7 +278,7 @@ fn a_layer_that_is_not_a_tar_is_an_error_naming_it() {
 #[test]
 fn an_entry_that_climbs_out_of_the_root_is_an_error() {
     let mut h = tar::Header::new_gnu();
-    crate::normalize::tests::raw_name(&mut h, b"var/../../etc/os-release");
+    crate::image::fixtures::raw_name(&mut h, b"var/../../etc/os-release");
     h.set_size(0);
     h.set_cksum();
     let mut bad = h.as_bytes().to_vec();
@@ -288,7 +290,7 @@ fn an_entry_that_climbs_out_of_the_root_is_an_error() {
     );
     // A `..` that stays inside is the path it names.
     let mut h = tar::Header::new_gnu();
-    crate::normalize::tests::raw_name(&mut h, b"./usr/../var/lib/dpkg/status");
+    crate::image::fixtures::raw_name(&mut h, b"./usr/../var/lib/dpkg/status");
     h.set_size(4);
     h.set_cksum();
     let mut ok = h.as_bytes().to_vec();

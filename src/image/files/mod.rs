@@ -2,7 +2,9 @@
 //! is made from — from its layers, as the runtime applies them, without
 //! unpacking anything: each layer is read once as it passes, what it says
 //! about the paths the reading follows is noted (memory holds those
-//! files only), and the notes are applied bottom first.
+//! files only), and the notes are applied bottom first. The SBOM reads
+//! its files this way today (from the engine's `save` or a registry's
+//! blobs); the rules are the image's, not the SBOM's, so they are here.
 //!
 //! # The runtime's rules (OCI image-spec, "Applying Changesets")
 //! - `DIR/.wh.NAME` deletes `DIR/NAME` of the lower layers — a file, or a
@@ -165,7 +167,7 @@ enum Node {
 /// layers by [`Reading::compose`]. A family's images share their base
 /// layers, so a release reads each distinct blob once.
 #[derive(Debug, Clone, Default)]
-pub struct LayerFiles {
+pub(crate) struct LayerFiles {
     /// What the layer leaves at each followed path, or a directory above
     /// one, after its own entries (the last entry of a path wins).
     nodes: BTreeMap<String, Node>,
@@ -738,7 +740,7 @@ pub(crate) fn read_following<T, E: From<ReadError>>(
 /// bottom first, each with its media type (as a registry serves them; the
 /// compression is told by the bytes). A layer that cannot be read is an
 /// error naming it by its digest.
-pub fn read_layers(
+pub(crate) fn read_layers(
     image: &str,
     layers: &[(String, Vec<u8>)],
     wanted: &[&str],

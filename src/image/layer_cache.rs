@@ -3,15 +3,20 @@
 //! it), and the configs of images it pushed, so releasing an unchanged
 //! family compresses nothing and reads no image from the engine.
 //!
+//! It is part of the image model, below every stage that pushes or reads
+//! layers (the release's push, the rebuild's local manifest, the SBOM's
+//! notes), so none of them reaches into another for it.
+//!
 //! The cache only saves work: compression is deterministic
-//! ([`super::compress`]), so a lost or cold cache gives the same digests,
+//! ([`crate::image::compress`]), so a lost or cold cache gives the same digests,
 //! later. It lives in `$SUNABA_CACHE_DIR`, else `$XDG_CACHE_HOME/sunaba-images`,
 //! else `~/.cache/sunaba-images`:
 //! - `layers/<COMPRESSOR>/<diff hex>`: `sha256:<hex> <size>`;
 //! - `configs/<hex>`: a config's bytes (checked against the name on read);
 //! - `layer-files/<blob hex>`: what a compressed layer blob holds at the
-//!   SBOM's wanted paths ([`crate::attest::registry_image::LayerNotes`]),
-//!   so the attach step reads no blob the release (or one before it) read;
+//!   SBOM's wanted paths (the SBOM's reader writes and reads these bytes,
+//!   `attest::registry_image::LayerNotes`), so the attach step reads no
+//!   blob the release (or one before it) read;
 //! - `locations/<blob hex>`: the repositories this machine put that blob
 //!   in, latest first, so a push to a new repository of the same registry
 //!   mounts it rather than sending it.
@@ -29,7 +34,7 @@
 //! an entry file that is not this user's is a miss. There is no shared
 //! fallback (no `/tmp` path): without a place of its own it is an error.
 
-use super::compress::{COMPRESSOR, Compressed};
+use crate::image::compress::{COMPRESSOR, Compressed};
 use sha2::Digest as _;
 use std::io::Read as _;
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
@@ -227,30 +232,34 @@ impl LayerCache {
 const MAX_LOCATIONS: usize = 8;
 
 /// The largest layer-files entry read: three wanted files of 64 MB at most
-/// (`image_files`' cap), in base64, and the paths links lead to.
+/// (`image::files`' cap), in base64, and the paths links lead to.
 const MAX_LAYER_FILES: u64 = 384 << 20;
 
-/// A layer-files entry is trusted as a layer entry is (see the module
-/// docs): it decides what the SBOM a release signs lists.
-impl crate::attest::registry_image::LayerNotes for LayerCache {
-    fn noted(&self, blob: &crate::registry::Digest) -> Option<Vec<u8>> {
+/// The layer-files entries: bytes the SBOM's reader keeps by a layer
+/// blob's digest (`attest::registry_image` says what they mean). One is
+/// trusted as a layer entry is (see the module docs): it decides what the
+/// SBOM a release signs lists.
+impl LayerCache {
+    /// The layer-files entry of `blob`, if one is kept (and this user's).
+    pub(crate) fn layer_files(&self, blob: &crate::registry::Digest) -> Option<Vec<u8>> {
         self.read_entry(&self.layer_files_path(blob)?, MAX_LAYER_FILES)
     }
 
-    fn is_noted(&self, blob: &crate::registry::Digest) -> bool {
+    /// Whether a layer-files entry of `blob` is kept (without reading it).
+    pub(crate) fn has_layer_files(&self, blob: &crate::registry::Digest) -> bool {
         (self.layer_files_path(blob))
             .and_then(|p| std::fs::metadata(p).ok())
             .is_some_and(|m| m.is_file() && m.uid() == self.uid)
     }
 
-    fn note(&self, blob: &crate::registry::Digest, bytes: &[u8]) {
+    /// Keeps `bytes` as the layer-files entry of `blob`. Not written, it is
+    /// no error: the blob is read again next time.
+    pub(crate) fn remember_layer_files(&self, blob: &crate::registry::Digest, bytes: &[u8]) {
         if let Some(path) = self.layer_files_path(blob) {
             let _ = write(&path, bytes);
         }
     }
-}
 
-impl LayerCache {
     fn layer_files_path(&self, blob: &crate::registry::Digest) -> Option<PathBuf> {
         let blob = blob.to_string();
         Some(self.dir.join("layer-files").join(hex_of(&blob)?))

@@ -1,0 +1,113 @@
+//! An image's config, read and edited as the stages share it: the layers
+//! its `rootfs.diff_ids` name, the history step that made each layer, and
+//! labels set in place (every other byte's meaning kept). What a stage
+//! changes in a config and why (the normaliser's times and build-host
+//! fields) stays with the stage; how a label is set, or a layer's step
+//! found, is said once here.
+
+use serde_json::{Map, Value};
+
+/// Sets `labels` in the config's `config.Labels`, creating what is
+/// missing; the error says which part is not an object.
+pub(crate) fn set_labels(
+    config: &mut Value,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> Result<(), &'static str> {
+    let top = config
+        .as_object_mut()
+        .ok_or("the config is not a JSON object")?;
+    let inner = object_at(top, "config", "the config's `config` is not an object")?;
+    let current = object_at(inner, "Labels", "the config's Labels are not an object")?;
+    for (k, v) in labels {
+        current.insert(k.clone(), Value::String(v.clone()));
+    }
+    Ok(())
+}
+
+/// The object at `key` of `map`, made (an absent or null value) when
+/// missing; `not_object` when it is something else.
+fn object_at<'a>(
+    map: &'a mut Map<String, Value>,
+    key: &str,
+    not_object: &'static str,
+) -> Result<&'a mut Map<String, Value>, &'static str> {
+    let value = map.entry(key).or_insert_with(|| Value::Object(Map::new()));
+    if value.is_null() {
+        *value = Value::Object(Map::new());
+    }
+    value.as_object_mut().ok_or(not_object)
+}
+
+/// The `created_by` of each history step that made a layer (steps marked
+/// `empty_layer` made none), in layer order.
+pub(crate) fn layer_steps(config: &Value) -> Vec<String> {
+    config
+        .get("history")
+        .and_then(Value::as_array)
+        .map(|h| {
+            h.iter()
+                .filter(|s| s.get("empty_layer").and_then(Value::as_bool) != Some(true))
+                .map(|s| {
+                    s.get("created_by")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The config's `rootfs.diff_ids`.
+pub(crate) fn diff_ids(config: &Value) -> Vec<String> {
+    config
+        .pointer("/rootfs/diff_ids")
+        .and_then(|d| serde_json::from_value(d.clone()).ok())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn labels_are_set_in_place_and_a_part_that_is_no_object_is_named() {
+        let mut config = json!({"os": "linux", "config": {"Labels": {"a": "b"}, "Env": ["X=1"]}});
+        let labels = std::collections::BTreeMap::from([("c".to_string(), "d".to_string())]);
+        set_labels(&mut config, &labels).unwrap();
+        assert_eq!(
+            config.to_string(),
+            r#"{"os":"linux","config":{"Labels":{"a":"b","c":"d"},"Env":["X=1"]}}"#
+        );
+        let mut bare = json!({"config": {"Labels": null}});
+        set_labels(&mut bare, &labels).unwrap();
+        assert_eq!(bare["config"]["Labels"]["c"], "d");
+        assert_eq!(
+            set_labels(&mut json!([1]), &labels),
+            Err("the config is not a JSON object")
+        );
+        assert_eq!(
+            set_labels(&mut json!({"config": {"Labels": 1}}), &labels),
+            Err("the config's Labels are not an object")
+        );
+    }
+
+    #[test]
+    fn each_layer_has_the_step_that_made_it_and_its_diff_id() {
+        let config = json!({
+            "history": [
+                {"created_by": "FROM x"},
+                {"created_by": "ENV A=1", "empty_layer": true},
+                {"created_by": "RUN /run/sunaba/install-go.sh"}
+            ],
+            "rootfs": {"type": "layers", "diff_ids": ["sha256:a", "sha256:b"]}
+        });
+        assert_eq!(
+            layer_steps(&config),
+            ["FROM x", "RUN /run/sunaba/install-go.sh"]
+        );
+        assert_eq!(diff_ids(&config), ["sha256:a", "sha256:b"]);
+        assert!(diff_ids(&json!({})).is_empty());
+    }
+}
