@@ -7,9 +7,9 @@
 //! The link's exchange log counts the bytes; a GET of the pushed blob from
 //! the registry itself checks them.
 
-use crate::support::link::{Link, noise};
+use crate::support::link::{Link, body, noise, seen};
 use crate::support::{self, sha256};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::Duration;
 use sunaba_images::registry::{Client, Digest, Repository, RetryPolicy, UPLOAD_CHUNK};
 
@@ -31,17 +31,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
-}
-
-fn body(e: &Value, side: &str) -> u64 {
-    e[side]["body"].as_u64().unwrap()
-}
-
-/// `(status, outcome, body bytes)` of each exchange, one side.
-fn seen(exchanges: &[Value], side: &str) -> Vec<(Value, Value, u64)> {
-    (exchanges.iter())
-        .map(|e| (e["status"].clone(), e["outcome"].clone(), body(e, side)))
-        .collect()
 }
 
 /// Request body bytes of the upload's exchanges (PATCHes and PUTs into

@@ -4,6 +4,7 @@
 //! be read fails the verb naming its digest — on images pushed to the dev
 //! registry layer by layer, and on an image the real engine built.
 
+use crate::support::link::{Link, seen};
 use crate::support::{self, Cli, oci::Pusher, sha256};
 use serde_json::{Value, json};
 use std::io::Write as _;
@@ -15,6 +16,8 @@ const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 /// One entry of a test layer: a file, a directory or a symlink.
 enum Entry<'a> {
     File(&'a str, &'a str),
+    /// A file of bytes that need not be text.
+    Bytes(&'a str, &'a [u8]),
     Dir(&'a str),
     Symlink(&'a str, &'a str),
 }
@@ -29,6 +32,11 @@ fn tar_of(entries: &[Entry]) -> Vec<u8> {
                 h.set_size(data.len() as u64);
                 h.set_cksum();
                 b.append_data(&mut h, path, data.as_bytes()).unwrap();
+            }
+            Entry::Bytes(path, data) => {
+                h.set_size(data.len() as u64);
+                h.set_cksum();
+                b.append_data(&mut h, path, *data).unwrap();
             }
             Entry::Dir(path) => {
                 h.set_entry_type(tar::EntryType::Directory);
@@ -207,6 +215,62 @@ fn a_layer_deleting_dpkgs_database_leaves_none_of_the_lower_packages_and_a_corru
         ))
         .run();
     assert!(!dir.path().join("broken.json").exists());
+}
+
+/// The read side through the shaped link (issue 29, acceptance 3): the
+/// download of a layer that the link resets half-way is asked for again
+/// from where it broke (`Range`), answered 206 with the rest, and the SBOM
+/// is the one a clean read gives. (`scripts/bench-release-digests` does
+/// the same to `sbom full` of the real family, through 100 Mbit/s.)
+#[test]
+#[ignore = "tier: registry"]
+fn a_layer_download_reset_half_way_resumes_with_range_and_gives_the_same_sbom() {
+    let Some(host) = support::dev_registry() else {
+        return;
+    };
+    let link = Link::start(&host, &["--rtt", "20ms", "--rate", "200mbit"]);
+    let p = Pusher::plain(&host);
+    let repo = format!("test/{}", support::unique("sbom-link"));
+    // Noise does not compress: the blob is as large as the file.
+    let noise = crate::support::link::noise(4 << 20, 0x5eed);
+    let layer = gzip(&tar_of(&[
+        Entry::Dir("var/lib/dpkg"),
+        Entry::File("var/lib/dpkg/status", STATUS),
+        Entry::Bytes("opt/noise", &noise),
+    ]));
+    let (digest, layers) = push(&p, &repo, std::slice::from_ref(&layer));
+    let reference = format!("{}/{repo}@{digest}", link.authority());
+    let dir = tempfile::tempdir().unwrap();
+    let blob = format!("/v2/{repo}/blobs/{}", layers[0]);
+
+    let clean = sbom_from_registry(dir.path(), &reference, "clean.json");
+    assert_eq!(clean, ["bash", "coreutils"]);
+    let gets = link.exchanges_of("GET", &blob);
+    assert_eq!(gets.len(), 1, "{gets:#?}");
+
+    let len = layer.len() as u64;
+    let cut = len / 2;
+    link.clear_stats();
+    link.add_rules(json!({
+        "method": "GET", "path": format!("^{}$", regex::escape(&blob)), "times": 1,
+        "fault": {"reset": {"at": "response_body", "after": cut}}
+    }));
+    assert_eq!(
+        sbom_from_registry(dir.path(), &reference, "reset.json"),
+        clean
+    );
+    let gets = link.exchanges_of("GET", &blob);
+    assert_eq!(
+        seen(&gets, "response"),
+        [
+            (json!(200), json!("reset"), cut),
+            (json!(206), json!("complete"), len - cut),
+        ],
+        "the reset GET, then the rest from where it broke: {gets:#?}"
+    );
+    // The same document, byte for byte (made from the image alone).
+    let read = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
+    assert!(read("clean.json") == read("reset.json"), "the SBOMs differ");
 }
 
 /// `docker build` of `dockerfile` in `dir`, tagged `tag`, quietly.

@@ -133,6 +133,21 @@ impl Drop for Link {
     }
 }
 
+/// The body bytes of one side (`request` or `response`) of an exchange.
+pub fn body(e: &serde_json::Value, side: &str) -> u64 {
+    e[side]["body"].as_u64().unwrap()
+}
+
+/// `(status, outcome, body bytes)` of each exchange, one side.
+pub fn seen(
+    exchanges: &[serde_json::Value],
+    side: &str,
+) -> Vec<(serde_json::Value, serde_json::Value, u64)> {
+    (exchanges.iter())
+        .map(|e| (e["status"].clone(), e["outcome"].clone(), body(e, side)))
+        .collect()
+}
+
 /// Bytes that do not compress (so a shaped link carries all of them), a
 /// different run for each `seed`.
 pub fn noise(len: usize, seed: u64) -> Vec<u8> {
