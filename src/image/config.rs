@@ -58,12 +58,12 @@ pub(crate) fn layer_steps(config: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The config's `rootfs.diff_ids`.
-pub(crate) fn diff_ids(config: &Value) -> Vec<String> {
+/// The config's `rootfs.diff_ids`; `None` when it has none (or they are
+/// not a list of strings).
+pub(crate) fn diff_ids(config: &Value) -> Option<Vec<String>> {
     config
         .pointer("/rootfs/diff_ids")
         .and_then(|d| serde_json::from_value(d.clone()).ok())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -107,7 +107,7 @@ mod tests {
             layer_steps(&config),
             ["FROM x", "RUN /run/sunaba/install-go.sh"]
         );
-        assert_eq!(diff_ids(&config), ["sha256:a", "sha256:b"]);
-        assert!(diff_ids(&json!({})).is_empty());
+        assert_eq!(diff_ids(&config).unwrap(), ["sha256:a", "sha256:b"]);
+        assert_eq!(diff_ids(&json!({})), None);
     }
 }

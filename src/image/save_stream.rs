@@ -258,12 +258,9 @@ pub(crate) fn contents(
     })?;
     let config: serde_json::Value = serde_json::from_slice(config_bytes)
         .map_err(|e| StreamError::Corrupt(format!("the config {config_name}: {e}")))?;
-    let diff_ids: Vec<String> = config
-        .pointer("/rootfs/diff_ids")
-        .and_then(|d| serde_json::from_value(d.clone()).ok())
-        .ok_or_else(|| {
-            StreamError::Corrupt(format!("the config {config_name} has no rootfs.diff_ids"))
-        })?;
+    let diff_ids = super::config::diff_ids(&config).ok_or_else(|| {
+        StreamError::Corrupt(format!("the config {config_name} has no rootfs.diff_ids"))
+    })?;
     if diff_ids.len() != item.layers.len() {
         return Err(StreamError::Corrupt(format!(
             "manifest.json lists {} layers, the config {}",

@@ -360,8 +360,8 @@ async fn compare(
         serde_json::from_slice(&stamped_config).map_err(RebuildError::RebuiltConfig)?;
     verdict.changes = diff::config_changes(&pinned_config, &rebuilt_config);
     let (was, now) = (
-        crate::image::config::diff_ids(&pinned_config),
-        crate::image::config::diff_ids(&rebuilt_config),
+        crate::image::config::diff_ids(&pinned_config).unwrap_or_default(),
+        crate::image::config::diff_ids(&rebuilt_config).unwrap_or_default(),
     );
     let Some(index) = (0..was.len().max(now.len())).find(|&i| was.get(i) != now.get(i)) else {
         return Ok(verdict);
