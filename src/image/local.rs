@@ -15,7 +15,6 @@ use crate::engine::{Engine, EngineError};
 use crate::name::InvalidDigest;
 use crate::process::ProcessError;
 use crate::registry::{Digest, media_type};
-use sha2::Digest as _;
 use std::collections::BTreeMap;
 use std::io::{BufReader, Read};
 
@@ -175,7 +174,7 @@ pub(crate) fn config_in(
 ) -> Result<Vec<u8>, LocalError> {
     small
         .into_iter()
-        .find(|bytes| format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes))) == image_id)
+        .find(|bytes| Digest::sha256(bytes).to_string() == image_id)
         .ok_or_else(|| LocalError::NoConfig {
             local: local.to_string(),
             image_id: image_id.to_string(),
@@ -320,6 +319,7 @@ pub(crate) fn read_and_compress<E: From<LocalError>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::Digest as _;
 
     #[test]
     fn the_manifest_names_the_config_and_the_compressed_layers_in_order() {

@@ -117,10 +117,10 @@ pub(crate) fn stream_error(e: std::io::Error) -> StreamError {
         || message.contains("entire block")
         || message.contains("unexpected EOF")
     {
-        StreamError::Truncated(entries::shown(e.to_string()))
+        StreamError::Truncated(entries::shown(message))
     } else {
         // The crate's message may quote the stream's bytes.
-        StreamError::Corrupt(entries::shown(e.to_string()))
+        StreamError::Corrupt(entries::shown(message))
     }
 }
 
