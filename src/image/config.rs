@@ -58,6 +58,18 @@ pub(crate) fn layer_steps(config: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The fragment whose script a history step ran (`scripts`: each
+/// fragment's script file name -> the fragment): the rendered Dockerfile
+/// runs a fragment as `sh /run/sunaba/SCRIPT`.
+pub(crate) fn fragment_of_step(
+    step: &str,
+    scripts: &std::collections::BTreeMap<String, String>,
+) -> Option<String> {
+    step.split(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+        .filter_map(|word| word.strip_prefix("/run/sunaba/"))
+        .find_map(|script| scripts.get(script).cloned())
+}
+
 /// The config's `rootfs.diff_ids`; `None` when it has none (or they are
 /// not a list of strings).
 pub(crate) fn diff_ids(config: &Value) -> Option<Vec<String>> {
@@ -109,5 +121,23 @@ mod tests {
         );
         assert_eq!(diff_ids(&config).unwrap(), ["sha256:a", "sha256:b"]);
         assert_eq!(diff_ids(&json!({})), None);
+    }
+
+    #[test]
+    fn a_step_is_attributed_to_the_fragment_whose_script_it_ran() {
+        let scripts = std::collections::BTreeMap::from([
+            ("install-core.sh".to_string(), "core".to_string()),
+            ("install-python-tools.sh".to_string(), "python".to_string()),
+        ]);
+        let step = "RUN |4 PYRIGHT_VERSION=1.1.414 /bin/sh -c sh /run/sunaba/install-python-tools.sh # buildkit";
+        assert_eq!(fragment_of_step(step, &scripts).as_deref(), Some("python"));
+        assert_eq!(
+            fragment_of_step("RUN /bin/sh -c set -eu; groupadd", &scripts),
+            None
+        );
+        assert_eq!(
+            fragment_of_step("RUN sh /run/sunaba/install-other.sh", &scripts),
+            None
+        );
     }
 }

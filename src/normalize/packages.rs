@@ -64,7 +64,7 @@ pub(super) fn record(
             if !added.is_empty() {
                 let who = steps
                     .get(i)
-                    .and_then(|step| attribute(step, scripts))
+                    .and_then(|step| crate::image::config::fragment_of_step(step, scripts))
                     .unwrap_or_else(|| format!("layer {}", i + 1));
                 record.fragments.entry(who).or_default().extend(added);
             }
@@ -72,13 +72,6 @@ pub(super) fn record(
         below = now;
     }
     Ok((!record.fragments.is_empty()).then_some(record))
-}
-
-/// The fragment whose script a step ran.
-fn attribute(step: &str, scripts: &BTreeMap<String, String>) -> Option<String> {
-    step.split(|c: char| c.is_whitespace() || c == '"' || c == '\'')
-        .filter_map(|word| word.strip_prefix("/run/sunaba/"))
-        .find_map(|script| scripts.get(script).cloned())
 }
 
 /// The dpkg status a layer writes (its last entry for the path: what
@@ -98,27 +91,4 @@ fn status_of(layer: &Layer, spill: &std::fs::File) -> std::io::Result<Option<Str
     let mut bytes = vec![0u8; entry.size as usize];
     std::os::unix::fs::FileExt::read_exact_at(spill, &mut bytes, entry.data_at)?;
     Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_step_is_attributed_to_the_fragment_whose_script_it_ran() {
-        let scripts = BTreeMap::from([
-            ("install-core.sh".to_string(), "core".to_string()),
-            ("install-python-tools.sh".to_string(), "python".to_string()),
-        ]);
-        let step = "RUN |4 PYRIGHT_VERSION=1.1.414 /bin/sh -c sh /run/sunaba/install-python-tools.sh # buildkit";
-        assert_eq!(attribute(step, &scripts).as_deref(), Some("python"));
-        assert_eq!(
-            attribute("RUN /bin/sh -c set -eu; groupadd", &scripts),
-            None
-        );
-        assert_eq!(
-            attribute("RUN sh /run/sunaba/install-other.sh", &scripts),
-            None
-        );
-    }
 }
