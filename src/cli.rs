@@ -46,6 +46,8 @@ pub(crate) enum Command {
     Tags(crate::commands::tags::Args),
     /// Build the image graph (parents first, in parallel, skipping unchanged inputs) and check it.
     Build(crate::commands::build::Args),
+    /// Plan a union variant (full) from its members' layers: the layers it takes, the state it merges, any conflict.
+    Compose(crate::commands::compose::Args),
     /// Run each image's HEALTHCHECK and the smoke suite under the run contract; verify owed tools, smoke and size budget (--image: whether a custom image would serve as VARIANT).
     Check(crate::commands::check::Args),
     /// Move aliases in image_pins.json to the newest eligible images (a plan; --write applies it).
@@ -94,6 +96,7 @@ impl Cli {
             Command::Assemble(args) => commands::assemble::run(&ctx, args),
             Command::Tags(args) => commands::tags::run(&ctx, args),
             Command::Build(args) => commands::build::run(&ctx, args),
+            Command::Compose(args) => commands::compose::run(&ctx, args),
             Command::Check(args) => commands::check::run(&ctx, args),
             Command::Pin(args) => commands::pin::run(&ctx, args),
             Command::Pins(args) => commands::pins::run(&ctx, args),

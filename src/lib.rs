@@ -10,6 +10,7 @@ pub(crate) mod check;
 pub(crate) mod clap_gen;
 pub(crate) mod cli;
 pub(crate) mod commands;
+pub(crate) mod compose;
 pub(crate) mod detect;
 pub(crate) mod duration;
 pub(crate) mod engine;

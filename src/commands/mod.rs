@@ -28,6 +28,7 @@ pub(crate) mod assemble;
 pub(crate) mod build;
 pub(crate) mod check;
 pub(crate) mod completions;
+pub(crate) mod compose;
 pub(crate) mod context;
 pub(crate) mod detect;
 pub(crate) mod engine;
@@ -133,6 +134,7 @@ pub(crate) const ERROR_KINDS: &[exit::Recognise] = &[
     exit::recognise::<crate::release::attach::AttachError>,
     exit::recognise::<crate::release::run::ReleaseError>,
     exit::recognise::<crate::rebuild::RebuildError>,
+    exit::recognise::<crate::compose::ComposeError>,
 ];
 
 /// The verb being run (`pins verify`), whose schema its `--json` names.

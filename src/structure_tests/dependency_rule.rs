@@ -25,6 +25,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "build",
             "check",
+            "compose",
             "family",
             "locks",
             "normalize",

@@ -1,0 +1,139 @@
+//! `sunaba-images compose VARIANT`: the plan of composing a union variant
+//! (`full`) from its members' layers (see `crate::compose`): it reads the
+//! parent's and each member's latest checked build from the engine (their
+//! variant tags, one `save` each) and prints the layers the composed image
+//! would take, the paths its fragments share and the state files it
+//! merges — or the conflict that refuses it, naming both fragments and the
+//! path. Reads only; nothing is assembled or tagged.
+
+use super::context::Context;
+use crate::compose::{self, ComposeError, Plan};
+use crate::exit;
+use crate::family::short_hex;
+use anyhow::Context as _;
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  sunaba-images compose full\n  sunaba-images compose full --json"
+)]
+pub(crate) struct Args {
+    /// The union variant (a parent, and two or more fragments each built
+    /// alone by a variant on that parent).
+    #[arg(value_name = "VARIANT")]
+    pub variant: String,
+    /// Print `{"variant", "parent", "parent_layers", "fragment_layers":
+    /// [{"fragment", "variant", "diff_id", "paths"}], "shared": {"identical",
+    /// "merged"}, "state_files": [{"path", "stanzas", "sha256"}]}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(serde::Serialize)]
+struct Report<'a> {
+    variant: &'a str,
+    parent: &'a str,
+    parent_layers: &'a [String],
+    fragment_layers: Vec<serde_json::Value>,
+    shared: serde_json::Value,
+    state_files: Vec<serde_json::Value>,
+}
+
+pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
+    let recipe = compose::recipe(ctx.manifest()?, &args.variant)?;
+    let family = ctx.family()?;
+    let engine = ctx.engine()?;
+    let plan = compose::plan(&recipe, &family.fragment_scripts, |variant| {
+        let image = family.variant_tag(variant);
+        eprintln!("compose: reading {image}");
+        let saved = engine
+            .save_cmd(&image)
+            .read_stdout(|out| compose::read_save(&image, out))
+            .map_err(|e| match e {
+                crate::process::PipeError::Process(source) => ComposeError::Engine {
+                    image: image.clone(),
+                    engine: engine.describe(),
+                    source: Box::new(source),
+                },
+                crate::process::PipeError::Stream(e) => e,
+            })?;
+        Ok((image, saved))
+    })
+    .with_context(|| format!("planning the composition of `{}`", args.variant))?;
+    if args.json {
+        return super::write_json(&report(&plan));
+    }
+    print(&plan)
+}
+
+fn report(plan: &Plan) -> Report<'_> {
+    Report {
+        variant: &plan.recipe.variant,
+        parent: &plan.recipe.parent,
+        parent_layers: &plan.parent_layers,
+        fragment_layers: plan
+            .fragment_layers
+            .iter()
+            .map(|l| {
+                serde_json::json!({
+                    "fragment": l.member.fragment,
+                    "variant": l.member.variant,
+                    "diff_id": l.diff_id,
+                    "paths": l.paths,
+                })
+            })
+            .collect(),
+        shared: serde_json::json!({
+            "identical": plan.overlap.identical,
+            "merged": plan.overlap.merged,
+        }),
+        state_files: plan
+            .state
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "path": s.path,
+                    "stanzas": s.stanzas,
+                    "sha256": crate::registry::Digest::sha256(&s.bytes).to_string(),
+                })
+            })
+            .collect(),
+    }
+}
+
+fn print(plan: &Plan) -> exit::Result {
+    let r = &plan.recipe;
+    let names: Vec<&str> = r.members.iter().map(|m| m.fragment.as_str()).collect();
+    outln!(
+        "compose {}: {} + {} (a plan: nothing assembled)",
+        r.variant,
+        r.parent,
+        names.join(" + ")
+    )?;
+    outln!("  {} layer(s) of {}", plan.parent_layers.len(), r.parent)?;
+    for l in &plan.fragment_layers {
+        outln!(
+            "  {}'s fragment layer from {}: {} ({} paths)",
+            l.member.fragment,
+            l.member.variant,
+            short_hex(&l.diff_id),
+            l.paths
+        )?;
+    }
+    let files: Vec<String> = plan
+        .state
+        .iter()
+        .map(|s| format!("{} ({} stanzas)", s.path, s.stanzas))
+        .collect();
+    outln!("  a state layer: {}", files.join(", "))?;
+    outln!(
+        "  then {}'s own steps after its fragments, from its Dockerfile",
+        r.variant
+    )?;
+    outln!(
+        "paths the fragments share: {} identical, {} merged ({})",
+        plan.overlap.identical.len(),
+        plan.overlap.merged.len(),
+        plan.overlap.merged.join(", ")
+    )?;
+    Ok(())
+}

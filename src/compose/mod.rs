@@ -1,0 +1,345 @@
+//! Composition: a union variant (today `full` = base + python + go + js)
+//! made from the layers its members' builds already made, instead of
+//! running every fragment again (issue 30). A variant is composable when
+//! it has a parent and two or more fragments, and each fragment is the one
+//! fragment of a **member**: a variant on the same parent.
+//!
+//! ```text
+//!   full, composed           python        go            js
+//!   ┌──────────────────┐
+//!   │ full's own steps │ ← from full's Dockerfile (posture, healthcheck)
+//!   │ state layer      │ ← dpkg status + apt extended_states, merged
+//!   │ js's layer       │ ← ─────────────────────────────── js's layer
+//!   │ go's layer       │ ← ────────────────── go's layer
+//!   │ python's layer   │ ← python's layer
+//!   │ base's layers    │   base          base          base
+//!   └──────────────────┘
+//! ```
+//!
+//! This module plans it ([`plan`]): it reads the parent's and each
+//! member's image once (one `save` each), finds each member's fragment
+//! layer by the history step that ran the fragment's script, sorts the
+//! paths two fragment layers share ([`overlap`]: identical, a state file,
+//! or a conflict that is refused naming both fragments and the path) and
+//! merges the state files ([`state`]). The plan is what the assembler
+//! writes; assembling (the state layer written, the image loaded,
+//! normalised and checked) is not built yet.
+
+pub(crate) mod overlap;
+pub(crate) mod state;
+
+use crate::image::save_stream::{self, WalkError};
+use crate::manifest::Manifest;
+use overlap::{LayerFacts, Overlap, PathConflict, ScanError};
+use state::StateError;
+use std::collections::BTreeMap;
+use std::io::Read;
+
+/// A union variant and the members it is composed from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Recipe {
+    pub(crate) variant: String,
+    pub(crate) parent: String,
+    /// In the variant's fragment order.
+    pub(crate) members: Vec<Member>,
+}
+
+/// A fragment of the union and the variant that builds it alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Member {
+    pub(crate) fragment: String,
+    pub(crate) variant: String,
+}
+
+/// Why a variant cannot be composed, or its composition was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ComposeError {
+    /// The variant is not a union of members (the manifest says why).
+    #[error("variant `{variant}` cannot be composed: {why}")]
+    NotComposable { variant: String, why: String },
+    /// An image of the recipe that could not be read.
+    #[error("{image}: {problem}")]
+    Image { image: String, problem: String },
+    /// A member that was not built on the parent's image as it is now.
+    #[error(
+        "{member} ({image}) was not built on {parent} ({parent_image}) as it is now: its first \
+         layers differ; build them again (`sunaba-images build {member}`)"
+    )]
+    StaleMember {
+        member: String,
+        image: String,
+        parent: String,
+        parent_image: String,
+    },
+    /// A member whose fragment layer could not be told.
+    #[error(
+        "{member} ({image}): {found} of its layers ran fragment `{fragment}`'s script, not one; \
+         build it again from the rendered Dockerfile"
+    )]
+    FragmentLayer {
+        member: String,
+        image: String,
+        fragment: String,
+        found: usize,
+    },
+    #[error("cannot compose `{variant}`: {source}")]
+    Conflict {
+        variant: String,
+        #[source]
+        source: Box<PathConflict>,
+    },
+    #[error("cannot compose `{variant}`: {source}")]
+    State {
+        variant: String,
+        #[source]
+        source: Box<StateError>,
+    },
+    #[error("{image}: cannot read it from {engine}")]
+    Engine {
+        image: String,
+        engine: String,
+        #[source]
+        source: Box<crate::process::ProcessError>,
+    },
+}
+
+/// A variant that is not a union is a usage error (it was named); a
+/// refused composition is a failure of the work, its error says why.
+impl crate::exit::HasStatus for ComposeError {
+    fn exit_status(&self) -> crate::exit::Status {
+        match self {
+            ComposeError::NotComposable { .. } => crate::exit::Status::Usage,
+            _ => crate::exit::Status::Failure,
+        }
+    }
+}
+
+/// The recipe of `variant`: its members, from the manifest.
+pub(crate) fn recipe(manifest: &Manifest, variant: &str) -> Result<Recipe, ComposeError> {
+    let refuse = |why: String| ComposeError::NotComposable {
+        variant: variant.to_string(),
+        why,
+    };
+    let Some(v) = manifest.variants.get(variant) else {
+        let known: Vec<&str> = manifest.variants.keys().map(String::as_str).collect();
+        return Err(refuse(format!(
+            "images.toml has no such variant (it has: {})",
+            known.join(", ")
+        )));
+    };
+    let Some(parent) = &v.parent else {
+        return Err(refuse(
+            "it has no parent (it is built FROM the upstream image)".to_string(),
+        ));
+    };
+    if v.fragments.len() < 2 {
+        return Err(refuse(format!(
+            "it installs {} fragment(s); a composed variant is a union of two or more",
+            v.fragments.len()
+        )));
+    }
+    let mut members = Vec::new();
+    for fragment in &v.fragments {
+        let member = manifest.variants.values().find(|m| {
+            m.name != v.name
+                && m.parent.as_ref() == Some(parent)
+                && m.fragments == [fragment.clone()]
+        });
+        let Some(member) = member else {
+            return Err(refuse(format!(
+                "fragment `{fragment}` is built by no variant of its own on `{parent}` (add one: \
+                 [variants.{fragment}] with parent = \"{parent}\" and fragments = [\"{fragment}\"])"
+            )));
+        };
+        members.push(Member {
+            fragment: fragment.clone(),
+            variant: member.name.clone(),
+        });
+    }
+    Ok(Recipe {
+        variant: variant.to_string(),
+        parent: parent.clone(),
+        members,
+    })
+}
+
+/// One image as the plan reads it: its config and each layer's diff_id
+/// and facts, bottom first.
+#[derive(Debug)]
+pub(crate) struct Saved {
+    pub(crate) config: serde_json::Value,
+    pub(crate) layers: Vec<(String, LayerFacts)>,
+}
+
+/// Reads the save stream of `image` (every layer's facts, once).
+pub(crate) fn read_save(image: &str, input: impl Read) -> Result<Saved, ComposeError> {
+    let problem = |problem: String| ComposeError::Image {
+        image: image.to_string(),
+        problem,
+    };
+    let mut scanned: BTreeMap<String, Result<LayerFacts, ScanError>> = BTreeMap::new();
+    let files = save_stream::walk(input, |name, _size, layer| {
+        scanned.insert(name.to_string(), overlap::scan_blob(layer));
+        Ok::<(), std::convert::Infallible>(())
+    })
+    .map_err(|e| match e {
+        WalkError::Stream(e) => problem(format!("the save stream {e:?}")),
+        WalkError::Layer(never) => match never {},
+    })?;
+    let contents = save_stream::contents(&files.small, &files.links)
+        .map_err(|e| problem(format!("the save stream {e:?}")))?;
+    let mut layers = Vec::with_capacity(contents.layers.len());
+    for (name, diff_id) in contents.layers.iter().zip(contents.diff_ids) {
+        match scanned.remove(name) {
+            None => {
+                // A layer named twice is saved once: the first read serves both.
+                let again = layers
+                    .iter()
+                    .find(|(d, _): &&(String, LayerFacts)| *d == diff_id)
+                    .map(|(_, f)| f.clone());
+                match again {
+                    Some(facts) => layers.push((diff_id, facts)),
+                    None => return Err(problem(format!("layer {name} is not in its save stream"))),
+                }
+            }
+            Some(Err(e)) => return Err(problem(format!("layer {diff_id}: {e}"))),
+            Some(Ok(facts)) => layers.push((diff_id, facts)),
+        }
+    }
+    Ok(Saved {
+        config: contents.config,
+        layers,
+    })
+}
+
+/// A member's fragment layer, as the plan takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MemberLayer {
+    pub(crate) member: Member,
+    pub(crate) diff_id: String,
+    pub(crate) paths: usize,
+}
+
+/// A merged state file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MergedState {
+    pub(crate) path: String,
+    pub(crate) stanzas: usize,
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// What composing a variant takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub(crate) recipe: Recipe,
+    /// The parent's layers (diff_ids), bottom first.
+    pub(crate) parent_layers: Vec<String>,
+    /// Each member's fragment layer, in the variant's fragment order.
+    pub(crate) fragment_layers: Vec<MemberLayer>,
+    pub(crate) overlap: Overlap,
+    /// The state layer's files.
+    pub(crate) state: Vec<MergedState>,
+}
+
+/// Plans `recipe` from the images `read` gives (by variant: the parent's
+/// and each member's, read once each); `scripts` maps each fragment's
+/// script file name to the fragment, as the build's history names them.
+pub(crate) fn plan(
+    recipe: &Recipe,
+    scripts: &BTreeMap<String, String>,
+    mut read: impl FnMut(&str) -> Result<(String, Saved), ComposeError>,
+) -> Result<Plan, ComposeError> {
+    let (parent_image, parent) = read(&recipe.parent)?;
+    let parent_ids: Vec<String> = parent.layers.iter().map(|(d, _)| d.clone()).collect();
+    // A state file as the parent leaves it: the topmost layer writing it.
+    let parent_state = |path: &str| -> Option<String> {
+        parent
+            .layers
+            .iter()
+            .rev()
+            .find_map(|(_, l)| l.state.get(path))
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+    };
+    let mut fragment_layers = Vec::new();
+    let mut facts: Vec<(String, LayerFacts)> = Vec::new();
+    for member in &recipe.members {
+        let (image, saved) = read(&member.variant)?;
+        let ids: Vec<&String> = saved.layers.iter().map(|(d, _)| d).collect();
+        if ids.len() < parent_ids.len()
+            || ids[..parent_ids.len()] != parent_ids.iter().collect::<Vec<_>>()[..]
+        {
+            return Err(ComposeError::StaleMember {
+                member: member.variant.clone(),
+                image,
+                parent: recipe.parent.clone(),
+                parent_image,
+            });
+        }
+        let steps = crate::image::config::layer_steps(&saved.config);
+        let own: Vec<usize> = (parent_ids.len()..saved.layers.len())
+            .filter(|i| {
+                steps
+                    .get(*i)
+                    .and_then(|s| crate::image::config::fragment_of_step(s, scripts))
+                    .as_deref()
+                    == Some(member.fragment.as_str())
+            })
+            .collect();
+        let [at] = own[..] else {
+            return Err(ComposeError::FragmentLayer {
+                member: member.variant.clone(),
+                image,
+                fragment: member.fragment.clone(),
+                found: own.len(),
+            });
+        };
+        let (diff_id, layer) = saved.layers.into_iter().nth(at).expect("index in range");
+        fragment_layers.push(MemberLayer {
+            member: member.clone(),
+            diff_id,
+            paths: layer.paths.len(),
+        });
+        facts.push((member.fragment.clone(), layer));
+    }
+    let members: Vec<(&str, &LayerFacts)> = facts.iter().map(|(f, l)| (f.as_str(), l)).collect();
+    let overlap = overlap::overlap(&members).map_err(|source| ComposeError::Conflict {
+        variant: recipe.variant.clone(),
+        source: Box::new(source),
+    })?;
+    let as_text = |files: &BTreeMap<String, Vec<u8>>| -> BTreeMap<String, String> {
+        files
+            .iter()
+            .map(|(p, b)| (p.clone(), String::from_utf8_lossy(b).into_owned()))
+            .collect()
+    };
+    let below: BTreeMap<String, String> = state::STATE_FILES
+        .iter()
+        .filter_map(|(p, _)| parent_state(p).map(|t| (p.to_string(), t)))
+        .collect();
+    let theirs: Vec<(&str, BTreeMap<String, String>)> = facts
+        .iter()
+        .map(|(f, l)| (f.as_str(), as_text(&l.state)))
+        .collect();
+    let merged = state::merge_all(&below, &theirs)
+        .map_err(|source| ComposeError::State {
+            variant: recipe.variant.clone(),
+            source: Box::new(source),
+        })?
+        .into_iter()
+        .map(|(path, text)| MergedState {
+            path,
+            stanzas: text.split("\n\n").filter(|s| !s.trim().is_empty()).count(),
+            bytes: text.into_bytes(),
+        })
+        .collect();
+    Ok(Plan {
+        recipe: recipe.clone(),
+        parent_layers: parent_ids,
+        fragment_layers,
+        overlap,
+        state: merged,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,491 @@
+//! The state files two package installs both rewrite whole, merged stanza
+//! by stanza: dpkg's database (`var/lib/dpkg/status`) and apt's marks of
+//! automatically installed packages (`var/lib/apt/extended_states`). Both
+//! are deb822 files of one stanza per package and architecture; each
+//! member fragment's layer holds the file as the parent's plus what that
+//! fragment's install changed, so the union is a three-way merge against
+//! the parent: a stanza no member changed stays, a stanza one member
+//! changed takes that change, and two members changing one stanza the same
+//! way (a dependency both install, at one version) is one change. Two
+//! members changing it differently is refused, naming both fragments.
+//!
+//! The merged file lists its stanzas sorted by package, then architecture,
+//! as dpkg writes its status; a stanza's own lines are kept byte for byte.
+
+use std::collections::BTreeMap;
+
+/// The state files the composer merges, each with why two installs both
+/// write it (found by diffing the real family's member layers:
+/// `scripts/compose-survey`, docs/lab-notes.md).
+pub(crate) const STATE_FILES: &[(&str, &str)] = &[
+    (
+        "var/lib/dpkg/status",
+        "dpkg's database of installed packages: every install rewrites it whole",
+    ),
+    (
+        "var/lib/apt/extended_states",
+        "apt's marks of automatically installed packages: every apt install rewrites it whole",
+    ),
+];
+
+/// Whether `path` (relative to the image's root, no leading `/`) is a
+/// state file the composer merges.
+pub(crate) fn is_state_file(path: &str) -> bool {
+    STATE_FILES.iter().any(|(p, _)| *p == path)
+}
+
+/// Why state files could not be merged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum StateError {
+    /// Not a deb822 file of package stanzas.
+    #[error("{file} of {whose}: line {line}: {problem}")]
+    Malformed {
+        file: String,
+        /// `the parent` or `fragment NAME`.
+        whose: String,
+        line: usize,
+        problem: String,
+    },
+    /// Two member fragments changed one package's stanza differently.
+    #[error(transparent)]
+    Conflict(Box<StanzaConflict>),
+}
+
+/// Two member fragments changed one package's stanza differently.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{file}: fragments `{first}` and `{second}` both change package {package} ({architecture}) \
+     and differently ({first}: {first_gives}; {second}: {second_gives}); install one version \
+     of it in both fragments (pin it in both, or install it in the parent)"
+)]
+pub(crate) struct StanzaConflict {
+    pub(crate) file: String,
+    pub(crate) package: String,
+    pub(crate) architecture: String,
+    pub(crate) first: String,
+    pub(crate) second: String,
+    /// What each leaves: `Version 1.2-1`, or `removed`.
+    pub(crate) first_gives: String,
+    pub(crate) second_gives: String,
+}
+
+/// A stanza's key: (package, architecture; empty when the stanza has none).
+type Key = (String, String);
+
+/// The stanzas of a deb822 package file, by key, each its own lines with
+/// their newlines.
+fn stanzas(file: &str, whose: &str, text: &str) -> Result<BTreeMap<Key, String>, StateError> {
+    let malformed = |line: usize, problem: String| StateError::Malformed {
+        file: file.to_string(),
+        whose: whose.to_string(),
+        line,
+        problem,
+    };
+    let mut out = BTreeMap::new();
+    let mut current = String::new();
+    let mut start = 0;
+    let mut fields: BTreeMap<String, String> = BTreeMap::new();
+    let mut finish = |current: &mut String,
+                      fields: &mut BTreeMap<String, String>,
+                      start: usize|
+     -> Result<(), StateError> {
+        if current.is_empty() {
+            return Ok(());
+        }
+        let package = fields
+            .remove("package")
+            .ok_or_else(|| malformed(start, "a stanza without a Package field".to_string()))?;
+        let architecture = fields.remove("architecture").unwrap_or_default();
+        let key = (package, architecture);
+        if out.contains_key(&key) {
+            return Err(malformed(
+                start,
+                format!("package {} ({}) has a second stanza", key.0, key.1),
+            ));
+        }
+        out.insert(key, std::mem::take(current));
+        fields.clear();
+        Ok(())
+    };
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let number = i + 1;
+        let bare = line.trim_end_matches(['\n', '\r']);
+        if bare.trim().is_empty() {
+            finish(&mut current, &mut fields, start)?;
+            continue;
+        }
+        if current.is_empty() {
+            start = number;
+        }
+        if bare.starts_with([' ', '\t']) {
+            if current.is_empty() {
+                return Err(malformed(
+                    number,
+                    "a continuation line starts a stanza".into(),
+                ));
+            }
+        } else {
+            let Some((name, value)) = bare.split_once(':') else {
+                return Err(malformed(
+                    number,
+                    format!(
+                        "`{}` is neither `Field: value` nor a continuation",
+                        crate::image::entries::shown(bare)
+                    ),
+                ));
+            };
+            fields.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
+        }
+        current.push_str(bare);
+        current.push('\n');
+    }
+    finish(&mut current, &mut fields, start)?;
+    Ok(out)
+}
+
+/// What a member leaves of one stanza, for an error: its version, or that
+/// it removed it.
+fn gives(stanza: Option<&String>) -> String {
+    match stanza {
+        None => "removed".to_string(),
+        Some(text) => text
+            .lines()
+            .find_map(|l| l.strip_prefix("Version:"))
+            .map(|v| format!("Version {}", v.trim()))
+            .unwrap_or_else(|| "another stanza".to_string()),
+    }
+}
+
+/// The state file `file` of the union: `parent`'s (None: the parent has
+/// none) merged with each member's, given as (fragment, its file; None
+/// when the member's layers leave it as the parent's).
+pub(crate) fn merge(
+    file: &str,
+    parent: Option<&str>,
+    members: &[(&str, Option<&str>)],
+) -> Result<String, StateError> {
+    let base = stanzas(file, "the parent", parent.unwrap_or(""))?;
+    let mut merged = base.clone();
+    // Key -> (the fragment that changed it, what it left).
+    let mut changed: BTreeMap<Key, (&str, Option<String>)> = BTreeMap::new();
+    for (fragment, text) in members {
+        let Some(text) = text else { continue };
+        let theirs = stanzas(file, &format!("fragment `{fragment}`"), text)?;
+        let keys: std::collections::BTreeSet<&Key> = base.keys().chain(theirs.keys()).collect();
+        for key in keys {
+            let now = theirs.get(key);
+            if base.get(key) == now {
+                continue;
+            }
+            if let Some((first, left)) = changed.get(key) {
+                if left.as_ref() != now {
+                    return Err(StateError::Conflict(Box::new(StanzaConflict {
+                        file: file.to_string(),
+                        package: key.0.clone(),
+                        architecture: key.1.clone(),
+                        first: first.to_string(),
+                        second: fragment.to_string(),
+                        first_gives: gives(left.as_ref()),
+                        second_gives: gives(now),
+                    })));
+                }
+                continue;
+            }
+            changed.insert(key.clone(), (fragment, now.cloned()));
+            match now {
+                Some(text) => merged.insert(key.clone(), text.clone()),
+                None => merged.remove(key),
+            };
+        }
+    }
+    Ok(merged.into_values().collect::<Vec<_>>().join("\n"))
+}
+
+/// dpkg's status and apt's marks, as merged above.
+const STATUS: &str = "var/lib/dpkg/status";
+const EXTENDED_STATES: &str = "var/lib/apt/extended_states";
+
+/// The state files of the union, each merged ([`merge`]) from `parent`'s
+/// (path -> text, the files as the parent leaves them) and each member's
+/// (fragment, the files its layer writes), in [`STATE_FILES`] order; a
+/// file none of them has is left out.
+///
+/// apt's marks need one rule more than a three-way merge: a package with
+/// no mark is a package installed by hand, so a member that installed a
+/// package by name says so by leaving it unmarked, and the merge cannot
+/// see that as a change. apt keeps a package by-hand once any install
+/// names it, whatever came before or after, so the union's marks drop the
+/// automatic mark of every package a member newly installed without one —
+/// as the Dockerfile's fragments, run one after the other, would leave it.
+pub(crate) fn merge_all(
+    parent: &BTreeMap<String, String>,
+    members: &[(&str, BTreeMap<String, String>)],
+) -> Result<Vec<(String, String)>, StateError> {
+    let mut out = Vec::new();
+    for (path, _why) in STATE_FILES {
+        let theirs: Vec<(&str, Option<&str>)> = members
+            .iter()
+            .map(|(f, files)| (*f, files.get(*path).map(String::as_str)))
+            .collect();
+        let below = parent.get(*path).map(String::as_str);
+        if below.is_none() && theirs.iter().all(|(_, t)| t.is_none()) {
+            continue;
+        }
+        let mut text = merge(path, below, &theirs)?;
+        if *path == EXTENDED_STATES {
+            text = by_hand_wins(&text, parent, members)?;
+        }
+        out.push((path.to_string(), text));
+    }
+    Ok(out)
+}
+
+/// `marks` without the automatic marks of packages a member newly
+/// installed by hand (see [`merge_all`]).
+fn by_hand_wins(
+    marks: &str,
+    parent: &BTreeMap<String, String>,
+    members: &[(&str, BTreeMap<String, String>)],
+) -> Result<String, StateError> {
+    let installed_below = stanzas(STATUS, "the parent", parent.get(STATUS).map_or("", |s| s))?;
+    let mut by_hand: std::collections::BTreeSet<Key> = std::collections::BTreeSet::new();
+    for (fragment, files) in members {
+        let whose = format!("fragment `{fragment}`");
+        let Some(status) = files.get(STATUS) else {
+            continue;
+        };
+        let installed = stanzas(STATUS, &whose, status)?;
+        let own_marks = stanzas(
+            EXTENDED_STATES,
+            &whose,
+            files.get(EXTENDED_STATES).map_or("", |s| s),
+        )?;
+        let marked_auto = |(name, arch): &Key| {
+            own_marks.iter().any(|((n, a), text)| {
+                n == name
+                    && (a == arch || arch == "all")
+                    && text.lines().any(|l| {
+                        l.split_once(':').is_some_and(|(k, v)| {
+                            k.eq_ignore_ascii_case("Auto-Installed") && v.trim() == "1"
+                        })
+                    })
+            })
+        };
+        for key in installed.keys() {
+            if !installed_below.contains_key(key) && !marked_auto(key) {
+                by_hand.insert(key.clone());
+            }
+        }
+    }
+    let kept: Vec<String> = stanzas(EXTENDED_STATES, "the merge", marks)?
+        .into_iter()
+        .filter(|((name, arch), _)| {
+            !by_hand.contains(&(name.clone(), arch.clone()))
+                && !by_hand.contains(&(name.clone(), "all".to_string()))
+        })
+        .map(|(_, text)| text)
+        .collect();
+    Ok(kept.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATUS: &str = "var/lib/dpkg/status";
+
+    fn stanza(package: &str, version: &str) -> String {
+        format!(
+            "Package: {package}\nStatus: install ok installed\nArchitecture: amd64\n\
+             Version: {version}\nDescription: {package}\n a long description\n"
+        )
+    }
+
+    fn file(stanzas: &[String]) -> String {
+        stanzas.join("\n")
+    }
+
+    #[test]
+    fn each_members_new_packages_join_the_parents_sorted_and_a_shared_dependency_is_listed_once() {
+        let parent = file(&[stanza("base-files", "13"), stanza("zlib1g", "1.3")]);
+        let python = file(&[
+            stanza("base-files", "13"),
+            stanza("python3", "3.13"),
+            stanza("libffi8", "3.4"),
+            stanza("zlib1g", "1.3"),
+        ]);
+        let go = file(&[
+            stanza("golang-go", "1.27"),
+            stanza("base-files", "13"),
+            stanza("libffi8", "3.4"),
+            stanza("zlib1g", "1.3"),
+        ]);
+        let merged = merge(
+            STATUS,
+            Some(&parent),
+            &[("python", Some(&python)), ("go", Some(&go)), ("js", None)],
+        )
+        .unwrap();
+        assert_eq!(
+            merged,
+            file(&[
+                stanza("base-files", "13"),
+                stanza("golang-go", "1.27"),
+                stanza("libffi8", "3.4"),
+                stanza("python3", "3.13"),
+                stanza("zlib1g", "1.3"),
+            ])
+        );
+    }
+
+    #[test]
+    fn one_members_upgrade_and_removal_are_kept() {
+        let parent = file(&[stanza("a", "1"), stanza("b", "1"), stanza("c", "1")]);
+        let one = file(&[stanza("a", "2"), stanza("c", "1")]);
+        let other = file(&[
+            stanza("a", "1"),
+            stanza("b", "1"),
+            stanza("c", "1"),
+            stanza("d", "1"),
+        ]);
+        let merged = merge(
+            STATUS,
+            Some(&parent),
+            &[("one", Some(&one)), ("other", Some(&other))],
+        )
+        .unwrap();
+        assert_eq!(
+            merged,
+            file(&[stanza("a", "2"), stanza("c", "1"), stanza("d", "1")])
+        );
+    }
+
+    #[test]
+    fn two_members_installing_one_package_at_two_versions_are_refused_naming_both() {
+        let parent = file(&[stanza("base-files", "13")]);
+        let python = file(&[stanza("base-files", "13"), stanza("libssl3", "3.0.1")]);
+        let go = file(&[stanza("base-files", "13"), stanza("libssl3", "3.0.2")]);
+        let err = merge(
+            STATUS,
+            Some(&parent),
+            &[("python", Some(&python)), ("go", Some(&go))],
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            StateError::Conflict(Box::new(StanzaConflict {
+                file: STATUS.into(),
+                package: "libssl3".into(),
+                architecture: "amd64".into(),
+                first: "python".into(),
+                second: "go".into(),
+                first_gives: "Version 3.0.1".into(),
+                second_gives: "Version 3.0.2".into(),
+            }))
+        );
+        let shown = err.to_string();
+        assert!(shown.contains("fragments `python` and `go`"), "{shown}");
+        // One removing what the other upgrades is a conflict too.
+        let removes = file(&[]);
+        let upgrades = file(&[stanza("base-files", "14")]);
+        let err = merge(
+            STATUS,
+            Some(&parent),
+            &[("a", Some(&removes)), ("b", Some(&upgrades))],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("(a: removed; b: Version 14)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_same_package_for_two_architectures_is_two_stanzas() {
+        let amd = stanza("libc6", "2.41");
+        let arm = amd.replace("amd64", "arm64");
+        let merged = merge(STATUS, None, &[("a", Some(&amd)), ("b", Some(&arm))]).unwrap();
+        assert_eq!(merged, file(&[amd, arm]));
+    }
+
+    #[test]
+    fn apt_extended_states_merge_the_same_way() {
+        let mark = |p: &str| format!("Package: {p}\nArchitecture: amd64\nAuto-Installed: 1\n");
+        let parent = file(&[mark("libz")]);
+        let merged = merge(
+            "var/lib/apt/extended_states",
+            Some(&parent),
+            &[
+                ("python", Some(&file(&[mark("libz"), mark("libpython")]))),
+                ("go", Some(&file(&[mark("libgo"), mark("libz")]))),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            merged,
+            file(&[mark("libgo"), mark("libpython"), mark("libz")])
+        );
+    }
+
+    #[test]
+    fn a_package_one_member_installs_by_name_stays_by_hand_though_another_pulled_it_in() {
+        // python installs libfoo by name (no mark); go's tool depends on it
+        // (an automatic mark). Run one after the other, in either order,
+        // apt leaves libfoo by hand: the union has no mark for it.
+        let mark = |p: &str| format!("Package: {p}\nArchitecture: amd64\nAuto-Installed: 1\n");
+        let files = |status: &[String], marks: &[String]| {
+            BTreeMap::from([
+                (STATUS.to_string(), file(status)),
+                (EXTENDED_STATES.to_string(), file(marks)),
+            ])
+        };
+        let parent = files(&[stanza("base-files", "13")], &[]);
+        let python = files(&[stanza("base-files", "13"), stanza("libfoo", "1")], &[]);
+        let go = files(
+            &[
+                stanza("base-files", "13"),
+                stanza("golang", "1"),
+                stanza("libfoo", "1"),
+                stanza("libdep", "1"),
+            ],
+            &[mark("libdep"), mark("libfoo")],
+        );
+        let merged = merge_all(&parent, &[("python", python), ("go", go)]).unwrap();
+        assert_eq!(merged[0].0, STATUS);
+        assert_eq!(
+            merged[1],
+            (EXTENDED_STATES.to_string(), file(&[mark("libdep")]))
+        );
+        // An arch-all package is marked under the native architecture.
+        let all = stanza("tzdata", "1").replace("amd64", "all");
+        let by_name = files(&[stanza("base-files", "13"), all.clone()], &[]);
+        let pulled = files(&[stanza("base-files", "13"), all], &[mark("tzdata")]);
+        let merged = merge_all(&parent, &[("a", by_name), ("b", pulled)]).unwrap();
+        assert_eq!(merged[1].1, "");
+    }
+
+    #[test]
+    fn a_file_that_is_not_stanzas_is_refused_naming_the_file_whose_and_the_line() {
+        let bad = "Package: a\nno colon here\n";
+        let err = merge(STATUS, None, &[("python", Some(bad))]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "var/lib/dpkg/status of fragment `python`: line 2: `no colon here` is neither \
+             `Field: value` nor a continuation"
+        );
+        let twice = file(&[stanza("a", "1"), stanza("a", "2")]);
+        let err = merge(STATUS, Some(&twice), &[]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("the parent: line 8: package a (amd64) has a second stanza"),
+            "{err}"
+        );
+        let nameless = "Status: install ok installed\n";
+        let err = merge(STATUS, None, &[("js", Some(nameless))]).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("line 1: a stanza without a Package field"),
+            "{err}"
+        );
+    }
+}

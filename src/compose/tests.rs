@@ -1,0 +1,190 @@
+use super::*;
+use crate::image::fixtures::{dir, file, layer, save_stream_of_steps};
+use serde_json::json;
+use std::path::Path;
+
+fn real_manifest() -> Manifest {
+    Manifest::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("images.toml")).unwrap()
+}
+
+#[test]
+fn the_real_familys_full_is_composed_of_python_go_and_js_on_base() {
+    let recipe = recipe(&real_manifest(), "full").unwrap();
+    assert_eq!(recipe.parent, "base");
+    let members: Vec<(&str, &str)> = recipe
+        .members
+        .iter()
+        .map(|m| (m.fragment.as_str(), m.variant.as_str()))
+        .collect();
+    assert_eq!(members, [("python", "python"), ("go", "go"), ("js", "js")]);
+}
+
+#[test]
+fn a_variant_that_is_no_union_of_members_is_refused_saying_why() {
+    let manifest = real_manifest();
+    let why = |m: &Manifest, v: &str| recipe(m, v).unwrap_err().to_string();
+    assert_eq!(
+        why(&manifest, "base"),
+        "variant `base` cannot be composed: it has no parent (it is built FROM the upstream image)"
+    );
+    assert_eq!(
+        why(&manifest, "python"),
+        "variant `python` cannot be composed: it installs 1 fragment(s); a composed variant is a \
+         union of two or more"
+    );
+    assert!(why(&manifest, "nope").contains("images.toml has no such variant (it has: base,"));
+    let mut no_go = manifest.clone();
+    no_go.variants.remove("go");
+    assert_eq!(
+        why(&no_go, "full"),
+        "variant `full` cannot be composed: fragment `go` is built by no variant of its own on \
+         `base` (add one: [variants.go] with parent = \"base\" and fragments = [\"go\"])"
+    );
+    assert_eq!(
+        crate::exit::HasStatus::exit_status(&recipe(&manifest, "base").unwrap_err()),
+        crate::exit::Status::Usage
+    );
+}
+
+const PY: &str = "RUN |1 X=1 /bin/sh -c sh /run/sunaba/install-python-tools.sh # buildkit";
+const GO: &str = "RUN /bin/sh -c sh /run/sunaba/install-go.sh # buildkit";
+const POSTURE: &str = "RUN /bin/sh -c set -eu; groupadd";
+const STATUS: &str = "var/lib/dpkg/status";
+
+fn scripts() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("install-python-tools.sh".into(), "python".into()),
+        ("install-go.sh".into(), "go".into()),
+    ])
+}
+
+fn stanza(p: &str) -> String {
+    format!("Package: {p}\nStatus: install ok installed\nArchitecture: amd64\nVersion: 1\n")
+}
+
+fn recipe_py_go() -> Recipe {
+    Recipe {
+        variant: "full".into(),
+        parent: "base".into(),
+        members: vec![
+            Member {
+                fragment: "python".into(),
+                variant: "python".into(),
+            },
+            Member {
+                fragment: "go".into(),
+                variant: "go".into(),
+            },
+        ],
+    }
+}
+
+/// The parent's save and its members', each member on the parent's
+/// layers with its fragment layer, a posture layer and the healthcheck.
+fn family(go_on: &[Vec<u8>], go_gitconfig: &str) -> BTreeMap<&'static str, Vec<u8>> {
+    let base = vec![layer(&[dir("usr"), file(STATUS, &stanza("base-files"))])];
+    let python_layer = layer(&[
+        dir("usr"),
+        file("usr/bin/python3", "elf"),
+        file("etc/gitconfig", "[safe]\n"),
+        file(
+            STATUS,
+            &[stanza("base-files"), stanza("libz"), stanza("python3")].join("\n"),
+        ),
+    ]);
+    let go_layer = layer(&[
+        dir("usr"),
+        file("usr/bin/go", "elf"),
+        file("etc/gitconfig", go_gitconfig),
+        file(
+            STATUS,
+            &[stanza("base-files"), stanza("golang"), stanza("libz")].join("\n"),
+        ),
+    ]);
+    let posture = layer(&[dir("workspace")]);
+    let member = |on: &[Vec<u8>], own: Vec<u8>, step: &str| {
+        let mut layers = on.to_vec();
+        layers.extend([own, posture.clone()]);
+        save_stream_of_steps(
+            &layers,
+            "2026-01-01T00:00:00Z",
+            &["FROM x", step, POSTURE],
+            json!({}),
+        )
+    };
+    BTreeMap::from([
+        (
+            "base",
+            save_stream_of_steps(&base, "2026-01-01T00:00:00Z", &["FROM x"], json!({})),
+        ),
+        ("python", member(&base, python_layer, PY)),
+        ("go", member(go_on, go_layer, GO)),
+    ])
+}
+
+fn planned(saves: &BTreeMap<&'static str, Vec<u8>>) -> Result<Plan, ComposeError> {
+    let mut reads = Vec::new();
+    let plan = plan(&recipe_py_go(), &scripts(), |variant| {
+        reads.push(variant.to_string());
+        let image = format!("local/sandbox:{variant}");
+        let saved = read_save(&image, saves[variant].as_slice())?;
+        Ok((image, saved))
+    });
+    assert_eq!(
+        reads.iter().filter(|r| *r == "base").count(),
+        1,
+        "each image read once"
+    );
+    plan
+}
+
+#[test]
+fn a_plan_takes_each_members_fragment_layer_and_merges_dpkg_status_against_the_parent() {
+    let base_layer = vec![layer(&[dir("usr"), file(STATUS, &stanza("base-files"))])];
+    let plan = planned(&family(&base_layer, "[safe]\n")).unwrap();
+    assert_eq!(plan.parent_layers.len(), 1);
+    let layers: Vec<(&str, usize)> = plan
+        .fragment_layers
+        .iter()
+        .map(|l| (l.member.fragment.as_str(), l.paths))
+        .collect();
+    assert_eq!(layers, [("python", 4), ("go", 4)]);
+    assert_eq!(plan.overlap.identical, ["etc/gitconfig", "usr"]);
+    assert_eq!(plan.overlap.merged, [STATUS]);
+    assert_eq!(plan.state.len(), 1);
+    assert_eq!(plan.state[0].path, STATUS);
+    assert_eq!(plan.state[0].stanzas, 4);
+    assert_eq!(
+        String::from_utf8(plan.state[0].bytes.clone()).unwrap(),
+        [
+            stanza("base-files"),
+            stanza("golang"),
+            stanza("libz"),
+            stanza("python3")
+        ]
+        .join("\n")
+    );
+}
+
+#[test]
+fn two_fragments_writing_one_file_differently_are_refused_naming_both_and_the_path() {
+    let base_layer = vec![layer(&[dir("usr"), file(STATUS, &stanza("base-files"))])];
+    let err = planned(&family(&base_layer, "[user]\n")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot compose `full`: etc/gitconfig: fragments `python` and `go` both write it, \
+         differently (content); a composed image would depend on their order: have one \
+         fragment write it (or both the same), or write it in the parent"
+    );
+}
+
+#[test]
+fn a_member_built_on_another_parent_is_refused_with_what_to_rebuild() {
+    let other_base = vec![layer(&[dir("usr"), file(STATUS, &stanza("other"))])];
+    let err = planned(&family(&other_base, "[safe]\n")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "go (local/sandbox:go) was not built on base (local/sandbox:base) as it is now: its first \
+         layers differ; build them again (`sunaba-images build go`)"
+    );
+}
