@@ -10,6 +10,7 @@ mod bad_input;
 mod bench_async;
 mod build;
 mod cli_docs;
+mod compose;
 mod custom_image;
 mod detect;
 mod docs;

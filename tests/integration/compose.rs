@@ -1,0 +1,214 @@
+//! `compose`: a union variant planned from its members' layers, on a
+//! fixture family built on the real engine: `root`, members `a` and `b`
+//! (each apt-installs a package needing `liblzo2-2`, their shared
+//! dependency) and the union `ab`. The plan's merged dpkg and apt state is
+//! checked against the `ab` the engine builds from Dockerfile.ab, and a
+//! file the two fragments write differently is refused, naming both.
+
+use crate::support::{self, EMPTY_PINS, Family, Project, Variant, fake_tool};
+use std::collections::BTreeSet;
+
+/// A fragment apt-installing `package` with the project's own
+/// `docker/lib/common.sh` (its cleanup, as every shipped fragment ends),
+/// retrying a fetch (this machine's resolver fails now and then mid-build),
+/// writing `etc/fixture.conf` as `conf` and installing the fake `tool`.
+fn apt_fragment(package: &str, conf: &str, tool: &str) -> String {
+    format!(
+        ". /run/sunaba/lib/common.sh\n\
+         export DEBIAN_FRONTEND=noninteractive\n\
+         echo 'Acquire::Retries \"4\";' > /etc/apt/apt.conf.d/80-fixture-retries\n\
+         apt_install {package} >/dev/null\n\
+         printf '%s\\n' '{conf}' > /etc/fixture.conf\n{}sunaba_cleanup\n",
+        fake_tool(tool, &format!("{tool} 1.0.0"))
+    )
+}
+
+/// The stanzas of a deb822 file, sorted (what `compose` merges compares
+/// by): each one's lines, without the blank lines between.
+fn stanzas(text: &str) -> BTreeSet<String> {
+    text.split("\n\n")
+        .map(|s| s.trim_matches('\n').to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// `path` of `image`, read from a container made (never started) of it.
+fn file_of(engine: &str, image: &str, path: &str) -> String {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(engine)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let container = run(&["create", image]);
+    let container = container.trim();
+    let text = run(&["cp", &format!("{container}:{path}"), "-"]);
+    run(&["rm", container]);
+    // `cp … -` writes a tar of the one file.
+    let mut archive = tar::Archive::new(text.as_bytes());
+    let mut entry = archive.entries().unwrap().next().unwrap().unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut entry, &mut out).unwrap();
+    out
+}
+
+#[test]
+#[ignore = "tier: engine"]
+fn a_union_is_planned_from_its_members_layers_with_the_state_the_dockerfile_gives_and_a_conflict_is_refused()
+ {
+    let Some(s) = support::services() else {
+        return;
+    };
+    let _heavy = support::machine_lock();
+    let repository = format!("{}/fixture", support::unique("compose"));
+    let family = Family::new("ab")
+        .repository(&repository)
+        .upstream(&s.pinned_base())
+        .tool("alpha")
+        .tool("beta")
+        .tool("gamma")
+        .fragment("root", &["alpha"])
+        .fragment("a", &["beta"])
+        .fragment("b", &["gamma"])
+        .variant(Variant::new("root").fragments(&["root"]))
+        .variant(Variant::new("a").parent("root").fragments(&["a"]))
+        .variant(Variant::new("b").parent("root").fragments(&["b"]))
+        .variant(
+            Variant::new("ab")
+                .parent("root")
+                .fragments(&["a", "b"])
+                .aliased(),
+        )
+        .profile("repository", &repository)
+        .profile("upstream", &s.pinned_base());
+    let common = std::fs::read(support::repo_root().join("docker/lib/common.sh")).unwrap();
+    let p = Project::fixture(&family)
+        .file("image_pins.json", EMPTY_PINS)
+        .file("docker/lib/common.sh", common)
+        .fragment("root", &fake_tool("alpha", "alpha 1.0.0"))
+        .fragment("a", &apt_fragment("lzop", "same", "beta"))
+        .fragment("b", &apt_fragment("lrzip", "same", "gamma"))
+        .render();
+    let build = |variants: &[&str]| {
+        p.cli()
+            .args(["build", "--no-check", "--progress", "plain"])
+            .args(variants)
+            .stdout_free("the build's summary")
+            .stderr_free("the build's progress")
+            .run();
+    };
+    build(&["a", "b", "ab"]);
+
+    let plan = p
+        .cli()
+        .args(["compose", "ab", "--json"])
+        .stdout_json()
+        .stderr_like(format!(r"compose: reading {repository}:(root|a|b)"))
+        .run()
+        .json();
+    assert_eq!(plan["schema"], "sunaba-images/compose/v1");
+    assert_eq!(plan["parent"], "root");
+    let layers: Vec<(&str, &str)> = plan["fragment_layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["fragment"].as_str().unwrap(),
+                l["variant"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(layers, [("a", "a"), ("b", "b")]);
+    // Each member's fragment layer is the layer its own image has.
+    let member_layers = |v: &str| -> Vec<String> {
+        let out = std::process::Command::new(&s.engine)
+            .args(["image", "inspect", "--format", "{{json .RootFS.Layers}}"])
+            .arg(format!("{repository}:{v}"))
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    for (i, v) in ["a", "b"].iter().enumerate() {
+        let diff_id = plan["fragment_layers"][i]["diff_id"].as_str().unwrap();
+        assert!(
+            member_layers(v).iter().any(|d| d == diff_id),
+            "{v}: {diff_id}"
+        );
+    }
+    let identical: Vec<&str> = plan["shared"]["identical"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert!(identical.contains(&"etc/fixture.conf"), "{identical:?}");
+    assert!(
+        identical
+            .iter()
+            .any(|p| p.starts_with("var/lib/dpkg/info/liblzo2-2")),
+        "the shared dependency's files are the same in both layers: {identical:?}"
+    );
+    assert_eq!(
+        plan["shared"]["merged"],
+        serde_json::json!(["var/lib/apt/extended_states", "var/lib/dpkg/status"])
+    );
+    // The merged state holds the stanzas of the `ab` built from its
+    // Dockerfile: each package once, whatever the order.
+    for file in plan["state_files"].as_array().unwrap() {
+        let path = file["path"].as_str().unwrap();
+        let built = stanzas(&file_of(
+            &s.engine,
+            &format!("{repository}:ab"),
+            &format!("/{path}"),
+        ));
+        assert_eq!(file["stanzas"], built.len(), "{path}");
+        let sorted: Vec<String> = {
+            // The plan's bytes are its stanzas sorted by package: the same
+            // set hashes the same once sorted the same way.
+            let mut v: Vec<String> = built.iter().cloned().collect();
+            v.sort_by_key(|s| {
+                let field = |name: &str| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix(name))
+                        .map(|v| v.trim().to_string())
+                        .unwrap_or_default()
+                };
+                (field("Package:"), field("Architecture:"))
+            });
+            v
+        };
+        let text = sorted
+            .iter()
+            .map(|s| format!("{s}\n"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert_eq!(file["sha256"], support::sha256(text.as_bytes()), "{path}");
+    }
+    let status = plan["state_files"][0]["path"].as_str().unwrap();
+    assert_eq!(status, "var/lib/dpkg/status");
+
+    // b now writes etc/fixture.conf its own way: `ab` cannot be composed.
+    let ab_before = member_layers("ab");
+    p.write_fragment("b", &apt_fragment("lrzip", "b-own", "gamma"));
+    build(&["b"]);
+    p.cli()
+        .args(["compose", "ab"])
+        .status(1)
+        .stderr_like(format!(r"compose: reading {repository}:(root|a|b)"))
+        .stderr_line(
+            "error: planning the composition of `ab`: cannot compose `ab`: etc/fixture.conf: \
+             fragments `a` and `b` both write it, differently (size 5 / 6, content); a composed \
+             image would depend on their order: have one fragment write it (or both the same), \
+             or write it in the parent",
+        )
+        .run();
+    assert_eq!(member_layers("ab"), ab_before, "nothing tagged");
+    support::remove_images(&s.engine, &repository);
+}
