@@ -82,64 +82,23 @@ fn stanzas(file: &str, whose: &str, text: &str) -> Result<BTreeMap<Key, String>,
         problem,
     };
     let mut out = BTreeMap::new();
-    let mut current = String::new();
-    let mut start = 0;
-    let mut fields: BTreeMap<String, String> = BTreeMap::new();
-    let mut finish = |current: &mut String,
-                      fields: &mut BTreeMap<String, String>,
-                      start: usize|
-     -> Result<(), StateError> {
-        if current.is_empty() {
-            return Ok(());
-        }
-        let package = fields
-            .remove("package")
-            .ok_or_else(|| malformed(start, "a stanza without a Package field".to_string()))?;
-        let architecture = fields.remove("architecture").unwrap_or_default();
-        let key = (package, architecture);
+    let read = crate::image::dpkg::stanzas(text).map_err(|m| malformed(m.line, m.problem))?;
+    for stanza in read {
+        let package = stanza
+            .field("package")
+            .ok_or_else(|| malformed(stanza.line, "a stanza without a Package field".into()))?;
+        let key = (
+            package.to_string(),
+            stanza.field("architecture").unwrap_or_default().to_string(),
+        );
         if out.contains_key(&key) {
             return Err(malformed(
-                start,
+                stanza.line,
                 format!("package {} ({}) has a second stanza", key.0, key.1),
             ));
         }
-        out.insert(key, std::mem::take(current));
-        fields.clear();
-        Ok(())
-    };
-    for (i, line) in text.split_inclusive('\n').enumerate() {
-        let number = i + 1;
-        let bare = line.trim_end_matches(['\n', '\r']);
-        if bare.trim().is_empty() {
-            finish(&mut current, &mut fields, start)?;
-            continue;
-        }
-        if current.is_empty() {
-            start = number;
-        }
-        if bare.starts_with([' ', '\t']) {
-            if current.is_empty() {
-                return Err(malformed(
-                    number,
-                    "a continuation line starts a stanza".into(),
-                ));
-            }
-        } else {
-            let Some((name, value)) = bare.split_once(':') else {
-                return Err(malformed(
-                    number,
-                    format!(
-                        "`{}` is neither `Field: value` nor a continuation",
-                        crate::image::entries::shown(bare)
-                    ),
-                ));
-            };
-            fields.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
-        }
-        current.push_str(bare);
-        current.push('\n');
+        out.insert(key, stanza.text);
     }
-    finish(&mut current, &mut fields, start)?;
     Ok(out)
 }
 

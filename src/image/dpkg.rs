@@ -69,25 +69,101 @@ impl Distro {
     }
 }
 
+/// One stanza of a deb822 file (dpkg's status, apt's extended_states):
+/// its lines as written, where it starts, and its fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stanza {
+    /// Its first line's number (1-based).
+    pub(crate) line: usize,
+    /// Its lines, each with its newline, without the blank lines around.
+    pub(crate) text: String,
+    /// Field names lowercased (deb822 names are case-insensitive), values
+    /// trimmed; a continuation line belongs to its field's text only.
+    pub(crate) fields: BTreeMap<String, String>,
+}
+
+impl Stanza {
+    pub(crate) fn field(&self, name: &str) -> Option<&str> {
+        self.fields.get(name).map(String::as_str)
+    }
+}
+
+/// A line of a deb822 file that is neither a field nor a continuation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Malformed {
+    pub(crate) line: usize,
+    pub(crate) problem: String,
+}
+
+/// The stanzas of a deb822 file, in order, separated by blank lines; the
+/// first malformed line is the error.
+pub(crate) fn stanzas(text: &str) -> Result<Vec<Stanza>, Malformed> {
+    read_stanzas(text, true)
+}
+
+/// [`stanzas`], or when `strict` is false, with malformed lines left out
+/// (they belong to no field).
+fn read_stanzas(text: &str, strict: bool) -> Result<Vec<Stanza>, Malformed> {
+    let mut out = Vec::new();
+    let mut current: Option<Stanza> = None;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let number = i + 1;
+        let bare = line.trim_end_matches(['\n', '\r']);
+        if bare.trim().is_empty() {
+            out.extend(current.take());
+            continue;
+        }
+        let stanza = current.get_or_insert_with(|| Stanza {
+            line: number,
+            text: String::new(),
+            fields: BTreeMap::new(),
+        });
+        if bare.starts_with([' ', '\t']) {
+            if stanza.text.is_empty() {
+                if !strict {
+                    current = None;
+                    continue;
+                }
+                return Err(Malformed {
+                    line: number,
+                    problem: "a continuation line starts a stanza".into(),
+                });
+            }
+        } else {
+            let Some((name, value)) = bare.split_once(':') else {
+                if !strict {
+                    continue;
+                }
+                return Err(Malformed {
+                    line: number,
+                    problem: format!(
+                        "`{}` is neither `Field: value` nor a continuation",
+                        super::entries::shown(bare)
+                    ),
+                });
+            };
+            stanza
+                .fields
+                .insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
+        }
+        stanza.text.push_str(bare);
+        stanza.text.push('\n');
+    }
+    out.extend(current);
+    Ok(out)
+}
+
 /// The installed packages of a dpkg status file (`Status: … installed`),
-/// sorted by name and architecture.
+/// sorted by name and architecture. Lines that are not fields are
+/// passed over: an inventory lists every package it can read.
 pub(crate) fn installed(status: &str) -> Vec<Package> {
     let mut out = Vec::new();
-    for stanza in status.split("\n\n") {
-        let mut fields: BTreeMap<&str, &str> = BTreeMap::new();
-        for line in stanza.lines() {
-            if line.starts_with(' ') || line.starts_with('\t') {
-                continue;
-            }
-            if let Some((k, v)) = line.split_once(':') {
-                fields.insert(k, v.trim());
-            }
-        }
-        let (Some(name), Some(version)) = (fields.get("Package"), fields.get("Version")) else {
+    for stanza in read_stanzas(status, false).unwrap_or_default() {
+        let (Some(name), Some(version)) = (stanza.field("package"), stanza.field("version")) else {
             continue;
         };
-        if !fields
-            .get("Status")
+        if !stanza
+            .field("status")
             .is_some_and(|s| s.ends_with(" installed"))
         {
             continue;
@@ -95,7 +171,7 @@ pub(crate) fn installed(status: &str) -> Vec<Package> {
         // `Source: bash (5.2.37-2)` gives `bash@5.2.37-2`; `Source: glibc`
         // gives `glibc` (dpkg writes the field only when it says more than
         // the package's own name and version).
-        let source = fields.get("Source").and_then(|s| {
+        let source = stanza.field("source").and_then(|s| {
             let mut words = s.split_whitespace();
             let source = words.next().filter(|w| !w.is_empty())?;
             let version = words
@@ -110,7 +186,7 @@ pub(crate) fn installed(status: &str) -> Vec<Package> {
         out.push(Package {
             name: name.to_string(),
             version: version.to_string(),
-            architecture: fields.get("Architecture").unwrap_or(&"all").to_string(),
+            architecture: stanza.field("architecture").unwrap_or("all").to_string(),
             source,
         });
     }
@@ -144,5 +220,30 @@ Package: tzdata\nStatus: install ok installed\nArchitecture: all\nVersion: 1:202
                 "pkg:deb/debian/tzdata@1:2025b-4?arch=all&distro=debian-13",
             ]
         );
+    }
+
+    #[test]
+    fn stanzas_keep_their_lines_and_a_malformed_line_is_an_error_or_passed_over() {
+        let read = stanzas(STATUS).unwrap();
+        assert_eq!(read.len(), 4);
+        assert_eq!(read[0].line, 1);
+        assert_eq!(read[0].field("source"), Some("glibc"));
+        assert!(
+            read[0]
+                .text
+                .ends_with("Description: GNU C Library\n more text: not a field\n")
+        );
+        assert_eq!(read[1].line, 9);
+        let junk = "Package: a\nStatus: install ok installed\nno colon\nVersion: 1\n";
+        assert_eq!(
+            stanzas(junk).unwrap_err(),
+            Malformed {
+                line: 3,
+                problem: "`no colon` is neither `Field: value` nor a continuation".into()
+            }
+        );
+        let names: Vec<String> = installed(junk).into_iter().map(|p| p.name).collect();
+        assert_eq!(names, ["a"]);
+        assert_eq!(stanzas(" starts\n").unwrap_err().line, 1);
     }
 }
