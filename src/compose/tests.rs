@@ -123,18 +123,16 @@ fn family(go_on: &[Vec<u8>], go_gitconfig: &str) -> BTreeMap<&'static str, Vec<u
 }
 
 fn planned(saves: &BTreeMap<&'static str, Vec<u8>>) -> Result<Plan, ComposeError> {
-    let mut reads = Vec::new();
+    let reads = std::sync::Mutex::new(Vec::new());
     let plan = plan(&recipe_py_go(), &scripts(), |variant| {
-        reads.push(variant.to_string());
+        reads.lock().unwrap().push(variant.to_string());
         let image = format!("local/sandbox:{variant}");
         let saved = read_save(&image, saves[variant].as_slice())?;
         Ok((image, saved))
     });
-    assert_eq!(
-        reads.iter().filter(|r| *r == "base").count(),
-        1,
-        "each image read once"
-    );
+    let mut reads = reads.into_inner().unwrap();
+    reads.sort();
+    assert_eq!(reads, ["base", "go", "python"], "each image read once");
     plan
 }
 
