@@ -23,7 +23,8 @@ pub(crate) struct Args {
     pub variant: String,
     /// Print `{"variant", "parent", "parent_layers", "fragment_layers":
     /// [{"fragment", "variant", "diff_id", "paths"}], "shared": {"identical",
-    /// "merged"}, "state_files": [{"path", "stanzas", "sha256"}]}`.
+    /// "merged"}, "state_files": [{"path", "stanzas", "sha256"}], "dockerfile"}`
+    /// (`dockerfile`: the variant's own steps, built over the composed layers).
     #[arg(long)]
     pub json: bool,
 }
@@ -36,10 +37,16 @@ struct Report<'a> {
     fragment_layers: Vec<serde_json::Value>,
     shared: serde_json::Value,
     state_files: Vec<serde_json::Value>,
+    dockerfile: &'a str,
 }
 
 pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let recipe = compose::recipe(ctx.manifest()?, &args.variant)?;
+    let rendered = ctx.rendered()?;
+    let dockerfile = rendered.variants[&recipe.variant]
+        .composed_dockerfile
+        .clone()
+        .context("internal error: a composable variant has a composed Dockerfile")?;
     let family = ctx.family()?;
     let engine = ctx.engine()?;
     let plan = compose::plan(&recipe, &family.fragment_scripts, |variant| {
@@ -60,13 +67,14 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     })
     .with_context(|| format!("planning the composition of `{}`", args.variant))?;
     if args.json {
-        return super::write_json(&report(&plan));
+        return super::write_json(&report(&plan, &dockerfile));
     }
     print(&plan)
 }
 
-fn report(plan: &Plan) -> Report<'_> {
+fn report<'a>(plan: &'a Plan, dockerfile: &'a str) -> Report<'a> {
     Report {
+        dockerfile,
         variant: &plan.recipe.variant,
         parent: &plan.recipe.parent,
         parent_layers: &plan.parent_layers,
@@ -126,7 +134,8 @@ fn print(plan: &Plan) -> exit::Result {
         .collect();
     outln!("  a state layer: {}", files.join(", "))?;
     outln!(
-        "  then {}'s own steps after its fragments, from its Dockerfile",
+        "  then {}'s own steps: its Dockerfile without the fragments' RUN steps (`--json` \
+         gives it)",
         r.variant
     )?;
     outln!(

@@ -68,6 +68,12 @@ pub(crate) struct RenderedVariant {
     pub from_arg: &'static str,
     /// Fragment build arguments with their defaults.
     pub build_args: BTreeMap<String, String>,
+    /// For a variant with a parent and two or more fragments: its
+    /// Dockerfile rendered from the same data without the fragments' RUN
+    /// steps (their ARGs and ENVs stay), what a composed image's own steps
+    /// are built from on top of its members' layers (`crate::compose`).
+    /// In memory only: never a generated file.
+    pub composed_dockerfile: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -272,6 +278,18 @@ pub(crate) fn render(manifest: &Manifest) -> Result<Rendered, RenderError> {
         });
         merge(&mut docker_data, extra);
         let dockerfile_text = render_one(&hb, DOCKERFILE_TEMPLATE, &docker_data, &manifest.root)?;
+        let composed_dockerfile = if variant.parent.is_some() && variant.fragments.len() >= 2 {
+            let mut composed = docker_data.clone();
+            merge(&mut composed, json!({ "composed": true }));
+            Some(render_one(
+                &hb,
+                DOCKERFILE_TEMPLATE,
+                &composed,
+                &manifest.root,
+            )?)
+        } else {
+            None
+        };
 
         let tools: Vec<_> = owed
             .iter()
@@ -305,6 +323,7 @@ pub(crate) fn render(manifest: &Manifest) -> Result<Rendered, RenderError> {
                     "BASE_IMAGE"
                 },
                 build_args,
+                composed_dockerfile,
             },
         );
     }
@@ -537,6 +556,49 @@ mod tests {
             report,
             r#"{"written":["m","d"],"removed":["s"],"unchanged":["u"],"foreign":[],"locks":[]}"#
         );
+    }
+
+    #[test]
+    fn a_union_variants_composed_dockerfile_is_its_dockerfile_without_the_fragments_run_steps() {
+        let manifest =
+            Manifest::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("images.toml")).unwrap();
+        let rendered = render(&manifest).unwrap();
+        let full = &rendered.files[&dockerfile_path("full")];
+        let composed = rendered.variants["full"]
+            .composed_dockerfile
+            .as_ref()
+            .unwrap();
+        // Each fragment's RUN step (from its comment to `sh /run/sunaba/…`)
+        // is one comment line in the composed Dockerfile; every other line
+        // is the same, in the same order.
+        let mut expected = Vec::new();
+        let mut lines = full.lines().peekable();
+        while let Some(line) = lines.next() {
+            if line == "# The CA bundle is an optional BuildKit secret: it never enters a layer." {
+                let mut run = lines.next().unwrap();
+                while !run.trim_start().starts_with("sh /run/sunaba/install-") {
+                    run = lines.next().unwrap();
+                }
+                let script = run.trim().trim_start_matches("sh /run/sunaba/");
+                let fragment = manifest
+                    .fragments
+                    .values()
+                    .find(|f| f.script.ends_with(script))
+                    .unwrap();
+                expected.push(format!(
+                    "# Composed: fragment `{}`'s layer is its member image's own, not run again.",
+                    fragment.name
+                ));
+            } else {
+                expected.push(line.to_string());
+            }
+        }
+        assert_eq!(composed.lines().collect::<Vec<_>>(), expected);
+        assert_eq!(composed.matches("# Composed: fragment").count(), 3);
+        assert!(!composed.contains("RUN --mount"), "{composed}");
+        for (name, v) in &rendered.variants {
+            assert_eq!(v.composed_dockerfile.is_some(), name == "full", "{name}");
+        }
     }
 
     #[test]

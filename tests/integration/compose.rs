@@ -113,6 +113,30 @@ fn a_union_is_planned_from_its_members_layers_with_the_state_the_dockerfile_give
         .run()
         .json();
     assert_eq!(plan["schema"], "sunaba-images/compose/v1");
+    // The union's own steps: Dockerfile.ab without the fragments' RUN steps.
+    let dockerfile = plan["dockerfile"].as_str().unwrap();
+    let rendered = p.read("docker/Dockerfile.ab");
+    assert!(
+        !dockerfile.contains("sh /run/sunaba/install-"),
+        "{dockerfile}"
+    );
+    for fragment in ["a", "b"] {
+        assert!(
+            dockerfile.contains(&format!("# Composed: fragment `{fragment}`'s layer is")),
+            "{dockerfile}"
+        );
+    }
+    let kept = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("ENV ") || l.starts_with("ARG ") || l.starts_with("LABEL "))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(
+        kept(dockerfile),
+        kept(&rendered),
+        "the same ARGs, ENVs and LABELs"
+    );
     assert_eq!(plan["parent"], "root");
     let layers: Vec<(&str, &str)> = plan["fragment_layers"]
         .as_array()
