@@ -49,6 +49,21 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         .context("internal error: a composable variant has a composed Dockerfile")?;
     let family = ctx.family()?;
     let engine = ctx.engine()?;
+    let mut missing = Vec::new();
+    for variant in std::iter::once(&recipe.parent).chain(recipe.members.iter().map(|m| &m.variant))
+    {
+        if engine.inspect(&family.variant_tag(variant))?.is_none() {
+            missing.push(variant.clone());
+        }
+    }
+    if !missing.is_empty() {
+        return Err(ComposeError::NotBuilt {
+            variant: recipe.variant.clone(),
+            repository: family.repository.clone(),
+            missing,
+        }
+        .into());
+    }
     let plan = compose::plan(&recipe, &family.fragment_scripts, |variant| {
         let image = family.variant_tag(variant);
         eprintln!("compose: reading {image}");

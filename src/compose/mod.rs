@@ -57,6 +57,18 @@ pub(crate) enum ComposeError {
     /// The variant is not a union of members (the manifest says why).
     #[error("variant `{variant}` cannot be composed: {why}")]
     NotComposable { variant: String, why: String },
+    /// Images of the recipe the engine has no build of.
+    #[error(
+        "cannot compose `{variant}`: the engine has no build of {} ({repository}:VARIANT); build \
+         them first: `sunaba-images build {}`",
+        missing.join(", "),
+        missing.join(" ")
+    )]
+    NotBuilt {
+        variant: String,
+        repository: String,
+        missing: Vec<String>,
+    },
     /// An image of the recipe that could not be read.
     #[error("{image}: {problem}")]
     Image { image: String, problem: String },

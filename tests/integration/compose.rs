@@ -103,6 +103,14 @@ fn a_union_is_planned_from_its_members_layers_with_the_state_the_dockerfile_give
             .stderr_free("the build's progress")
             .run();
     };
+    p.cli()
+        .args(["compose", "ab"])
+        .status(1)
+        .stderr_line(format!(
+            "error: cannot compose `ab`: the engine has no build of root, a, b \
+             ({repository}:VARIANT); build them first: `sunaba-images build root a b`"
+        ))
+        .run();
     build(&["a", "b", "ab"]);
 
     let plan = p
