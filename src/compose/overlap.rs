@@ -14,8 +14,15 @@ use std::io::Read;
 use tar::EntryType;
 
 /// A state file's bytes are kept up to this size (dpkg's status of a big
-/// image is ~2 MB).
+/// image is ~2 MB); a larger one is refused.
 const STATE_FILE_LIMIT: u64 = 64 << 20;
+/// Paths one layer may hold (the real family's largest has 11,454): the
+/// facts of a layer are kept in memory until the plan is made.
+const MAX_PATHS: usize = 1_000_000;
+/// A whiteout's name prefix, and the opaque-directory marker (OCI
+/// image-spec, "Whiteouts").
+const WHITEOUT: &str = ".wh.";
+const OPAQUE: &str = ".wh..wh..opq";
 
 /// What a reader of one path of a layer gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,13 +86,24 @@ pub(crate) struct LayerFacts {
 #[error("{0}")]
 pub(crate) struct ScanError(pub(crate) String);
 
-fn clean(path: &[u8]) -> String {
+/// A layer path as the runtime applies it: relative to the root, its
+/// empty and `.` parts dropped; `..` is refused (no runtime applies it).
+fn clean(path: &[u8]) -> Result<String, ScanError> {
     let text = String::from_utf8_lossy(path);
-    let mut s: &str = &text;
-    while let Some(rest) = s.strip_prefix("./") {
-        s = rest;
+    let mut parts = Vec::new();
+    for part in text.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                return Err(ScanError(format!(
+                    "{}: a path out of the layer's root",
+                    shown(path)
+                )));
+            }
+            part => parts.push(part),
+        }
     }
-    s.trim_start_matches('/').trim_end_matches('/').to_string()
+    Ok(parts.join("/"))
 }
 
 /// Reads one layer as a save stream or a registry holds it: a tar, or a
@@ -109,25 +127,51 @@ pub(crate) fn scan_blob(input: impl Read) -> Result<LayerFacts, ScanError> {
 /// last entry of a path wins, as the runtime applies it.
 pub(crate) fn scan(input: impl Read) -> Result<LayerFacts, ScanError> {
     let mut out = LayerFacts::default();
+    let mut buf = vec![0u8; 64 << 10];
     let mut tar = BoundedTar::new(input);
     let entries = tar
         .entries()
         .map_err(|e| ScanError(format!("not a tar: {}", shown(e.to_string()))))?;
     for entry in entries {
         let mut entry = entry.map_err(|e| ScanError(shown(e.to_string())))?;
-        let path = clean(&entry.path_bytes());
+        let mut path = clean(&entry.path_bytes())?;
         if path.is_empty() {
             continue;
         }
+        if out.paths.len() >= MAX_PATHS {
+            return Err(ScanError(format!("it holds over {MAX_PATHS} paths")));
+        }
+        // A whiteout is a write of what it deletes: `DIR/.wh.NAME` deletes
+        // `DIR/NAME`, `DIR/.wh..wh..opq` everything the lower layers have
+        // in DIR (kept under its own name, checked against other layers'
+        // paths below DIR by `overlap`).
+        let (dir, name) = path.rsplit_once('/').unwrap_or(("", &path));
+        let whiteout = if name == OPAQUE {
+            Some("opaque")
+        } else if let Some(target) = name.strip_prefix(WHITEOUT) {
+            path = if dir.is_empty() {
+                target.to_string()
+            } else {
+                format!("{dir}/{target}")
+            };
+            Some("whiteout")
+        } else {
+            None
+        };
+        // A state file is merged only as a regular file of its own; its
+        // bytes are the last entry's.
+        let state = super::state::is_state_file(&path);
+        out.state.remove(&path);
         let header = entry.header();
         let mode = header.mode().unwrap_or(0) & 0o7777;
         let uid = header.uid().unwrap_or(0);
         let gid = header.gid().unwrap_or(0);
         let link = || entry_link(header);
         let (kind, size, content) = match header.entry_type() {
+            _ if whiteout.is_some() => (whiteout.unwrap_or_default(), 0, String::new()),
             EntryType::Directory => ("dir", 0, String::new()),
             EntryType::Symlink => ("symlink", 0, link()),
-            EntryType::Link => ("hardlink", 0, clean(link().as_bytes())),
+            EntryType::Link => ("hardlink", 0, clean(link().as_bytes())?),
             EntryType::Char | EntryType::Block | EntryType::Fifo => {
                 let numbers = format!(
                     "{}:{}",
@@ -138,10 +182,15 @@ pub(crate) fn scan(input: impl Read) -> Result<LayerFacts, ScanError> {
             }
             EntryType::Regular | EntryType::Continuous => {
                 let size = entry.size();
-                let keep = super::state::is_state_file(&path) && size <= STATE_FILE_LIMIT;
+                if state && size > STATE_FILE_LIMIT {
+                    return Err(ScanError(format!(
+                        "{path} is {size} bytes, over the {STATE_FILE_LIMIT} bytes a state file \
+                         may have"
+                    )));
+                }
+                let keep = state;
                 let mut hash = Sha256::new();
                 let mut kept = Vec::new();
-                let mut buf = vec![0u8; 64 << 10];
                 loop {
                     let n = entry.read(&mut buf).map_err(|e| {
                         ScanError(format!("{}: {}", shown(&path), shown(e.to_string())))
@@ -166,8 +215,10 @@ pub(crate) fn scan(input: impl Read) -> Result<LayerFacts, ScanError> {
                 )));
             }
         };
-        if kind != "file" {
-            out.state.remove(&path);
+        if state && kind != "file" {
+            return Err(ScanError(format!(
+                "{path} is a {kind} here: a state file is merged only as a regular file"
+            )));
         }
         out.paths.insert(
             path,
@@ -194,15 +245,27 @@ fn entry_link(header: &tar::Header) -> String {
 /// Two member fragments' layers write one path differently.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{path}: fragments `{first}` and `{second}` both write it, differently ({differs}); a composed \
+    "{}: fragments `{first}` and `{second}` both write it, differently ({differs}); a composed \
      image would depend on their order: have one fragment write it (or both the same), or write \
-     it in the parent"
+     it in the parent",
+    shown(.path)
 )]
 pub(crate) struct PathConflict {
     pub(crate) path: String,
     pub(crate) first: String,
     pub(crate) second: String,
     pub(crate) differs: String,
+}
+
+/// What `layer` writes below `dir` (a prefix ending in `/`; empty: all).
+fn subtree<'a>(layer: &'a LayerFacts, dir: &str) -> BTreeMap<&'a str, &'a Facts> {
+    layer
+        .paths
+        .range::<str, _>((std::ops::Bound::Included(dir), std::ops::Bound::Unbounded))
+        .take_while(|(p, _)| p.starts_with(dir))
+        .filter(|(p, _)| p.len() > dir.len())
+        .map(|(p, f)| (p.as_str(), f))
+        .collect()
 }
 
 /// The paths member layers share.
@@ -238,6 +301,48 @@ pub(crate) fn overlap(members: &[(&str, &LayerFacts)]) -> Result<Overlap, PathCo
                     }
                     shared.insert(path, state);
                 }
+            }
+        }
+    }
+    // What a whiteout deletes below its path (a directory's contents), and
+    // what an opaque marker hides in its directory, another member writing
+    // there changes with the order of the layers too — unless, for an
+    // opaque directory, both write the very same things in it (two installs
+    // of one package each make its new directories opaque).
+    for (fragment, layer) in members {
+        for (path, facts) in &layer.paths {
+            let (below, what) = match facts.kind {
+                "whiteout" => (
+                    format!("{path}/"),
+                    format!("deletes {} and everything below it", shown(path)),
+                ),
+                "opaque" => {
+                    let dir = path.strip_suffix(OPAQUE).unwrap_or(path).to_string();
+                    let what = format!("hides what lower layers have in {}", shown(&dir));
+                    (dir, what)
+                }
+                _ => continue,
+            };
+            let ours = subtree(layer, &below);
+            for (other, theirs) in members {
+                if other == fragment {
+                    continue;
+                }
+                let theirs = subtree(theirs, &below);
+                if theirs.is_empty() || (facts.kind == "opaque" && theirs == ours) {
+                    continue;
+                }
+                let differing = theirs
+                    .iter()
+                    .find(|(p, f)| ours.get(*p) != Some(*f))
+                    .or_else(|| ours.iter().find(|(p, _)| !theirs.contains_key(*p)))
+                    .map_or(below.clone(), |(p, _)| p.to_string());
+                conflicts.push(PathConflict {
+                    path: differing,
+                    first: fragment.to_string(),
+                    second: other.to_string(),
+                    differs: format!("`{fragment}` {what}, `{other}` writes there otherwise"),
+                });
             }
         }
     }
@@ -374,6 +479,121 @@ mod tests {
         assert_eq!(
             link.differs,
             "type file / symlink, mode 0755 / 0777, size 3 / 0"
+        );
+    }
+
+    /// A layer of regular files named byte for byte as given.
+    fn raw_layer(files: &[(&[u8], &str)]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (name, data) in files {
+            let mut h = tar::Header::new_ustar();
+            crate::image::fixtures::raw_name(&mut h, name);
+            h.set_entry_type(EntryType::Regular);
+            h.set_mode(0o644);
+            h.set_size(data.len() as u64);
+            h.set_cksum();
+            b.append(&h, data.as_bytes()).unwrap();
+        }
+        b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn paths_are_cleaned_as_the_runtime_applies_them_and_one_out_of_the_root_is_refused() {
+        let facts =
+            scan(raw_layer(&[(b"./etc/./gitconfig", "x"), (b"a//b/", "y")]).as_slice()).unwrap();
+        assert_eq!(
+            facts.paths.keys().collect::<Vec<_>>(),
+            ["a/b", "etc/gitconfig"]
+        );
+        let err = scan(raw_layer(&[(b"usr/../../etc/passwd", "x")]).as_slice()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "usr/../../etc/passwd: a path out of the layer's root"
+        );
+    }
+
+    #[test]
+    fn a_state_file_is_merged_only_as_a_regular_file_within_its_cap() {
+        let status = "var/lib/dpkg/status";
+        let err = scan(layer(&[(status, L, 0o777, 0, "status-old")]).as_slice()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "var/lib/dpkg/status is a symlink here: a state file is merged only as a regular file"
+        );
+        // The last entry's bytes: an earlier one is not kept.
+        let facts = scan(
+            layer(&[
+                (status, F, 0o644, 0, "Package: old\n"),
+                (status, F, 0o644, 0, "Package: new\n"),
+            ])
+            .as_slice(),
+        )
+        .unwrap();
+        assert_eq!(facts.state[status], b"Package: new\n");
+        // A whiteout of it is a write of another kind.
+        let err = scan(raw_layer(&[(b"var/lib/dpkg/.wh.status", "")]).as_slice()).unwrap_err();
+        assert!(err.to_string().contains("is a whiteout here"), "{err}");
+    }
+
+    #[test]
+    fn a_whiteout_or_an_opaque_directory_against_a_write_there_is_a_conflict() {
+        let writes = scan(layer(&[("opt/tool/bin/x", F, 0o755, 0, "elf")]).as_slice()).unwrap();
+        let deletes = scan(raw_layer(&[(b"opt/.wh.tool", "")]).as_slice()).unwrap();
+        assert_eq!(deletes.paths["opt/tool"].kind, "whiteout");
+        let err = overlap(&[("a", &deletes), ("b", &writes)]).unwrap_err();
+        assert_eq!(err.path, "opt/tool/bin/x");
+        assert_eq!(
+            err.differs,
+            "`a` deletes opt/tool and everything below it, `b` writes there otherwise"
+        );
+        let hides = scan(raw_layer(&[(b"opt/tool/.wh..wh..opq", "")]).as_slice()).unwrap();
+        let err = overlap(&[("b", &writes), ("a", &hides)]).unwrap_err();
+        assert_eq!(
+            err.differs,
+            "`a` hides what lower layers have in opt/tool/, `b` writes there otherwise"
+        );
+        // Two installs of one package: each makes its new directory opaque
+        // and writes the same files in it.
+        let one = scan(
+            raw_layer(&[
+                (b"usr/share/doc/lib/.wh..wh..opq", ""),
+                (b"usr/share/doc/lib/copyright", "c"),
+            ])
+            .as_slice(),
+        )
+        .unwrap();
+        assert!(overlap(&[("a", &one), ("b", &one)]).is_ok());
+        let more = scan(
+            raw_layer(&[
+                (b"usr/share/doc/lib/.wh..wh..opq", ""),
+                (b"usr/share/doc/lib/copyright", "c"),
+                (b"usr/share/doc/lib/NEWS", "n"),
+            ])
+            .as_slice(),
+        )
+        .unwrap();
+        let err = overlap(&[("a", &one), ("b", &more)]).unwrap_err();
+        assert_eq!(err.path, "usr/share/doc/lib/NEWS");
+        // The same whiteout in both, with nothing written below it, is fine;
+        // a whiteout against a file at its path differs in kind.
+        let plain = scan(layer(&[("opt/tool", F, 0o644, 0, "x")]).as_slice()).unwrap();
+        assert!(overlap(&[("a", &deletes), ("b", &deletes)]).is_ok());
+        let err = overlap(&[("a", &deletes), ("b", &plain)]).unwrap_err();
+        assert!(
+            err.differs.starts_with("type whiteout / file"),
+            "{}",
+            err.differs
+        );
+    }
+
+    #[test]
+    fn a_path_from_the_image_is_shown_escaped() {
+        let a = scan(raw_layer(&[(b"etc/\x1b[31mred", "a")]).as_slice()).unwrap();
+        let b = scan(raw_layer(&[(b"etc/\x1b[31mred", "b")]).as_slice()).unwrap();
+        let shown = overlap(&[("a", &a), ("b", &b)]).unwrap_err().to_string();
+        assert!(
+            shown.starts_with("etc/\\u{1b}[31mred: fragments"),
+            "{shown}"
         );
     }
 }
