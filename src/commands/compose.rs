@@ -1,7 +1,7 @@
 //! `sunaba-images compose VARIANT`: the plan of composing a union variant
 //! (`full`) from its members' layers (see `crate::compose`): it reads the
-//! parent's and each member's latest checked build from the engine (their
-//! variant tags, one `save` each) and prints the layers the composed image
+//! parent's and each member's latest build from the engine (their variant
+//! tags, checked or not; one `save` each, all at once) and prints the layers the composed image
 //! would take, the paths its fragments share and the state files it
 //! merges — or the conflict that refuses it, naming both fragments and the
 //! path. Reads only; nothing is assembled or tagged.
@@ -147,7 +147,10 @@ fn print(plan: &Plan) -> exit::Result {
         .iter()
         .map(|s| format!("{} ({} stanzas)", s.path, s.stanzas))
         .collect();
-    outln!("  a state layer: {}", files.join(", "))?;
+    match files.is_empty() {
+        true => outln!("  no state layer: no fragment changes dpkg's or apt's state")?,
+        false => outln!("  a state layer: {}", files.join(", "))?,
+    }
     outln!(
         "  then {}'s own steps: its Dockerfile without the fragments' RUN steps (`--json` \
          gives it)",

@@ -152,12 +152,23 @@ pub(crate) fn recipe(manifest: &Manifest, variant: &str) -> Result<Recipe, Compo
     }
     let mut members = Vec::new();
     for fragment in &v.fragments {
-        let member = manifest.variants.values().find(|m| {
-            m.name != v.name
-                && m.parent.as_ref() == Some(parent)
-                && m.fragments == [fragment.clone()]
-        });
-        let Some(member) = member else {
+        let candidates: Vec<&crate::manifest::Variant> = manifest
+            .variants
+            .values()
+            .filter(|m| {
+                m.name != v.name
+                    && m.parent.as_ref() == Some(parent)
+                    && m.fragments == [fragment.clone()]
+            })
+            .collect();
+        if let [one, two, ..] = candidates[..] {
+            return Err(refuse(format!(
+                "fragment `{fragment}` is built alone on `{parent}` by both `{}` and `{}`: \
+                 keep one of them",
+                one.name, two.name
+            )));
+        }
+        let Some(member) = candidates.first() else {
             return Err(refuse(format!(
                 "fragment `{fragment}` is built by no variant of its own on `{parent}` (add one: \
                  [variants.{fragment}] with parent = \"{parent}\" and fragments = [\"{fragment}\"])"
@@ -195,11 +206,11 @@ pub(crate) fn read_save(image: &str, input: impl Read) -> Result<Saved, ComposeE
         Ok::<(), std::convert::Infallible>(())
     })
     .map_err(|e| match e {
-        WalkError::Stream(e) => problem(format!("the save stream {e:?}")),
+        WalkError::Stream(e) => problem(stream_problem(e)),
         WalkError::Layer(never) => match never {},
     })?;
     let contents = save_stream::contents(&files.small, &files.links)
-        .map_err(|e| problem(format!("the save stream {e:?}")))?;
+        .map_err(|e| problem(stream_problem(e)))?;
     let mut layers = Vec::with_capacity(contents.layers.len());
     for (name, diff_id) in contents.layers.iter().zip(contents.diff_ids) {
         match scanned.remove(name) {
@@ -211,10 +222,20 @@ pub(crate) fn read_save(image: &str, input: impl Read) -> Result<Saved, ComposeE
                     .map(|(_, f)| f.clone());
                 match again {
                     Some(facts) => layers.push((diff_id, facts)),
-                    None => return Err(problem(format!("layer {name} is not in its save stream"))),
+                    None => {
+                        return Err(problem(format!(
+                            "layer {} is not in its save stream",
+                            crate::image::entries::shown(name)
+                        )));
+                    }
                 }
             }
-            Some(Err(e)) => return Err(problem(format!("layer {diff_id}: {e}"))),
+            Some(Err(e)) => {
+                return Err(problem(format!(
+                    "layer {}: {e}",
+                    crate::image::entries::shown(&diff_id)
+                )));
+            }
             Some(Ok(facts)) => layers.push((diff_id, facts)),
         }
     }
@@ -222,6 +243,15 @@ pub(crate) fn read_save(image: &str, input: impl Read) -> Result<Saved, ComposeE
         config: contents.config,
         layers,
     })
+}
+
+/// What is wrong with a save stream, in words.
+fn stream_problem(e: save_stream::StreamError) -> String {
+    match e {
+        save_stream::StreamError::Truncated(d) => format!("the save stream is truncated: {d}"),
+        save_stream::StreamError::Corrupt(d) => format!("the save stream is corrupt: {d}"),
+        save_stream::StreamError::Oversized(o) => format!("the save stream: {o}"),
+    }
 }
 
 /// A member's fragment layer, as the plan takes it.
@@ -283,15 +313,6 @@ pub(crate) fn plan(
     .into_iter();
     let (parent_image, parent) = images.next().expect("the parent was read")?;
     let parent_ids: Vec<String> = parent.layers.iter().map(|(d, _)| d.clone()).collect();
-    // A state file as the parent leaves it: the topmost layer writing it.
-    let parent_state = |path: &str| -> Option<String> {
-        parent
-            .layers
-            .iter()
-            .rev()
-            .find_map(|(_, l)| l.state.get(path))
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-    };
     let mut fragment_layers = Vec::new();
     let mut facts: Vec<(String, LayerFacts)> = Vec::new();
     for member in &recipe.members {
@@ -338,23 +359,64 @@ pub(crate) fn plan(
         variant: recipe.variant.clone(),
         source: Box::new(source),
     })?;
-    let as_text = |files: &BTreeMap<String, Vec<u8>>| -> BTreeMap<String, String> {
-        files
+    let state = merge_state(&recipe.variant, &parent, &facts)?;
+    Ok(Plan {
+        recipe: recipe.clone(),
+        parent_layers: parent_ids,
+        fragment_layers,
+        overlap,
+        state,
+    })
+}
+
+/// The state layer's files: the parent's state files (as its topmost layer
+/// writing each leaves it) merged with each member fragment layer's.
+fn merge_state(
+    variant: &str,
+    parent: &Saved,
+    facts: &[(String, LayerFacts)],
+) -> Result<Vec<MergedState>, ComposeError> {
+    let parent_state = |path: &str| -> Option<&Vec<u8>> {
+        parent
+            .layers
             .iter()
-            .map(|(p, b)| (p.clone(), String::from_utf8_lossy(b).into_owned()))
-            .collect()
+            .rev()
+            .find_map(|(_, l)| l.state.get(path))
     };
-    let below: BTreeMap<String, String> = state::STATE_FILES
-        .iter()
-        .filter_map(|(p, _)| parent_state(p).map(|t| (p.to_string(), t)))
-        .collect();
-    let theirs: Vec<(&str, BTreeMap<String, String>)> = facts
-        .iter()
-        .map(|(f, l)| (f.as_str(), as_text(&l.state)))
-        .collect();
-    let merged = state::merge_all(&below, &theirs)
+    // The merge keeps the stanzas byte for byte: a state file that is not
+    // UTF-8 (dpkg and apt write UTF-8) is refused rather than rewritten.
+    let text = |whose: &str, path: &str, bytes: &[u8]| -> Result<String, ComposeError> {
+        String::from_utf8(bytes.to_vec()).map_err(|_| ComposeError::State {
+            variant: variant.to_string(),
+            source: Box::new(state::StateError::Malformed {
+                file: path.to_string(),
+                whose: whose.to_string(),
+                line: 1 + bytes
+                    .split(|b| *b == b'\n')
+                    .take_while(|l| std::str::from_utf8(l).is_ok())
+                    .count(),
+                problem: "it is not UTF-8".to_string(),
+            }),
+        })
+    };
+    let mut below = BTreeMap::new();
+    for (path, _) in state::STATE_FILES {
+        if let Some(bytes) = parent_state(path) {
+            below.insert(path.to_string(), text("the parent", path, bytes)?);
+        }
+    }
+    let mut theirs: Vec<(&str, BTreeMap<String, String>)> = Vec::new();
+    for (fragment, layer) in facts {
+        let whose = format!("fragment `{fragment}`");
+        let mut files = BTreeMap::new();
+        for (path, bytes) in &layer.state {
+            files.insert(path.clone(), text(&whose, path, bytes)?);
+        }
+        theirs.push((fragment.as_str(), files));
+    }
+    let merged: Vec<MergedState> = state::merge_all(&below, &theirs)
         .map_err(|source| ComposeError::State {
-            variant: recipe.variant.clone(),
+            variant: variant.to_string(),
             source: Box::new(source),
         })?
         .into_iter()
@@ -364,13 +426,7 @@ pub(crate) fn plan(
             bytes: text.into_bytes(),
         })
         .collect();
-    Ok(Plan {
-        recipe: recipe.clone(),
-        parent_layers: parent_ids,
-        fragment_layers,
-        overlap,
-        state: merged,
-    })
+    Ok(merged)
 }
 
 #[cfg(test)]

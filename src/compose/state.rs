@@ -55,8 +55,7 @@ pub(crate) enum StateError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "{file}: fragments `{first}` and `{second}` both change package {package} ({architecture}) \
-     and differently ({first}: {first_gives}; {second}: {second_gives}); install one version \
-     of it in both fragments (pin it in both, or install it in the parent)"
+     and differently ({first}: {first_gives}; {second}: {second_gives}); {advice}"
 )]
 pub(crate) struct StanzaConflict {
     pub(crate) file: String,
@@ -64,9 +63,11 @@ pub(crate) struct StanzaConflict {
     pub(crate) architecture: String,
     pub(crate) first: String,
     pub(crate) second: String,
-    /// What each leaves: `Version 1.2-1`, or `removed`.
+    /// What each leaves: its first line the other's lacks
+    /// (`` `Version: 1.2-1` ``), or `removed`.
     pub(crate) first_gives: String,
     pub(crate) second_gives: String,
+    pub(crate) advice: &'static str,
 }
 
 /// A stanza's key: (package, architecture; empty when the stanza has none).
@@ -104,14 +105,30 @@ fn stanzas(file: &str, whose: &str, text: &str) -> Result<BTreeMap<Key, String>,
 
 /// What a member leaves of one stanza, for an error: its version, or that
 /// it removed it.
-fn gives(stanza: Option<&String>) -> String {
+fn gives(stanza: Option<&String>, other: Option<&String>) -> String {
     match stanza {
         None => "removed".to_string(),
-        Some(text) => text
-            .lines()
-            .find_map(|l| l.strip_prefix("Version:"))
-            .map(|v| format!("Version {}", v.trim()))
-            .unwrap_or_else(|| "another stanza".to_string()),
+        Some(text) => {
+            // Against a removal, what it keeps: its version.
+            let theirs: Vec<&str> = other.map(|o| o.lines().collect()).unwrap_or_else(|| {
+                text.lines()
+                    .filter(|l| !l.starts_with("Version:"))
+                    .collect()
+            });
+            text.lines()
+                .find(|l| !theirs.contains(l))
+                .map(|l| format!("`{}`", crate::image::entries::shown(l.trim())))
+                .unwrap_or_else(|| "its fields in another order".to_string())
+        }
+    }
+}
+
+/// What to change when two fragments change one stanza differently.
+fn advice(file: &str) -> &'static str {
+    if file == EXTENDED_STATES {
+        "install it the same way in both fragments (by name in both, or in the parent)"
+    } else {
+        "install one version of it in both fragments (pin it in both, or install it in the parent)"
     }
 }
 
@@ -140,12 +157,13 @@ pub(crate) fn merge(
                 if left.as_ref() != now {
                     return Err(StateError::Conflict(Box::new(StanzaConflict {
                         file: file.to_string(),
-                        package: key.0.clone(),
-                        architecture: key.1.clone(),
+                        package: crate::image::entries::shown(&key.0),
+                        architecture: crate::image::entries::shown(&key.1),
                         first: first.to_string(),
                         second: fragment.to_string(),
-                        first_gives: gives(left.as_ref()),
-                        second_gives: gives(now),
+                        first_gives: gives(left.as_ref(), now),
+                        second_gives: gives(now, left.as_ref()),
+                        advice: advice(file),
                     })));
                 }
                 continue;
@@ -214,10 +232,14 @@ fn by_hand_wins(
             continue;
         };
         let installed = stanzas(STATUS, &whose, status)?;
+        // A member that left apt's marks as they were has the parent's.
         let own_marks = stanzas(
             EXTENDED_STATES,
             &whose,
-            files.get(EXTENDED_STATES).map_or("", |s| s),
+            files
+                .get(EXTENDED_STATES)
+                .or(parent.get(EXTENDED_STATES))
+                .map_or("", |s| s),
         )?;
         let marked_auto = |(name, arch): &Key| {
             own_marks.iter().any(|((n, a), text)| {
@@ -230,8 +252,15 @@ fn by_hand_wins(
                     })
             })
         };
-        for key in installed.keys() {
-            if !installed_below.contains_key(key) && !marked_auto(key) {
+        let is_installed = |text: &String| {
+            text.lines().any(|l| {
+                l.split_once(':').is_some_and(|(k, v)| {
+                    k.eq_ignore_ascii_case("Status") && v.trim_end().ends_with(" installed")
+                })
+            })
+        };
+        for (key, text) in &installed {
+            if is_installed(text) && !installed_below.contains_key(key) && !marked_auto(key) {
                 by_hand.insert(key.clone());
             }
         }
@@ -338,8 +367,9 @@ mod tests {
                 architecture: "amd64".into(),
                 first: "python".into(),
                 second: "go".into(),
-                first_gives: "Version 3.0.1".into(),
-                second_gives: "Version 3.0.2".into(),
+                first_gives: "`Version: 3.0.1`".into(),
+                second_gives: "`Version: 3.0.2`".into(),
+                advice: advice(STATUS),
             }))
         );
         let shown = err.to_string();
@@ -354,7 +384,7 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            err.to_string().contains("(a: removed; b: Version 14)"),
+            err.to_string().contains("(a: removed; b: `Version: 14`)"),
             "{err}"
         );
     }
@@ -421,6 +451,61 @@ mod tests {
         let pulled = files(&[stanza("base-files", "13"), all], &[mark("tzdata")]);
         let merged = merge_all(&parent, &[("a", by_name), ("b", pulled)]).unwrap();
         assert_eq!(merged[1].1, "");
+    }
+
+    #[test]
+    fn a_member_that_left_apts_marks_alone_has_the_parents_and_removed_packages_are_no_install() {
+        let mark = |p: &str| format!("Package: {p}\nArchitecture: amd64\nAuto-Installed: 1\n");
+        let parent = BTreeMap::from([
+            (STATUS.to_string(), file(&[stanza("base-files", "13")])),
+            (EXTENDED_STATES.to_string(), file(&[mark("libdep")])),
+        ]);
+        // `a` installs libdep, which the parent already marks automatic
+        // (a mark left from an earlier removal), and writes no marks; it
+        // leaves a removed package's config behind: not an install.
+        let leftover =
+            stanza("oldtool", "1").replace("install ok installed", "deinstall ok config-files");
+        let a = BTreeMap::from([(
+            STATUS.to_string(),
+            file(&[
+                stanza("base-files", "13"),
+                stanza("libdep", "1"),
+                leftover.clone(),
+            ]),
+        )]);
+        // `b` marks oldtool automatic.
+        let b = BTreeMap::from([
+            (
+                STATUS.to_string(),
+                file(&[stanza("base-files", "13"), leftover]),
+            ),
+            (
+                EXTENDED_STATES.to_string(),
+                file(&[mark("libdep"), mark("oldtool")]),
+            ),
+        ]);
+        let merged = merge_all(&parent, &[("a", a), ("b", b)]).unwrap();
+        assert_eq!(merged[1].1, file(&[mark("libdep"), mark("oldtool")]));
+    }
+
+    #[test]
+    fn two_members_marking_one_package_differently_are_told_how_to_agree() {
+        let auto = "Package: libz\nArchitecture: amd64\nAuto-Installed: 1\n";
+        let manual = "Package: libz\nArchitecture: amd64\nAuto-Installed: 0\n";
+        let err = merge(
+            EXTENDED_STATES,
+            None,
+            &[("a", Some(auto)), ("b", Some(manual))],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.ends_with(
+                "(a: `Auto-Installed: 1`; b: `Auto-Installed: 0`); install it the same way in \
+                 both fragments (by name in both, or in the parent)"
+            ),
+            "{err}"
+        );
     }
 
     #[test]

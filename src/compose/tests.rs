@@ -40,6 +40,15 @@ fn a_variant_that_is_no_union_of_members_is_refused_saying_why() {
         "variant `full` cannot be composed: fragment `go` is built by no variant of its own on \
          `base` (add one: [variants.go] with parent = \"base\" and fragments = [\"go\"])"
     );
+    let mut twice = manifest.clone();
+    let mut python2 = twice.variants["python"].clone();
+    python2.name = "python2".into();
+    twice.variants.insert("python2".into(), python2);
+    assert_eq!(
+        why(&twice, "full"),
+        "variant `full` cannot be composed: fragment `python` is built alone on `base` by both \
+         `python` and `python2`: keep one of them"
+    );
     assert_eq!(
         crate::exit::HasStatus::exit_status(&recipe(&manifest, "base").unwrap_err()),
         crate::exit::Status::Usage
