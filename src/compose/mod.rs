@@ -31,7 +31,7 @@ pub(crate) mod state;
 use crate::image::save_stream::{self, WalkError};
 use crate::manifest::Manifest;
 use overlap::{LayerFacts, Overlap, PathConflict, ScanError};
-use state::StateError;
+use state::{MergedState, StateError};
 use std::collections::BTreeMap;
 use std::io::Read;
 
@@ -262,14 +262,6 @@ pub(crate) struct MemberLayer {
     pub(crate) paths: usize,
 }
 
-/// A merged state file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct MergedState {
-    pub(crate) path: String,
-    pub(crate) stanzas: usize,
-    pub(crate) bytes: Vec<u8>,
-}
-
 /// What composing a variant takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Plan {
@@ -414,19 +406,10 @@ fn merge_state(
         }
         theirs.push((fragment.as_str(), files));
     }
-    let merged: Vec<MergedState> = state::merge_all(&below, &theirs)
-        .map_err(|source| ComposeError::State {
-            variant: variant.to_string(),
-            source: Box::new(source),
-        })?
-        .into_iter()
-        .map(|(path, text)| MergedState {
-            path,
-            stanzas: text.split("\n\n").filter(|s| !s.trim().is_empty()).count(),
-            bytes: text.into_bytes(),
-        })
-        .collect();
-    Ok(merged)
+    state::merge_all(&below, &theirs).map_err(|source| ComposeError::State {
+        variant: variant.to_string(),
+        source: Box::new(source),
+    })
 }
 
 #[cfg(test)]

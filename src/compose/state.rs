@@ -73,9 +73,11 @@ pub(crate) struct StanzaConflict {
 /// A stanza's key: (package, architecture; empty when the stanza has none).
 type Key = (String, String);
 
+use crate::image::dpkg::Stanza;
+
 /// The stanzas of a deb822 package file, by key, each its own lines with
 /// their newlines.
-fn stanzas(file: &str, whose: &str, text: &str) -> Result<BTreeMap<Key, String>, StateError> {
+fn stanzas(file: &str, whose: &str, text: &str) -> Result<Stanzas, StateError> {
     let malformed = |line: usize, problem: String| StateError::Malformed {
         file: file.to_string(),
         whose: whose.to_string(),
@@ -98,19 +100,31 @@ fn stanzas(file: &str, whose: &str, text: &str) -> Result<BTreeMap<Key, String>,
                 format!("package {} ({}) has a second stanza", key.0, key.1),
             ));
         }
-        out.insert(key, stanza.text);
+        out.insert(key, stanza);
     }
     Ok(out)
 }
 
+/// A file's stanzas by key.
+type Stanzas = BTreeMap<Key, Stanza>;
+
+/// The merged file's text: its stanzas in key order, a blank line between.
+fn text_of(stanzas: &Stanzas) -> String {
+    stanzas
+        .values()
+        .map(|s| s.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// What a member leaves of one stanza, for an error: its version, or that
 /// it removed it.
-fn gives(stanza: Option<&String>, other: Option<&String>) -> String {
-    match stanza {
+fn gives(stanza: Option<&Stanza>, other: Option<&Stanza>) -> String {
+    match stanza.map(|s| &s.text) {
         None => "removed".to_string(),
         Some(text) => {
             // Against a removal, what it keeps: its version.
-            let theirs: Vec<&str> = other.map(|o| o.lines().collect()).unwrap_or_else(|| {
+            let theirs: Vec<&str> = other.map(|o| o.text.lines().collect()).unwrap_or_else(|| {
                 text.lines()
                     .filter(|l| !l.starts_with("Version:"))
                     .collect()
@@ -134,48 +148,68 @@ fn advice(file: &str) -> &'static str {
 
 /// The state file `file` of the union: `parent`'s (None: the parent has
 /// none) merged with each member's, given as (fragment, its file; None
-/// when the member's layers leave it as the parent's).
-pub(crate) fn merge(
+/// when the member's layers leave it as the parent's). The plan merges
+/// files already read ([`merge_all`]); the tests merge texts.
+#[cfg(test)]
+fn merge(
     file: &str,
     parent: Option<&str>,
     members: &[(&str, Option<&str>)],
 ) -> Result<String, StateError> {
     let base = stanzas(file, "the parent", parent.unwrap_or(""))?;
+    let mut theirs = Vec::new();
+    for (fragment, text) in members {
+        let read = text
+            .map(|t| stanzas(file, &format!("fragment `{fragment}`"), t))
+            .transpose()?;
+        theirs.push((*fragment, read));
+    }
+    let refs: Vec<(&str, Option<&Stanzas>)> =
+        theirs.iter().map(|(f, s)| (*f, s.as_ref())).collect();
+    merge_stanzas(file, &base, &refs).map(|m| text_of(&m))
+}
+
+/// [`merge`] of files already read. Stanzas are compared by their text
+/// (where each sits in its file does not matter).
+fn merge_stanzas(
+    file: &str,
+    base: &Stanzas,
+    members: &[(&str, Option<&Stanzas>)],
+) -> Result<Stanzas, StateError> {
     let mut merged = base.clone();
     // Key -> (the fragment that changed it, what it left).
-    let mut changed: BTreeMap<Key, (&str, Option<String>)> = BTreeMap::new();
-    for (fragment, text) in members {
-        let Some(text) = text else { continue };
-        let theirs = stanzas(file, &format!("fragment `{fragment}`"), text)?;
+    let mut changed: BTreeMap<&Key, (&str, Option<&Stanza>)> = BTreeMap::new();
+    for (fragment, theirs) in members {
+        let Some(theirs) = theirs else { continue };
         let keys: std::collections::BTreeSet<&Key> = base.keys().chain(theirs.keys()).collect();
         for key in keys {
             let now = theirs.get(key);
-            if base.get(key) == now {
+            if base.get(key).map(|s| &s.text) == now.map(|s| &s.text) {
                 continue;
             }
             if let Some((first, left)) = changed.get(key) {
-                if left.as_ref() != now {
+                if left.map(|s| &s.text) != now.map(|s| &s.text) {
                     return Err(StateError::Conflict(Box::new(StanzaConflict {
                         file: file.to_string(),
                         package: crate::image::entries::shown(&key.0),
                         architecture: crate::image::entries::shown(&key.1),
                         first: first.to_string(),
                         second: fragment.to_string(),
-                        first_gives: gives(left.as_ref(), now),
-                        second_gives: gives(now, left.as_ref()),
+                        first_gives: gives(*left, now),
+                        second_gives: gives(now, *left),
                         advice: advice(file),
                     })));
                 }
                 continue;
             }
-            changed.insert(key.clone(), (fragment, now.cloned()));
+            changed.insert(key, (fragment, now));
             match now {
-                Some(text) => merged.insert(key.clone(), text.clone()),
+                Some(stanza) => merged.insert(key.clone(), stanza.clone()),
                 None => merged.remove(key),
             };
         }
     }
-    Ok(merged.into_values().collect::<Vec<_>>().join("\n"))
+    Ok(merged)
 }
 
 /// dpkg's status and apt's marks, as merged above.
@@ -197,83 +231,92 @@ const EXTENDED_STATES: &str = "var/lib/apt/extended_states";
 pub(crate) fn merge_all(
     parent: &BTreeMap<String, String>,
     members: &[(&str, BTreeMap<String, String>)],
-) -> Result<Vec<(String, String)>, StateError> {
+) -> Result<Vec<MergedState>, StateError> {
+    // Each file is read once; the marks' rule reads the statuses again.
+    let read = |whose: &str, files: &BTreeMap<String, String>| {
+        let mut out: BTreeMap<&str, Stanzas> = BTreeMap::new();
+        for (path, _) in STATE_FILES {
+            if let Some(text) = files.get(*path) {
+                out.insert(path, stanzas(path, whose, text)?);
+            }
+        }
+        Ok::<_, StateError>(out)
+    };
+    let below = read("the parent", parent)?;
+    let mut theirs = Vec::new();
+    for (fragment, files) in members {
+        theirs.push((*fragment, read(&format!("fragment `{fragment}`"), files)?));
+    }
+    let none = Stanzas::new();
     let mut out = Vec::new();
     for (path, _why) in STATE_FILES {
-        let theirs: Vec<(&str, Option<&str>)> = members
+        let of: Vec<(&str, Option<&Stanzas>)> = theirs
             .iter()
-            .map(|(f, files)| (*f, files.get(*path).map(String::as_str)))
+            .map(|(f, files)| (*f, files.get(path)))
             .collect();
-        let below = parent.get(*path).map(String::as_str);
-        if below.is_none() && theirs.iter().all(|(_, t)| t.is_none()) {
+        if !below.contains_key(path) && of.iter().all(|(_, s)| s.is_none()) {
             continue;
         }
-        let mut text = merge(path, below, &theirs)?;
+        let mut merged = merge_stanzas(path, below.get(path).unwrap_or(&none), &of)?;
         if *path == EXTENDED_STATES {
-            text = by_hand_wins(&text, parent, members)?;
+            let by_hand = installed_by_hand(&below, &theirs);
+            merged.retain(|(name, arch), _| {
+                !by_hand.contains(&(name.clone(), arch.clone()))
+                    && !by_hand.contains(&(name.clone(), "all".to_string()))
+            });
         }
-        out.push((path.to_string(), text));
+        out.push(MergedState {
+            path: path.to_string(),
+            stanzas: merged.len(),
+            bytes: text_of(&merged).into_bytes(),
+        });
     }
     Ok(out)
 }
 
-/// `marks` without the automatic marks of packages a member newly
-/// installed by hand (see [`merge_all`]).
-fn by_hand_wins(
-    marks: &str,
-    parent: &BTreeMap<String, String>,
-    members: &[(&str, BTreeMap<String, String>)],
-) -> Result<String, StateError> {
-    let installed_below = stanzas(STATUS, "the parent", parent.get(STATUS).map_or("", |s| s))?;
-    let mut by_hand: std::collections::BTreeSet<Key> = std::collections::BTreeSet::new();
-    for (fragment, files) in members {
-        let whose = format!("fragment `{fragment}`");
-        let Some(status) = files.get(STATUS) else {
+/// A merged state file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MergedState {
+    pub(crate) path: String,
+    pub(crate) stanzas: usize,
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// The packages a member newly installed without an automatic mark (see
+/// [`merge_all`]), keyed as dpkg's status keys them.
+fn installed_by_hand(
+    parent: &BTreeMap<&str, Stanzas>,
+    members: &[(&str, BTreeMap<&str, Stanzas>)],
+) -> std::collections::BTreeSet<Key> {
+    let none = Stanzas::new();
+    let installed_below = parent.get(STATUS).unwrap_or(&none);
+    let mut by_hand = std::collections::BTreeSet::new();
+    for (_, files) in members {
+        let Some(installed) = files.get(STATUS) else {
             continue;
         };
-        let installed = stanzas(STATUS, &whose, status)?;
         // A member that left apt's marks as they were has the parent's.
-        let own_marks = stanzas(
-            EXTENDED_STATES,
-            &whose,
-            files
-                .get(EXTENDED_STATES)
-                .or(parent.get(EXTENDED_STATES))
-                .map_or("", |s| s),
-        )?;
+        let own_marks = files
+            .get(EXTENDED_STATES)
+            .or(parent.get(EXTENDED_STATES))
+            .unwrap_or(&none);
         let marked_auto = |(name, arch): &Key| {
-            own_marks.iter().any(|((n, a), text)| {
+            own_marks.iter().any(|((n, a), mark)| {
                 n == name
                     && (a == arch || arch == "all")
-                    && text.lines().any(|l| {
-                        l.split_once(':').is_some_and(|(k, v)| {
-                            k.eq_ignore_ascii_case("Auto-Installed") && v.trim() == "1"
-                        })
-                    })
+                    && mark.field("auto-installed") == Some("1")
             })
         };
-        let is_installed = |text: &String| {
-            text.lines().any(|l| {
-                l.split_once(':').is_some_and(|(k, v)| {
-                    k.eq_ignore_ascii_case("Status") && v.trim_end().ends_with(" installed")
-                })
-            })
-        };
-        for (key, text) in &installed {
-            if is_installed(text) && !installed_below.contains_key(key) && !marked_auto(key) {
+        for (key, stanza) in installed {
+            let is_installed = stanza
+                .field("status")
+                .is_some_and(|s| s.ends_with(" installed"));
+            if is_installed && !installed_below.contains_key(key) && !marked_auto(key) {
                 by_hand.insert(key.clone());
             }
         }
     }
-    let kept: Vec<String> = stanzas(EXTENDED_STATES, "the merge", marks)?
-        .into_iter()
-        .filter(|((name, arch), _)| {
-            !by_hand.contains(&(name.clone(), arch.clone()))
-                && !by_hand.contains(&(name.clone(), "all".to_string()))
-        })
-        .map(|(_, text)| text)
-        .collect();
-    Ok(kept.join("\n"))
+    by_hand
 }
 
 #[cfg(test)]
@@ -440,17 +483,20 @@ mod tests {
             &[mark("libdep"), mark("libfoo")],
         );
         let merged = merge_all(&parent, &[("python", python), ("go", go)]).unwrap();
-        assert_eq!(merged[0].0, STATUS);
+        assert_eq!(merged[0].path, STATUS);
         assert_eq!(
-            merged[1],
-            (EXTENDED_STATES.to_string(), file(&[mark("libdep")]))
+            (
+                merged[1].path.as_str(),
+                String::from_utf8_lossy(&merged[1].bytes)
+            ),
+            (EXTENDED_STATES, file(&[mark("libdep")]).into())
         );
         // An arch-all package is marked under the native architecture.
         let all = stanza("tzdata", "1").replace("amd64", "all");
         let by_name = files(&[stanza("base-files", "13"), all.clone()], &[]);
         let pulled = files(&[stanza("base-files", "13"), all], &[mark("tzdata")]);
         let merged = merge_all(&parent, &[("a", by_name), ("b", pulled)]).unwrap();
-        assert_eq!(merged[1].1, "");
+        assert_eq!(String::from_utf8_lossy(&merged[1].bytes), "");
     }
 
     #[test]
@@ -485,7 +531,10 @@ mod tests {
             ),
         ]);
         let merged = merge_all(&parent, &[("a", a), ("b", b)]).unwrap();
-        assert_eq!(merged[1].1, file(&[mark("libdep"), mark("oldtool")]));
+        assert_eq!(
+            String::from_utf8_lossy(&merged[1].bytes),
+            file(&[mark("libdep"), mark("oldtool")])
+        );
     }
 
     #[test]
