@@ -7,7 +7,7 @@
 //! **conflict** — the composed image would depend on the order of the
 //! layers, so it is refused, naming both fragments and the path.
 
-use crate::image::entries::{BoundedTar, shown};
+use crate::image::entries::{BoundedTar, NotATar, ZSTD_REFUSED, shown};
 use sha2::{Digest as _, Sha256};
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -109,17 +109,10 @@ fn clean(path: &[u8]) -> Result<String, ScanError> {
 /// Reads one layer as a save stream or a registry holds it: a tar, or a
 /// gzip-compressed one, told by its first bytes; zstd is refused.
 pub(crate) fn scan_blob(input: impl Read) -> Result<LayerFacts, ScanError> {
-    let mut input = std::io::BufReader::with_capacity(64 << 10, input);
-    let head =
-        std::io::BufRead::fill_buf(&mut input).map_err(|e| ScanError(shown(e.to_string())))?;
-    if head.starts_with(&[0x1f, 0x8b]) {
-        scan(flate2::bufread::MultiGzDecoder::new(input))
-    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Err(ScanError(
-            "it is zstd-compressed, and zstd layers are not read".into(),
-        ))
-    } else {
-        scan(input)
+    match crate::image::entries::layer_tar(input) {
+        Ok(tar) => scan(tar),
+        Err(NotATar::Io(e)) => Err(ScanError(shown(e.to_string()))),
+        Err(NotATar::Zstd) => Err(ScanError(ZSTD_REFUSED.into())),
     }
 }
 

@@ -306,6 +306,33 @@ fn padded(n: u64) -> u64 {
     n.div_ceil(BLOCK).saturating_mul(BLOCK)
 }
 
+/// Why a layer blob is not read as a tar.
+#[derive(Debug)]
+pub(crate) enum NotATar {
+    /// Its first bytes could not be read.
+    Io(io::Error),
+    /// It is zstd-compressed ([`ZSTD_REFUSED`]).
+    Zstd,
+}
+
+/// What is said of a zstd-compressed layer.
+pub(crate) const ZSTD_REFUSED: &str = "it is zstd-compressed, and zstd layers are not read";
+
+/// A layer blob as the runtime reads it: a tar, or a gzip-compressed one
+/// (every member, as Go's reader takes them), told by its first bytes;
+/// zstd is refused.
+pub(crate) fn layer_tar<'a>(input: impl Read + 'a) -> Result<Box<dyn Read + 'a>, NotATar> {
+    let mut input = io::BufReader::with_capacity(64 << 10, input);
+    let head = io::BufRead::fill_buf(&mut input).map_err(NotATar::Io)?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        Ok(Box::new(flate2::bufread::MultiGzDecoder::new(input)))
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Err(NotATar::Zstd)
+    } else {
+        Ok(Box::new(input))
+    }
+}
+
 /// A tar read from outside: [`tar::Archive`] with its headers bounded.
 pub(crate) struct BoundedTar<R: Read> {
     archive: tar::Archive<Guarded<R>>,

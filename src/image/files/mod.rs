@@ -45,7 +45,7 @@
 use crate::image::entries::{self, BoundedTar, Oversized, shown};
 use crate::image::save_stream::{self, StreamError, WalkError};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::rc::Rc;
 
 /// The largest wanted file kept (dpkg's status of a big image is ~2 MB).
@@ -332,16 +332,12 @@ impl Reading {
     /// (every member, as Go's reader takes them), told by its first bytes
     /// as the runtime tells them; zstd is refused.
     pub(crate) fn scan_blob(&self, input: impl Read) -> Result<LayerFiles, LayerFault> {
-        let mut input = BufReader::with_capacity(64 << 10, input);
-        let head = input.fill_buf().map_err(LayerFault::io)?;
-        if head.starts_with(&[0x1f, 0x8b]) {
-            self.scan_tar(flate2::bufread::MultiGzDecoder::new(input))
-        } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-            Err(LayerFault::Unreadable(
-                "it is zstd-compressed, and zstd layers are not read".into(),
-            ))
-        } else {
-            self.scan_tar(input)
+        match entries::layer_tar(input) {
+            Ok(tar) => self.scan_tar(tar),
+            Err(entries::NotATar::Io(e)) => Err(LayerFault::io(e)),
+            Err(entries::NotATar::Zstd) => {
+                Err(LayerFault::Unreadable(entries::ZSTD_REFUSED.into()))
+            }
         }
     }
 
