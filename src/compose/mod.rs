@@ -213,22 +213,14 @@ pub(crate) fn read_save(image: &str, input: impl Read) -> Result<Saved, ComposeE
         .map_err(|e| problem(stream_problem(e)))?;
     let mut layers = Vec::with_capacity(contents.layers.len());
     for (name, diff_id) in contents.layers.iter().zip(contents.diff_ids) {
-        match scanned.remove(name) {
+        // A layer named twice (through a link) is one file: the one read
+        // serves both.
+        match scanned.get(name) {
             None => {
-                // A layer named twice is saved once: the first read serves both.
-                let again = layers
-                    .iter()
-                    .find(|(d, _): &&(String, LayerFacts)| *d == diff_id)
-                    .map(|(_, f)| f.clone());
-                match again {
-                    Some(facts) => layers.push((diff_id, facts)),
-                    None => {
-                        return Err(problem(format!(
-                            "layer {} is not in its save stream",
-                            crate::image::entries::shown(name)
-                        )));
-                    }
-                }
+                return Err(problem(format!(
+                    "layer {} is not in its save stream",
+                    crate::image::entries::shown(name)
+                )));
             }
             Some(Err(e)) => {
                 return Err(problem(format!(
@@ -236,7 +228,7 @@ pub(crate) fn read_save(image: &str, input: impl Read) -> Result<Saved, ComposeE
                     crate::image::entries::shown(&diff_id)
                 )));
             }
-            Some(Ok(facts)) => layers.push((diff_id, facts)),
+            Some(Ok(facts)) => layers.push((diff_id, facts.clone())),
         }
     }
     Ok(Saved {
