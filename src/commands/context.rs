@@ -154,6 +154,7 @@ pub(crate) struct Context {
     profile: Option<String>,
     manifest: OnceCell<Manifest>,
     settings: OnceCell<Settings>,
+    rendered: OnceCell<Rendered>,
     /// The process's one async runtime, built when a command first enters
     /// the registry-facing library ([`Context::block_on`]).
     runtime: OnceCell<tokio::runtime::Runtime>,
@@ -167,6 +168,7 @@ impl Context {
             profile: profile.filter(|p| !p.is_empty()),
             manifest: OnceCell::new(),
             settings: OnceCell::new(),
+            rendered: OnceCell::new(),
             runtime: OnceCell::new(),
         }
     }
@@ -214,15 +216,23 @@ impl Context {
         Ok(self.settings.get_or_init(|| s))
     }
 
-    /// Every generated file, rendered in memory.
-    pub(crate) fn rendered(&self) -> anyhow::Result<Rendered> {
-        crate::render::render(self.manifest()?).context("rendering the generated files")
+    /// Every generated file, rendered in memory (once: the templates, the
+    /// lib files and the lock directories are read once a run).
+    pub(crate) fn rendered(&self) -> anyhow::Result<&Rendered> {
+        if let Some(r) = self.rendered.get() {
+            return Ok(r);
+        }
+        let r = crate::render::render(self.manifest()?).context("rendering the generated files")?;
+        Ok(self.rendered.get_or_init(|| r))
     }
 
     /// The family as the build sees it (manifest + render + profile).
     pub(crate) fn family(&self) -> anyhow::Result<Family> {
-        let rendered = self.rendered()?;
-        Ok(Family::new(self.manifest()?, &rendered, self.settings()?))
+        Ok(Family::new(
+            self.manifest()?,
+            self.rendered()?,
+            self.settings()?,
+        ))
     }
 
     /// Every alias images.toml declares, with what its variant owes.

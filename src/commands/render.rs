@@ -49,7 +49,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     }
     let rendered = ctx.rendered()?;
     let plan =
-        render::plan(&rendered, &manifest.root).context("comparing with the committed files")?;
+        render::plan(rendered, &manifest.root).context("comparing with the committed files")?;
 
     // A lock that no longer matches the versions images.toml pins is drift
     // too: the build would install something else than the manifest says.
@@ -72,7 +72,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
 
     // Only files carrying our marker are removed: a hand-made file that
     // happens to match the naming pattern is reported, never deleted.
-    let applied = render::apply(&plan, &rendered, &manifest.root)?;
+    let applied = render::apply(&plan, rendered, &manifest.root)?;
     report_applied(&plan, &applied, &stale, args.json)?;
     if stale.is_empty() {
         Ok(())
