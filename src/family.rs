@@ -32,6 +32,17 @@ pub(crate) struct VariantPlan {
     /// The platforms it is built for: its own `platforms`, else its
     /// parent's, else the family's (empty: the engine's own).
     pub platforms: Vec<Platform>,
+    /// How it is composed from its members' layers, when it is a union of
+    /// them (`crate::compose`); a build composes it when asked to.
+    pub composition: Option<Composition>,
+}
+
+/// A union variant's members and its own steps, built over their layers.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Composition {
+    pub recipe: crate::compose::Recipe,
+    /// The variant's Dockerfile without its fragments' steps.
+    pub dockerfile: String,
 }
 
 /// The image family as the build sees it.
@@ -91,6 +102,12 @@ impl Family {
                             size_budget: v.size_budget,
                             smoke: crate::smoke::plan(manifest, name),
                             platforms: manifest.platforms_of(name).to_vec(),
+                            composition: r.composed_dockerfile.as_ref().and_then(|dockerfile| {
+                                Some(Composition {
+                                    recipe: crate::compose::recipe(manifest, name).ok()?,
+                                    dockerfile: dockerfile.clone(),
+                                })
+                            }),
                         },
                     )
                 })

@@ -160,6 +160,9 @@ pub(crate) struct Options {
     /// and tagged (src/normalize): the image checked is the image pinned.
     /// Off only where an engine cannot save and load (the unit tests' fake).
     pub normalize: bool,
+    /// Compose union variants from their members' layers (their members
+    /// join the selection and are built first).
+    pub compose: bool,
 }
 
 /// The build argument (and environment variable) of reproducible builds.

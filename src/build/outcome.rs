@@ -11,6 +11,8 @@ use std::path::PathBuf;
 pub(crate) enum Stage {
     /// Collecting, hashing or staging the inputs; the log; the engine's view.
     Prepare,
+    /// Assembling a union variant from its members' layers (src/compose).
+    Compose,
     /// The engine's build.
     Build,
     /// Rewriting the built image deterministically (src/normalize).
@@ -27,6 +29,7 @@ impl std::fmt::Display for Stage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Stage::Prepare => "prepare",
+            Stage::Compose => "compose",
             Stage::Build => "build",
             Stage::Normalize => "normalize",
             Stage::Tag => "tag",

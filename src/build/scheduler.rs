@@ -128,6 +128,20 @@ fn prepare<'a>(
     reporter: &'a dyn Reporter,
 ) -> Result<(Vec<String>, Shared<'a>), BuildError> {
     let mut selected = family.select(targets)?;
+    if opts.compose {
+        // A composed variant is made of its members' layers: they are
+        // built (or reused) first, named or not.
+        let members: Vec<String> = selected
+            .iter()
+            .filter_map(|v| family.variants[v].composition.as_ref())
+            .flat_map(|c| c.recipe.members.iter().map(|m| m.variant.clone()))
+            .collect();
+        if !members.is_empty() {
+            let mut wanted = selected.clone();
+            wanted.extend(members);
+            selected = family.select(&wanted)?;
+        }
+    }
     let (native, platform) = target_platform(family, engine, opts)?;
     // A variant that narrows its platforms is not built for the others (nor
     // are its children, which inherit them).
@@ -276,27 +290,42 @@ fn schedule(shared: &Shared, selected: &[String]) -> BTreeMap<String, Outcome> {
                     continue;
                 }
                 let parent = family.variants[v].parent.as_ref();
-                let parent_outcome = parent.and_then(|p| outcomes.get(p));
-                if let (Some(p), Some(o)) = (parent, parent_outcome)
-                    && o.is_failure()
-                {
-                    let reason = format!("its parent {p} failed");
+                let members: Vec<&String> = shared
+                    .composition(v)
+                    .map(|c| c.recipe.members.iter().map(|m| &m.variant).collect())
+                    .unwrap_or_default();
+                let failed_need = parent
+                    .map(|p| (p, "parent"))
+                    .into_iter()
+                    .chain(members.iter().map(|m| (*m, "member")))
+                    .find(|(n, _)| outcomes.get(*n).is_some_and(Outcome::is_failure));
+                if let Some((n, what)) = failed_need {
+                    let reason = format!("its {what} {n} failed");
                     reporter.event(v, Event::NotAttempted(reason.clone()));
                     outcomes.insert(v.clone(), Outcome::NotAttempted { reason });
                     continue;
                 }
-                let ready = parent.is_none() || parent_outcome.is_some();
+                let parent_outcome = parent.and_then(|p| outcomes.get(p));
+                let ready = (parent.is_none() || parent_outcome.is_some())
+                    && members.iter().all(|m| outcomes.contains_key(*m));
                 if !ready || running.len() >= shared.opts.jobs.max(1) {
                     continue;
                 }
                 let from = parent_outcome
                     .and_then(Outcome::image)
                     .map(|(r, id)| (r.to_string(), id.to_string()));
+                let members: Vec<(String, String)> = members
+                    .iter()
+                    .filter_map(|m| {
+                        let (_, id) = outcomes.get(*m)?.image()?;
+                        Some((m.to_string(), id.to_string()))
+                    })
+                    .collect();
                 running.insert(v.clone());
                 let tx = tx.clone();
                 let v = v.clone();
                 scope.spawn(move || {
-                    let outcome = build_reporting_panics(shared, &v, from);
+                    let outcome = build_reporting_panics(shared, &v, from, &members);
                     let _ = tx.send((v, outcome));
                 });
             }
@@ -313,20 +342,32 @@ fn schedule(shared: &Shared, selected: &[String]) -> BTreeMap<String, Outcome> {
 
 /// [`build_one`], with a panic as the variant's failure: a worker must
 /// still report, or the scheduler would wait for it forever.
-fn build_reporting_panics(shared: &Shared, v: &str, from: Option<(String, String)>) -> Outcome {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| build_one(shared, v, from)))
-        .unwrap_or_else(|panic| {
-            let what = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            failed(
-                Stage::Internal,
-                format!("the build of {v} panicked: {what}"),
-                None,
-            )
-        })
+fn build_reporting_panics(
+    shared: &Shared,
+    v: &str,
+    from: Option<(String, String)>,
+    members: &[(String, String)],
+) -> Outcome {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        build_one(shared, v, from, members)
+    }))
+    .unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        failed(
+            Stage::Internal,
+            format!("the build of {v} panicked: {what}"),
+            None,
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests_support {
+    pub(super) use super::tests::{Quiet, fake_family, options, results, upstream_engine};
 }
 
 #[cfg(test)]
@@ -338,13 +379,13 @@ mod tests {
     use std::path::{Path, PathBuf};
     use std::time::Duration;
 
-    struct Quiet;
+    pub(super) struct Quiet;
     impl Reporter for Quiet {
         fn event(&self, _: &str, _: Event) {}
     }
 
     /// base -> (a, b, c), and solo; every variant's Dockerfile on disk.
-    fn fake_family(root: &Path) -> Family {
+    pub(super) fn fake_family(root: &Path) -> Family {
         let mut variants = BTreeMap::new();
         for (name, parent) in [
             ("base", None),
@@ -381,7 +422,7 @@ mod tests {
         }
     }
 
-    fn options(root: &Path, jobs: usize) -> Options {
+    pub(super) fn options(root: &Path, jobs: usize) -> Options {
         Options {
             jobs,
             no_cache: false,
@@ -394,10 +435,11 @@ mod tests {
             platform: None,
             upstream_for_platform: None,
             normalize: false,
+            compose: false,
         }
     }
 
-    fn upstream_engine(fail: &[&str]) -> FakeEngine {
+    pub(super) fn upstream_engine(fail: &[&str]) -> FakeEngine {
         let engine = FakeEngine {
             fail: fail.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
@@ -421,7 +463,7 @@ mod tests {
         engine
     }
 
-    fn results(s: &Summary) -> BTreeMap<&str, &'static str> {
+    pub(super) fn results(s: &Summary) -> BTreeMap<&str, &'static str> {
         s.results
             .iter()
             .map(|r| {
@@ -671,5 +713,60 @@ mod tests {
             "{reason}"
         );
         assert!(log.as_ref().unwrap().ends_with("logs/base.log"));
+    }
+}
+
+#[cfg(test)]
+mod compose_tests {
+    use super::tests_support::*;
+    use super::*;
+
+    /// `c` as the union of `a` and `b` (each on `base`).
+    fn composed_family(root: &std::path::Path) -> Family {
+        let mut family = fake_family(root);
+        let member = |m: &str| crate::compose::Member {
+            fragment: m.into(),
+            variant: m.into(),
+        };
+        family.variants.get_mut("c").unwrap().composition = Some(crate::family::Composition {
+            recipe: crate::compose::Recipe {
+                variant: "c".into(),
+                parent: "base".into(),
+                members: vec![member("a"), member("b")],
+            },
+            dockerfile: "FROM x\n".into(),
+        });
+        family
+    }
+
+    #[test]
+    fn a_composed_variant_brings_its_members_and_waits_for_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let family = composed_family(dir.path());
+        let engine = upstream_engine(&["a"]);
+        let mut opts = options(dir.path(), 4);
+        let only_c = ["c".to_string()];
+        // Built from its Dockerfile, `c` needs its parent only.
+        let summary = run(&family, &only_c, &engine, &opts, &Quiet).unwrap();
+        assert_eq!(
+            results(&summary),
+            BTreeMap::from([("base", "built"), ("c", "built")])
+        );
+        opts.compose = true;
+        let summary = run(&family, &only_c, &engine, &opts, &Quiet).unwrap();
+        assert_eq!(
+            results(&summary),
+            BTreeMap::from([
+                ("base", "skipped"),
+                ("a", "failed"),
+                ("b", "built"),
+                ("c", "not-attempted"),
+            ])
+        );
+        let c = summary.results.iter().find(|r| r.variant == "c").unwrap();
+        let Outcome::NotAttempted { reason } = &c.outcome else {
+            panic!("{:?}", c.outcome);
+        };
+        assert_eq!(reason, "its member a failed");
     }
 }

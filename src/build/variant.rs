@@ -37,6 +37,16 @@ pub(super) struct Shared<'a> {
     pub(super) builds: std::sync::atomic::AtomicUsize,
 }
 
+impl Shared<'_> {
+    /// How `variant` is composed, when this run composes it.
+    pub(super) fn composition(&self, variant: &str) -> Option<&crate::family::Composition> {
+        self.opts
+            .compose
+            .then(|| self.family.variants[variant].composition.as_ref())
+            .flatten()
+    }
+}
+
 /// The OCI labels naming the image every variant is ultimately built on:
 /// the upstream's name (with its tag) and the digest it is pinned to.
 pub(super) fn base_labels(upstream: &crate::registry::Reference) -> BTreeMap<String, String> {
@@ -52,9 +62,15 @@ pub(super) fn base_labels(upstream: &crate::registry::Reference) -> BTreeMap<Str
 }
 
 /// Builds one variant whose parent (if any) is `from` = (reference, image ID).
-pub(super) fn build_one(sh: &Shared, variant: &str, from: Option<(String, String)>) -> Outcome {
+/// `members`: a composed variant's members, (variant, image ID).
+pub(super) fn build_one(
+    sh: &Shared,
+    variant: &str,
+    from: Option<(String, String)>,
+    members: &[(String, String)],
+) -> Outcome {
     let reporter = sh.reporter;
-    let outcome = build_stages(sh, variant, from).unwrap_or_else(|outcome| *outcome);
+    let outcome = build_stages(sh, variant, from, members).unwrap_or_else(|outcome| *outcome);
     match &outcome {
         Outcome::Built {
             build_seconds,
@@ -112,6 +128,8 @@ struct Prepared {
     /// The inputs tag and the variant tag.
     tags: Vec<String>,
     log_path: PathBuf,
+    /// A composed variant's members, (variant, image ID), in its order.
+    members: Vec<(String, String)>,
 }
 
 /// The stages of one variant's build: prepare; reuse an image with the same
@@ -121,8 +139,9 @@ fn build_stages(
     sh: &Shared,
     variant: &str,
     from: Option<(String, String)>,
+    members: &[(String, String)],
 ) -> StageResult<Outcome> {
-    let prepared = prepare(sh, variant, from)?;
+    let prepared = prepare(sh, variant, from, members)?;
     let force = sh.forced.contains(variant);
     if !force {
         match sh.engine.inspect(&prepared.inputs_tag) {
@@ -139,7 +158,16 @@ fn build_stages(
             Ok(_) => {}
         }
     }
-    let (image_id, build_seconds) = engine_build(sh, variant, &prepared, force)?;
+    let (image_id, build_seconds, composed) = match sh.composition(variant) {
+        Some(c) => {
+            let (id, seconds, composed) = compose_build(sh, variant, c, &prepared, force)?;
+            (id, seconds, Some(composed))
+        }
+        None => {
+            let (id, seconds) = engine_build(sh, variant, &prepared, force, None)?;
+            (id, seconds, None)
+        }
+    };
     let Prepared {
         from_id,
         inputs,
@@ -149,13 +177,24 @@ fn build_stages(
         ..
     } = prepared;
     let normalize_started = Instant::now();
-    let (image_id, normalize_seconds) = if sh.opts.normalize {
-        match normalize(sh, &image_id, &from_id, &tags, &log_path) {
-            Ok(id) => (id, Some(normalize_started.elapsed().as_secs_f64())),
-            Err(e) => return Err(fail(Stage::Normalize, e, Some(log_path))),
-        }
+    // A composed image keeps every layer it was assembled from byte for
+    // byte: its own steps' layers are the ones rewritten.
+    let kept_from = composed
+        .as_ref()
+        .map_or(from_id.as_str(), |c| c.tag.as_str());
+    let normalized = if sh.opts.normalize {
+        normalize(sh, &image_id, kept_from, &tags, &log_path)
+            .map(|id| (id, Some(normalize_started.elapsed().as_secs_f64())))
     } else {
-        (image_id, None)
+        Ok((image_id, None))
+    };
+    if let Some(c) = &composed {
+        // The assembled image is in the built one: its tag is only a name.
+        let _ = sh.engine.remove_image(&c.tag);
+    }
+    let (image_id, normalize_seconds) = match normalized {
+        Ok(done) => done,
+        Err(e) => return Err(fail(Stage::Normalize, e, Some(log_path))),
     };
     let (image_id, check) = if sh.opts.check {
         let (id, report) = check_and_record(sh, variant, &inputs_tag, &log_path)?;
@@ -174,16 +213,25 @@ fn build_stages(
 }
 
 /// The variant's inputs (hashed), its definition, tags and log.
-fn prepare(sh: &Shared, variant: &str, from: Option<(String, String)>) -> StageResult<Prepared> {
+fn prepare(
+    sh: &Shared,
+    variant: &str,
+    from: Option<(String, String)>,
+    members: &[(String, String)],
+) -> StageResult<Prepared> {
     let family = sh.family;
     let (from_ref, from_id) = match (from, &sh.upstream_id) {
         (Some((r, id)), _) => (r, id),
         (None, Some(id)) => (sh.upstream.clone(), id.clone()),
         (None, None) => unreachable!("the upstream is resolved when a root variant is selected"),
     };
-    let inputs = family
+    let mut inputs = family
         .inputs(variant, &sh.platform, &from_ref, &from_id)
         .map_err(|e| fail(Stage::Prepare, e, None))?;
+    if let Some(c) = sh.composition(variant) {
+        inputs.hash = composed_inputs(&inputs.hash, c, members)
+            .map_err(|reason| fail(Stage::Prepare, reason, None))?;
+    }
     let definition =
         super::definition::of(family, variant).map_err(|e| fail(Stage::Prepare, e, None))?;
     let inputs_tag = family.inputs_tag(variant, &inputs.hash);
@@ -195,7 +243,33 @@ fn prepare(sh: &Shared, variant: &str, from: Option<(String, String)>) -> StageR
         tags: vec![inputs_tag.clone(), variant_tag],
         inputs_tag,
         log_path: sh.opts.log_dir.join(format!("{variant}.log")),
+        members: members.to_vec(),
     })
+}
+
+/// A composed variant's inputs: its own (the Dockerfile it would be built
+/// from and its fragments' files) and the images of its members, whose
+/// layers it is made of. A member rebuilt with other layers is another
+/// composition; the hash says it was composed, so a composed image and a
+/// Dockerfile-built one of the same inputs are never taken for each other.
+fn composed_inputs(
+    own: &str,
+    composition: &crate::family::Composition,
+    members: &[(String, String)],
+) -> Result<String, String> {
+    use sha2::Digest as _;
+    let mut hash = sha2::Sha256::new();
+    hash.update(format!("composed\n{own}\n"));
+    for m in &composition.recipe.members {
+        let Some((_, id)) = members.iter().find(|(v, _)| *v == m.variant) else {
+            return Err(format!(
+                "its member {} has no image in this run (build it first)",
+                m.variant
+            ));
+        };
+        hash.update(format!("{}={id}\n", m.variant));
+    }
+    Ok(format!("sha256:{}", hex::encode(hash.finalize())))
 }
 
 /// Stages the build context and builds it on the engine, every line into
@@ -205,6 +279,7 @@ fn engine_build(
     variant: &str,
     prepared: &Prepared,
     force: bool,
+    over: Option<&Over>,
 ) -> StageResult<(String, f64)> {
     let log_path = &prepared.log_path;
     let mut log = match std::fs::File::create(log_path) {
@@ -215,6 +290,9 @@ fn engine_build(
             return Err(fail(Stage::Prepare, reason, None));
         }
     };
+    for line in over.iter().flat_map(|o| &o.log) {
+        let _ = writeln!(log, "{line}");
+    }
     let work = crate::scratch::tempdir("sunaba-build-").map_err(|e| {
         let reason = format!("cannot create a staging directory: {e}");
         fail(Stage::Prepare, reason, None)
@@ -224,7 +302,20 @@ fn engine_build(
         let reason = format!("cannot stage the build context: {e}");
         fail(Stage::Prepare, reason, None)
     })?;
-    let req = build_request(sh, variant, prepared, &context, work.path(), force);
+    let mut req = build_request(sh, variant, prepared, &context, work.path(), force);
+    if let Some(over) = over {
+        // The variant's own steps, FROM the assembled image.
+        let dockerfile = work.path().join("Dockerfile.composed");
+        std::fs::write(&dockerfile, &over.dockerfile).map_err(|e| {
+            let reason = format!("cannot write {}: {e}", dockerfile.display());
+            fail(Stage::Prepare, reason, None)
+        })?;
+        req.dockerfile = dockerfile;
+        req.build_args.insert(
+            sh.family.variants[variant].from_arg.clone(),
+            over.parent.clone(),
+        );
+    }
     let _ = writeln!(log, "# {}", sh.engine.build_cmd(&req).display());
     let _ = writeln!(log, "# inputs {}", prepared.inputs.hash);
     sh.reporter.event(variant, Event::Building(None));
@@ -254,6 +345,154 @@ fn engine_build(
         }
         Err(e) => Err(fail(Stage::Build, e, Some(log_path.clone()))),
     }
+}
+
+/// What a composed variant's own steps are built over: the assembled
+/// image (`parent`, a tag) and the Dockerfile of those steps; `log`: what
+/// the assembly did, for the variant's log.
+struct Over {
+    parent: String,
+    dockerfile: String,
+    log: Vec<String>,
+}
+
+/// The assembled image of a composed build (under `tag` until the build
+/// is normalised).
+struct Composed {
+    tag: String,
+}
+
+/// Composes `variant`: reads its parent and members (one `save` each, at
+/// once), assembles their layers and the merged state layer into one image
+/// loaded under a tag of its own, then builds the variant's own steps over
+/// it. Returns the built image's ID and the seconds the whole took.
+fn compose_build(
+    sh: &Shared,
+    variant: &str,
+    composition: &crate::family::Composition,
+    prepared: &Prepared,
+    force: bool,
+) -> StageResult<(String, f64, Composed)> {
+    let started = Instant::now();
+    sh.reporter.event(variant, Event::Building(None));
+    let recipe = &composition.recipe;
+    let failure =
+        |e: &dyn std::error::Error| fail(Stage::Compose, crate::error_chain::error_chain(e), None);
+    let work = crate::scratch::tempdir("sunaba-compose-").map_err(|e| failure(&e))?;
+    let tag = format!(
+        "{}:{variant}-composing-{}",
+        sh.family.repository,
+        crate::family::short_hex(&prepared.inputs.hash)
+    );
+    let plan = crate::compose::plan(recipe, &sh.family.fragment_scripts, |v| {
+        let (image, spill) = if v == recipe.parent {
+            (prepared.from_id.clone(), None)
+        } else {
+            let (_, id) = prepared
+                .members
+                .iter()
+                .find(|(m, _)| m == v)
+                .expect("the scheduler gives every member's image");
+            let dir = work.path().join(v);
+            std::fs::create_dir_all(&dir).map_err(|e| crate::compose::ComposeError::Image {
+                image: id.clone(),
+                problem: format!("cannot make {}: {e}", dir.display()),
+            })?;
+            (id.clone(), Some(dir))
+        };
+        let saved = sh
+            .engine
+            .save_cmd(&image)
+            .read_stdout(|out| crate::compose::read_save(&image, out, spill.as_deref()))
+            .map_err(|e| match e {
+                crate::process::PipeError::Process(source) => {
+                    crate::compose::ComposeError::Engine {
+                        image: image.clone(),
+                        engine: sh.engine.describe(),
+                        source: Box::new(source),
+                    }
+                }
+                crate::process::PipeError::Stream(e) => e,
+            })?;
+        Ok((format!("{v} ({})", crate::family::short_hex(&image)), saved))
+    })
+    .map_err(|e| failure(&e))?;
+    let planned = started.elapsed().as_secs_f64();
+    let sde = sh.opts.source_date_epoch;
+    let loaded = sh.engine.load_cmd().write_stdin(|stdin| {
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, stdin);
+        let assembled = crate::compose::assemble::write_archive(
+            &plan,
+            sde,
+            std::slice::from_ref(&tag),
+            &mut out,
+        )?;
+        out.flush()?;
+        Ok::<_, std::io::Error>(assembled)
+    });
+    let assembled = match loaded {
+        Ok((assembled, _)) => assembled,
+        Err(crate::process::PipeError::Process(e)) => return Err(failure(&e)),
+        Err(crate::process::PipeError::Stream(e)) => {
+            let reason = format!("writing the assembled image to the engine's load: {e}");
+            return Err(fail(Stage::Compose, reason, None));
+        }
+    };
+    match sh.engine.inspect(&tag) {
+        Ok(Some(info)) if info.id == assembled.id => {}
+        other => {
+            let found = match other {
+                Ok(Some(info)) => info.id,
+                Ok(None) => "nothing".into(),
+                Err(e) => e.to_string(),
+            };
+            let reason = format!(
+                "the engine loaded the assembled image {} as {tag}, but {tag} is {found}",
+                assembled.id
+            );
+            return Err(fail(Stage::Compose, reason, None));
+        }
+    }
+    drop(work);
+    let fragments: Vec<String> = plan
+        .fragment_layers
+        .iter()
+        .map(|l| {
+            format!(
+                "{} ({})",
+                l.member.fragment,
+                crate::family::short_hex(&l.diff_id)
+            )
+        })
+        .collect();
+    let state: Vec<String> = plan
+        .state
+        .iter()
+        .map(|f| format!("{} ({} stanzas)", f.path, f.stanzas))
+        .collect();
+    let log = vec![
+        format!(
+            "# composed {variant} as {} in {:.1}s (read {:.1}s): {} layer(s) of {}, fragment \
+             layers {}, state layer {} ({}); {} path(s) shared alike",
+            assembled.id,
+            started.elapsed().as_secs_f64(),
+            planned,
+            plan.parent_layers.len(),
+            recipe.parent,
+            fragments.join(", "),
+            crate::family::short_hex(&assembled.state_diff_id),
+            state.join(", "),
+            plan.overlap.identical.len(),
+        ),
+        "# its own steps, FROM the assembled image:".to_string(),
+    ];
+    let over = Over {
+        parent: tag.clone(),
+        dockerfile: composition.dockerfile.clone(),
+        log,
+    };
+    let (id, _) = engine_build(sh, variant, prepared, force, Some(&over))?;
+    Ok((id, started.elapsed().as_secs_f64(), Composed { tag }))
 }
 
 /// The engine's build of the staged `context` (`work`: the staging

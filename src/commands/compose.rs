@@ -69,7 +69,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         eprintln!("compose: reading {image}");
         let saved = engine
             .save_cmd(&image)
-            .read_stdout(|out| compose::read_save(&image, out))
+            .read_stdout(|out| compose::read_save(&image, out, None))
             .map_err(|e| match e {
                 crate::process::PipeError::Process(source) => ComposeError::Engine {
                     image: image.clone(),

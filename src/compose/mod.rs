@@ -25,6 +25,7 @@
 //! writes; assembling (the state layer written, the image loaded,
 //! normalised and checked) is not built yet.
 
+pub(crate) mod assemble;
 pub(crate) mod overlap;
 pub(crate) mod state;
 
@@ -36,7 +37,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 
 /// A union variant and the members it is composed from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Recipe {
     pub(crate) variant: String,
     pub(crate) parent: String,
@@ -187,31 +188,76 @@ pub(crate) fn recipe(manifest: &Manifest, variant: &str) -> Result<Recipe, Compo
 }
 
 /// One image as the plan reads it: its config and each layer's diff_id
-/// and facts, bottom first.
+/// and facts, bottom first; with a spill directory, each layer's blob too.
 #[derive(Debug)]
 pub(crate) struct Saved {
     pub(crate) config: serde_json::Value,
     pub(crate) layers: Vec<(String, LayerFacts)>,
+    /// Each layer's blob as the save stream held it, by diff_id (only when
+    /// read with a spill directory): what the assembler loads.
+    pub(crate) blobs: BTreeMap<String, std::path::PathBuf>,
 }
 
-/// Reads the save stream of `image` (every layer's facts, once).
-pub(crate) fn read_save(image: &str, input: impl Read) -> Result<Saved, ComposeError> {
+/// Copies what is read through it to a file: a layer's blob is scanned and
+/// kept in one pass over the save stream.
+struct Tee<'a> {
+    inner: &'a mut dyn std::io::BufRead,
+    copy: std::io::BufWriter<std::fs::File>,
+}
+
+impl Read for Tee<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        std::io::Write::write_all(&mut self.copy, &buf[..n])?;
+        Ok(n)
+    }
+}
+
+/// Reads the save stream of `image` (every layer's facts, once); with
+/// `spill`, each layer's blob is also written there as it passes.
+pub(crate) fn read_save(
+    image: &str,
+    input: impl Read,
+    spill: Option<&std::path::Path>,
+) -> Result<Saved, ComposeError> {
     let problem = |problem: String| ComposeError::Image {
         image: image.to_string(),
         problem,
     };
     let mut scanned: BTreeMap<String, Result<LayerFacts, ScanError>> = BTreeMap::new();
+    let mut spilled: BTreeMap<String, std::path::PathBuf> = BTreeMap::new();
     let files = save_stream::walk(input, |name, _size, layer| {
-        scanned.insert(name.to_string(), overlap::scan_blob(layer));
-        Ok::<(), std::convert::Infallible>(())
+        let Some(dir) = spill else {
+            scanned.insert(name.to_string(), overlap::scan_blob(layer));
+            return Ok(());
+        };
+        let path = dir.join(format!("layer-{:03}", spilled.len()));
+        let copy = std::fs::File::create(&path).map_err(|e| (path.clone(), e))?;
+        let mut tee = Tee {
+            inner: layer,
+            copy: std::io::BufWriter::with_capacity(1 << 20, copy),
+        };
+        scanned.insert(name.to_string(), overlap::scan_blob(&mut tee));
+        // The scan stops at the tar's end: the blob's padding is the blob's.
+        std::io::copy(&mut tee, &mut std::io::sink()).map_err(|e| (path.clone(), e))?;
+        let file = tee
+            .copy
+            .into_inner()
+            .map_err(|e| (path.clone(), e.into_error()))?;
+        drop(file);
+        spilled.insert(name.to_string(), path);
+        Ok(())
     })
     .map_err(|e| match e {
         WalkError::Stream(e) => problem(stream_problem(e)),
-        WalkError::Layer(never) => match never {},
+        WalkError::Layer((path, e)) => {
+            problem(format!("cannot keep a layer in {}: {e}", path.display()))
+        }
     })?;
     let contents = save_stream::contents(&files.small, &files.links)
         .map_err(|e| problem(stream_problem(e)))?;
     let mut layers = Vec::with_capacity(contents.layers.len());
+    let mut blobs = BTreeMap::new();
     for (name, diff_id) in contents.layers.iter().zip(contents.diff_ids) {
         // A layer named twice (through a link) is one file: the one read
         // serves both.
@@ -228,12 +274,18 @@ pub(crate) fn read_save(image: &str, input: impl Read) -> Result<Saved, ComposeE
                     crate::image::entries::shown(&diff_id)
                 )));
             }
-            Some(Ok(facts)) => layers.push((diff_id, facts.clone())),
+            Some(Ok(facts)) => {
+                if let Some(path) = spilled.get(name) {
+                    blobs.insert(diff_id.clone(), path.clone());
+                }
+                layers.push((diff_id, facts.clone()))
+            }
         }
     }
     Ok(Saved {
         config: contents.config,
         layers,
+        blobs,
     })
 }
 
@@ -252,6 +304,13 @@ pub(crate) struct MemberLayer {
     pub(crate) member: Member,
     pub(crate) diff_id: String,
     pub(crate) paths: usize,
+    /// The member's history step that made the layer (its `created_by`
+    /// names the fragment's script: what the package record and the SBOM
+    /// attribute the layer by).
+    pub(crate) step: serde_json::Value,
+    /// The member's record of the Debian packages each fragment installed
+    /// (`dev.sunaba.packages`), as its label holds it.
+    pub(crate) packages: Option<String>,
 }
 
 /// What composing a variant takes.
@@ -260,6 +319,11 @@ pub(crate) struct Plan {
     pub(crate) recipe: Recipe,
     /// The parent's layers (diff_ids), bottom first.
     pub(crate) parent_layers: Vec<String>,
+    /// The parent's config: what the composed image's starts from.
+    pub(crate) parent_config: serde_json::Value,
+    /// The blobs of the parent's layers and the fragment layers, by
+    /// diff_id, when the members were read with a spill directory.
+    pub(crate) blobs: BTreeMap<String, std::path::PathBuf>,
     /// Each member's fragment layer, in the variant's fragment order.
     pub(crate) fragment_layers: Vec<MemberLayer>,
     pub(crate) overlap: Overlap,
@@ -299,8 +363,9 @@ pub(crate) fn plan(
     let parent_ids: Vec<String> = parent.layers.iter().map(|(d, _)| d.clone()).collect();
     let mut fragment_layers = Vec::new();
     let mut facts: Vec<(String, LayerFacts)> = Vec::new();
+    let mut blobs = BTreeMap::new();
     for member in &recipe.members {
-        let (image, saved) = images.next().expect("each member was read")?;
+        let (image, mut saved) = images.next().expect("each member was read")?;
         let ids: Vec<&String> = saved.layers.iter().map(|(d, _)| d).collect();
         if ids.len() < parent_ids.len()
             || ids[..parent_ids.len()] != parent_ids.iter().collect::<Vec<_>>()[..]
@@ -330,11 +395,31 @@ pub(crate) fn plan(
                 found: own.len(),
             });
         };
+        for id in parent_ids
+            .iter()
+            .chain(std::iter::once(&saved.layers[at].0))
+        {
+            if let (false, Some(path)) = (blobs.contains_key(id), saved.blobs.remove(id)) {
+                blobs.insert(id.clone(), path);
+            }
+        }
+        let step = crate::image::config::layer_history(&saved.config)
+            .into_iter()
+            .nth(at)
+            .unwrap_or_default();
+        let packages = saved
+            .config
+            .pointer("/config/Labels")
+            .and_then(|l| l.get(crate::labels::PACKAGES))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string);
         let (diff_id, layer) = saved.layers.into_iter().nth(at).expect("index in range");
         fragment_layers.push(MemberLayer {
             member: member.clone(),
             diff_id,
             paths: layer.paths.len(),
+            step,
+            packages,
         });
         facts.push((member.fragment.clone(), layer));
     }
@@ -343,10 +428,21 @@ pub(crate) fn plan(
         variant: recipe.variant.clone(),
         source: Box::new(source),
     })?;
-    let state = merge_state(&recipe.variant, &parent, &facts)?;
+    let mut state = merge_state(&recipe.variant, &parent, &facts)?;
+    for file in &mut state {
+        if let Some(f) = facts
+            .iter()
+            .rev()
+            .find_map(|(_, l)| l.paths.get(&file.path))
+        {
+            (file.mode, file.uid, file.gid) = (f.mode, f.uid, f.gid);
+        }
+    }
     Ok(Plan {
         recipe: recipe.clone(),
         parent_layers: parent_ids,
+        parent_config: parent.config.clone(),
+        blobs,
         fragment_layers,
         overlap,
         state,

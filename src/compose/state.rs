@@ -269,6 +269,9 @@ pub(crate) fn merge_all(
             path: path.to_string(),
             stanzas: merged.len(),
             bytes: text_of(&merged).into_bytes(),
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
         });
     }
     Ok(out)
@@ -280,6 +283,11 @@ pub(crate) struct MergedState {
     pub(crate) path: String,
     pub(crate) stanzas: usize,
     pub(crate) bytes: Vec<u8>,
+    /// Mode and owner: the topmost member layer's that writes it (dpkg and
+    /// apt write these files 0644 root:root).
+    pub(crate) mode: u32,
+    pub(crate) uid: u64,
+    pub(crate) gid: u64,
 }
 
 /// The packages a member newly installed without an automatic mark (see

@@ -136,7 +136,7 @@ fn planned(saves: &BTreeMap<&'static str, Vec<u8>>) -> Result<Plan, ComposeError
     let plan = plan(&recipe_py_go(), &scripts(), |variant| {
         reads.lock().unwrap().push(variant.to_string());
         let image = format!("local/sandbox:{variant}");
-        let saved = read_save(&image, saves[variant].as_slice())?;
+        let saved = read_save(&image, saves[variant].as_slice(), None)?;
         Ok((image, saved))
     });
     let mut reads = reads.into_inner().unwrap();

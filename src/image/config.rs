@@ -41,18 +41,27 @@ fn object_at<'a>(
 /// The `created_by` of each history step that made a layer (steps marked
 /// `empty_layer` made none), in layer order.
 pub(crate) fn layer_steps(config: &Value) -> Vec<String> {
+    layer_history(config)
+        .iter()
+        .map(|s| {
+            s.get("created_by")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+/// The history steps that made a layer (steps marked `empty_layer` made
+/// none), whole, in layer order.
+pub(crate) fn layer_history(config: &Value) -> Vec<Value> {
     config
         .get("history")
         .and_then(Value::as_array)
         .map(|h| {
             h.iter()
                 .filter(|s| s.get("empty_layer").and_then(Value::as_bool) != Some(true))
-                .map(|s| {
-                    s.get("created_by")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string()
-                })
+                .cloned()
                 .collect()
         })
         .unwrap_or_default()
