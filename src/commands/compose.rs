@@ -27,6 +27,17 @@ pub(crate) struct Args {
     /// (`dockerfile`: the variant's own steps, built over the composed layers).
     #[arg(long)]
     pub json: bool,
+    /// Compare the variant's latest build (its variant tag: composed, by
+    /// `build --compose`) with IMAGE (the same variant built from its
+    /// Dockerfile, e.g. its inputs tag from a plain `build`), path by path:
+    /// type, mode, owner, size, content, link target. They may differ only
+    /// in the order of the merged state files' stanzas; any other
+    /// difference is listed and the exit status is 2. With `--json`:
+    /// `{"composed", "built", "paths", "equivalent", "differences": [{"path",
+    /// "composed", "built"}], "state_files": [{"path", "same_stanzas",
+    /// "same_bytes"}]}`.
+    #[arg(long, value_name = "IMAGE")]
+    pub compare: Option<String>,
 }
 
 #[derive(serde::Serialize)]
@@ -42,6 +53,10 @@ struct Report<'a> {
 
 pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let recipe = compose::recipe(ctx.manifest()?, &args.variant)?;
+    if let Some(built) = &args.compare {
+        let composed = ctx.family()?.variant_tag(&recipe.variant);
+        return compare(ctx, &composed, built, args.json);
+    }
     let rendered = ctx.rendered()?;
     let dockerfile = rendered.variants[&recipe.variant]
         .composed_dockerfile
@@ -162,5 +177,136 @@ fn print(plan: &Plan) -> exit::Result {
         plan.overlap.merged.len(),
         plan.overlap.merged.join(", ")
     )?;
+    Ok(())
+}
+
+/// The final filesystem of `image`, read from the engine (one `save`).
+fn filesystem(
+    engine: &dyn crate::engine::Engine,
+    image: &str,
+) -> anyhow::Result<compose::compare::Filesystem> {
+    if engine.inspect(image)?.is_none() {
+        anyhow::bail!("the engine has no image {image}");
+    }
+    let saved = engine
+        .save_cmd(image)
+        .read_stdout(|out| compose::read_save(image, out, None))
+        .map_err(|e| match e {
+            crate::process::PipeError::Process(source) => ComposeError::Engine {
+                image: image.to_string(),
+                engine: engine.describe(),
+                source: Box::new(source),
+            },
+            crate::process::PipeError::Stream(e) => e,
+        })?;
+    Ok(compose::compare::filesystem(
+        saved.layers.iter().map(|(_, l)| l),
+    ))
+}
+
+#[derive(serde::Serialize)]
+struct Facts<'a> {
+    kind: &'a str,
+    mode: String,
+    owner: String,
+    size: u64,
+    content: &'a str,
+}
+
+fn facts(f: &Option<crate::compose::overlap::Facts>) -> Option<Facts<'_>> {
+    f.as_ref().map(|f| Facts {
+        kind: f.kind,
+        mode: format!("{:04o}", f.mode),
+        owner: format!("{}:{}", f.uid, f.gid),
+        size: f.size,
+        content: &f.content,
+    })
+}
+
+fn shown(f: &Option<crate::compose::overlap::Facts>) -> String {
+    match facts(f) {
+        None => "absent".into(),
+        Some(f) => format!(
+            "{} {} {} {} bytes {}",
+            f.kind,
+            f.mode,
+            f.owner,
+            f.size,
+            crate::image::entries::shown(f.content)
+        ),
+    }
+}
+
+/// `compose VARIANT --compare BUILT`.
+fn compare(ctx: &Context, composed: &str, built: &str, json: bool) -> exit::Result {
+    eprintln!("compose: reading {composed} and {built}");
+    let engine = &*ctx.engine()?;
+    let (a, b) = std::thread::scope(|scope| {
+        let a = scope.spawn(|| filesystem(engine, composed));
+        let b = filesystem(engine, built);
+        (a.join().expect("the reader does not panic"), b)
+    });
+    let (a, b) = (a?, b?);
+    let c = compose::compare::compare(&a, &b);
+    if json {
+        super::write_json(&serde_json::json!({
+            "composed": composed,
+            "built": built,
+            "paths": c.paths,
+            "equivalent": c.equivalent(),
+            "differences": c.differences.iter().map(|d| serde_json::json!({
+                "path": d.path,
+                "composed": facts(&d.composed),
+                "built": facts(&d.built),
+            })).collect::<Vec<_>>(),
+            "state_files": c.state_files.iter().map(|s| serde_json::json!({
+                "path": s.path,
+                "same_stanzas": s.same_stanzas,
+                "same_bytes": s.same_bytes,
+            })).collect::<Vec<_>>(),
+        }))?;
+    } else {
+        outln!(
+            "compose: {} against {}: {} paths, {} differ",
+            crate::image::entries::shown(composed),
+            crate::image::entries::shown(built),
+            c.paths,
+            c.differences.len()
+        )?;
+        for s in &c.state_files {
+            outln!(
+                "  {}: {}",
+                s.path,
+                match (s.same_bytes, s.same_stanzas) {
+                    (true, _) => "the same bytes",
+                    (false, true) => "the same stanzas, in another order",
+                    (false, false) => "DIFFERENT stanzas",
+                }
+            )?;
+        }
+        for d in c.differences.iter().take(200) {
+            outln!(
+                "  {}: composed {}; built {}",
+                crate::image::entries::shown(&d.path),
+                shown(&d.composed),
+                shown(&d.built)
+            )?;
+        }
+        if c.differences.len() > 200 {
+            outln!("  … and {} more (`--json` lists them all)", c.differences.len() - 200)?;
+        }
+    }
+    if !c.equivalent() {
+        eprintln!(
+            "compose: {composed} is not what {built} is: {} path(s) differ{}",
+            c.differences.len(),
+            if c.state_files.iter().all(|s| s.same_stanzas) {
+                ""
+            } else {
+                ", and a state file's stanzas"
+            }
+        );
+        return Err(exit::Reported::Findings.into());
+    }
     Ok(())
 }

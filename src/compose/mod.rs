@@ -26,6 +26,7 @@
 //! normalised and checked) is not built yet.
 
 pub(crate) mod assemble;
+pub(crate) mod compare;
 pub(crate) mod overlap;
 pub(crate) mod state;
 
