@@ -385,74 +385,21 @@ fn compose_build(
         crate::family::short_hex(&prepared.inputs.hash)
     );
     let plan = crate::compose::plan(recipe, &sh.family.fragment_scripts, |v| {
-        let (image, spill) = if v == recipe.parent {
-            (prepared.from_id.clone(), None)
-        } else {
-            let (_, id) = prepared
-                .members
-                .iter()
-                .find(|(m, _)| m == v)
-                .expect("the scheduler gives every member's image");
-            let dir = work.path().join(v);
-            std::fs::create_dir_all(&dir).map_err(|e| crate::compose::ComposeError::Image {
-                image: id.clone(),
-                problem: format!("cannot make {}: {e}", dir.display()),
-            })?;
-            (id.clone(), Some(dir))
-        };
-        let saved = sh
-            .engine
-            .save_cmd(&image)
-            .read_stdout(|out| crate::compose::read_save(&image, out, spill.as_deref()))
-            .map_err(|e| match e {
-                crate::process::PipeError::Process(source) => {
-                    crate::compose::ComposeError::Engine {
-                        image: image.clone(),
-                        engine: sh.engine.describe(),
-                        source: Box::new(source),
-                    }
-                }
-                crate::process::PipeError::Stream(e) => e,
-            })?;
-        Ok((format!("{v} ({})", crate::family::short_hex(&image)), saved))
+        if v == recipe.parent {
+            return crate::compose::read_image(sh.engine, v, &prepared.from_id, None);
+        }
+        let (_, id) = prepared
+            .members
+            .iter()
+            .find(|(m, _)| m == v)
+            .expect("the scheduler gives every member's image");
+        crate::compose::read_image(sh.engine, v, id, Some(&work.path().join(v)))
     })
     .map_err(|e| failure(&e))?;
     let planned = started.elapsed().as_secs_f64();
     let sde = sh.opts.source_date_epoch;
-    let loaded = sh.engine.load_cmd().write_stdin(|stdin| {
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, stdin);
-        let assembled = crate::compose::assemble::write_archive(
-            &plan,
-            sde,
-            std::slice::from_ref(&tag),
-            &mut out,
-        )?;
-        out.flush()?;
-        Ok::<_, std::io::Error>(assembled)
-    });
-    let assembled = match loaded {
-        Ok((assembled, _)) => assembled,
-        Err(crate::process::PipeError::Process(e)) => return Err(failure(&e)),
-        Err(crate::process::PipeError::Stream(e)) => {
-            let reason = format!("writing the assembled image to the engine's load: {e}");
-            return Err(fail(Stage::Compose, reason, None));
-        }
-    };
-    match sh.engine.inspect(&tag) {
-        Ok(Some(info)) if info.id == assembled.id => {}
-        other => {
-            let found = match other {
-                Ok(Some(info)) => info.id,
-                Ok(None) => "nothing".into(),
-                Err(e) => e.to_string(),
-            };
-            let reason = format!(
-                "the engine loaded the assembled image {} as {tag}, but {tag} is {found}",
-                assembled.id
-            );
-            return Err(fail(Stage::Compose, reason, None));
-        }
-    }
+    let assembled =
+        crate::compose::assemble::load(sh.engine, &plan, sde, &tag).map_err(|e| failure(&e))?;
     drop(work);
     let fragments: Vec<String> = plan
         .fragment_layers

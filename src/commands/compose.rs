@@ -32,10 +32,10 @@ pub(crate) struct Args {
     /// Dockerfile, e.g. its inputs tag from a plain `build`), path by path:
     /// type, mode, owner, size, content, link target. They may differ only
     /// in the order of the merged state files' stanzas; any other
-    /// difference is listed and the exit status is 2. With `--json`:
+    /// difference is listed and the exit status is 1. With `--json`:
     /// `{"composed", "built", "paths", "equivalent", "differences": [{"path",
     /// "composed", "built"}], "state_files": [{"path", "same_stanzas",
-    /// "same_bytes"}]}`.
+    /// "same_bytes"}]}`, schema `sunaba-images/compose-compare/v1`.
     #[arg(long, value_name = "IMAGE")]
     pub compare: Option<String>,
 }
@@ -82,18 +82,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     let plan = compose::plan(&recipe, &family.fragment_scripts, |variant| {
         let image = family.variant_tag(variant);
         eprintln!("compose: reading {image}");
-        let saved = engine
-            .save_cmd(&image)
-            .read_stdout(|out| compose::read_save(&image, out, None))
-            .map_err(|e| match e {
-                crate::process::PipeError::Process(source) => ComposeError::Engine {
-                    image: image.clone(),
-                    engine: engine.describe(),
-                    source: Box::new(source),
-                },
-                crate::process::PipeError::Stream(e) => e,
-            })?;
-        Ok((image, saved))
+        compose::read_image(&*engine, variant, &image, None)
     })
     .with_context(|| format!("planning the composition of `{}`", args.variant))?;
     if args.json {
@@ -188,17 +177,7 @@ fn filesystem(
     if engine.inspect(image)?.is_none() {
         anyhow::bail!("the engine has no image {image}");
     }
-    let saved = engine
-        .save_cmd(image)
-        .read_stdout(|out| compose::read_save(image, out, None))
-        .map_err(|e| match e {
-            crate::process::PipeError::Process(source) => ComposeError::Engine {
-                image: image.to_string(),
-                engine: engine.describe(),
-                source: Box::new(source),
-            },
-            crate::process::PipeError::Stream(e) => e,
-        })?;
+    let (_, saved) = compose::read_image(engine, image, image, None)?;
     Ok(compose::compare::filesystem(
         saved.layers.iter().map(|(_, l)| l),
     ))
@@ -249,22 +228,26 @@ fn compare(ctx: &Context, composed: &str, built: &str, json: bool) -> exit::Resu
     let (a, b) = (a?, b?);
     let c = compose::compare::compare(&a, &b);
     if json {
-        super::write_json(&serde_json::json!({
-            "composed": composed,
-            "built": built,
-            "paths": c.paths,
-            "equivalent": c.equivalent(),
-            "differences": c.differences.iter().map(|d| serde_json::json!({
-                "path": d.path,
-                "composed": facts(&d.composed),
-                "built": facts(&d.built),
-            })).collect::<Vec<_>>(),
-            "state_files": c.state_files.iter().map(|s| serde_json::json!({
-                "path": s.path,
-                "same_stanzas": s.same_stanzas,
-                "same_bytes": s.same_bytes,
-            })).collect::<Vec<_>>(),
-        }))?;
+        let report = super::stamped(
+            "compose compare",
+            serde_json::json!({
+                "composed": composed,
+                "built": built,
+                "paths": c.paths,
+                "equivalent": c.equivalent(),
+                "differences": c.differences.iter().map(|d| serde_json::json!({
+                    "path": d.path,
+                    "composed": facts(&d.composed),
+                    "built": facts(&d.built),
+                })).collect::<Vec<_>>(),
+                "state_files": c.state_files.iter().map(|s| serde_json::json!({
+                    "path": s.path,
+                    "same_stanzas": s.same_stanzas,
+                    "same_bytes": s.same_bytes,
+                })).collect::<Vec<_>>(),
+            }),
+        )?;
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
         outln!(
             "compose: {} against {}: {} paths, {} differ",
@@ -293,20 +276,20 @@ fn compare(ctx: &Context, composed: &str, built: &str, json: bool) -> exit::Resu
             )?;
         }
         if c.differences.len() > 200 {
-            outln!("  … and {} more (`--json` lists them all)", c.differences.len() - 200)?;
+            outln!(
+                "  … and {} more (`--json` lists them all)",
+                c.differences.len() - 200
+            )?;
         }
     }
     if !c.equivalent() {
-        eprintln!(
-            "compose: {composed} is not what {built} is: {} path(s) differ{}",
-            c.differences.len(),
-            if c.state_files.iter().all(|s| s.same_stanzas) {
-                ""
-            } else {
-                ", and a state file's stanzas"
-            }
-        );
-        return Err(exit::Reported::Findings.into());
+        return Err(ComposeError::NotEquivalent {
+            composed: composed.to_string(),
+            built: built.to_string(),
+            paths: c.differences.len(),
+            state: c.state_files.iter().any(|s| !s.same_stanzas),
+        }
+        .into());
     }
     Ok(())
 }

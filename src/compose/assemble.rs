@@ -166,6 +166,45 @@ pub(crate) fn write_archive(
     })
 }
 
+/// Writes the composed image into `engine`'s load, tagged `tag`, and checks
+/// that `tag` names the image written.
+pub(crate) fn load(
+    engine: &dyn crate::engine::Engine,
+    plan: &Plan,
+    source_date_epoch: u64,
+    tag: &str,
+) -> Result<Assembled, super::ComposeError> {
+    let failed = |problem: String| super::ComposeError::Load {
+        image: tag.to_string(),
+        problem,
+    };
+    let loaded = engine.load_cmd().write_stdin(|stdin| {
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, stdin);
+        let tags = [tag.to_string()];
+        let assembled = write_archive(plan, source_date_epoch, &tags, &mut out)?;
+        out.flush()?;
+        Ok::<_, std::io::Error>(assembled)
+    });
+    let assembled = match loaded {
+        Ok((assembled, _)) => assembled,
+        Err(crate::process::PipeError::Process(e)) => {
+            return Err(failed(crate::error_chain::error_chain(&e)));
+        }
+        Err(crate::process::PipeError::Stream(e)) => {
+            return Err(failed(format!("writing the archive: {e}")));
+        }
+    };
+    match engine.inspect(tag) {
+        Ok(Some(info)) if info.id == assembled.id => Ok(assembled),
+        Ok(Some(info)) => Err(failed(format!(
+            "it wrote {}, but {tag} is {}",
+            assembled.id, info.id
+        ))),
+        Ok(None) => Err(failed(format!("it wrote {}, but no {tag}", assembled.id))),
+        Err(e) => Err(failed(e.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

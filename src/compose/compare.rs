@@ -216,7 +216,7 @@ mod tests {
         let ba = "Package: b\nVersion: 1\n\nPackage: a\nVersion: 1\n";
         let base = layer(&[file("usr/bin/tool", "t"), file(status, ab)]);
         let same = compare(
-            &fs(&[base.clone()]),
+            &fs(std::slice::from_ref(&base)),
             &fs(&[layer(&[file("usr/bin/tool", "t"), file(status, ba)])]),
         );
         assert!(same.equivalent(), "{same:?}");
@@ -230,7 +230,7 @@ mod tests {
             }]
         );
         let other = compare(
-            &fs(&[base.clone()]),
+            &fs(std::slice::from_ref(&base)),
             &fs(&[layer(&[
                 file("usr/bin/tool", "T"),
                 file(status, "Package: a\nVersion: 2\n"),

@@ -21,9 +21,11 @@
 //! layer by the history step that ran the fragment's script, sorts the
 //! paths two fragment layers share ([`overlap`]: identical, a state file,
 //! or a conflict that is refused naming both fragments and the path) and
-//! merges the state files ([`state`]). The plan is what the assembler
-//! writes; assembling (the state layer written, the image loaded,
-//! normalised and checked) is not built yet.
+//! merges the state files ([`state`]). The plan is what [`assemble`]
+//! writes as a `docker load` archive; the build (`build --compose`,
+//! `crate::build`) loads it, builds the variant's own steps over it and
+//! normalises and checks the result like any build. [`compare`] proves a
+//! composed image equal to the Dockerfile-built one, path by path.
 
 pub(crate) mod assemble;
 pub(crate) mod compare;
@@ -108,6 +110,21 @@ pub(crate) enum ComposeError {
         #[source]
         source: Box<StateError>,
     },
+    /// A composed image that is not what its Dockerfile builds.
+    #[error(
+        "{composed} is not what {built} is: {paths} path(s) differ{}; the composition must not be \
+         pinned (see the list above)",
+        if *state { ", and a state file's stanzas" } else { "" }
+    )]
+    NotEquivalent {
+        composed: String,
+        built: String,
+        paths: usize,
+        state: bool,
+    },
+    /// The engine did not load the assembled image as written.
+    #[error("the engine's load of the assembled image {image}: {problem}")]
+    Load { image: String, problem: String },
     #[error("{image}: cannot read it from {engine}")]
     Engine {
         image: String,
@@ -288,6 +305,39 @@ pub(crate) fn read_save(
         layers,
         blobs,
     })
+}
+
+/// Reads `image` (the variant `variant`'s build) from `engine`: one
+/// `save`; with `spill`, a directory made for its layer blobs.
+pub(crate) fn read_image(
+    engine: &dyn crate::engine::Engine,
+    variant: &str,
+    image: &str,
+    spill: Option<&std::path::Path>,
+) -> Result<(String, Saved), ComposeError> {
+    if let Some(dir) = spill {
+        std::fs::create_dir_all(dir).map_err(|e| ComposeError::Image {
+            image: image.to_string(),
+            problem: format!("cannot make {}: {e}", dir.display()),
+        })?;
+    }
+    let saved = engine
+        .save_cmd(image)
+        .read_stdout(|out| read_save(image, out, spill))
+        .map_err(|e| match e {
+            crate::process::PipeError::Process(source) => ComposeError::Engine {
+                image: image.to_string(),
+                engine: engine.describe(),
+                source: Box::new(source),
+            },
+            crate::process::PipeError::Stream(e) => e,
+        })?;
+    let shown = if let Some(hex) = image.strip_prefix("sha256:") {
+        format!("{variant} ({})", &hex[..hex.len().min(12)])
+    } else {
+        image.to_string()
+    };
+    Ok((shown, saved))
 }
 
 /// What is wrong with a save stream, in words.

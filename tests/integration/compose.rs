@@ -226,6 +226,84 @@ fn a_union_is_planned_from_its_members_layers_with_the_state_the_dockerfile_give
     let status = plan["state_files"][0]["path"].as_str().unwrap();
     assert_eq!(status, "var/lib/dpkg/status");
 
+    // Composed: `build --compose ab` assembles `ab` from a's and b's layers
+    // and a state layer, and builds only its own steps; path by path it is
+    // the `ab` its Dockerfile built.
+    let built = format!("{repository}:ab-dockerfile");
+    let tagged = std::process::Command::new(&s.engine)
+        .args(["tag", &format!("{repository}:ab"), &built])
+        .status()
+        .unwrap();
+    assert!(tagged.success());
+    p.cli()
+        .args([
+            "build",
+            "--compose",
+            "--no-check",
+            "--progress",
+            "plain",
+            "ab",
+        ])
+        .stdout_free("the build's summary")
+        .stderr_free("the build's progress")
+        .run();
+    let log = p.read("target/sunaba-build/logs/ab.log");
+    assert!(log.starts_with("# composed ab as sha256:"), "{log}");
+    assert!(
+        !log.contains("sh /run/sunaba/install-"),
+        "no fragment ran: {log}"
+    );
+    let composed = member_layers("ab");
+    let dockerfile_built = member_layers("ab-dockerfile");
+    for (i, v) in ["a", "b"].iter().enumerate() {
+        let diff_id = plan["fragment_layers"][i]["diff_id"].as_str().unwrap();
+        assert!(
+            composed.iter().any(|d| d == diff_id),
+            "{v}'s layer is in the composed ab: {composed:?}"
+        );
+    }
+    // The Dockerfile ran b's install over a's packages: another layer.
+    let b_layer = plan["fragment_layers"][1]["diff_id"].as_str().unwrap();
+    assert!(!dockerfile_built.iter().any(|d| d == b_layer));
+    let compared = p
+        .cli()
+        .args(["compose", "ab", "--compare", &built, "--json"])
+        .stdout_json()
+        .stderr_line(format!("compose: reading {repository}:ab and {built}"))
+        .run()
+        .json();
+    assert_eq!(compared["schema"], "sunaba-images/compose-compare/v1");
+    assert_eq!(compared["equivalent"], true, "{compared:#}");
+    assert_eq!(compared["differences"], serde_json::json!([]));
+    assert!(compared["paths"].as_u64().unwrap() > 1000, "{compared:#}");
+    let state: Vec<(&str, bool)> = compared["state_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap(),
+                f["same_stanzas"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        state,
+        [
+            ("var/lib/apt/extended_states", true),
+            ("var/lib/dpkg/status", true)
+        ]
+    );
+    // Against an image of other files, the differences are listed, status 1.
+    p.cli()
+        .args(["compose", "ab", "--compare", &format!("{repository}:a")])
+        .status(1)
+        .stdout_like(r"compose: \S+:ab against \S+:a: \d+ paths, [1-9]\d* differ")
+        .stdout_may(r"  .*")
+        .stderr_line(format!("compose: reading {repository}:ab and {repository}:a"))
+        .stderr_like(r"error: \S+:ab is not what \S+:a is: \d+ path\(s\) differ, and a state file's stanzas; the composition must not be pinned \(see the list above\)")
+        .run();
+
     // b now writes etc/fixture.conf its own way: `ab` cannot be composed.
     let tags = || -> String {
         let out = std::process::Command::new(&s.engine)
