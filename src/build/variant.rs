@@ -384,18 +384,11 @@ fn compose_build(
         sh.family.repository,
         crate::family::short_hex(&prepared.inputs.hash)
     );
-    let plan = crate::compose::plan(recipe, &sh.family.fragment_scripts, |v| {
-        if v == recipe.parent {
-            return crate::compose::read_image(sh.engine, v, &prepared.from_id, None);
-        }
-        let (_, id) = prepared
-            .members
-            .iter()
-            .find(|(m, _)| m == v)
-            .expect("the scheduler gives every member's image");
-        crate::compose::read_image(sh.engine, v, id, Some(&work.path().join(v)))
-    })
-    .map_err(|e| failure(&e))?;
+    let mut images = vec![(recipe.parent.clone(), prepared.from_id.clone())];
+    images.extend(prepared.members.iter().cloned());
+    let plan = crate::compose::read_images(sh.engine, &images, Some(work.path()))
+        .and_then(|read| crate::compose::plan(recipe, &sh.family.fragment_scripts, read))
+        .map_err(|e| failure(&e))?;
     let planned = started.elapsed().as_secs_f64();
     let sde = sh.opts.source_date_epoch;
     let assembled =

@@ -79,11 +79,14 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         }
         .into());
     }
-    let plan = compose::plan(&recipe, &family.fragment_scripts, |variant| {
-        let image = family.variant_tag(variant);
-        eprintln!("compose: reading {image}");
-        compose::read_image(&*engine, variant, &image, None)
-    })
+    let images: Vec<(String, String)> = std::iter::once(&recipe.parent)
+        .chain(recipe.members.iter().map(|m| &m.variant))
+        .map(|v| (v.clone(), family.variant_tag(v)))
+        .collect();
+    let shown: Vec<&str> = images.iter().map(|(_, i)| i.as_str()).collect();
+    eprintln!("compose: reading {}", shown.join(", "));
+    let plan = compose::read_images(&*engine, &images, None)
+        .and_then(|read| compose::plan(&recipe, &family.fragment_scripts, read))
     .with_context(|| format!("planning the composition of `{}`", args.variant))?;
     if args.json {
         return super::write_json(&report(&plan, &dockerfile));
@@ -169,20 +172,6 @@ fn print(plan: &Plan) -> exit::Result {
     Ok(())
 }
 
-/// The final filesystem of `image`, read from the engine (one `save`).
-fn filesystem(
-    engine: &dyn crate::engine::Engine,
-    image: &str,
-) -> anyhow::Result<compose::compare::Filesystem> {
-    if engine.inspect(image)?.is_none() {
-        anyhow::bail!("the engine has no image {image}");
-    }
-    let (_, saved) = compose::read_image(engine, image, image, None)?;
-    Ok(compose::compare::filesystem(
-        saved.layers.iter().map(|(_, l)| l),
-    ))
-}
-
 #[derive(serde::Serialize)]
 struct Facts<'a> {
     kind: &'a str,
@@ -220,12 +209,11 @@ fn shown(f: &Option<crate::compose::overlap::Facts>) -> String {
 fn compare(ctx: &Context, composed: &str, built: &str, json: bool) -> exit::Result {
     eprintln!("compose: reading {composed} and {built}");
     let engine = &*ctx.engine()?;
-    let (a, b) = std::thread::scope(|scope| {
-        let a = scope.spawn(|| filesystem(engine, composed));
-        let b = filesystem(engine, built);
-        (a.join().expect("the reader does not panic"), b)
-    });
-    let (a, b) = (a?, b?);
+    // One `save` of both: the layers they share are read once.
+    let images = [composed, built].map(|i| (i.to_string(), i.to_string()));
+    let read = compose::read_images(engine, &images, None)?;
+    let [a, b] = [&read[0].1, &read[1].1]
+        .map(|saved| compose::compare::filesystem(saved.layers.iter().map(|(_, l)| l)));
     let c = compose::compare::compare(&a, &b);
     if json {
         let report = super::stamped(

@@ -207,7 +207,7 @@ pub(crate) fn recipe(manifest: &Manifest, variant: &str) -> Result<Recipe, Compo
 
 /// One image as the plan reads it: its config and each layer's diff_id
 /// and facts, bottom first; with a spill directory, each layer's blob too.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Saved {
     pub(crate) config: serde_json::Value,
     pub(crate) layers: Vec<(String, LayerFacts)>,
@@ -233,13 +233,33 @@ impl Read for Tee<'_> {
 
 /// Reads the save stream of `image` (every layer's facts, once); with
 /// `spill`, each layer's blob is also written there as it passes.
+#[cfg(test)]
 pub(crate) fn read_save(
     image: &str,
     input: impl Read,
     spill: Option<&std::path::Path>,
 ) -> Result<Saved, ComposeError> {
+    let mut saved = read_saves(image, input, spill)?;
+    match saved.len() {
+        1 => Ok(saved.pop_first().expect("one image").1),
+        n => Err(ComposeError::Image {
+            image: image.to_string(),
+            problem: format!("its save stream holds {n} images, not one"),
+        }),
+    }
+}
+
+/// Reads a save stream of one or more images (`what` names it in errors):
+/// every layer's facts once (a layer the images share is in the stream
+/// once), and each image by its ID; with `spill`, each layer's blob is
+/// also written there as it passes.
+pub(crate) fn read_saves(
+    what: &str,
+    input: impl Read,
+    spill: Option<&std::path::Path>,
+) -> Result<BTreeMap<String, Saved>, ComposeError> {
     let problem = |problem: String| ComposeError::Image {
-        image: image.to_string(),
+        image: what.to_string(),
         problem,
     };
     let mut scanned: BTreeMap<String, Result<LayerFacts, ScanError>> = BTreeMap::new();
@@ -272,72 +292,108 @@ pub(crate) fn read_save(
             problem(format!("cannot keep a layer in {}: {e}", path.display()))
         }
     })?;
-    let contents = save_stream::contents(&files.small, &files.links)
+    let images = save_stream::contents_by_id(&files.small, &files.links)
         .map_err(|e| problem(stream_problem(e)))?;
-    let mut layers = Vec::with_capacity(contents.layers.len());
-    let mut blobs = BTreeMap::new();
-    for (name, diff_id) in contents.layers.iter().zip(contents.diff_ids) {
-        // A layer named twice (through a link) is one file: the one read
-        // serves both.
-        match scanned.get(name) {
-            None => {
-                return Err(problem(format!(
-                    "layer {} is not in its save stream",
-                    crate::image::entries::shown(name)
-                )));
-            }
-            Some(Err(e)) => {
-                return Err(problem(format!(
-                    "layer {}: {e}",
-                    crate::image::entries::shown(&diff_id)
-                )));
-            }
-            Some(Ok(facts)) => {
-                if let Some(path) = spilled.get(name) {
-                    blobs.insert(diff_id.clone(), path.clone());
+    let mut out = BTreeMap::new();
+    for (id, contents) in images {
+        let mut layers = Vec::with_capacity(contents.layers.len());
+        let mut blobs = BTreeMap::new();
+        for (name, diff_id) in contents.layers.iter().zip(contents.diff_ids) {
+            // A layer named twice (through a link) is one file: the one
+            // read serves both.
+            match scanned.get(name) {
+                None => {
+                    return Err(problem(format!(
+                        "layer {} is not in its save stream",
+                        crate::image::entries::shown(name)
+                    )));
                 }
-                layers.push((diff_id, facts.clone()))
+                Some(Err(e)) => {
+                    return Err(problem(format!(
+                        "layer {}: {e}",
+                        crate::image::entries::shown(&diff_id)
+                    )));
+                }
+                Some(Ok(facts)) => {
+                    if let Some(path) = spilled.get(name) {
+                        blobs.insert(diff_id.clone(), path.clone());
+                    }
+                    layers.push((diff_id, facts.clone()))
+                }
             }
         }
+        let saved = Saved {
+            config: contents.config,
+            layers,
+            blobs,
+        };
+        out.insert(id, saved);
     }
-    Ok(Saved {
-        config: contents.config,
-        layers,
-        blobs,
-    })
+    Ok(out)
 }
 
-/// Reads `image` (the variant `variant`'s build) from `engine`: one
-/// `save`; with `spill`, a directory made for its layer blobs.
-pub(crate) fn read_image(
+/// Reads `images` (variant, image reference) from `engine` with one `save`
+/// of them all (a layer they share, the parent's, is saved and read
+/// once), in their order; with `spill`, a directory made for the layer
+/// blobs.
+pub(crate) fn read_images(
     engine: &dyn crate::engine::Engine,
-    variant: &str,
-    image: &str,
+    images: &[(String, String)],
     spill: Option<&std::path::Path>,
-) -> Result<(String, Saved), ComposeError> {
+) -> Result<Vec<(String, Saved)>, ComposeError> {
     if let Some(dir) = spill {
         std::fs::create_dir_all(dir).map_err(|e| ComposeError::Image {
-            image: image.to_string(),
-            problem: format!("cannot make {}: {e}", dir.display()),
+            image: dir.display().to_string(),
+            problem: format!("cannot make the directory: {e}"),
         })?;
     }
-    let saved = engine
-        .save_cmd(image)
-        .read_stdout(|out| read_save(image, out, spill))
+    let mut ids = Vec::new();
+    for (_, image) in images {
+        let info = engine.inspect(image).map_err(|e| ComposeError::Image {
+            image: image.clone(),
+            problem: e.to_string(),
+        })?;
+        let info = info.ok_or_else(|| ComposeError::Image {
+            image: image.clone(),
+            problem: "the engine has no such image".into(),
+        })?;
+        ids.push(info.id);
+    }
+    let what = images
+        .iter()
+        .map(|(_, i)| i.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut cmd = engine.save_cmd(&ids[0]);
+    for id in &ids[1..] {
+        cmd = cmd.arg(id);
+    }
+    let mut saved = cmd
+        .read_stdout(|out| read_saves(&what, out, spill))
         .map_err(|e| match e {
             crate::process::PipeError::Process(source) => ComposeError::Engine {
-                image: image.to_string(),
+                image: what.clone(),
                 engine: engine.describe(),
                 source: Box::new(source),
             },
             crate::process::PipeError::Stream(e) => e,
         })?;
-    let shown = if let Some(hex) = image.strip_prefix("sha256:") {
-        format!("{variant} ({})", &hex[..hex.len().min(12)])
-    } else {
-        image.to_string()
-    };
-    Ok((shown, saved))
+    let mut out = Vec::new();
+    for ((variant, image), id) in images.iter().zip(&ids) {
+        let one = saved.get(id).cloned().ok_or_else(|| ComposeError::Image {
+            image: image.clone(),
+            problem: format!("the engine's save of {what} does not hold it ({id})"),
+        })?;
+        let shown = if image.starts_with("sha256:") {
+            let hex = &id["sha256:".len()..];
+            format!("{variant} ({})", &hex[..hex.len().min(12)])
+        } else {
+            image.clone()
+        };
+        out.push((shown, one));
+    }
+    saved.clear();
+    Ok(out)
 }
 
 /// What is wrong with a save stream, in words.
@@ -382,41 +438,28 @@ pub(crate) struct Plan {
     pub(crate) state: Vec<MergedState>,
 }
 
-/// Plans `recipe` from the images `read` gives (by variant: the parent's
-/// and each member's, read once each, all at once: a `save` waits on the
-/// engine, and four of the real family's take half the time together that
-/// they take one after the other); `scripts` maps each fragment's script
-/// file name to the fragment, as the build's history names them.
+/// Plans `recipe` from its images as read ([`read_images`]): the
+/// parent's, then each member's, in the recipe's order, each with the name
+/// errors give it; `scripts` maps each fragment's script file name to the
+/// fragment, as the build's history names them.
 pub(crate) fn plan(
     recipe: &Recipe,
     scripts: &BTreeMap<String, String>,
-    read: impl Fn(&str) -> Result<(String, Saved), ComposeError> + Sync,
+    images: Vec<(String, Saved)>,
 ) -> Result<Plan, ComposeError> {
-    let variants: Vec<&str> = std::iter::once(recipe.parent.as_str())
-        .chain(recipe.members.iter().map(|m| m.variant.as_str()))
-        .collect();
-    let read = &read;
-    let mut images = std::thread::scope(|scope| {
-        let readers: Vec<_> = variants
-            .iter()
-            .map(|v| scope.spawn(move || read(v)))
-            .collect();
-        readers
-            .into_iter()
-            .map(|r| {
-                r.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect::<Vec<_>>()
-    })
-    .into_iter();
-    let (parent_image, parent) = images.next().expect("the parent was read")?;
+    assert_eq!(
+        images.len(),
+        recipe.members.len() + 1,
+        "the parent and each member are read"
+    );
+    let mut images = images.into_iter();
+    let (parent_image, parent) = images.next().expect("the parent was read");
     let parent_ids: Vec<String> = parent.layers.iter().map(|(d, _)| d.clone()).collect();
     let mut fragment_layers = Vec::new();
     let mut facts: Vec<(String, LayerFacts)> = Vec::new();
     let mut blobs = BTreeMap::new();
     for member in &recipe.members {
-        let (image, mut saved) = images.next().expect("each member was read")?;
+        let (image, mut saved) = images.next().expect("each member was read");
         let ids: Vec<&String> = saved.layers.iter().map(|(d, _)| d).collect();
         if ids.len() < parent_ids.len()
             || ids[..parent_ids.len()] != parent_ids.iter().collect::<Vec<_>>()[..]

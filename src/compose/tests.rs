@@ -132,17 +132,13 @@ fn family(go_on: &[Vec<u8>], go_gitconfig: &str) -> BTreeMap<&'static str, Vec<u
 }
 
 fn planned(saves: &BTreeMap<&'static str, Vec<u8>>) -> Result<Plan, ComposeError> {
-    let reads = std::sync::Mutex::new(Vec::new());
-    let plan = plan(&recipe_py_go(), &scripts(), |variant| {
-        reads.lock().unwrap().push(variant.to_string());
+    let mut read = Vec::new();
+    for variant in ["base", "python", "go"] {
         let image = format!("local/sandbox:{variant}");
         let saved = read_save(&image, saves[variant].as_slice(), None)?;
-        Ok((image, saved))
-    });
-    let mut reads = reads.into_inner().unwrap();
-    reads.sort();
-    assert_eq!(reads, ["base", "go", "python"], "each image read once");
-    plan
+        read.push((image, saved));
+    }
+    plan(&recipe_py_go(), &scripts(), read)
 }
 
 #[test]
@@ -194,4 +190,86 @@ fn a_member_built_on_another_parent_is_refused_with_what_to_rebuild() {
         "go (local/sandbox:go) was not built on base (local/sandbox:base) as it is now: its first \
          layers differ; build them again (`sunaba-images build go`)"
     );
+}
+
+/// One `save A B` stream of the images of `streams` (single-image save
+/// streams): each file once (a layer they share has one name), and one
+/// manifest.json listing every image.
+fn saved_together(streams: &[&[u8]]) -> Vec<u8> {
+    let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut manifest: Vec<serde_json::Value> = Vec::new();
+    for stream in streams {
+        let mut archive = tar::Archive::new(*stream);
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let name = entry.path().unwrap().display().to_string();
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut entry, &mut bytes).unwrap();
+            if name == "manifest.json" {
+                let items: Vec<serde_json::Value> = serde_json::from_slice(&bytes).unwrap();
+                manifest.extend(items);
+            } else {
+                files.insert(name, bytes);
+            }
+        }
+    }
+    files.insert("manifest.json".into(), serde_json::to_vec(&manifest).unwrap());
+    let mut b = tar::Builder::new(Vec::new());
+    for (name, bytes) in files {
+        let mut h = tar::Header::new_ustar();
+        h.set_path(&name).unwrap();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append(&h, bytes.as_slice()).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+#[test]
+fn one_save_of_every_image_reads_and_keeps_a_shared_layer_once() {
+    let base_layer = vec![layer(&[dir("usr"), file(STATUS, &stanza("base-files"))])];
+    let saves = family(&base_layer, "[safe]\n");
+    let together = saved_together(&[&saves["base"], &saves["python"], &saves["go"]]);
+    let spill = tempfile::tempdir().unwrap();
+    let read = read_saves("base, python, go", together.as_slice(), Some(spill.path())).unwrap();
+    assert_eq!(read.len(), 3, "each image by its ID");
+    // Each layer file of the stream once: base's is one, shared.
+    let kept = std::fs::read_dir(spill.path()).unwrap().count();
+    let files = tar::Archive::new(together.as_slice())
+        .entries()
+        .unwrap()
+        .filter(|e| {
+            let e = e.as_ref().unwrap();
+            e.path().unwrap().ends_with("layer.tar")
+        })
+        .count();
+    let alone: usize = ["base", "python", "go"]
+        .iter()
+        .map(|v| read_save(v, saves[v].as_slice(), None).unwrap().layers.len())
+        .sum();
+    assert_eq!(kept, files);
+    assert!(files < alone, "{files} layer files, {alone} read alone");
+    for saved in read.values() {
+        for (diff_id, _) in &saved.layers {
+            let blob = std::fs::read(&saved.blobs[diff_id]).unwrap();
+            assert_eq!(&crate::image::fixtures::digest(&blob), diff_id);
+        }
+    }
+    // The plan from the images read together is the plan from each alone.
+    let by_config = |save: &[u8]| {
+        let one = read_saves("one", save, None).unwrap();
+        let (id, _) = one.into_iter().next().unwrap();
+        (id.clone(), read[&id].clone())
+    };
+    let images: Vec<(String, Saved)> = ["base", "python", "go"]
+        .iter()
+        .map(|v| by_config(&saves[v]))
+        .collect();
+    let together_plan = plan(&recipe_py_go(), &scripts(), images).unwrap();
+    let alone = planned(&saves).unwrap();
+    assert_eq!(together_plan.state, alone.state);
+    assert_eq!(together_plan.overlap, alone.overlap);
+    assert_eq!(together_plan.parent_layers, alone.parent_layers);
+    assert_eq!(together_plan.blobs.len(), 3, "base's layer and each fragment layer");
 }

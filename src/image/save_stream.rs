@@ -239,17 +239,44 @@ pub(crate) fn contents(
     small: &BTreeMap<String, Vec<u8>>,
     links: &BTreeMap<String, String>,
 ) -> Result<Contents, StreamError> {
-    let manifest = small.get("manifest.json").ok_or_else(|| {
-        StreamError::Truncated("there is no manifest.json (a whole save stream has one)".into())
-    })?;
-    let items: Vec<ManifestItem> = serde_json::from_slice(manifest)
-        .map_err(|e| StreamError::Corrupt(format!("manifest.json: {e}")))?;
+    let items = manifest_items(small)?;
     let [item] = items.as_slice() else {
         return Err(StreamError::Corrupt(format!(
             "manifest.json describes {} images, not one",
             items.len()
         )));
     };
+    item_contents(small, links, item).map(|(_, c)| c)
+}
+
+/// Reads every image of a save stream of several (`save A B …`, which
+/// holds a layer they share once), by its config's digest: the image ID.
+pub(crate) fn contents_by_id(
+    small: &BTreeMap<String, Vec<u8>>,
+    links: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, Contents>, StreamError> {
+    let mut out = BTreeMap::new();
+    for item in &manifest_items(small)? {
+        let (id, contents) = item_contents(small, links, item)?;
+        out.insert(id, contents);
+    }
+    Ok(out)
+}
+
+fn manifest_items(small: &BTreeMap<String, Vec<u8>>) -> Result<Vec<ManifestItem>, StreamError> {
+    let manifest = small.get("manifest.json").ok_or_else(|| {
+        StreamError::Truncated("there is no manifest.json (a whole save stream has one)".into())
+    })?;
+    serde_json::from_slice(manifest)
+        .map_err(|e| StreamError::Corrupt(format!("manifest.json: {e}")))
+}
+
+/// One image of `manifest.json`, and its config's digest.
+fn item_contents(
+    small: &BTreeMap<String, Vec<u8>>,
+    links: &BTreeMap<String, String>,
+    item: &ManifestItem,
+) -> Result<(String, Contents), StreamError> {
     let config_name = resolve(links, &item.config);
     let config_bytes = small.get(&config_name).ok_or_else(|| {
         StreamError::Truncated(format!(
@@ -268,11 +295,16 @@ pub(crate) fn contents(
             diff_ids.len()
         )));
     }
-    Ok(Contents {
-        config,
-        layers: item.layers.iter().map(|l| resolve(links, l)).collect(),
-        diff_ids,
-    })
+    use sha2::Digest as _;
+    let id = format!("sha256:{}", hex::encode(sha2::Sha256::digest(config_bytes)));
+    Ok((
+        id,
+        Contents {
+            config,
+            layers: item.layers.iter().map(|l| resolve(links, l)).collect(),
+            diff_ids,
+        },
+    ))
 }
 
 #[cfg(test)]
