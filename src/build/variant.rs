@@ -648,3 +648,45 @@ fn check_and_record(
     report.recorded_id = Some(id.clone());
     Ok((id, report))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_composed_hash_is_its_own_inputs_and_its_members_images() {
+        let member = |m: &str| crate::compose::Member {
+            fragment: m.into(),
+            variant: m.into(),
+        };
+        let c = crate::family::Composition {
+            recipe: crate::compose::Recipe {
+                variant: "ab".into(),
+                parent: "root".into(),
+                members: vec![member("a"), member("b")],
+            },
+            dockerfile: String::new(),
+        };
+        let ids = |a: &str, b: &str| vec![("b".to_string(), b.to_string()), ("a".into(), a.into())];
+        let hash = composed_inputs("sha256:own", &c, &ids("sha256:1", "sha256:2")).unwrap();
+        assert!(hash.starts_with("sha256:") && hash.len() == 71, "{hash}");
+        assert_ne!(
+            hash, "sha256:own",
+            "a composed image is never the Dockerfile-built one"
+        );
+        // The members are taken in the recipe's order, not the run's.
+        let mut swapped = ids("sha256:1", "sha256:2");
+        swapped.reverse();
+        assert_eq!(composed_inputs("sha256:own", &c, &swapped).unwrap(), hash);
+        for other in [
+            composed_inputs("sha256:other", &c, &ids("sha256:1", "sha256:2")),
+            composed_inputs("sha256:own", &c, &ids("sha256:1", "sha256:3")),
+        ] {
+            assert_ne!(other.unwrap(), hash);
+        }
+        assert_eq!(
+            composed_inputs("sha256:own", &c, &ids("sha256:1", "sha256:2")[..1]).unwrap_err(),
+            "its member a has no image in this run (build it first)"
+        );
+    }
+}

@@ -87,7 +87,7 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
     eprintln!("compose: reading {}", shown.join(", "));
     let plan = compose::read_images(&*engine, &images, None)
         .and_then(|read| compose::plan(&recipe, &family.fragment_scripts, read))
-    .with_context(|| format!("planning the composition of `{}`", args.variant))?;
+        .with_context(|| format!("planning the composition of `{}`", args.variant))?;
     if args.json {
         return super::write_json(&report(&plan, &dockerfile));
     }

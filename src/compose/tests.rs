@@ -213,7 +213,10 @@ fn saved_together(streams: &[&[u8]]) -> Vec<u8> {
             }
         }
     }
-    files.insert("manifest.json".into(), serde_json::to_vec(&manifest).unwrap());
+    files.insert(
+        "manifest.json".into(),
+        serde_json::to_vec(&manifest).unwrap(),
+    );
     let mut b = tar::Builder::new(Vec::new());
     for (name, bytes) in files {
         let mut h = tar::Header::new_ustar();
@@ -246,7 +249,12 @@ fn one_save_of_every_image_reads_and_keeps_a_shared_layer_once() {
         .count();
     let alone: usize = ["base", "python", "go"]
         .iter()
-        .map(|v| read_save(v, saves[v].as_slice(), None).unwrap().layers.len())
+        .map(|v| {
+            read_save(v, saves[v].as_slice(), None)
+                .unwrap()
+                .layers
+                .len()
+        })
         .sum();
     assert_eq!(kept, files);
     assert!(files < alone, "{files} layer files, {alone} read alone");
@@ -271,5 +279,9 @@ fn one_save_of_every_image_reads_and_keeps_a_shared_layer_once() {
     assert_eq!(together_plan.state, alone.state);
     assert_eq!(together_plan.overlap, alone.overlap);
     assert_eq!(together_plan.parent_layers, alone.parent_layers);
-    assert_eq!(together_plan.blobs.len(), 3, "base's layer and each fragment layer");
+    assert_eq!(
+        together_plan.blobs.len(),
+        3,
+        "base's layer and each fragment layer"
+    );
 }
