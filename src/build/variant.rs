@@ -431,7 +431,10 @@ fn compose_build(
         dockerfile: composition.dockerfile.clone(),
         log,
     };
-    let (id, _) = engine_build(sh, variant, prepared, force, Some(&over))?;
+    let (id, _) = engine_build(sh, variant, prepared, force, Some(&over)).inspect_err(|_| {
+        // Nothing is left under the assembly's tag when the build fails.
+        let _ = sh.engine.remove_image(&tag);
+    })?;
     Ok((id, started.elapsed().as_secs_f64(), Composed { tag }))
 }
 

@@ -364,11 +364,8 @@ pub(crate) fn read_images(
         .map(|(_, i)| i.as_str())
         .collect::<Vec<_>>()
         .join(", ");
-    let mut cmd = engine.save_cmd(&ids[0]);
-    for id in &ids[1..] {
-        cmd = cmd.arg(id);
-    }
-    let mut saved = cmd
+    let mut saved = engine
+        .save_images_cmd(&ids)
         .read_stdout(|out| read_saves(&what, out, spill))
         .map_err(|e| match e {
             crate::process::PipeError::Process(source) => ComposeError::Engine {

@@ -278,6 +278,11 @@ pub trait Engine: Send + Sync {
     fn save_cmd(&self, image: &str) -> Cmd {
         self.cmd(Argv::new("save").operands([image]))
     }
+    /// `save` of several images as one docker-archive stream (a layer
+    /// they share is in it once; `manifest.json` lists each image).
+    fn save_images_cmd(&self, images: &[String]) -> Cmd {
+        self.cmd(Argv::new("save").operands(images))
+    }
     /// Whether `load` takes an archive that leaves out the files of layers
     /// the engine already has (Docker looks each layer up by its chain ID
     /// before it opens the file; Podman reads every file). src/normalize's

@@ -72,6 +72,16 @@ impl Engine for Podman {
         )
     }
 
+    /// Podman saves one image unless asked for a multi-image archive.
+    fn save_images_cmd(&self, images: &[String]) -> Cmd {
+        self.cmd(
+            Argv::new("save")
+                .opt("--format", "docker-archive")
+                .flag("--multi-image-archive")
+                .operands(images),
+        )
+    }
+
     fn build_cmd(&self, req: &BuildRequest) -> Cmd {
         // The OCI image format has no HEALTHCHECK; `check` reads it from the
         // config, so images must be built in Docker format.
@@ -113,5 +123,27 @@ mod tests {
             ]
         );
         assert_eq!(p.log_format(), LogFormat::Buildah);
+    }
+
+    #[test]
+    fn several_images_are_saved_as_one_docker_archive() {
+        let p = Podman::new("/usr/bin/podman".into());
+        let cmd = p.save_images_cmd(&["sha256:a".into(), "sha256:b".into()]);
+        let argv: Vec<String> = cmd
+            .get_args()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            argv,
+            [
+                "save",
+                "--format=docker-archive",
+                "--multi-image-archive",
+                "--",
+                "sha256:a",
+                "sha256:b"
+            ]
+        );
     }
 }
