@@ -122,11 +122,14 @@ pub(crate) struct Assembled {
 
 /// Writes the composed image as a `docker load` archive tagged `tags`: the
 /// layer blobs from the plan's spill, then the state layer, config and
-/// manifest.
+/// manifest. With `parent_loaded` (an engine that looks a layer up by its
+/// chain ID before it opens the file, and has the parent), the parent's
+/// layers are named but not sent.
 pub(crate) fn write_archive(
     plan: &Plan,
     source_date_epoch: u64,
     tags: &[String],
+    parent_loaded: bool,
     out: &mut dyn Write,
 ) -> std::io::Result<Assembled> {
     let state = state_layer(plan, source_date_epoch);
@@ -140,6 +143,11 @@ pub(crate) fn write_archive(
         .iter()
         .chain(plan.fragment_layers.iter().map(|l| &l.diff_id));
     for (i, diff_id) in layers.enumerate() {
+        let name = format!("layers/{i:03}.tar");
+        if parent_loaded && i < plan.parent_layers.len() {
+            names.push(name);
+            continue;
+        }
         let path = plan.blobs.get(diff_id).ok_or_else(|| {
             std::io::Error::other(format!(
                 "layer {diff_id} was not kept when the members were read"
@@ -147,7 +155,6 @@ pub(crate) fn write_archive(
         })?;
         let file = std::fs::File::open(path)?;
         let len = file.metadata()?.len();
-        let name = format!("layers/{i:03}.tar");
         out.write_all(file_header(&name, len).as_bytes())?;
         layer_tar::copy_range(&file, 0, len, &mut buf, out)?;
         pad(out, len)?;
@@ -181,7 +188,8 @@ pub(crate) fn load(
     let loaded = engine.load_cmd().write_stdin(|stdin| {
         let mut out = std::io::BufWriter::with_capacity(1 << 20, stdin);
         let tags = [tag.to_string()];
-        let assembled = write_archive(plan, source_date_epoch, &tags, &mut out)?;
+        let parent_loaded = engine.loads_layers_it_has_by_chain_id();
+        let assembled = write_archive(plan, source_date_epoch, &tags, parent_loaded, &mut out)?;
         out.flush()?;
         Ok::<_, std::io::Error>(assembled)
     });
@@ -336,7 +344,7 @@ mod tests {
     #[test]
     fn an_archive_needs_every_layers_blob_and_names_the_one_missing() {
         let dir = tempfile::tempdir().unwrap();
-        let err = write_archive(&plan(dir.path()), 0, &[], &mut Vec::new()).unwrap_err();
+        let err = write_archive(&plan(dir.path()), 0, &[], false, &mut Vec::new()).unwrap_err();
         assert_eq!(
             err.to_string(),
             "layer sha256:gone was not kept when the members were read"
@@ -344,7 +352,7 @@ mod tests {
         let mut complete = plan(dir.path());
         complete.fragment_layers.pop();
         let mut out = Vec::new();
-        let assembled = write_archive(&complete, 0, &["r:t".into()], &mut out).unwrap();
+        let assembled = write_archive(&complete, 0, &["r:t".into()], false, &mut out).unwrap();
         let mut tar = tar::Archive::new(out.as_slice());
         let names: Vec<String> = tar
             .entries()
@@ -363,5 +371,28 @@ mod tests {
         );
         assert_eq!(assembled.diff_ids.len(), 3);
         assert_eq!(assembled.diff_ids[2], assembled.state_diff_id);
+        // An engine that has the parent is sent its layers' names only:
+        // the same image, without base's file.
+        let mut lean = Vec::new();
+        let same = write_archive(&complete, 0, &["r:t".into()], true, &mut lean).unwrap();
+        assert_eq!(same, assembled);
+        let mut tar = tar::Archive::new(lean.as_slice());
+        let files: Vec<String> = tar
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().display().to_string())
+            .collect();
+        assert_eq!(files[..2], ["layers/001.tar", "layers/002.tar"]);
+        let manifest: serde_json::Value = {
+            let mut tar = tar::Archive::new(lean.as_slice());
+            let entry = tar
+                .entries()
+                .unwrap()
+                .map(|e| e.unwrap())
+                .find(|e| e.path().unwrap().ends_with("manifest.json"))
+                .unwrap();
+            serde_json::from_reader(entry).unwrap()
+        };
+        assert_eq!(manifest[0]["Layers"][0], "layers/000.tar");
     }
 }
