@@ -217,16 +217,7 @@ fn saved_together(streams: &[&[u8]]) -> Vec<u8> {
         "manifest.json".into(),
         serde_json::to_vec(&manifest).unwrap(),
     );
-    let mut b = tar::Builder::new(Vec::new());
-    for (name, bytes) in files {
-        let mut h = tar::Header::new_ustar();
-        h.set_path(&name).unwrap();
-        h.set_size(bytes.len() as u64);
-        h.set_mode(0o644);
-        h.set_cksum();
-        b.append(&h, bytes.as_slice()).unwrap();
-    }
-    b.into_inner().unwrap()
+    crate::image::fixtures::tar_of(files)
 }
 
 #[test]

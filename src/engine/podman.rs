@@ -96,6 +96,13 @@ impl Engine for Podman {
 mod tests {
     use super::*;
 
+    fn argv(cmd: &Cmd) -> Vec<String> {
+        cmd.get_args()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
     #[test]
     fn builds_in_docker_format_so_the_healthcheck_survives() {
         let p = Podman::new("/usr/bin/podman".into());
@@ -105,13 +112,8 @@ mod tests {
             iidfile: "/tmp/iid".into(),
             ..Default::default()
         });
-        let argv: Vec<String> = cmd
-            .get_args()
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
         assert_eq!(
-            argv,
+            argv(&cmd),
             [
                 "build",
                 "--format=docker",
@@ -129,13 +131,8 @@ mod tests {
     fn several_images_are_saved_as_one_docker_archive() {
         let p = Podman::new("/usr/bin/podman".into());
         let cmd = p.save_images_cmd(&["sha256:a".into(), "sha256:b".into()]);
-        let argv: Vec<String> = cmd
-            .get_args()
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
         assert_eq!(
-            argv,
+            argv(&cmd),
             [
                 "save",
                 "--format=docker-archive",

@@ -152,6 +152,11 @@ pub(crate) fn save_stream_of_steps(
         files.push((format!("{id}/layer.tar"), l.clone()));
     }
     files.sort();
+    tar_of(files)
+}
+
+/// A tar of these files (regular, 0644), in this order.
+pub(crate) fn tar_of(files: impl IntoIterator<Item = (String, Vec<u8>)>) -> Vec<u8> {
     let mut b = tar::Builder::new(Vec::new());
     for (name, bytes) in files {
         let mut h = tar::Header::new_ustar();
