@@ -129,6 +129,31 @@ pub(crate) fn entry_changes(
 /// What differs between the pinned config and the rebuilt (stamped) one,
 /// besides the layers: packages by fragment, tools of the check record,
 /// other labels and settings, one line each.
+/// How each image was made, when the two differ: one composed from its
+/// members' layers (`build --compose`, whose config has the state layer's
+/// step), the other built from its Dockerfile; a rebuild made the other
+/// way cannot be the pinned image.
+pub(crate) fn composition_change(pinned: &Value, rebuilt: &Value) -> Option<String> {
+    let composed = |c: &Value| {
+        crate::image::config::layer_steps(c)
+            .iter()
+            .any(|s| s == crate::compose::assemble::STATE_STEP)
+    };
+    match (composed(pinned), composed(rebuilt)) {
+        (true, false) => Some(
+            "made: the pinned image was composed from its members' layers (`--compose`), the \
+             rebuild built from its Dockerfile: verify with `pins verify --rebuild --compose`"
+                .to_string(),
+        ),
+        (false, true) => Some(
+            "made: the pinned image was built from its Dockerfile, the rebuild composed \
+             (`--compose`): verify without `--compose`"
+                .to_string(),
+        ),
+        _ => None,
+    }
+}
+
 pub(crate) fn config_changes(pinned: &Value, rebuilt: &Value) -> Vec<String> {
     let labels_of = |c: &Value| -> BTreeMap<String, String> {
         c.pointer("/config/Labels")
@@ -310,6 +335,30 @@ mod tests {
                 "tool ruff: 0.17.6 → 0.17.7",
                 "config.Env differs",
             ]
+        );
+    }
+
+    #[test]
+    fn a_rebuild_made_the_other_way_than_its_pin_says_how_to_verify_it() {
+        let steps = |steps: &[&str]| serde_json::json!({"history": steps.iter().map(|s| serde_json::json!({"created_by": s})).collect::<Vec<_>>()});
+        let composed = steps(&[
+            "core",
+            "RUN go",
+            crate::compose::assemble::STATE_STEP,
+            "posture",
+        ]);
+        let built = steps(&["core", "RUN go", "posture"]);
+        assert_eq!(composition_change(&composed, &composed), None);
+        assert_eq!(composition_change(&built, &built), None);
+        assert!(
+            composition_change(&composed, &built)
+                .unwrap()
+                .ends_with("verify with `pins verify --rebuild --compose`")
+        );
+        assert!(
+            composition_change(&built, &composed)
+                .unwrap()
+                .ends_with("verify without `--compose`")
         );
     }
 }

@@ -241,7 +241,15 @@ pub(crate) async fn run(
     targets: &[Target],
     platforms: Vec<Option<Platform>>,
 ) -> Result<Vec<Verdict>, RebuildError> {
-    let variants: Vec<String> = targets.iter().map(|t| t.variant.clone()).collect();
+    let mut variants: Vec<String> = targets.iter().map(|t| t.variant.clone()).collect();
+    if r.build.compose {
+        // A composed variant's members are rebuilt too, never reused.
+        let members = targets
+            .iter()
+            .filter_map(|t| r.family.variants.get(&t.variant)?.composition.as_ref())
+            .flat_map(|c| c.recipe.members.iter().map(|m| m.variant.clone()));
+        variants.extend(members.collect::<Vec<_>>());
+    }
     // Every ancestor named, so each is forced: none is reused from an
     // earlier rebuild's tags.
     let selected = r.family.select(&variants)?;
@@ -359,6 +367,9 @@ async fn compare(
     let rebuilt_config: serde_json::Value =
         serde_json::from_slice(&stamped_config).map_err(RebuildError::RebuiltConfig)?;
     verdict.changes = diff::config_changes(&pinned_config, &rebuilt_config);
+    verdict
+        .changes
+        .extend(diff::composition_change(&pinned_config, &rebuilt_config));
     let (was, now) = (
         crate::image::config::diff_ids(&pinned_config).unwrap_or_default(),
         crate::image::config::diff_ids(&rebuilt_config).unwrap_or_default(),
