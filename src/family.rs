@@ -195,6 +195,29 @@ impl Family {
             .collect())
     }
 
+    /// [`Family::select`], and when `compose`, each selected union
+    /// variant's members with their ancestors: a composed variant is made
+    /// of their layers.
+    pub(crate) fn select_composing(
+        &self,
+        targets: &[String],
+        compose: bool,
+    ) -> Result<Vec<String>, crate::name::Unknown> {
+        let selected = self.select(targets)?;
+        if !compose {
+            return Ok(selected);
+        }
+        let members: Vec<String> = selected
+            .iter()
+            .filter_map(|v| self.variants[v].composition.as_ref())
+            .flat_map(|c| c.recipe.members.iter().map(|m| m.variant.clone()))
+            .collect();
+        if members.is_empty() {
+            return Ok(selected);
+        }
+        self.select(&[selected, members].concat())
+    }
+
     /// The tag that names one exact set of inputs; children are built FROM it.
     pub(crate) fn inputs_tag(&self, variant: &str, inputs: &str) -> String {
         format!("{}:{variant}-inputs-{}", self.repository, short_hex(inputs))

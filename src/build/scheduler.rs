@@ -127,21 +127,8 @@ fn prepare<'a>(
     opts: &'a Options,
     reporter: &'a dyn Reporter,
 ) -> Result<(Vec<String>, Shared<'a>), BuildError> {
-    let mut selected = family.select(targets)?;
-    if opts.compose {
-        // A composed variant is made of its members' layers: they are
-        // built (or reused) first, named or not.
-        let members: Vec<String> = selected
-            .iter()
-            .filter_map(|v| family.variants[v].composition.as_ref())
-            .flat_map(|c| c.recipe.members.iter().map(|m| m.variant.clone()))
-            .collect();
-        if !members.is_empty() {
-            let mut wanted = selected.clone();
-            wanted.extend(members);
-            selected = family.select(&wanted)?;
-        }
-    }
+    // A composed variant's members are built (or reused) first, named or not.
+    let mut selected = family.select_composing(targets, opts.compose)?;
     let (native, platform) = target_platform(family, engine, opts)?;
     // A variant that narrows its platforms is not built for the others (nor
     // are its children, which inherit them).

@@ -241,18 +241,10 @@ pub(crate) async fn run(
     targets: &[Target],
     platforms: Vec<Option<Platform>>,
 ) -> Result<Vec<Verdict>, RebuildError> {
-    let mut variants: Vec<String> = targets.iter().map(|t| t.variant.clone()).collect();
-    if r.build.compose {
-        // A composed variant's members are rebuilt too, never reused.
-        let members = targets
-            .iter()
-            .filter_map(|t| r.family.variants.get(&t.variant)?.composition.as_ref())
-            .flat_map(|c| c.recipe.members.iter().map(|m| m.variant.clone()));
-        variants.extend(members.collect::<Vec<_>>());
-    }
-    // Every ancestor named, so each is forced: none is reused from an
-    // earlier rebuild's tags.
-    let selected = r.family.select(&variants)?;
+    let variants: Vec<String> = targets.iter().map(|t| t.variant.clone()).collect();
+    // Every ancestor (and a composed variant's members) named, so each is
+    // forced: none is reused from an earlier rebuild's tags.
+    let selected = r.family.select_composing(&variants, r.build.compose)?;
     let request = pipeline::Request {
         variants: &selected,
         platforms,
