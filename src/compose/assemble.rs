@@ -15,7 +15,6 @@ use crate::image::layer_tar::{self, Entry, Kind};
 use crate::image::load_archive::{file_header, pad, write_config_and_manifest};
 use crate::labels::PackageRecord;
 use serde_json::{Value, json};
-use sha2::Digest as _;
 use std::collections::BTreeMap;
 use std::io::Write;
 
@@ -48,11 +47,6 @@ pub(crate) fn state_layer(plan: &Plan, source_date_epoch: u64) -> Vec<u8> {
     }
     out.resize(out.len() + 1024, 0);
     out
-}
-
-/// `sha256:<hex>` of `bytes`.
-fn digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }
 
 /// The union of the members' package records (each names the fragments it
@@ -133,7 +127,7 @@ pub(crate) fn write_archive(
     out: &mut dyn Write,
 ) -> std::io::Result<Assembled> {
     let state = state_layer(plan, source_date_epoch);
-    let state_diff_id = digest(&state);
+    let state_diff_id = crate::name::Digest::sha256(&state).to_string();
     let created = crate::timestamp::rfc3339(source_date_epoch);
     let config = config(plan, &state_diff_id, &created);
     let mut names = Vec::new();
@@ -227,7 +221,7 @@ mod tests {
         for (name, bytes) in [("base", &base), ("py", &py)] {
             let path = dir.join(name);
             std::fs::write(&path, bytes).unwrap();
-            blobs.insert(digest(bytes), path);
+            blobs.insert(crate::image::fixtures::digest(bytes), path);
         }
         let record = |f: &str, p: &str| {
             json!({"fragments": {"core": {"bash:amd64": "5"}, f: {p: "1"}}, "schema": 1})
@@ -249,16 +243,20 @@ mod tests {
                 parent: "base".into(),
                 members: vec![],
             },
-            parent_layers: vec![digest(&base)],
+            parent_layers: vec![crate::image::fixtures::digest(&base)],
             parent_config: json!({
                 "architecture": "amd64", "os": "linux",
                 "config": {"User": "1000:1000", "Labels": {"a": "b"}},
-                "rootfs": {"type": "layers", "diff_ids": [digest(&base)]},
+                "rootfs": {"type": "layers", "diff_ids": [crate::image::fixtures::digest(&base)]},
                 "history": [{"created_by": "core"}],
             }),
             blobs,
             fragment_layers: vec![
-                member("python", digest(&py), record("python", "python3:amd64")),
+                member(
+                    "python",
+                    crate::image::fixtures::digest(&py),
+                    record("python", "python3:amd64"),
+                ),
                 // A layer both members made would be one blob: here a
                 // second member whose blob was not kept.
                 member("go", "sha256:gone".into(), record("go", "golang:amd64")),

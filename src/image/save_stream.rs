@@ -295,8 +295,7 @@ fn item_contents(
             diff_ids.len()
         )));
     }
-    use sha2::Digest as _;
-    let id = format!("sha256:{}", hex::encode(sha2::Sha256::digest(config_bytes)));
+    let id = crate::name::Digest::sha256(config_bytes).to_string();
     Ok((
         id,
         Contents {
