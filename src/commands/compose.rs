@@ -213,7 +213,7 @@ fn compare(ctx: &Context, composed: &str, built: &str, json: bool) -> exit::Resu
     let images = [composed, built].map(|i| (i.to_string(), i.to_string()));
     let read = compose::read_images(engine, &images, None)?;
     let [a, b] = [&read[0].1, &read[1].1]
-        .map(|saved| compose::compare::filesystem(saved.layers.iter().map(|(_, l)| l)));
+        .map(|saved| compose::compare::filesystem(saved.layers.iter().map(|(_, l)| &**l)));
     let c = compose::compare::compare(&a, &b);
     if json {
         let report = super::stamped(

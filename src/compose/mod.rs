@@ -210,7 +210,9 @@ pub(crate) fn recipe(manifest: &Manifest, variant: &str) -> Result<Recipe, Compo
 #[derive(Debug, Clone)]
 pub(crate) struct Saved {
     pub(crate) config: serde_json::Value,
-    pub(crate) layers: Vec<(String, LayerFacts)>,
+    /// Shared: a layer several images of one save hold (the parent's) is
+    /// read once and held once.
+    pub(crate) layers: Vec<(String, std::sync::Arc<LayerFacts>)>,
     /// Each layer's blob as the save stream held it, by diff_id (only when
     /// read with a spill directory): what the assembler loads.
     pub(crate) blobs: BTreeMap<String, std::path::PathBuf>,
@@ -262,11 +264,13 @@ pub(crate) fn read_saves(
         image: what.to_string(),
         problem,
     };
-    let mut scanned: BTreeMap<String, Result<LayerFacts, ScanError>> = BTreeMap::new();
+    let mut scanned: BTreeMap<String, Result<std::sync::Arc<LayerFacts>, ScanError>> =
+        BTreeMap::new();
     let mut spilled: BTreeMap<String, std::path::PathBuf> = BTreeMap::new();
     let files = save_stream::walk(input, |name, _size, layer| {
         let Some(dir) = spill else {
-            scanned.insert(name.to_string(), overlap::scan_blob(layer));
+            let facts = overlap::scan_blob(layer).map(std::sync::Arc::new);
+            scanned.insert(name.to_string(), facts);
             return Ok(());
         };
         let path = dir.join(format!("layer-{:03}", spilled.len()));
@@ -275,7 +279,8 @@ pub(crate) fn read_saves(
             inner: layer,
             copy: std::io::BufWriter::with_capacity(1 << 20, copy),
         };
-        scanned.insert(name.to_string(), overlap::scan_blob(&mut tee));
+        let facts = overlap::scan_blob(&mut tee).map(std::sync::Arc::new);
+        scanned.insert(name.to_string(), facts);
         // The scan stops at the tar's end: the blob's padding is the blob's.
         std::io::copy(&mut tee, &mut std::io::sink()).map_err(|e| (path.clone(), e))?;
         let file = tee
@@ -318,7 +323,7 @@ pub(crate) fn read_saves(
                     if let Some(path) = spilled.get(name) {
                         blobs.insert(diff_id.clone(), path.clone());
                     }
-                    layers.push((diff_id, facts.clone()))
+                    layers.push((diff_id, std::sync::Arc::clone(facts)))
                 }
             }
         }
@@ -364,7 +369,7 @@ pub(crate) fn read_images(
         .map(|(_, i)| i.as_str())
         .collect::<Vec<_>>()
         .join(", ");
-    let mut saved = engine
+    let saved = engine
         .save_images_cmd(&ids)
         .read_stdout(|out| read_saves(&what, out, spill))
         .map_err(|e| match e {
@@ -389,7 +394,6 @@ pub(crate) fn read_images(
         };
         out.push((shown, one));
     }
-    saved.clear();
     Ok(out)
 }
 
@@ -453,7 +457,7 @@ pub(crate) fn plan(
     let (parent_image, parent) = images.next().expect("the parent was read");
     let parent_ids: Vec<String> = parent.layers.iter().map(|(d, _)| d.clone()).collect();
     let mut fragment_layers = Vec::new();
-    let mut facts: Vec<(String, LayerFacts)> = Vec::new();
+    let mut facts: Vec<(String, std::sync::Arc<LayerFacts>)> = Vec::new();
     let mut blobs = BTreeMap::new();
     for member in &recipe.members {
         let (image, mut saved) = images.next().expect("each member was read");
@@ -514,7 +518,7 @@ pub(crate) fn plan(
         });
         facts.push((member.fragment.clone(), layer));
     }
-    let members: Vec<(&str, &LayerFacts)> = facts.iter().map(|(f, l)| (f.as_str(), l)).collect();
+    let members: Vec<(&str, &LayerFacts)> = facts.iter().map(|(f, l)| (f.as_str(), &**l)).collect();
     let overlap = overlap::overlap(&members).map_err(|source| ComposeError::Conflict {
         variant: recipe.variant.clone(),
         source: Box::new(source),
@@ -545,7 +549,7 @@ pub(crate) fn plan(
 fn merge_state(
     variant: &str,
     parent: &Saved,
-    facts: &[(String, LayerFacts)],
+    facts: &[(String, std::sync::Arc<LayerFacts>)],
 ) -> Result<Vec<MergedState>, ComposeError> {
     let parent_state = |path: &str| -> Option<&Vec<u8>> {
         parent
