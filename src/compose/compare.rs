@@ -17,18 +17,24 @@ pub(crate) struct Filesystem {
     pub(crate) state: BTreeMap<String, Vec<u8>>,
 }
 
-/// The paths below `dir` (`""`: the root), itself excluded.
-fn below(paths: &BTreeMap<String, Facts>, dir: &str) -> Vec<String> {
-    let prefix = if dir.is_empty() {
-        String::new()
-    } else {
-        format!("{dir}/")
-    };
-    paths
-        .range(prefix.clone()..)
-        .take_while(|(p, _)| p.starts_with(&prefix))
-        .map(|(p, _)| p.clone())
-        .collect()
+impl Filesystem {
+    /// Removes what is below `dir` (`""`: the root), and `dir` itself
+    /// unless `keep_dir`.
+    fn remove_below(&mut self, dir: &str, keep_dir: bool) {
+        let prefix = if dir.is_empty() {
+            String::new()
+        } else {
+            format!("{dir}/")
+        };
+        let gone: Vec<String> = super::overlap::under(&self.paths, &prefix)
+            .map(|(p, _)| p.clone())
+            .chain((!keep_dir).then(|| dir.to_string()))
+            .collect();
+        for p in gone {
+            self.paths.remove(&p);
+            self.state.remove(&p);
+        }
+    }
 }
 
 /// Applies `layers` bottom first (OCI image-spec, "Applying Changesets"):
@@ -43,19 +49,9 @@ pub(crate) fn filesystem<'a>(layers: impl IntoIterator<Item = &'a LayerFacts>) -
             match facts.kind {
                 "opaque" => {
                     let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
-                    for p in below(&fs.paths, dir) {
-                        fs.paths.remove(&p);
-                        fs.state.remove(&p);
-                    }
+                    fs.remove_below(dir, true);
                 }
-                "whiteout" => {
-                    for p in below(&fs.paths, path) {
-                        fs.paths.remove(&p);
-                        fs.state.remove(&p);
-                    }
-                    fs.paths.remove(path);
-                    fs.state.remove(path);
-                }
+                "whiteout" => fs.remove_below(path, false),
                 _ => {}
             }
         }
@@ -64,10 +60,7 @@ pub(crate) fn filesystem<'a>(layers: impl IntoIterator<Item = &'a LayerFacts>) -
                 continue;
             }
             if facts.kind != "dir" {
-                for p in below(&fs.paths, path) {
-                    fs.paths.remove(&p);
-                    fs.state.remove(&p);
-                }
+                fs.remove_below(path, true);
             }
             let facts = match facts.kind {
                 "hardlink" => layer

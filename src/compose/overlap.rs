@@ -250,13 +250,21 @@ pub(crate) struct PathConflict {
     pub(crate) differs: String,
 }
 
-/// What `layer` writes below `dir` (a prefix ending in `/`; empty: all).
-fn subtree<'a>(layer: &'a LayerFacts, dir: &str) -> BTreeMap<&'a str, &'a Facts> {
-    layer
-        .paths
+/// The paths of `paths` below `dir` (a prefix ending in `/`; empty: all),
+/// `dir` itself excluded.
+pub(super) fn under<'a>(
+    paths: &'a BTreeMap<String, Facts>,
+    dir: &'a str,
+) -> impl Iterator<Item = (&'a String, &'a Facts)> {
+    paths
         .range::<str, _>((std::ops::Bound::Included(dir), std::ops::Bound::Unbounded))
-        .take_while(|(p, _)| p.starts_with(dir))
-        .filter(|(p, _)| p.len() > dir.len())
+        .take_while(move |(p, _)| p.starts_with(dir))
+        .filter(move |(p, _)| p.len() > dir.len())
+}
+
+/// What `layer` writes below `dir` (a prefix ending in `/`; empty: all).
+fn subtree<'a>(layer: &'a LayerFacts, dir: &'a str) -> BTreeMap<&'a str, &'a Facts> {
+    under(&layer.paths, dir)
         .map(|(p, f)| (p.as_str(), f))
         .collect()
 }
