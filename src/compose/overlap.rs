@@ -75,7 +75,8 @@ impl Facts {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct LayerFacts {
     /// By path, relative to the root, without `./` or a trailing `/`
-    /// (whiteouts under their own `.wh.` names).
+    /// (a whiteout under the path it deletes, kind `whiteout`; an opaque
+    /// directory's marker under its own `.wh..wh..opq` name).
     pub(crate) paths: BTreeMap<String, Facts>,
     /// The state files ([`super::state::STATE_FILES`]) it writes.
     pub(crate) state: BTreeMap<String, Vec<u8>>,
@@ -154,18 +155,17 @@ pub(crate) fn scan(input: impl Read) -> Result<LayerFacts, ScanError> {
         // A state file is merged only as a regular file of its own; its
         // bytes are the last entry's.
         let state = super::state::is_state_file(&path);
-        out.state.remove(&path);
         let header = entry.header();
         let mode = header.mode().unwrap_or(0) & 0o7777;
         let uid = header.uid().unwrap_or(0);
         let gid = header.gid().unwrap_or(0);
         let link = || entry_link(header);
-        let (kind, size, content) = match header.entry_type() {
-            _ if whiteout.is_some() => (whiteout.unwrap_or_default(), 0, String::new()),
-            EntryType::Directory => ("dir", 0, String::new()),
-            EntryType::Symlink => ("symlink", 0, link()),
-            EntryType::Link => ("hardlink", 0, clean(link().as_bytes())?),
-            EntryType::Char | EntryType::Block | EntryType::Fifo => {
+        let (kind, size, content) = match (whiteout, header.entry_type()) {
+            (Some(whiteout), _) => (whiteout, 0, String::new()),
+            (None, EntryType::Directory) => ("dir", 0, String::new()),
+            (None, EntryType::Symlink) => ("symlink", 0, link()),
+            (None, EntryType::Link) => ("hardlink", 0, clean(link().as_bytes())?),
+            (None, EntryType::Char | EntryType::Block | EntryType::Fifo) => {
                 let numbers = format!(
                     "{}:{}",
                     header.device_major().ok().flatten().unwrap_or(0),
@@ -173,7 +173,7 @@ pub(crate) fn scan(input: impl Read) -> Result<LayerFacts, ScanError> {
                 );
                 ("device", 0, numbers)
             }
-            EntryType::Regular | EntryType::Continuous => {
+            (None, EntryType::Regular | EntryType::Continuous) => {
                 let size = entry.size();
                 if state && size > STATE_FILE_LIMIT {
                     return Err(ScanError(format!(
@@ -181,7 +181,6 @@ pub(crate) fn scan(input: impl Read) -> Result<LayerFacts, ScanError> {
                          may have"
                     )));
                 }
-                let keep = state;
                 let mut hash = Sha256::new();
                 let mut kept = Vec::new();
                 loop {
@@ -192,16 +191,16 @@ pub(crate) fn scan(input: impl Read) -> Result<LayerFacts, ScanError> {
                         break;
                     }
                     hash.update(&buf[..n]);
-                    if keep {
+                    if state {
                         kept.extend_from_slice(&buf[..n]);
                     }
                 }
-                if keep {
+                if state {
                     out.state.insert(path.clone(), kept);
                 }
                 ("file", size, hex::encode(hash.finalize()))
             }
-            other => {
+            (None, other) => {
                 return Err(ScanError(format!(
                     "{}: an entry of type {other:?} no layer holds",
                     shown(&path)
