@@ -19,11 +19,11 @@ use std::collections::BTreeMap;
 /// `scripts/compose-survey`, docs/lab-notes.md).
 pub(crate) const STATE_FILES: &[(&str, &str)] = &[
     (
-        "var/lib/dpkg/status",
+        STATUS,
         "dpkg's database of installed packages: every install rewrites it whole",
     ),
     (
-        "var/lib/apt/extended_states",
+        EXTENDED_STATES,
         "apt's marks of automatically installed packages: every apt install rewrites it whole",
     ),
 ];
@@ -232,7 +232,7 @@ pub(crate) fn merge_all(
     parent: &BTreeMap<String, String>,
     members: &[(&str, BTreeMap<String, String>)],
 ) -> Result<Vec<MergedState>, StateError> {
-    // Each file is read once; the marks' rule reads the statuses again.
+    // Each file is read once; the marks' rule uses the statuses read.
     let read = |whose: &str, files: &BTreeMap<String, String>| {
         let mut out: BTreeMap<&str, Stanzas> = BTreeMap::new();
         for (path, _) in STATE_FILES {
@@ -260,9 +260,8 @@ pub(crate) fn merge_all(
         let mut merged = merge_stanzas(path, below.get(path).unwrap_or(&none), &of)?;
         if *path == EXTENDED_STATES {
             let by_hand = installed_by_hand(&below, &theirs);
-            merged.retain(|(name, arch), _| {
-                !by_hand.contains(&(name.clone(), arch.clone()))
-                    && !by_hand.contains(&(name.clone(), "all".to_string()))
+            merged.retain(|key, _| {
+                !by_hand.contains(key) && !by_hand.contains(&(key.0.clone(), "all".to_string()))
             });
         }
         out.push(MergedState {
@@ -330,8 +329,6 @@ fn installed_by_hand(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const STATUS: &str = "var/lib/dpkg/status";
 
     fn stanza(package: &str, version: &str) -> String {
         format!(
