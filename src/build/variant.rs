@@ -386,7 +386,9 @@ fn compose_build(
     );
     let mut images = vec![(recipe.parent.clone(), prepared.from_id.clone())];
     images.extend(prepared.members.iter().cloned());
-    let plan = crate::compose::read_images(sh.engine, &images, Some(work.path()))
+    // The scheduler gives image IDs: nothing to look up.
+    let ids: Vec<String> = images.iter().map(|(_, id)| id.clone()).collect();
+    let plan = crate::compose::read_images(sh.engine, &images, &ids, Some(work.path()))
         .and_then(|read| crate::compose::plan(recipe, &sh.family.fragment_scripts, read))
         .map_err(|e| failure(&e))?;
     let planned = started.elapsed().as_secs_f64();

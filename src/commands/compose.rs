@@ -64,11 +64,15 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         .context("internal error: a composable variant has a composed Dockerfile")?;
     let family = ctx.family()?;
     let engine = ctx.engine()?;
-    let mut missing = Vec::new();
-    for variant in std::iter::once(&recipe.parent).chain(recipe.members.iter().map(|m| &m.variant))
-    {
-        if engine.inspect(&family.variant_tag(variant))?.is_none() {
-            missing.push(variant.clone());
+    let images: Vec<(String, String)> = std::iter::once(&recipe.parent)
+        .chain(recipe.members.iter().map(|m| &m.variant))
+        .map(|v| (v.clone(), family.variant_tag(v)))
+        .collect();
+    let (mut ids, mut missing) = (Vec::new(), Vec::new());
+    for (variant, image) in &images {
+        match engine.inspect(image)? {
+            Some(info) => ids.push(info.id),
+            None => missing.push(variant.clone()),
         }
     }
     if !missing.is_empty() {
@@ -79,13 +83,9 @@ pub(crate) fn run(ctx: &Context, args: Args) -> exit::Result {
         }
         .into());
     }
-    let images: Vec<(String, String)> = std::iter::once(&recipe.parent)
-        .chain(recipe.members.iter().map(|m| &m.variant))
-        .map(|v| (v.clone(), family.variant_tag(v)))
-        .collect();
     let shown: Vec<&str> = images.iter().map(|(_, i)| i.as_str()).collect();
     eprintln!("compose: reading {}", shown.join(", "));
-    let plan = compose::read_images(&*engine, &images, None)
+    let plan = compose::read_images(&*engine, &images, &ids, None)
         .and_then(|read| compose::plan(&recipe, &family.fragment_scripts, read))
         .with_context(|| format!("planning the composition of `{}`", args.variant))?;
     if args.json {
@@ -211,7 +211,8 @@ fn compare(ctx: &Context, composed: &str, built: &str, json: bool) -> exit::Resu
     let engine = &*ctx.engine()?;
     // One `save` of both: the layers they share are read once.
     let images = [composed, built].map(|i| (i.to_string(), i.to_string()));
-    let read = compose::read_images(engine, &images, None)?;
+    let ids = compose::image_ids(engine, &[composed, built].map(str::to_string))?;
+    let read = compose::read_images(engine, &images, &ids, None)?;
     let [a, b] = [&read[0].1, &read[1].1]
         .map(|saved| compose::compare::filesystem(saved.layers.iter().map(|(_, l)| &**l)));
     let c = compose::compare::compare(&a, &b);

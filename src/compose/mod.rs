@@ -337,13 +337,35 @@ pub(crate) fn read_saves(
     Ok(out)
 }
 
-/// Reads `images` (variant, image reference) from `engine` with one `save`
-/// of them all (a layer they share, the parent's, is saved and read
-/// once), in their order; with `spill`, a directory made for the layer
-/// blobs.
+/// The engine's image ID of each of `images` (references), one `inspect`
+/// each; an image the engine has not is an error naming it.
+pub(crate) fn image_ids(
+    engine: &dyn crate::engine::Engine,
+    images: &[String],
+) -> Result<Vec<String>, ComposeError> {
+    images
+        .iter()
+        .map(|image| {
+            let info = engine.inspect(image).map_err(|e| ComposeError::Image {
+                image: image.clone(),
+                problem: e.to_string(),
+            })?;
+            info.map(|i| i.id).ok_or_else(|| ComposeError::Image {
+                image: image.clone(),
+                problem: "the engine has no such image".into(),
+            })
+        })
+        .collect()
+}
+
+/// Reads `images` (variant, image reference), whose image IDs are `ids`,
+/// from `engine` with one `save` of them all (a layer they share, the
+/// parent's, is saved and read once), in their order; with `spill`, a
+/// directory made for the layer blobs.
 pub(crate) fn read_images(
     engine: &dyn crate::engine::Engine,
     images: &[(String, String)],
+    ids: &[String],
     spill: Option<&std::path::Path>,
 ) -> Result<Vec<(String, Saved)>, ComposeError> {
     if let Some(dir) = spill {
@@ -352,25 +374,13 @@ pub(crate) fn read_images(
             problem: format!("cannot make the directory: {e}"),
         })?;
     }
-    let mut ids = Vec::new();
-    for (_, image) in images {
-        let info = engine.inspect(image).map_err(|e| ComposeError::Image {
-            image: image.clone(),
-            problem: e.to_string(),
-        })?;
-        let info = info.ok_or_else(|| ComposeError::Image {
-            image: image.clone(),
-            problem: "the engine has no such image".into(),
-        })?;
-        ids.push(info.id);
-    }
     let what = images
         .iter()
         .map(|(_, i)| i.as_str())
         .collect::<Vec<_>>()
         .join(", ");
     let saved = engine
-        .save_images_cmd(&ids)
+        .save_images_cmd(ids)
         .read_stdout(|out| read_saves(&what, out, spill))
         .map_err(|e| match e {
             crate::process::PipeError::Process(source) => ComposeError::Engine {
@@ -381,7 +391,7 @@ pub(crate) fn read_images(
             crate::process::PipeError::Stream(e) => e,
         })?;
     let mut out = Vec::new();
-    for ((variant, image), id) in images.iter().zip(&ids) {
+    for ((variant, image), id) in images.iter().zip(ids) {
         let one = saved.get(id).cloned().ok_or_else(|| ComposeError::Image {
             image: image.clone(),
             problem: format!("the engine's save of {what} does not hold it ({id})"),
