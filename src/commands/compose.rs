@@ -217,9 +217,9 @@ fn compare(ctx: &Context, composed: &str, built: &str, json: bool) -> exit::Resu
         .map(|saved| compose::compare::filesystem(saved.layers.iter().map(|(_, l)| &**l)));
     let c = compose::compare::compare(&a, &b);
     if json {
-        let report = super::stamped(
+        super::write_json_as(
             "compose compare",
-            serde_json::json!({
+            &serde_json::json!({
                 "composed": composed,
                 "built": built,
                 "paths": c.paths,
@@ -236,7 +236,6 @@ fn compare(ctx: &Context, composed: &str, built: &str, json: bool) -> exit::Resu
                 })).collect::<Vec<_>>(),
             }),
         )?;
-        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
         outln!(
             "compose: {} against {}: {} paths, {} differ",

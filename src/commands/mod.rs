@@ -175,7 +175,13 @@ pub(crate) fn schema_id(path: &str) -> String {
 /// The `--json` report `value` (an object) as one pretty JSON document on
 /// stdout, its first key the running verb's `schema`.
 pub(crate) fn write_json(value: &impl serde::Serialize) -> exit::Result {
-    let doc = stamped(running_verb(), serde_json::to_value(value)?)?;
+    write_json_as(running_verb(), value)
+}
+
+/// [`write_json`] of a report whose schema is `verb`'s, not the running
+/// verb's (a mode of a verb with a shape of its own: `compose compare`).
+pub(crate) fn write_json_as(verb: &str, value: &impl serde::Serialize) -> exit::Result {
+    let doc = stamped(verb, serde_json::to_value(value)?)?;
     outln!("{}", serde_json::to_string_pretty(&doc)?)?;
     Ok(())
 }
