@@ -278,16 +278,29 @@ fn item_contents(
     item: &ManifestItem,
 ) -> Result<(String, Contents), StreamError> {
     let config_name = resolve(links, &item.config);
+    // Names and values from the stream are shown escaped.
+    let shown = super::entries::shown(&config_name);
     let config_bytes = small.get(&config_name).ok_or_else(|| {
         StreamError::Truncated(format!(
-            "the config {config_name} named by manifest.json is missing"
+            "the config {shown} named by manifest.json is missing"
         ))
     })?;
     let config: serde_json::Value = serde_json::from_slice(config_bytes)
-        .map_err(|e| StreamError::Corrupt(format!("the config {config_name}: {e}")))?;
+        .map_err(|e| StreamError::Corrupt(format!("the config {shown}: {e}")))?;
     let diff_ids = super::config::diff_ids(&config).ok_or_else(|| {
-        StreamError::Corrupt(format!("the config {config_name} has no rootfs.diff_ids"))
+        StreamError::Corrupt(format!("the config {shown} has no rootfs.diff_ids"))
     })?;
+    // A diff_ID names a layer everywhere after this (printed, keyed,
+    // written into a config): one that is no digest goes no further.
+    if let Some(bad) = diff_ids
+        .iter()
+        .find(|d| d.parse::<crate::name::Digest>().is_err())
+    {
+        return Err(StreamError::Corrupt(format!(
+            "the config {shown}: rootfs.diff_ids holds {}, which is not a digest",
+            super::entries::shown(bad)
+        )));
+    }
     if diff_ids.len() != item.layers.len() {
         return Err(StreamError::Corrupt(format!(
             "manifest.json lists {} layers, the config {}",
@@ -333,5 +346,26 @@ mod tests {
             Some("sha256:d"),
             "clones share what was learned; a leading ./ is the same name"
         );
+    }
+
+    #[test]
+    fn a_diff_id_that_is_no_digest_is_refused_shown_escaped() {
+        let config = br#"{"rootfs":{"type":"layers","diff_ids":["sha256:\u001b[31m\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"]}}"#;
+        let manifest = br#"[{"Config":"c.json","Layers":["l/layer.tar"]}]"#;
+        let small = BTreeMap::from([
+            ("c.json".to_string(), config.to_vec()),
+            ("manifest.json".to_string(), manifest.to_vec()),
+        ]);
+        let err = match contents_by_id(&small, &BTreeMap::new()) {
+            Err(StreamError::Corrupt(e)) => e,
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("a diff_id that is no digest was taken"),
+        };
+        assert!(
+            err.starts_with("the config c.json: rootfs.diff_ids holds "),
+            "{err}"
+        );
+        assert!(err.ends_with(", which is not a digest"), "{err}");
+        assert!(!err.contains('\u{1b}'), "shown escaped: {err:?}");
     }
 }
