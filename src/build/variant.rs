@@ -513,6 +513,7 @@ fn normalize(
         base_diff_ids,
         tags: tags.to_vec(),
         fragment_scripts: sh.family.fragment_scripts.clone(),
+        ..Default::default()
     };
     let (id, report) = crate::normalize::normalize_image(sh.engine, built, &opts)?;
     if id != built {

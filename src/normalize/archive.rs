@@ -75,7 +75,7 @@ impl Staged {
         for (i, (name, l)) in layers.iter().enumerate() {
             let file = format!("layers/{i:03}.tar");
             let report = if i < keep {
-                self.write_kept_layer(l, &file, &mut lower, &mut out)
+                self.write_kept_layer(l, &file, opts.kept_by_name, &mut lower, &mut out)
             } else {
                 self.write_rewritten_layer(l, &file, &mut lower, opts.source_date_epoch, &mut out)
             }
@@ -128,15 +128,19 @@ impl Staged {
         Ok(layers)
     }
 
-    /// A layer of the FROM image, copied byte for byte as `file`.
+    /// A layer of the FROM image, copied byte for byte as `file` — or,
+    /// `by_name`, only named by `manifest.json` (the engine has it).
     fn write_kept_layer(
         &self,
         l: &Layer,
         file: &str,
+        by_name: bool,
         lower: &mut HashSet<Vec<u8>>,
         out: &mut dyn Write,
     ) -> std::io::Result<LayerReport> {
-        self.copy_layer(l, file, out)?;
+        if !by_name {
+            self.copy_layer(l, file, out)?;
+        }
         lower.extend(l.entries.iter().map(|e| e.path.clone()));
         Ok(LayerReport {
             diff_id_before: l.diff_id.clone(),

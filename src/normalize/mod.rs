@@ -179,6 +179,11 @@ pub(crate) struct Options {
     /// The fragments' script file names → fragment names, to attribute the
     /// packages a layer installed ([`packages`]).
     pub fragment_scripts: std::collections::BTreeMap<String, String>,
+    /// The FROM image's layers are named in the archive, not sent: the
+    /// engine has them (the image was just saved from it) and looks each up
+    /// by its chain ID before it opens the file (Docker). Set by
+    /// [`normalize_image`] from the engine.
+    pub kept_by_name: bool,
 }
 
 /// What normalising one image did.

@@ -27,11 +27,15 @@ pub(crate) fn normalize_image(
         .save_cmd(image)
         .read_stdout(|out| read(image, out, &spill_dir))
         .map_err(piped)?;
+    let opts = Options {
+        kept_by_name: engine.loads_layers_it_has_by_chain_id(),
+        ..opts.clone()
+    };
     let (id, report) = load_and_verify(
         engine,
         image,
         &opts.tags,
-        |stdin| staged.write(std::io::BufWriter::with_capacity(1 << 20, stdin), opts),
+        |stdin| staged.write(std::io::BufWriter::with_capacity(1 << 20, stdin), &opts),
         |r: &Report| r.config_digest.clone(),
     )?;
     drop(staged);
@@ -186,6 +190,58 @@ pub(super) mod tests {
         )
         .unwrap();
         assert_eq!(std::fs::read(tmp.path().join("loaded.tar")).unwrap(), want);
+    }
+
+    #[test]
+    fn an_engine_that_finds_layers_by_chain_id_is_sent_only_the_new_ones() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path().display();
+        let from = layer(&[dir("a"), file("a/b", "x\n")]);
+        let built = layer(&[file("a/c", "y\n")]);
+        std::fs::write(
+            tmp.path().join("save.tar"),
+            save_stream(&[from.clone(), built], "2026-12-01T19:00:00Z"),
+        )
+        .unwrap();
+        let opts = Options {
+            base_diff_ids: vec![crate::image::fixtures::digest(&from)],
+            ..opts()
+        };
+        let loaded = |chain_id_loads: bool| {
+            let mut engine = scripted(
+                tmp.path(),
+                &format!("cat {d}/save.tar"),
+                &format!("cat > {d}/loaded.tar; echo 'Loaded image: r:t'"),
+            );
+            engine.chain_id_loads = chain_id_loads;
+            let (id, report) = normalize_image(&engine, "sha256:raw", &opts).unwrap();
+            assert!(report.layers[0].kept && !report.layers[1].kept);
+            let mut archive =
+                tar::Archive::new(std::fs::File::open(tmp.path().join("loaded.tar")).unwrap());
+            let mut names = Vec::new();
+            let mut manifest = Vec::new();
+            for e in archive.entries().unwrap() {
+                let mut e = e.unwrap();
+                let name = e.path().unwrap().display().to_string();
+                if name == "manifest.json" {
+                    std::io::Read::read_to_end(&mut e, &mut manifest).unwrap();
+                }
+                names.push(name);
+            }
+            let manifest: serde_json::Value = serde_json::from_slice(&manifest).unwrap();
+            (id, names, manifest[0]["Layers"].clone())
+        };
+        let (by_name, names, layers) = loaded(true);
+        assert_eq!(
+            layers,
+            serde_json::json!(["layers/000.tar", "layers/001.tar"])
+        );
+        assert!(!names.contains(&"layers/000.tar".to_string()), "{names:?}");
+        assert!(names.contains(&"layers/001.tar".to_string()), "{names:?}");
+        // The same image either way: only what travels differs.
+        let (sent, names, _) = loaded(false);
+        assert!(names.contains(&"layers/000.tar".to_string()), "{names:?}");
+        assert_eq!(by_name, sent);
     }
 
     #[test]

@@ -15,6 +15,7 @@ fn opts() -> Options {
         base_diff_ids: vec![],
         tags: vec!["r:t".into()],
         fragment_scripts: BTreeMap::new(),
+        kept_by_name: false,
     }
 }
 
