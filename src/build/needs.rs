@@ -1,8 +1,8 @@
 //! What needs building and why, decided without an engine (pure): each
 //! variant's definition against its published image's `dev.sunaba.definition`,
 //! the upstream's digest against the image's `org.opencontainers.image.base.digest`,
-//! a variant nobody pinned yet, and a parent that is rebuilt. `plan` prints
-//! it as a GitHub Actions matrix.
+//! a variant nobody pinned yet, a parent that is rebuilt and a member of a
+//! composed variant that is. `plan` prints it as a GitHub Actions matrix.
 
 use crate::labels;
 use serde::Serialize;
@@ -27,6 +27,8 @@ pub(crate) enum Reason {
     },
     /// Its parent is rebuilt, so it is built again on top.
     ParentRebuilt { parent: String },
+    /// It is composed from its members' layers, and this member is rebuilt.
+    MemberRebuilt { member: String },
 }
 
 impl fmt::Display for Reason {
@@ -39,6 +41,7 @@ impl fmt::Display for Reason {
             }
             Reason::BaseChanged { was, now, .. } => write!(f, "base changed ({was} -> {now})"),
             Reason::ParentRebuilt { parent } => write!(f, "its parent {parent} is rebuilt"),
+            Reason::MemberRebuilt { member } => write!(f, "its member {member} is rebuilt"),
         }
     }
 }
@@ -61,7 +64,8 @@ pub(crate) struct Need {
     pub definition: String,
     /// The tag it is compared with, when one is pinned.
     pub pinned: Option<String>,
-    /// Its ancestors and itself, parents first: what its build builds.
+    /// Its ancestors (and a composed variant's members) and itself,
+    /// parents first: what its build builds.
     pub chain: Vec<String>,
 }
 
@@ -71,58 +75,103 @@ pub(crate) struct Variant<'a> {
     pub parent: Option<&'a str>,
     pub definition: &'a str,
     pub published: Option<&'a Published>,
+    /// The variants it is composed from (`build` assembles it from their
+    /// layers), none when it is built from its Dockerfile alone.
+    pub members: Vec<&'a str>,
 }
 
 /// The needs of every variant, parents first (`variants` is in build
 /// order). `base_now` is the upstream's digest now, when it was resolved.
 pub(crate) fn needs(variants: &[Variant], base_now: Option<&str>) -> Vec<Need> {
     let mut out: Vec<Need> = Vec::new();
-    for v in variants {
-        let mut reasons = Vec::new();
-        match v.published {
-            None => reasons.push(Reason::NewVariant),
-            Some(p) => {
-                let pinned = p.tag.clone();
-                match p.labels.get(labels::DEFINITION) {
-                    None => reasons.push(Reason::Unrecorded { pinned }),
-                    Some(d) if d != v.definition => reasons.push(Reason::InputsChanged { pinned }),
-                    Some(_) => {}
-                }
-                let was = p.labels.get(labels::OCI_BASE_DIGEST);
-                if let (None, Some(was), Some(now)) = (v.parent, was, base_now)
-                    && was != now
-                {
-                    reasons.push(Reason::BaseChanged {
-                        pinned: p.tag.clone(),
-                        was: was.clone(),
-                        now: now.to_string(),
-                    });
-                }
-            }
-        }
-        if let Some(parent) = v.parent
-            && out.iter().any(|n| n.variant == parent && n.build)
-        {
-            reasons.push(Reason::ParentRebuilt {
-                parent: parent.to_string(),
-            });
-        }
-        let mut chain = v
-            .parent
-            .and_then(|p| out.iter().find(|n| n.variant == p))
-            .map(|n| n.chain.clone())
-            .unwrap_or_default();
-        chain.push(v.name.to_string());
-        out.push(Need {
-            variant: v.name.to_string(),
-            build: !reasons.is_empty(),
-            reasons,
-            definition: v.definition.to_string(),
-            pinned: v.published.map(|p| p.tag.clone()),
-            chain,
-        });
+    // A composed variant waits for its members (which come after it in
+    // the family's order, being its parent's other children), and every
+    // variant for its parent.
+    let mut pending: Vec<&Variant> = variants.iter().collect();
+    while !pending.is_empty() {
+        let done = |name: &str| out.iter().any(|n: &Need| n.variant == name);
+        let Some(at) = pending.iter().position(|v| {
+            v.parent
+                .is_none_or(|p| done(p) || !variants.iter().any(|w| w.name == p))
+                && v.members
+                    .iter()
+                    .all(|m| done(m) || !variants.iter().any(|w| w.name == *m))
+        }) else {
+            // A cycle, which validation refuses: take the rest as they come.
+            let v = pending.remove(0);
+            out.push(need(v, &out, base_now));
+            continue;
+        };
+        let v = pending.remove(at);
+        out.push(need(v, &out, base_now));
     }
     out
+}
+
+/// The need of `v`, given those of its parent and members (in `out`).
+fn need(v: &Variant, out: &[Need], base_now: Option<&str>) -> Need {
+    let mut reasons = Vec::new();
+    match v.published {
+        None => reasons.push(Reason::NewVariant),
+        Some(p) => {
+            let pinned = p.tag.clone();
+            match p.labels.get(labels::DEFINITION) {
+                None => reasons.push(Reason::Unrecorded { pinned }),
+                Some(d) if d != v.definition => reasons.push(Reason::InputsChanged { pinned }),
+                Some(_) => {}
+            }
+            let was = p.labels.get(labels::OCI_BASE_DIGEST);
+            if let (None, Some(was), Some(now)) = (v.parent, was, base_now)
+                && was != now
+            {
+                reasons.push(Reason::BaseChanged {
+                    pinned: p.tag.clone(),
+                    was: was.clone(),
+                    now: now.to_string(),
+                });
+            }
+        }
+    }
+    let find = |name: &str| out.iter().find(|n| n.variant == name);
+    if let Some(parent) = v.parent
+        && find(parent).is_some_and(|n| n.build)
+    {
+        reasons.push(Reason::ParentRebuilt {
+            parent: parent.to_string(),
+        });
+    }
+    // A composed image is made of its members' layers: a member built
+    // again makes it again (its parent's rebuild says so already).
+    if !reasons
+        .iter()
+        .any(|r| matches!(r, Reason::ParentRebuilt { .. }))
+    {
+        for m in &v.members {
+            if find(m).is_some_and(|n| n.build) {
+                reasons.push(Reason::MemberRebuilt {
+                    member: m.to_string(),
+                });
+            }
+        }
+    }
+    let mut chain: Vec<String> = Vec::new();
+    let below = v.parent.into_iter().chain(v.members.iter().copied());
+    for n in below.filter_map(find) {
+        for c in &n.chain {
+            if !chain.contains(c) {
+                chain.push(c.clone());
+            }
+        }
+    }
+    chain.push(v.name.to_string());
+    Need {
+        variant: v.name.to_string(),
+        build: !reasons.is_empty(),
+        reasons,
+        definition: v.definition.to_string(),
+        pinned: v.published.map(|p| p.tag.clone()),
+        chain,
+    }
 }
 
 /// One job of the matrix.
@@ -255,6 +304,7 @@ mod tests {
                 parent: *parent,
                 definition,
                 published: p.as_ref(),
+                members: Vec::new(),
             })
             .collect();
         BuildPlan::new(needs(&variants, Some(base)), &[])
@@ -263,6 +313,62 @@ mod tests {
             .into_iter()
             .map(|j| (j.variant, j.why))
             .collect()
+    }
+
+    #[test]
+    fn a_composed_variant_comes_after_its_members_builds_their_chains_and_follows_them() {
+        // In the family's order `ab` comes before its members (the parent's
+        // children, by name).
+        let pin = |v: &str| {
+            Some(published(
+                &format!("{v}-1.0.0"),
+                Some(&format!("d-{v}")),
+                Some("b1"),
+            ))
+        };
+        let pins = [pin("root"), pin("ab"), pin("a"), pin("b")];
+        let run = |defs: [&str; 4]| {
+            let shape = [
+                ("root", None, vec![]),
+                ("ab", Some("root"), vec!["a", "b"]),
+                ("a", Some("root"), vec![]),
+                ("b", Some("root"), vec![]),
+            ];
+            let variants: Vec<Variant> = shape
+                .iter()
+                .zip(defs)
+                .zip(&pins)
+                .map(|(((name, parent, members), definition), p)| Variant {
+                    name,
+                    parent: *parent,
+                    definition,
+                    published: p.as_ref(),
+                    members: members.clone(),
+                })
+                .collect();
+            needs(&variants, Some("b1"))
+        };
+        let all = run(["d-root", "d-ab", "d-a", "d-b"]);
+        let order: Vec<&str> = all.iter().map(|n| n.variant.as_str()).collect();
+        assert_eq!(order, ["root", "a", "b", "ab"]);
+        assert_eq!(all[3].chain, ["root", "a", "b", "ab"]);
+        assert!(all.iter().all(|n| !n.build), "{all:?}");
+        // Only b's own inputs changed: ab is made of b's layers, so it is
+        // made again.
+        let b = run(["d-root", "d-ab", "d-a", "d-b2"]);
+        let ab = b.iter().find(|n| n.variant == "ab").unwrap();
+        assert!(ab.build);
+        assert_eq!(ab.reasons, [Reason::MemberRebuilt { member: "b".into() }]);
+        assert_eq!(ab.reasons[0].to_string(), "its member b is rebuilt");
+        // The parent rebuilt says it all: no member reasons on top.
+        let root = run(["d-root2", "d-ab", "d-a", "d-b"]);
+        let ab = root.iter().find(|n| n.variant == "ab").unwrap();
+        assert_eq!(
+            ab.reasons,
+            [Reason::ParentRebuilt {
+                parent: "root".into()
+            }]
+        );
     }
 
     #[test]

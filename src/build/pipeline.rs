@@ -80,12 +80,13 @@ pub(crate) struct BuildOptions {
     /// container (`90s`, `10m`); each smoke case also stops after 2 minutes.
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = crate::duration::parse)]
     pub check_timeout: Duration,
-    /// Assemble each union variant (`full`) from the layers its members'
-    /// builds made, plus a merged state layer, instead of running its
-    /// fragments again (docs/building.md, "Composing a union variant").
-    /// Its members are built first.
+    /// Build each union variant (`full`) from its Dockerfile, running its
+    /// fragments again, instead of assembling it from the layers its
+    /// members' builds made plus a merged state layer (the default:
+    /// docs/building.md, "Composing a union variant", which also says how
+    /// the two are proved equal).
     #[arg(long)]
-    pub compose: bool,
+    pub from_dockerfile: bool,
 }
 
 impl BuildOptions {
@@ -111,7 +112,7 @@ impl BuildOptions {
             platform: None,
             upstream_for_platform: None,
             normalize: true,
-            compose: self.compose,
+            compose: !self.from_dockerfile,
         })
     }
 

@@ -41,6 +41,11 @@ pub(crate) fn plan(
             parent: family.variants[v].parent.as_deref(),
             definition: &definitions[v],
             published: published.get(v),
+            members: family.variants[v]
+                .composition
+                .iter()
+                .flat_map(|c| c.recipe.members.iter().map(|m| m.variant.as_str()))
+                .collect(),
         })
         .collect();
     // One leg per platform; without `platforms`, the one a runner has.

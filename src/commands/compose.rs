@@ -28,7 +28,7 @@ pub(crate) struct Args {
     #[arg(long)]
     pub json: bool,
     /// Compare the variant's latest build (its variant tag: composed, by
-    /// `build --compose`) with IMAGE (the same variant built from its
+    /// `build`) with IMAGE (the same variant built from its
     /// Dockerfile, e.g. its inputs tag from a plain `build`), path by path:
     /// type, mode, owner, size, content, link target. They may differ only
     /// in the order of the merged state files' stanzas; any other

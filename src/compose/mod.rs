@@ -22,7 +22,7 @@
 //! paths two fragment layers share ([`overlap`]: identical, a state file,
 //! or a conflict that is refused naming both fragments and the path) and
 //! merges the state files ([`state`]). The plan is what [`assemble`]
-//! writes as a `docker load` archive; the build (`build --compose`,
+//! writes as a `docker load` archive; the build (`build`, by default;
 //! `crate::build`) loads it, builds the variant's own steps over it and
 //! normalises and checks the result like any build. [`compare`] proves a
 //! composed image equal to the Dockerfile-built one, path by path.

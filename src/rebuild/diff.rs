@@ -126,11 +126,8 @@ pub(crate) fn entry_changes(
     out
 }
 
-/// What differs between the pinned config and the rebuilt (stamped) one,
-/// besides the layers: packages by fragment, tools of the check record,
-/// other labels and settings, one line each.
 /// How each image was made, when the two differ: one composed from its
-/// members' layers (`build --compose`, whose config has the state layer's
+/// members' layers (`build`'s default, whose config has the state layer's
 /// step), the other built from its Dockerfile; a rebuild made the other
 /// way cannot be the pinned image.
 pub(crate) fn composition_change(pinned: &Value, rebuilt: &Value) -> Option<String> {
@@ -141,19 +138,22 @@ pub(crate) fn composition_change(pinned: &Value, rebuilt: &Value) -> Option<Stri
     };
     match (composed(pinned), composed(rebuilt)) {
         (true, false) => Some(
-            "made: the pinned image was composed from its members' layers (`--compose`), the \
-             rebuild built from its Dockerfile: verify with `pins verify --rebuild --compose`"
+            "made: the pinned image was composed from its members' layers, the rebuild built from \
+             its Dockerfile: verify without `--from-dockerfile`"
                 .to_string(),
         ),
         (false, true) => Some(
             "made: the pinned image was built from its Dockerfile, the rebuild composed \
-             (`--compose`): verify without `--compose`"
+             (the default): verify with `pins verify --rebuild --from-dockerfile`"
                 .to_string(),
         ),
         _ => None,
     }
 }
 
+/// What differs between the pinned config and the rebuilt (stamped) one,
+/// besides the layers: packages by fragment, tools of the check record,
+/// other labels and settings, one line each.
 pub(crate) fn config_changes(pinned: &Value, rebuilt: &Value) -> Vec<String> {
     let labels_of = |c: &Value| -> BTreeMap<String, String> {
         c.pointer("/config/Labels")
@@ -353,12 +353,12 @@ mod tests {
         assert!(
             composition_change(&composed, &built)
                 .unwrap()
-                .ends_with("verify with `pins verify --rebuild --compose`")
+                .ends_with("verify without `--from-dockerfile`")
         );
         assert!(
             composition_change(&built, &composed)
                 .unwrap()
-                .ends_with("verify without `--compose`")
+                .ends_with("verify with `pins verify --rebuild --from-dockerfile`")
         );
     }
 }

@@ -244,7 +244,9 @@ pub(crate) async fn run(
     let variants: Vec<String> = targets.iter().map(|t| t.variant.clone()).collect();
     // Every ancestor (and a composed variant's members) named, so each is
     // forced: none is reused from an earlier rebuild's tags.
-    let selected = r.family.select_composing(&variants, r.build.compose)?;
+    let selected = r
+        .family
+        .select_composing(&variants, !r.build.from_dockerfile)?;
     let request = pipeline::Request {
         variants: &selected,
         platforms,

@@ -95,9 +95,16 @@ fn a_union_is_planned_from_its_members_layers_with_the_state_the_dockerfile_give
         .fragment("a", &apt_fragment("lzop", "same", "beta"))
         .fragment("b", &apt_fragment("lrzip", "same", "gamma"))
         .render();
+    // Built the old way first: what the composition is proved against.
     let build = |variants: &[&str]| {
         p.cli()
-            .args(["build", "--no-check", "--progress", "plain"])
+            .args([
+                "build",
+                "--from-dockerfile",
+                "--no-check",
+                "--progress",
+                "plain",
+            ])
             .args(variants)
             .stdout_free("the build's summary")
             .stderr_free("the build's progress")
@@ -228,7 +235,7 @@ fn a_union_is_planned_from_its_members_layers_with_the_state_the_dockerfile_give
     let status = plan["state_files"][0]["path"].as_str().unwrap();
     assert_eq!(status, "var/lib/dpkg/status");
 
-    // Composed: `build --compose ab` assembles `ab` from a's and b's layers
+    // Composed (the default): `build ab` assembles `ab` from a's and b's layers
     // and a state layer, and builds only its own steps; path by path it is
     // the `ab` its Dockerfile built.
     let built = format!("{repository}:ab-dockerfile");
@@ -238,14 +245,7 @@ fn a_union_is_planned_from_its_members_layers_with_the_state_the_dockerfile_give
         .unwrap();
     assert!(tagged.success());
     p.cli()
-        .args([
-            "build",
-            "--compose",
-            "--no-check",
-            "--progress",
-            "plain",
-            "ab",
-        ])
+        .args(["build", "--no-check", "--progress", "plain", "ab"])
         .stdout_free("the build's summary")
         .stderr_free("the build's progress")
         .run();
@@ -341,5 +341,29 @@ fn a_union_is_planned_from_its_members_layers_with_the_state_the_dockerfile_give
         tags_before,
         "nothing tagged, nothing loaded under the repository"
     );
+    // The build, which composes `ab` by default, refuses it the same way,
+    // and it too tags nothing.
+    let run = p
+        .cli()
+        .args(["build", "--no-check", "--progress", "plain", "--json", "ab"])
+        .status(1)
+        .stdout_json()
+        .stderr_free("the build's progress and its failure")
+        .run();
+    let results = run.json()["platforms"][0]["results"].clone();
+    let ab = results
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["variant"] == "ab")
+        .unwrap_or_else(|| panic!("{results}"));
+    assert_eq!(ab["result"], "failed", "{ab}");
+    assert!(
+        ab.to_string().contains(
+            "etc/fixture.conf: fragments `a` and `b` both write it, differently (size 5 / 6, content)"
+        ),
+        "{ab}"
+    );
+    assert_eq!(tags(), tags_before, "a refused composition tags nothing");
     support::remove_images(&s.engine, &repository);
 }
