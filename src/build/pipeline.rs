@@ -84,7 +84,8 @@ pub(crate) struct BuildOptions {
     /// fragments again, instead of assembling it from the layers its
     /// members' builds made plus a merged state layer (the default:
     /// docs/building.md, "Composing a union variant", which also says how
-    /// the two are proved equal).
+    /// the two are proved equal). `pins verify --rebuild` without it
+    /// rebuilds a union variant the way its pin was made.
     #[arg(long)]
     pub from_dockerfile: bool,
 }

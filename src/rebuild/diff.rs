@@ -131,12 +131,7 @@ pub(crate) fn entry_changes(
 /// step), the other built from its Dockerfile; a rebuild made the other
 /// way cannot be the pinned image.
 pub(crate) fn composition_change(pinned: &Value, rebuilt: &Value) -> Option<String> {
-    let composed = |c: &Value| {
-        crate::image::config::layer_steps(c)
-            .iter()
-            .any(|s| s == crate::compose::assemble::STATE_STEP)
-    };
-    match (composed(pinned), composed(rebuilt)) {
+    match (was_composed(pinned), was_composed(rebuilt)) {
         (true, false) => Some(
             "made: the pinned image was composed from its members' layers, the rebuild built from \
              its Dockerfile: verify without `--from-dockerfile`"
@@ -149,6 +144,14 @@ pub(crate) fn composition_change(pinned: &Value, rebuilt: &Value) -> Option<Stri
         ),
         _ => None,
     }
+}
+
+/// Whether the image of `config` was composed from its members' layers:
+/// its history has the state layer's step.
+pub(crate) fn was_composed(config: &Value) -> bool {
+    crate::image::config::layer_steps(config)
+        .iter()
+        .any(|s| s == crate::compose::assemble::STATE_STEP)
 }
 
 /// What differs between the pinned config and the rebuilt (stamped) one,

@@ -96,6 +96,29 @@ pub(crate) enum RebuildError {
     Stamp(#[from] crate::image::stamp::StampError),
     #[error(transparent)]
     Registry(#[from] registry::Error),
+    /// Union-variant pins made both ways: one run rebuilds one way.
+    #[error(
+        "{composed} composed from members' layers, {built} built from a Dockerfile: \
+         a rebuild makes a union variant one way; verify them in two runs, naming the aliases \
+         (`pins verify --rebuild ALIAS…`, `--from-dockerfile` for the second)",
+        composed = describe(.composed, "was", "were"),
+        built = describe(.built, "was", "were")
+    )]
+    MixedComposition {
+        composed: Vec<String>,
+        built: Vec<String>,
+    },
+}
+
+/// `a` / `a and b` / `a, b and c`, then the verb for one or many.
+fn describe(aliases: &[String], one: &str, many: &str) -> String {
+    let verb = if aliases.len() == 1 { one } else { many };
+    let list = match aliases {
+        [] => String::new(),
+        [only] => only.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    };
+    format!("{list} {verb}")
 }
 
 /// A rebuild that cannot be made or compared is an operational failure
@@ -118,6 +141,7 @@ impl crate::exit::HasStatus for RebuildError {
             | RebuildError::NoLayerInSave { .. }
             | RebuildError::Stamp(_)
             | RebuildError::Cache(_) => Status::Failure,
+            RebuildError::MixedComposition { .. } => Status::Usage,
             RebuildError::Unknown(e) => e.exit_status(),
             RebuildError::Build(e) => e.exit_status(),
             RebuildError::Compare { source, .. } => source.exit_status(),
@@ -145,7 +169,8 @@ pub(crate) struct Rebuild<'a> {
     pub settings: &'a Settings,
     pub engine: &'a dyn Engine,
     pub native: &'a Platform,
-    /// For the pinned images, read only when a rebuild differs.
+    /// For the pinned images: a union variant's config (how it was made),
+    /// the rest only when a rebuild differs.
     pub registry: &'a Client,
     pub build: &'a BuildOptions,
     pub reporter: &'a dyn Fn() -> Box<dyn Reporter>,
@@ -242,15 +267,23 @@ pub(crate) async fn run(
     platforms: Vec<Option<Platform>>,
 ) -> Result<Vec<Verdict>, RebuildError> {
     let variants: Vec<String> = targets.iter().map(|t| t.variant.clone()).collect();
+    // A union variant is rebuilt the way its pin was made, unless told.
+    let compose = if r.build.from_dockerfile {
+        false
+    } else {
+        made_composed(r, targets).await?
+    };
+    let build = BuildOptions {
+        from_dockerfile: !compose,
+        ..r.build.clone()
+    };
     // Every ancestor (and a composed variant's members) named, so each is
     // forced: none is reused from an earlier rebuild's tags.
-    let selected = r
-        .family
-        .select_composing(&variants, !r.build.from_dockerfile)?;
+    let selected = r.family.select_composing(&variants, compose)?;
     let request = pipeline::Request {
         variants: &selected,
         platforms,
-        build: r.build,
+        build: &build,
         no_cache: true,
         check: true,
         push_to: None,
@@ -304,6 +337,57 @@ pub(crate) async fn run(
     Ok(verdicts)
 }
 
+/// Whether the union variants among `targets` were composed from their
+/// members' layers (their pinned configs have the state layer's step);
+/// `true` when there is none (composing is the default). Pins made both
+/// ways are refused: one run builds a union variant one way.
+async fn made_composed(r: &Rebuild<'_>, targets: &[Target]) -> Result<bool, RebuildError> {
+    let (mut composed, mut built) = (Vec::new(), Vec::new());
+    for t in targets {
+        if r.family
+            .variants
+            .get(&t.variant)
+            .is_none_or(|v| v.composition.is_none())
+        {
+            continue;
+        }
+        // Every platform's image of a pin is made the same way.
+        let digest = t.pin.platforms.values().next().unwrap_or(&t.pin.digest);
+        let repo: Repository = t.pin.repository.parsed().clone();
+        let (_, config) = pinned_image(r.registry, &repo, digest).await?;
+        if diff::was_composed(&config) {
+            composed.push(t.alias.clone());
+        } else {
+            built.push(t.alias.clone());
+        }
+    }
+    mode(composed, built)
+}
+
+/// The one way to rebuild pins of which `composed` were composed and
+/// `built` built from their Dockerfiles.
+fn mode(composed: Vec<String>, built: Vec<String>) -> Result<bool, RebuildError> {
+    match (composed.is_empty(), built.is_empty()) {
+        (_, true) => Ok(true),
+        (true, false) => Ok(false),
+        (false, false) => Err(RebuildError::MixedComposition { composed, built }),
+    }
+}
+
+/// The manifest and config of the image `digest` in `repo`.
+async fn pinned_image(
+    client: &Client,
+    repo: &Repository,
+    digest: &Digest,
+) -> Result<(registry::Manifest, serde_json::Value), RebuildError> {
+    let manifest = (client.fetch_manifest(&Reference::in_repo(repo, digest.clone()))).await?;
+    let context = format!("{repo}@{}", manifest.digest);
+    let (config_digest, _) = crate::registry::config_descriptor(&context, &manifest.bytes)?;
+    let config = client.fetch_blob(repo, &config_digest, 16 << 20).await?;
+    let config = serde_json::from_slice(&config).map_err(RebuildError::PinnedConfig)?;
+    Ok((manifest, config))
+}
+
 /// The pin's digest for `platform`: its platform image's, or a single
 /// image's own.
 fn pinned_for(pin: &Pin, platform: &Platform) -> Option<Digest> {
@@ -352,12 +436,7 @@ async fn compare(
     }
     let client = r.registry;
     let repo: Repository = target.pin.repository.parsed().clone();
-    let pinned_manifest = (client.fetch_manifest(&Reference::in_repo(&repo, pinned))).await?;
-    let context = format!("{repo}@{}", pinned_manifest.digest);
-    let (config_digest, _) = crate::registry::config_descriptor(&context, &pinned_manifest.bytes)?;
-    let pinned_config = client.fetch_blob(&repo, &config_digest, 16 << 20).await?;
-    let pinned_config: serde_json::Value =
-        serde_json::from_slice(&pinned_config).map_err(RebuildError::PinnedConfig)?;
+    let (pinned_manifest, pinned_config) = pinned_image(client, &repo, &pinned).await?;
     let rebuilt_config: serde_json::Value =
         serde_json::from_slice(&stamped_config).map_err(RebuildError::RebuiltConfig)?;
     verdict.changes = diff::config_changes(&pinned_config, &rebuilt_config);
@@ -496,6 +575,28 @@ fn local_layer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_union_variant_is_rebuilt_the_way_its_pins_were_made_and_both_ways_are_refused() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(
+            mode(v(&[]), v(&[])).unwrap(),
+            "no union variant: the default"
+        );
+        assert!(mode(v(&["full"]), v(&[])).unwrap());
+        assert!(!mode(v(&[]), v(&["full-1.2"])).unwrap());
+        let err = mode(v(&["full", "full-2"]), v(&["full-1.2"])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "full and full-2 were composed from members' layers, full-1.2 was built from a \
+             Dockerfile: a rebuild makes a union variant one way; verify them in two runs, naming \
+             the aliases (`pins verify --rebuild ALIAS…`, `--from-dockerfile` for the second)"
+        );
+        assert_eq!(
+            crate::exit::HasStatus::exit_status(&err),
+            crate::exit::Status::Usage
+        );
+    }
 
     #[test]
     fn each_kind_of_rebuild_error_names_what_failed_and_is_an_operational_failure() {
