@@ -183,7 +183,7 @@ fn build_stages(
         .as_ref()
         .map_or(from_id.as_str(), |c| c.tag.as_str());
     let normalized = if sh.opts.normalize {
-        normalize(sh, &image_id, kept_from, &tags, &log_path)
+        normalize(sh, variant, &image_id, kept_from, &tags, &log_path)
             .map(|id| (id, Some(normalize_started.elapsed().as_secs_f64())))
     } else {
         Ok((image_id, None))
@@ -388,7 +388,21 @@ fn compose_build(
     images.extend(prepared.members.iter().cloned());
     // The scheduler gives image IDs: nothing to look up.
     let ids: Vec<String> = images.iter().map(|(_, id)| id.clone()).collect();
-    let plan = crate::compose::read_images(sh.engine, &images, &ids, Some(work.path()))
+    // What this run built and normalised is read from what it wrote; an
+    // image of an earlier run from the engine's save. (An engine that reads
+    // every layer file of a load needs the upstream's layers too, which no
+    // run writes: the save.)
+    let (read, source) = match (sh.engine.loads_layers_it_has_by_chain_id())
+        .then(|| crate::compose::read_written(&images, &ids))
+        .flatten()
+    {
+        Some(read) => (Ok(read), "the layers this run wrote"),
+        None => (
+            crate::compose::read_images(sh.engine, &images, &ids, Some(work.path())),
+            "the engine's save",
+        ),
+    };
+    let plan = read
         .and_then(|read| crate::compose::plan(recipe, &sh.family.fragment_scripts, read))
         .map_err(|e| failure(&e))?;
     let planned = started.elapsed().as_secs_f64();
@@ -414,8 +428,8 @@ fn compose_build(
         .collect();
     let log = vec![
         format!(
-            "# composed {variant} as {} in {:.1}s (read {:.1}s): {} layer(s) of {}, fragment \
-             layers {}, state layer {} ({}); {} path(s) shared alike",
+            "# composed {variant} as {} in {:.1}s (read from {source} in {:.1}s): {} layer(s) \
+             of {}, fragment layers {}, state layer {} ({}); {} path(s) shared alike",
             assembled.id,
             started.elapsed().as_secs_f64(),
             planned,
@@ -494,6 +508,7 @@ fn build_request(
 /// normalised image's ID. What it did goes to the variant's log.
 fn normalize(
     sh: &Shared,
+    variant: &str,
     built: &str,
     from_id: &str,
     tags: &[String],
@@ -513,6 +528,7 @@ fn normalize(
         base_diff_ids,
         tags: tags.to_vec(),
         fragment_scripts: sh.family.fragment_scripts.clone(),
+        keep_layers: sh.opts.compose && feeds_a_composition(sh.family, variant),
         ..Default::default()
     };
     let (id, report) = crate::normalize::normalize_image(sh.engine, built, &opts)?;
@@ -543,6 +559,17 @@ fn normalize(
         }
     }
     Ok(id)
+}
+
+/// Whether a union variant is composed from `variant`'s layers (it is the
+/// composition's parent or one of its members): its normalisation keeps
+/// them for the composer.
+fn feeds_a_composition(family: &crate::family::Family, variant: &str) -> bool {
+    family.variants.values().any(|v| {
+        v.composition.as_ref().is_some_and(|c| {
+            c.recipe.parent == variant || c.recipe.members.iter().any(|m| m.variant == variant)
+        })
+    })
 }
 
 /// An image with these inputs exists: no engine build. It still has to have

@@ -396,15 +396,89 @@ pub(crate) fn read_images(
             image: image.clone(),
             problem: format!("the engine's save of {what} does not hold it ({id})"),
         })?;
-        let shown = if image.starts_with("sha256:") {
-            let hex = &id["sha256:".len()..];
-            format!("{variant} ({})", &hex[..hex.len().min(12)])
-        } else {
-            image.clone()
-        };
-        out.push((shown, one));
+        out.push((shown_image(variant, image, id), one));
     }
     Ok(out)
+}
+
+/// `images` (variant, image reference) with the image IDs `ids`, read
+/// from what this process wrote instead of from the engine: each config
+/// from [`crate::image::load_archive::written_configs`], each layer from
+/// [`crate::image::layer_store`] (the normaliser kept the layers of a
+/// composition's parent and members it rewrote in this run). `None` when
+/// anything is not there — an image built by an earlier run — and the
+/// caller reads the engine's save ([`read_images`]). A layer of the parent
+/// the store lacks (the upstream's, kept byte for byte, never rewritten) is
+/// not needed when a layer above it holds every state file: the parent's
+/// state files are all the composition reads of the parent's layers.
+pub(crate) fn read_written(
+    images: &[(String, String)],
+    ids: &[String],
+) -> Option<Vec<(String, Saved)>> {
+    let mut scanned: BTreeMap<String, std::sync::Arc<LayerFacts>> = BTreeMap::new();
+    let mut scan = |diff_id: &str| -> Option<(std::sync::Arc<LayerFacts>, std::path::PathBuf)> {
+        let path = crate::image::layer_store::get(diff_id)?;
+        if let Some(facts) = scanned.get(diff_id) {
+            return Some((facts.clone(), path));
+        }
+        let file = std::fs::File::open(&path).ok()?;
+        let facts = std::sync::Arc::new(
+            overlap::scan_blob(std::io::BufReader::with_capacity(1 << 20, file)).ok()?,
+        );
+        scanned.insert(diff_id.to_string(), facts.clone());
+        Some((facts, path))
+    };
+    let mut out: Vec<(String, Saved)> = Vec::new();
+    let mut parent: Vec<(String, std::sync::Arc<LayerFacts>)> = Vec::new();
+    for (i, ((variant, image), id)) in images.iter().zip(ids).enumerate() {
+        let bytes = crate::image::load_archive::written_configs::get(id)?;
+        let config: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+        let diff_ids = crate::image::config::diff_ids(&config)?;
+        let mut layers = vec![None; diff_ids.len()];
+        let mut blobs = BTreeMap::new();
+        // Top down: the parent's state files are its topmost copies.
+        let mut unfound: Vec<&str> = state::STATE_FILES.iter().map(|(p, _)| *p).collect();
+        for (at, diff_id) in diff_ids.iter().enumerate().rev() {
+            let facts = if let Some((facts, path)) = scan(diff_id) {
+                blobs.insert(diff_id.clone(), path);
+                facts
+            } else if i > 0 && parent.get(at).is_some_and(|(d, _)| d == diff_id) {
+                // A member's layer of the parent: the parent's facts.
+                parent[at].1.clone()
+            } else if i == 0 && unfound.is_empty() {
+                std::sync::Arc::new(LayerFacts::default())
+            } else {
+                return None;
+            };
+            unfound.retain(|p| !facts.state.contains_key(*p));
+            layers[at] = Some((diff_id.clone(), facts));
+        }
+        let layers: Vec<(String, std::sync::Arc<LayerFacts>)> =
+            layers.into_iter().collect::<Option<_>>()?;
+        if i == 0 {
+            parent = layers.clone();
+        }
+        out.push((
+            shown_image(variant, image, id),
+            Saved {
+                config,
+                layers,
+                blobs,
+            },
+        ));
+    }
+    Some(out)
+}
+
+/// An image as the composer's messages name it: a reference as given, an
+/// image ID as its variant and short ID.
+fn shown_image(variant: &str, image: &str, id: &str) -> String {
+    if image.starts_with("sha256:") {
+        let hex = id.trim_start_matches("sha256:");
+        format!("{variant} ({})", &hex[..hex.len().min(12)])
+    } else {
+        image.to_string()
+    }
 }
 
 /// What is wrong with a save stream, in words.

@@ -276,3 +276,110 @@ fn one_save_of_every_image_reads_and_keeps_a_shared_layer_once() {
         "base's layer and each fragment layer"
     );
 }
+
+/// Keeps `layer` in the process's layer store, as a normalisation that
+/// rewrote it would; returns its diff_id.
+fn keep_written(layer: &[u8]) -> String {
+    let diff_id = crate::image::fixtures::digest(layer);
+    let mut copy = crate::image::layer_store::Copy::start();
+    let mut both = copy.writer(Box::leak(Box::new(std::io::sink())));
+    std::io::Write::write_all(&mut both, layer).unwrap();
+    let whole = both.finish();
+    copy.keep(&diff_id, whole);
+    diff_id
+}
+
+/// A config with these layers and steps, written into a load archive (as
+/// the normaliser and the relabeller write one); returns the image ID.
+fn written_config(diff_ids: &[&String], steps: &[&str], salt: &str) -> String {
+    let config = json!({
+        "architecture": "amd64", "os": "linux", "config": {"Labels": {"salt": salt}},
+        "history": steps.iter().map(|s| json!({"created_by": s})).collect::<Vec<_>>(),
+        "rootfs": {"type": "layers", "diff_ids": diff_ids},
+    });
+    crate::image::load_archive::write_config_and_manifest(&mut std::io::sink(), &config, &[], &[])
+        .unwrap()
+}
+
+#[test]
+fn a_run_composes_from_the_layers_it_wrote_and_leaves_what_it_lacks_to_the_save() {
+    const EXT: &str = "var/lib/apt/extended_states";
+    let salt = "read-written";
+    // The upstream's layer is never rewritten, so never kept; the parent's
+    // own layer above it holds both state files.
+    let upstream = layer(&[dir("etc"), file(STATUS, &stanza("base-files"))]);
+    let upstream_id = crate::image::fixtures::digest(&upstream);
+    let core = keep_written(&layer(&[
+        file(STATUS, &[stanza("base-files"), stanza(salt)].join("\n")),
+        file(EXT, ""),
+    ]));
+    let member_layer = |p: &'static str| {
+        layer(&[
+            dir("usr"),
+            file(
+                if p == "python3" {
+                    "usr/bin/python3"
+                } else {
+                    "usr/bin/go"
+                },
+                p,
+            ),
+            file(
+                STATUS,
+                &[stanza("base-files"), stanza(salt), stanza(p)].join("\n"),
+            ),
+        ])
+    };
+    let (py, go) = (
+        keep_written(&member_layer("python3")),
+        keep_written(&member_layer("golang")),
+    );
+    let base = written_config(&[&upstream_id, &core], &["FROM x", "RUN core"], salt);
+    let python = written_config(
+        &[&upstream_id, &core, &py],
+        &["FROM x", "RUN core", PY],
+        salt,
+    );
+    let go_id = written_config(
+        &[&upstream_id, &core, &go],
+        &["FROM x", "RUN core", GO],
+        salt,
+    );
+    let images: Vec<(String, String)> = [("base", &base), ("python", &python), ("go", &go_id)]
+        .iter()
+        .map(|(v, id)| (v.to_string(), id.to_string()))
+        .collect();
+    let ids: Vec<String> = images.iter().map(|(_, id)| id.clone()).collect();
+
+    let read = read_written(&images, &ids).expect("everything is this run's");
+    assert_eq!(read[0].0, format!("base ({})", &base[7..19]));
+    assert!(
+        read[0].1.layers[0].1.paths.is_empty(),
+        "the upstream's layer is not read"
+    );
+    assert!(!read[0].1.blobs.contains_key(&upstream_id));
+    let plan = plan(&recipe_py_go(), &scripts(), read).unwrap();
+    assert_eq!(plan.parent_layers, [upstream_id.clone(), core.clone()]);
+    let fragments: Vec<&String> = plan.fragment_layers.iter().map(|l| &l.diff_id).collect();
+    assert_eq!(fragments, [&py, &go]);
+    assert!(plan.blobs.contains_key(&py) && plan.blobs.contains_key(&go));
+    let status = plan.state.iter().find(|s| s.path == STATUS).unwrap();
+    assert_eq!(
+        status.stanzas, 4,
+        "base-files, the salt, python3 and golang"
+    );
+
+    // An image of an earlier run (its config not written here) and a
+    // parent whose kept layers lack a state file both go to the save.
+    let mut earlier = ids.clone();
+    earlier[2] = format!("sha256:{}", "e".repeat(64));
+    assert!(read_written(&images, &earlier).is_none());
+    let no_ext = keep_written(&layer(&[file(
+        STATUS,
+        &[stanza("base-files"), stanza(salt), stanza("no-ext")].join("\n"),
+    )]));
+    let bare = written_config(&[&upstream_id, &no_ext], &["FROM x", "RUN core"], salt);
+    let mut bare_images = images.clone();
+    bare_images[0].1 = bare.clone();
+    assert!(read_written(&bare_images, &[bare, ids[1].clone(), ids[2].clone()]).is_none());
+}

@@ -18,10 +18,14 @@
 //! - [`layer_cache`]: what this machine compressed before (diff_id →
 //!   compressed digest), the configs it pushed and notes kept by blob, so
 //!   an unchanged layer is neither read nor compressed again;
+//! - [`layer_store`]: the layers this process rewrote for a composition's
+//!   parent and members, by diff_id (the composer reads them instead of
+//!   saving those images again);
 //! - [`layer_tar`]: a layer's entries as an index (data left where it
 //!   sits) and the one tar format they are written in;
 //! - [`load_archive`]: the `docker load` archive an image goes back into
-//!   the engine as (the normaliser's rewrite, the relabeller's labels);
+//!   the engine as (the normaliser's rewrite, the relabeller's labels),
+//!   and the configs this process wrote into one;
 //! - [`local`]: a local image as a push would put it — one pass over its
 //!   `save` giving each layer's diff_id and compressed form, its config
 //!   and its schema-2 manifest (the release pushes it, the rebuild holds
@@ -42,6 +46,7 @@ pub(crate) mod files;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub(crate) mod layer_cache;
+pub(crate) mod layer_store;
 pub(crate) mod layer_tar;
 pub(crate) mod load_archive;
 pub(crate) mod local;

@@ -77,7 +77,7 @@ impl Staged {
             let report = if i < keep {
                 self.write_kept_layer(l, &file, opts.kept_by_name, &mut lower, &mut out)
             } else {
-                self.write_rewritten_layer(l, &file, &mut lower, opts.source_date_epoch, &mut out)
+                self.write_rewritten_layer(l, &file, &mut lower, opts, &mut out)
             }
             .map_err(self.io_error(format!("writing layer {name} to the archive")))?;
             names.push(file);
@@ -152,29 +152,39 @@ impl Staged {
     }
 
     /// A layer this family built, written anew (`layer::plan`) as `file`,
-    /// hashed as it is written for its new diff_id.
+    /// hashed as it is written for its new diff_id; with
+    /// `opts.keep_layers`, a copy kept in the process's layer store.
     fn write_rewritten_layer(
         &self,
         l: &Layer,
         file: &str,
         lower: &mut HashSet<Vec<u8>>,
-        source_date_epoch: u64,
+        opts: &Options,
         out: &mut dyn Write,
     ) -> std::io::Result<LayerReport> {
-        let (entries, dropped) = layer::plan(&l.entries, lower, source_date_epoch);
+        let (entries, dropped) = layer::plan(&l.entries, lower, opts.source_date_epoch);
         let size = layer_tar::layer_size(&entries);
         out.write_all(file_header(file, size).as_bytes())?;
-        let mut hashed = Meter {
-            out: &mut *out,
-            bytes: 0,
-            hash: Some(sha2::Sha256::new()),
+        let hashed = |out: &mut dyn Write| -> std::io::Result<(u64, String)> {
+            let mut hashed = Meter {
+                out,
+                bytes: 0,
+                hash: Some(sha2::Sha256::new()),
+            };
+            layer_tar::write_layer(&entries, &self.spill, &mut hashed)?;
+            let digest = hex::encode(hashed.hash.take().expect("hashing").finalize());
+            Ok((hashed.bytes, format!("sha256:{digest}")))
         };
-        layer_tar::write_layer(&entries, &self.spill, &mut hashed)?;
-        let written = hashed.bytes;
-        let diff_id = format!(
-            "sha256:{}",
-            hex::encode(hashed.hash.take().expect("hashing").finalize())
-        );
+        let (written, diff_id) = if opts.keep_layers {
+            let mut copy = crate::image::layer_store::Copy::start();
+            let mut both = copy.writer(&mut *out);
+            let (written, diff_id) = hashed(&mut both)?;
+            let whole = both.finish();
+            copy.keep(&diff_id, whole);
+            (written, diff_id)
+        } else {
+            hashed(&mut *out)?
+        };
         debug_assert_eq!(written, size);
         pad(out, size)?;
         lower.extend(entries.iter().map(|e| e.path.clone()));

@@ -184,6 +184,10 @@ pub(crate) struct Options {
     /// by its chain ID before it opens the file (Docker). Set by
     /// [`normalize_image`] from the engine.
     pub kept_by_name: bool,
+    /// Keep a copy of each rewritten layer in the process's layer store
+    /// ([`crate::image::layer_store`]): the image is a composition's parent
+    /// or member, whose layers the composer reads from there.
+    pub keep_layers: bool,
 }
 
 /// What normalising one image did.

@@ -16,6 +16,7 @@ fn opts() -> Options {
         tags: vec!["r:t".into()],
         fragment_scripts: BTreeMap::new(),
         kept_by_name: false,
+        keep_layers: false,
     }
 }
 
