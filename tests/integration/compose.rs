@@ -58,18 +58,14 @@ fn file_of(engine: &str, image: &str, path: &str) -> String {
     out
 }
 
-#[test]
-#[ignore = "tier: engine"]
-fn a_union_is_planned_from_its_members_layers_with_the_state_the_dockerfile_gives_and_a_conflict_is_refused()
- {
-    let Some(s) = support::services() else {
-        return;
-    };
-    let _heavy = support::machine_lock();
-    let repository = format!("{}/fixture", support::unique("compose"));
+/// The fixture family under `repository`: `root`, members `a` (lzop) and
+/// `b` (lrzip), which share `liblzo2-2`, and the union `ab`; for
+/// `platforms` (none: the engine's own).
+fn fixture(repository: &str, s: &support::Services, platforms: &[&str]) -> Project {
     let family = Family::new("ab")
-        .repository(&repository)
+        .repository(repository)
         .upstream(&s.pinned_base())
+        .platforms(platforms)
         .tool("alpha")
         .tool("beta")
         .tool("gamma")
@@ -85,16 +81,28 @@ fn a_union_is_planned_from_its_members_layers_with_the_state_the_dockerfile_give
                 .fragments(&["a", "b"])
                 .aliased(),
         )
-        .profile("repository", &repository)
+        .profile("repository", repository)
         .profile("upstream", &s.pinned_base());
     let common = std::fs::read(support::repo_root().join("docker/lib/common.sh")).unwrap();
-    let p = Project::fixture(&family)
+    Project::fixture(&family)
         .file("image_pins.json", EMPTY_PINS)
         .file("docker/lib/common.sh", common)
         .fragment("root", &fake_tool("alpha", "alpha 1.0.0"))
         .fragment("a", &apt_fragment("lzop", "same", "beta"))
         .fragment("b", &apt_fragment("lrzip", "same", "gamma"))
-        .render();
+        .render()
+}
+
+#[test]
+#[ignore = "tier: engine"]
+fn a_union_is_planned_from_its_members_layers_with_the_state_the_dockerfile_gives_and_a_conflict_is_refused()
+ {
+    let Some(s) = support::services() else {
+        return;
+    };
+    let _heavy = support::machine_lock();
+    let repository = format!("{}/fixture", support::unique("compose"));
+    let p = fixture(&repository, &s, &[]);
     // Built the old way first: what the composition is proved against.
     let build = |variants: &[&str]| {
         p.cli()
@@ -365,5 +373,69 @@ fn a_union_is_planned_from_its_members_layers_with_the_state_the_dockerfile_give
         "{ab}"
     );
     assert_eq!(tags(), tags_before, "a refused composition tags nothing");
+    support::remove_images(&s.engine, &repository);
+}
+
+#[test]
+#[ignore = "tier: emulation"]
+fn a_foreign_platforms_union_is_composed_from_that_platforms_members() {
+    let Some(s) = support::two_platform_services() else {
+        return;
+    };
+    let _heavy = support::machine_lock();
+    let repository = format!("{}/fixture", support::unique("compose-arm64"));
+    let p = fixture(&repository, &s, &["linux/amd64", "linux/arm64"]);
+    let run = p
+        .cli()
+        .args(["build", "--platform", "linux/arm64", "--progress", "plain"])
+        .args(["--no-check", "--json", "ab"])
+        .stdout_json()
+        .stderr_free("the emulated builds' progress")
+        .run();
+    let results = run.json()["platforms"][0]["results"].clone();
+    let built: BTreeSet<&str> = results
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["result"], "built", "{r}");
+            r["variant"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        built,
+        BTreeSet::from(["root", "a", "b", "ab"]),
+        "its members too"
+    );
+    let log = p.read("target/sunaba-build/logs/arm64/ab.log");
+    assert!(log.starts_with("# composed ab as sha256:"), "{log}");
+    assert!(
+        !log.contains("sh /run/sunaba/install-"),
+        "no fragment ran: {log}"
+    );
+    let inspect = |image: &str, format: &str| {
+        let out = std::process::Command::new(&s.engine)
+            .args(["image", "inspect", "--format", format, image])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{image}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let ab = format!("{repository}:ab-arm64");
+    assert_eq!(inspect(&ab, "{{.Architecture}}"), "arm64");
+    // b's fragment layer, as b's arm64 build made it, is ab's too.
+    let layers = |image: &str| -> Vec<String> {
+        serde_json::from_str(&inspect(image, "{{json .RootFS.Layers}}")).unwrap()
+    };
+    let (ab_layers, b_layers) = (layers(&ab), layers(&format!("{repository}:b-arm64")));
+    let root_layers = layers(&format!("{repository}:root-arm64")).len();
+    assert!(
+        ab_layers.contains(&b_layers[root_layers]),
+        "{ab_layers:?}\n{b_layers:?}"
+    );
     support::remove_images(&s.engine, &repository);
 }
