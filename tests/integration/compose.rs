@@ -32,20 +32,23 @@ fn stanzas(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// What the engine prints for `args`, which must succeed.
+fn engine_out(engine: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(engine)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// `path` of `image`, read from a container made (never started) of it.
 fn file_of(engine: &str, image: &str, path: &str) -> String {
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(engine)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let run = |args: &[&str]| engine_out(engine, args);
     let container = run(&["create", image]);
     let container = container.trim();
     let text = run(&["cp", &format!("{container}:{path}"), "-"]);
@@ -414,16 +417,9 @@ fn a_foreign_platforms_union_is_composed_from_that_platforms_members() {
         "no fragment ran: {log}"
     );
     let inspect = |image: &str, format: &str| {
-        let out = std::process::Command::new(&s.engine)
-            .args(["image", "inspect", "--format", format, image])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{image}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
+        engine_out(&s.engine, &["image", "inspect", "--format", format, image])
+            .trim()
+            .to_string()
     };
     let ab = format!("{repository}:ab-arm64");
     assert_eq!(inspect(&ab, "{{.Architecture}}"), "arm64");
