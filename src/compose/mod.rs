@@ -432,8 +432,7 @@ pub(crate) fn read_written(
     let mut parent: Vec<(String, std::sync::Arc<LayerFacts>)> = Vec::new();
     for (i, ((variant, image), id)) in images.iter().zip(ids).enumerate() {
         let bytes = crate::image::load_archive::written_configs::get(id)?;
-        let config: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-        let diff_ids = crate::image::config::diff_ids(&config)?;
+        let (config, diff_ids) = save_stream::config_of("this process wrote", &bytes).ok()?;
         let mut layers = vec![None; diff_ids.len()];
         let mut blobs = BTreeMap::new();
         // Top down: the parent's state files are its topmost copies.

@@ -271,6 +271,30 @@ fn manifest_items(small: &BTreeMap<String, Vec<u8>>) -> Result<Vec<ManifestItem>
         .map_err(|e| StreamError::Corrupt(format!("manifest.json: {e}")))
 }
 
+/// An image config's JSON and its `rootfs.diff_ids`, each checked to be a
+/// digest (a diff_ID names a layer everywhere after this: printed, keyed,
+/// written into a config); `shown` names the config in errors, escaped.
+pub(crate) fn config_of(
+    shown: &str,
+    bytes: &[u8],
+) -> Result<(serde_json::Value, Vec<String>), StreamError> {
+    let config: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| StreamError::Corrupt(format!("the config {shown}: {e}")))?;
+    let diff_ids = super::config::diff_ids(&config).ok_or_else(|| {
+        StreamError::Corrupt(format!("the config {shown} has no rootfs.diff_ids"))
+    })?;
+    if let Some(bad) = diff_ids
+        .iter()
+        .find(|d| d.parse::<crate::name::Digest>().is_err())
+    {
+        return Err(StreamError::Corrupt(format!(
+            "the config {shown}: rootfs.diff_ids holds {}, which is not a digest",
+            super::entries::shown(bad)
+        )));
+    }
+    Ok((config, diff_ids))
+}
+
 /// One image of `manifest.json`, and its config's digest.
 fn item_contents(
     small: &BTreeMap<String, Vec<u8>>,
@@ -285,22 +309,7 @@ fn item_contents(
             "the config {shown} named by manifest.json is missing"
         ))
     })?;
-    let config: serde_json::Value = serde_json::from_slice(config_bytes)
-        .map_err(|e| StreamError::Corrupt(format!("the config {shown}: {e}")))?;
-    let diff_ids = super::config::diff_ids(&config).ok_or_else(|| {
-        StreamError::Corrupt(format!("the config {shown} has no rootfs.diff_ids"))
-    })?;
-    // A diff_ID names a layer everywhere after this (printed, keyed,
-    // written into a config): one that is no digest goes no further.
-    if let Some(bad) = diff_ids
-        .iter()
-        .find(|d| d.parse::<crate::name::Digest>().is_err())
-    {
-        return Err(StreamError::Corrupt(format!(
-            "the config {shown}: rootfs.diff_ids holds {}, which is not a digest",
-            super::entries::shown(bad)
-        )));
-    }
+    let (config, diff_ids) = config_of(&shown, config_bytes)?;
     if diff_ids.len() != item.layers.len() {
         return Err(StreamError::Corrupt(format!(
             "manifest.json lists {} layers, the config {}",

@@ -108,25 +108,16 @@ fn written_config(engine: &dyn Engine, image: &str) -> Result<Option<Parts>, Nor
     let Some(bytes) = crate::image::load_archive::written_configs::get(&info.id) else {
         return Ok(None);
     };
-    let mut files = BTreeMap::new();
-    let config_file = format!("{}.json", info.id.trim_start_matches("sha256:"));
-    let config: Value = serde_json::from_slice(&bytes).map_err(|e| NormalizeError::Corrupt {
-        image: image.to_string(),
-        detail: format!("the config this process wrote: {e}"),
-    })?;
-    let layers: Vec<String> = crate::image::config::diff_ids(&config)
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-        .map(|(i, _)| format!("layers/{i:03}.tar"))
+    let (config, diff_ids) = crate::image::save_stream::config_of("this process wrote", &bytes)
+        .map_err(|e| stream_failure(image, e))?;
+    let layers = (0..diff_ids.len())
+        .map(|i| format!("layers/{i:03}.tar"))
         .collect();
-    let manifest = serde_json::json!([{"Config": config_file, "RepoTags": [], "Layers": layers}]);
-    files.insert(config_file, bytes.to_vec());
-    files.insert(
-        "manifest.json".to_string(),
-        manifest.to_string().into_bytes(),
-    );
-    parts(image, &files, &BTreeMap::new()).map(Some)
+    Ok(Some(Parts {
+        config,
+        layers,
+        diff_ids,
+    }))
 }
 
 /// The written archive's image ID, or why it could not be written.
