@@ -281,7 +281,7 @@ fn one_save_of_every_image_reads_and_keeps_a_shared_layer_once() {
 /// rewrote it would; returns its diff_id.
 fn keep_written(layer: &[u8]) -> String {
     let diff_id = crate::image::fixtures::digest(layer);
-    let mut copy = crate::image::layer_store::Copy::start();
+    let mut copy = crate::image::layer_store::LayerCopy::start();
     let mut both = copy.writer(Box::leak(Box::new(std::io::sink())));
     std::io::Write::write_all(&mut both, layer).unwrap();
     let whole = both.finish();

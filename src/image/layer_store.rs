@@ -25,16 +25,16 @@ pub(crate) fn get(diff_id: &str) -> Option<PathBuf> {
     layers.get(diff_id).filter(|p| p.is_file()).cloned()
 }
 
-/// A layer being copied while it is written elsewhere: [`Copy::writer`]
-/// sends every byte to `out` and to the copy, [`Copy::keep`] files it.
-pub(crate) struct Copy {
+/// A layer being copied while it is written elsewhere: [`LayerCopy::writer`]
+/// sends every byte to `out` and to the copy, [`LayerCopy::keep`] files it.
+pub(crate) struct LayerCopy {
     file: Option<tempfile::NamedTempFile>,
 }
 
-impl Copy {
+impl LayerCopy {
     /// A new copy in the scratch directory; one that cannot be made copies
     /// nothing.
-    pub(crate) fn start() -> Copy {
+    pub(crate) fn start() -> LayerCopy {
         let file = crate::scratch::dir().ok().and_then(|dir| {
             let dir = dir.join("layers");
             std::fs::create_dir_all(&dir).ok()?;
@@ -43,7 +43,7 @@ impl Copy {
                 .tempfile_in(dir)
                 .ok()
         });
-        Copy { file }
+        LayerCopy { file }
     }
 
     /// Writes to `out`, and to the copy while the copy works.
@@ -119,7 +119,7 @@ mod tests {
         let bytes = b"layer-store-test: a layer's bytes".repeat(1000);
         let diff_id = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&bytes)));
         let mut out = Vec::new();
-        let mut copy = Copy::start();
+        let mut copy = LayerCopy::start();
         let mut w = copy.writer(&mut out);
         w.write_all(&bytes[..10]).unwrap();
         w.write_all(&bytes[10..]).unwrap();
@@ -131,7 +131,7 @@ mod tests {
         assert_eq!(std::fs::read(path).unwrap(), bytes);
         assert!(get("sha256:0000").is_none());
         // A copy that did not get everything is never filed.
-        let mut copy = Copy::start();
+        let mut copy = LayerCopy::start();
         let _ = copy.writer(&mut Vec::new()).finish();
         copy.keep("sha256:partial", false);
         assert!(get("sha256:partial").is_none());

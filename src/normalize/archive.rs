@@ -176,7 +176,7 @@ impl Staged {
             Ok((hashed.bytes, format!("sha256:{digest}")))
         };
         let (written, diff_id) = if opts.keep_layers {
-            let mut copy = crate::image::layer_store::Copy::start();
+            let mut copy = crate::image::layer_store::LayerCopy::start();
             let mut both = copy.writer(&mut *out);
             let (written, diff_id) = hashed(&mut both)?;
             let whole = both.finish();
