@@ -82,15 +82,16 @@ pub(crate) fn passing_record(info: &ImageInfo) -> Option<CheckRecord> {
 
 /// Records a passing report on the image `from_ref` (its config gets the
 /// label; layers, `created` and history stay) and points `tags` at the
-/// result. Returns the labelled image's ID.
+/// result; `id` is `from_ref`'s image ID. Returns the labelled image's ID.
 pub(crate) fn record(
     engine: &dyn Engine,
     report: &CheckReport,
     from_ref: &str,
+    id: &str,
     tags: &[String],
 ) -> Result<String, CheckError> {
     let labels = BTreeMap::from([(LABEL_CHECK.to_string(), record_json(report))]);
-    crate::normalize::relabel(engine, from_ref, &labels, tags).map_err(|source| {
+    crate::normalize::relabel(engine, from_ref, Some(id), &labels, tags).map_err(|source| {
         CheckError::Record {
             reference: from_ref.to_string(),
             source: Box::new(source),
@@ -134,7 +135,8 @@ pub(crate) fn record_pass(
     let Some(from) = tags.first() else {
         return labelled_twin(engine, reference, &info, report);
     };
-    record(engine, report, from, &tags).map(Some)
+    // `from` is one of the inspected image's tags: its ID is known.
+    record(engine, report, from, &info.id, &tags).map(Some)
 }
 
 /// The image `reference` points at now, when it is `checked` with this very

@@ -31,17 +31,19 @@ use std::io::{Read, Write};
 
 /// Loads `image` again with `labels` added to its config (a label of the
 /// same key is replaced) and tagged `tags`; returns the new image's ID.
-/// On any error nothing is loaded or tagged.
+/// `id` is the image's ID when the caller has inspected it already. On any
+/// error nothing is loaded or tagged.
 pub(crate) fn relabel(
     engine: &dyn Engine,
     image: &str,
+    id: Option<&str>,
     labels: &BTreeMap<String, String>,
     tags: &[String],
 ) -> Result<String, NormalizeError> {
     let piped = super::round_trip::piped(image);
     let save = engine.save_cmd(image);
     if engine.loads_layers_it_has_by_chain_id() {
-        let parts = match written_config(engine, image)? {
+        let parts = match written_config(engine, image, id)? {
             Some(parts) => parts,
             None => {
                 let (files, links) = save
@@ -98,14 +100,22 @@ pub(crate) fn relabel(
 /// The parts of `image` when this process wrote its config (the image a
 /// build just normalised): no save stream needed. The layer files are
 /// named, not sent — Docker finds each by its chain ID.
-fn written_config(engine: &dyn Engine, image: &str) -> Result<Option<Parts>, NormalizeError> {
-    let Some(info) = engine
-        .inspect(image)
-        .map_err(super::round_trip::engine_error(image))?
-    else {
-        return Ok(None);
+fn written_config(
+    engine: &dyn Engine,
+    image: &str,
+    id: Option<&str>,
+) -> Result<Option<Parts>, NormalizeError> {
+    let id = match id {
+        Some(id) => id.to_string(),
+        None => match engine
+            .inspect(image)
+            .map_err(super::round_trip::engine_error(image))?
+        {
+            Some(info) => info.id,
+            None => return Ok(None),
+        },
     };
-    let Some(bytes) = crate::image::load_archive::written_configs::get(&info.id) else {
+    let Some(bytes) = crate::image::load_archive::written_configs::get(&id) else {
         return Ok(None);
     };
     let (config, diff_ids) = crate::image::save_stream::config_of("this process wrote", &bytes)
@@ -211,10 +221,10 @@ mod tests {
         );
         engine.chain_id_loads = chain_id_loads;
         let labels = BTreeMap::from([("dev.sunaba.check".to_string(), "{}".to_string())]);
-        let id = relabel(&engine, "r:t", &labels, &["r:t".into()]).unwrap();
+        let id = relabel(&engine, "r:t", None, &labels, &["r:t".into()]).unwrap();
         let files = archive(&tmp.path().join("loaded.tar"));
         // Twice: the same ID (the label's value is all that was added).
-        let again = relabel(&engine, "r:t", &labels, &["r:t".into()]).unwrap();
+        let again = relabel(&engine, "r:t", None, &labels, &["r:t".into()]).unwrap();
         assert_eq!(id, again);
         (files, layers, id)
     }
@@ -245,7 +255,7 @@ mod tests {
         );
         engine.chain_id_loads = true;
         let labels = BTreeMap::from([("dev.sunaba.check".to_string(), "{}".to_string())]);
-        let id = relabel(&engine, "r:t", &labels, &["r:t".into()]).unwrap();
+        let id = relabel(&engine, "r:t", None, &labels, &["r:t".into()]).unwrap();
         let files = archive(&tmp.path().join("loaded.tar"));
         let (name, labelled) = config_of(&files);
         assert_eq!(format!("sha256:{}", name.trim_end_matches(".json")), id);
@@ -258,7 +268,7 @@ mod tests {
         assert_eq!(files.len(), 2, "{:?}", files.keys());
         // An engine that reads every layer file still gets a save.
         engine.chain_id_loads = false;
-        let err = relabel(&engine, "r:t", &labels, &["r:t".into()]).unwrap_err();
+        let err = relabel(&engine, "r:t", None, &labels, &["r:t".into()]).unwrap_err();
         assert!(err.to_string().contains("no save expected"), "{err}");
     }
 
