@@ -34,6 +34,10 @@ export UV_NO_CACHE=1
 export NPM_CONFIG_UPDATE_NOTIFIER=false
 export NPM_CONFIG_FUND=false
 export NPM_CONFIG_AUDIT=false
+# npm waits this long for a response to begin (its default is five minutes);
+# a request that hangs is then a network error npm_ci_prefix tries again.
+# It does not bound a body that is arriving.
+export NPM_CONFIG_FETCH_TIMEOUT=60000
 
 # The image's runtime ENV (the template's posture block, images.toml
 # [fragments.*.env]) points caches at the sandbox user's HOME. Fragments run
@@ -141,6 +145,11 @@ npm_ci_prefix() {
 	while ! (cd "$_dir" && npm ci "$1" --no-fund --no-audit --no-update-notifier) 2>"$_err"; do
 		cat "$_err" >&2
 		_code=$(sed -n 's/^npm error code \([A-Z0-9_]*\)$/\1/p' "$_err" | head -n 1)
+		# A request that got no response in time is FETCH_ERROR, a code npm
+		# shares with errors that are not the network's: the message says which.
+		if [ "$_code" = FETCH_ERROR ] && grep -q '^npm error network timeout at: ' "$_err"; then
+			_code="FETCH_ERROR (network timeout)"
+		fi
 		if [ "$_attempt" -lt 3 ] && npm_network_code "$_code"; then
 			_delay=$((_attempt * ${SUNABA_NPM_RETRY_SECONDS:-10}))
 			sunaba_log "npm ci: network error $_code (attempt $_attempt of 3); trying again in $_delay s"
@@ -175,7 +184,8 @@ npm_ci_prefix() {
 npm_network_code() {
 	case "$1" in
 	ETIMEDOUT | ESOCKETTIMEDOUT | ERR_SOCKET_TIMEOUT | EAI_AGAIN | ECONNRESET | ECONNREFUSED | \
-		ENETUNREACH | EHOSTUNREACH | EPIPE | E429 | E500 | E502 | E503 | E504) return 0 ;;
+		ENETUNREACH | EHOSTUNREACH | EPIPE | E429 | E500 | E502 | E503 | E504 | \
+		"FETCH_ERROR (network timeout)") return 0 ;;
 	*) return 1 ;;
 	esac
 }

@@ -6,7 +6,9 @@ use std::process::Command;
 
 /// A fake `npm` that fails with each of `codes` in turn (one per call,
 /// `npm error code <CODE>` on stderr, as npm 11 prints it) and then installs
-/// a `.bin/tool`; every call is counted in `calls`.
+/// a `.bin/tool`; every call is counted in `calls`. `FETCH_ERROR:timeout`
+/// and `FETCH_ERROR:json` print npm's FETCH_ERROR with the message of a
+/// request that got no response in time and of a body that was not JSON.
 fn fake_npm(bin: &Path, codes: &[&str]) {
     let script = format!(
         r#"#!/bin/sh
@@ -16,7 +18,11 @@ echo "$n" > "{calls}"
 set -- {codes}
 if [ "$n" -le $# ]; then
 	eval "code=\${{$n}}"
-	echo "npm error code $code" >&2
+	echo "npm error code ${{code%%:*}}" >&2
+	case "$code" in
+	FETCH_ERROR:timeout) echo "npm error network timeout at: https://registry.npmjs.org/debug/-/debug-4.4.3.tgz" >&2 ;;
+	FETCH_ERROR:json) echo "npm error invalid json response body at https://registry.npmjs.org/debug reason: Unexpected end of JSON input" >&2 ;;
+	esac
 	if [ "$code" = EINTEGRITY ]; then
 		echo "npm error sha512-abc integrity checksum failed when using sha512: wanted sha512-WANTED but got sha512-GOT. (12 bytes)" >&2
 	fi
@@ -114,4 +120,21 @@ fn a_wrong_integrity_is_never_tried_again_and_names_the_package() {
         err.contains("sunaba: npm ci: debug@4.4.3 does not match its integrity in"),
         "{err}"
     );
+}
+
+#[test]
+fn a_request_npm_timed_out_is_a_network_error_and_other_fetch_errors_are_not() {
+    let (ok, calls, err) = npm_ci(&["FETCH_ERROR:timeout"]);
+    assert!(ok, "{err}");
+    assert_eq!(calls, 2, "{err}");
+    assert!(
+        err.contains(
+            "sunaba: npm ci: network error FETCH_ERROR (network timeout) (attempt 1 of 3); trying again in 0 s"
+        ),
+        "{err}"
+    );
+    let (ok, calls, err) = npm_ci(&["FETCH_ERROR:json"]);
+    assert!(!ok, "{err}");
+    assert_eq!(calls, 1, "{err}");
+    assert!(err.ends_with("Unexpected end of JSON input\n"), "{err}");
 }
