@@ -485,6 +485,27 @@ fn engine_services() -> Option<Services> {
     })())
 }
 
+/// The development services with Podman as the engine (`SUNABA_PODMAN`,
+/// which `scripts/dev-env up` installs, reaching the dev registry through
+/// the registries.conf it names in `CONTAINERS_REGISTRIES_CONF`) and the
+/// dev base in Podman's store. Podman builds here; it cannot run a container
+/// in every sandbox, so its tests build and read images, never start them.
+pub fn podman_services() -> Option<Services> {
+    if !selected(Tier::Engine) {
+        return None;
+    }
+    let docker = engine_services()?;
+    require((|| {
+        env_var("CONTAINERS_REGISTRIES_CONF")?;
+        let services = Services {
+            engine: env_var("SUNABA_PODMAN")?,
+            ..docker
+        };
+        ensure_image(&services, &services.base_image)?;
+        Ok(services)
+    })())
+}
+
 /// `image` is in the engine: inspected, else pulled (quietly).
 fn ensure_image(services: &Services, image: &str) -> Result<(), String> {
     let docker = |args: &[&str]| {
