@@ -59,6 +59,8 @@ pub(crate) struct State {
     /// The requests counted in flight (and held): blob requests of this
     /// method (`HEAD` when `None`: the blobs looked for).
     pub held_method: Option<&'static str>,
+    /// What a held request's target contains (`/blobs/` when `None`).
+    pub held_path: Option<&'static str>,
     /// Hold each such request until this many are in flight together (or
     /// [`HOLD_AT_MOST`] has passed): how many a client sends at once shows
     /// in [`State::max_in_flight`] without depending on timing.
@@ -311,7 +313,8 @@ async fn connection(mut conn: tokio::net::TcpStream, state: Arc<Mutex<State>>) {
         }
         let counted = {
             let s = state.lock().unwrap();
-            method == s.held_method.unwrap_or("HEAD") && target.contains("/blobs/")
+            method == s.held_method.unwrap_or("HEAD")
+                && target.contains(s.held_path.unwrap_or("/blobs/"))
         };
         if counted {
             enter_held(&state).await;

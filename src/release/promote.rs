@@ -4,7 +4,7 @@
 //! manifests by PUT of their exact bytes (no layer is sent again; a tag
 //! already there costs its HEAD only), and `--rollback`.
 
-use super::journal::{Journal, JournalError, Staged, TagKind};
+use super::journal::{Journal, JournalError, Staged, TagKind, TagWrite};
 use super::plan::Planned;
 use crate::labels::{self, CheckRecord};
 use crate::name::Platform;
@@ -300,8 +300,13 @@ fn describe(platforms: &BTreeMap<crate::name::Platform, Digest>) -> String {
         .join(", ")
 }
 
-/// Writes every tag not yet written, in the journal's order, saving the
-/// journal after each: a tag already at its image is only marked.
+/// Writes every tag not yet written, saving the journal after each. The
+/// journal lists the immutable tags before the moving ones, and a kind's
+/// tags are written all at once (the client bounds the requests per
+/// registry; over a 40 ms round trip the family's 24 tags one after
+/// another were a second of the release), the moving ones only once every
+/// immutable one is written. Answers are recorded, and said, in the
+/// journal's order; a tag already at its image is only marked.
 pub(crate) async fn promote(
     client: &Client,
     repo: &Repository,
@@ -310,29 +315,41 @@ pub(crate) async fn promote(
     now: &BTreeMap<String, Option<Digest>>,
     progress: &(dyn Fn(String) + Sync),
 ) -> Result<(), PromoteError> {
-    for i in 0..journal.tags.len() {
-        let t = &journal.tags[i];
-        if t.done {
-            continue;
+    use futures::StreamExt as _;
+    for kind in [TagKind::Immutable, TagKind::Moving] {
+        let todo: Vec<(usize, TagWrite)> = (journal.tags.iter().cloned().enumerate())
+            .filter(|(_, t)| t.kind == kind && !t.done)
+            .collect();
+        let at_once = todo.len().max(1);
+        let writes = todo.into_iter().map(|(i, t)| {
+            let image = &images[&t.variant];
+            async move {
+                if now.get(&t.tag).cloned().flatten().as_ref() == Some(&image.digest) {
+                    return Ok((i, format!("{} already at {}", t.tag, image.digest)));
+                }
+                let reference = Reference::with_tag(repo, &t.tag)?;
+                (client
+                    .put_manifest(&reference, &image.media_type, image.bytes.clone())
+                    .await)
+                    .map_err(|source| PromoteError::Move {
+                        tag: t.tag.clone(),
+                        digest: image.digest.clone(),
+                        source: Box::new(source),
+                    })?;
+                crate::failpoint::hit("release.tag-answered");
+                Ok::<_, PromoteError>((i, format!("{} -> {}", t.tag, image.digest)))
+            }
+        });
+        // In the journal's order, all started at once: a failure stops the
+        // rest (the writes already answered stay, and a resume finds them
+        // at their image).
+        let mut answers = futures::stream::iter(writes).buffered(at_once);
+        while let Some(answer) = answers.next().await {
+            let (i, said) = answer?;
+            progress(said);
+            journal.tags[i].done = true;
+            journal.save()?;
         }
-        let image = &images[&t.variant];
-        if now.get(&t.tag).cloned().flatten().as_ref() == Some(&image.digest) {
-            progress(format!("{} already at {}", t.tag, image.digest));
-        } else {
-            let reference = Reference::with_tag(repo, &t.tag)?;
-            (client
-                .put_manifest(&reference, &image.media_type, image.bytes.clone())
-                .await)
-                .map_err(|source| PromoteError::Move {
-                    tag: t.tag.clone(),
-                    digest: image.digest.clone(),
-                    source: Box::new(source),
-                })?;
-            crate::failpoint::hit("release.tag-answered");
-            progress(format!("{} -> {}", t.tag, image.digest));
-        }
-        journal.tags[i].done = true;
-        journal.save()?;
     }
     Ok(())
 }

@@ -313,6 +313,7 @@ impl Releaser<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::journal::TagKind;
     use super::super::journal::tests::planned;
     use super::super::plan::{Plan, Source};
     use super::*;
@@ -373,7 +374,12 @@ mod tests {
     }
 
     fn journal_for(dir: &Path, reg: &FakeRegistry, index: &Digest) -> Journal {
-        let mut p = planned("a", &["a"]);
+        journal_moving(dir, reg, index, &["a"])
+    }
+
+    /// [`journal_for`] with these moving tags.
+    fn journal_moving(dir: &Path, reg: &FakeRegistry, index: &Digest, moving: &[&str]) -> Journal {
+        let mut p = planned("a", moving);
         p.source = Source::Registry {
             reference: format!("{}/src/x@{index}", reg.authority),
         };
@@ -434,6 +440,43 @@ mod tests {
                 progress: &|_| {},
             }
         }
+    }
+
+    /// A kind's tags are written at once, the moving ones only after every
+    /// immutable one; the journal records them all.
+    #[test]
+    fn tags_of_a_kind_are_written_at_once_and_the_moving_after_the_immutable() {
+        let (f, _) = fixture("pass");
+        let mut journal = journal_moving(f.dir.path(), &f.reg, &f.source, &["a-1.0", "a-1", "a"]);
+        let moving = 3;
+        {
+            let mut s = f.reg.state();
+            s.held_method = Some("PUT");
+            // Tag writes (`/manifests/a…`), not the manifests put by digest.
+            s.held_path = Some("/manifests/a");
+            s.hold = Some(moving);
+        }
+        f.carry_out(&mut journal).unwrap();
+        assert!(journal.tags.iter().all(|t| t.done), "{:?}", journal.tags);
+        let s = f.reg.state();
+        assert_eq!(s.max_in_flight, moving, "{:?}", s.log);
+        let tag_puts: Vec<&String> = (s.log.iter())
+            .filter(|l| l.starts_with("PUT ") && l.contains("/manifests/a"))
+            .collect();
+        let kind_of = |line: &str| {
+            let tag = line.rsplit('/').next().unwrap();
+            journal.tags.iter().find(|t| t.tag == tag).unwrap().kind
+        };
+        let first_moving = (tag_puts.iter())
+            .position(|l| kind_of(l) == TagKind::Moving)
+            .unwrap();
+        assert!(
+            tag_puts[first_moving..]
+                .iter()
+                .all(|l| kind_of(l) == TagKind::Moving),
+            "{tag_puts:?}"
+        );
+        assert_eq!(tag_puts.len(), journal.tags.len(), "{tag_puts:?}");
     }
 
     /// The real family's shape: engine images share layers and do not wait

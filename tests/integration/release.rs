@@ -337,18 +337,26 @@ fn killed_after_the_kth_tag_write_a_resume_converges_without_putting_a_tag_twice
             "k={k}: the pins are untouched"
         );
         let (id, journal) = rig.journal();
-        let done = journal["tags"]
+        // A kind's tags are written at once: when the k-th answer came,
+        // others may have been on their way too, and the journal records
+        // answers in its own order.
+        let done: Vec<String> = journal["tags"]
             .as_array()
             .unwrap()
             .iter()
             .filter(|t| t["done"] == true)
-            .count();
-        assert_eq!(
-            done,
-            k - 1,
-            "k={k}: the journal knows of the answered writes only"
+            .map(|t| t["tag"].as_str().unwrap().to_string())
+            .collect();
+        let at_kill = rig.tag_writes();
+        assert!(
+            done.len() < k,
+            "k={k}: the journal knows of answered writes only: {done:?}"
         );
-        assert_eq!(rig.tag_writes().len(), k, "k={k}");
+        assert!(
+            done.iter().all(|t| at_kill.contains(t)),
+            "k={k}: {done:?} {at_kill:?}"
+        );
+        assert!(at_kill.len() >= k, "k={k}: {at_kill:?}");
 
         rig.cli()
             .args(["release", "--resume", &id, "--notes", "notes.md"])
@@ -365,12 +373,19 @@ fn killed_after_the_kth_tag_write_a_resume_converges_without_putting_a_tag_twice
                 .replace(&rig.proxy.authority(), &reference.proxy.authority()),
             expected_pins
         );
+        // A tag the journal knew was written is not written again; one that
+        // was on its way at the kill is found at its image by the resume
+        // (or, if the kill cut its request short, written once more).
         let writes = rig.tag_writes();
-        assert!(
-            count(&writes).values().all(|n| *n == 1),
-            "k={k}: a tag PUT twice: {writes:?}"
-        );
-        assert_eq!(writes.len(), family_tags(), "k={k}");
+        for (tag, n) in count(&writes) {
+            let again_allowed =
+                at_kill.contains(&tag.to_string()) && !done.contains(&tag.to_string());
+            assert!(
+                n == 1 || (n == 2 && again_allowed),
+                "k={k}: {tag} PUT {n} times: {writes:?}"
+            );
+        }
+        assert_eq!(count(&writes).len(), family_tags(), "k={k}");
         rig.pins_verify(family_aliases());
     }
 }
