@@ -14,6 +14,13 @@
 //! release's order), and images start in that order, so an image waits
 //! only for images started before it: no cycle, no deadlock. An owner that
 //! stops ([`LayerClaims::give_up`]) releases whoever waits for it.
+//!
+//! The engine exports the images one at a time, in the same order
+//! ([`LayerClaims::export_turn`]): Docker writes a whole image out before
+//! its `save` stream sends a byte, so exports at once only delay the first
+//! (base's, whose layers everyone waits for) while the link idles. A turn
+//! ends with the stream's first byte, never with another image's work, so
+//! taking turns cannot deadlock either.
 
 use crate::image::compress::Compressed;
 use crate::image::save_stream::LayerNames;
@@ -36,6 +43,55 @@ pub(crate) struct LayerClaims {
     by_layer: Arc<BTreeMap<String, Arc<Claim>>>,
     /// The layer names the release's saves showed ([`LayerNames`]).
     names: LayerNames,
+    /// Whose turn it is to have the engine export its image.
+    turns: Arc<Turns>,
+}
+
+/// The images in the release's order and the index of the one whose turn
+/// it is to export; an image that needs no export passes its turn.
+#[derive(Default)]
+struct Turns {
+    order: Vec<String>,
+    next: std::sync::Mutex<usize>,
+    passed: Mutex<std::collections::BTreeSet<usize>>,
+    changed: tokio::sync::Notify,
+}
+
+impl Turns {
+    /// Ends turn `i` (taken or passed): the next image not yet passed has
+    /// its turn.
+    fn end(&self, i: usize) {
+        let passed = self.passed.lock().expect("turns lock");
+        let mut next = self.next.lock().expect("turns lock");
+        if *next == i {
+            *next += 1;
+            while passed.contains(&*next) {
+                *next += 1;
+            }
+            drop((next, passed));
+            self.changed.notify_waiters();
+        }
+    }
+
+    fn pass(&self, i: usize) {
+        self.passed.lock().expect("turns lock").insert(i);
+        self.end(i);
+    }
+}
+
+/// An image's turn to export (see [`LayerClaims::export_turn`]); it ends
+/// when dropped.
+pub(crate) struct ExportTurn {
+    turns: Arc<Turns>,
+    index: Option<usize>,
+}
+
+impl Drop for ExportTurn {
+    fn drop(&mut self) {
+        if let Some(i) = self.index {
+            self.turns.end(i);
+        }
+    }
 }
 
 /// One layer's owner and state. Waited for two ways: by the thread that
@@ -63,7 +119,9 @@ impl LayerClaims {
     /// first image that has it.
     pub(crate) fn new<'a>(images: impl IntoIterator<Item = (&'a str, &'a [String])>) -> Self {
         let mut claims = BTreeMap::new();
+        let mut order = Vec::new();
         for (owner, diff_ids) in images {
+            order.push(owner.to_string());
             for diff_id in diff_ids {
                 claims.entry(diff_id.clone()).or_insert_with(|| {
                     Arc::new(Claim {
@@ -78,6 +136,44 @@ impl LayerClaims {
         LayerClaims {
             by_layer: Arc::new(claims),
             names: LayerNames::default(),
+            turns: Arc::new(Turns {
+                order,
+                ..Turns::default()
+            }),
+        }
+    }
+
+    /// Waits for `me`'s turn to have the engine export its image: every
+    /// image before it in the release's order has had its turn (or passed
+    /// it). The turn ends when the returned guard is dropped, which the
+    /// caller does at the stream's first byte. An image not in the order
+    /// (a push outside a release) has its turn at once.
+    pub(crate) async fn export_turn(&self, me: &str) -> ExportTurn {
+        let index = self.turns.order.iter().position(|o| o == me);
+        if let Some(i) = index {
+            loop {
+                // Registered before `next` is read: an end in between
+                // still wakes it.
+                let changed = self.turns.changed.notified();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
+                if *self.turns.next.lock().expect("turns lock") >= i {
+                    break;
+                }
+                changed.await;
+            }
+        }
+        ExportTurn {
+            turns: Arc::clone(&self.turns),
+            index,
+        }
+    }
+
+    /// `me` needs no export (or stopped): the images after it need not wait
+    /// for its turn.
+    pub(crate) fn pass_turn(&self, me: &str) {
+        if let Some(i) = self.turns.order.iter().position(|o| o == me) {
+            self.turns.pass(i);
         }
     }
 
@@ -122,8 +218,10 @@ impl LayerClaims {
         }
     }
 
-    /// `me` stopped: every layer it owns and has not sent is given up.
+    /// `me` stopped: every layer it owns and has not sent is given up, and
+    /// its export turn passed.
     pub(crate) fn give_up(&self, me: &str) {
+        self.pass_turn(me);
         for claim in self.by_layer.values().filter(|c| c.owner == me) {
             claim.advance(|s| match s {
                 LayerState::Sent(_) => None,
@@ -237,6 +335,54 @@ mod tests {
             of_full,
             BTreeMap::from([("b1".into(), "base".into()), ("py".into(), "python".into())])
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn images_export_in_the_release_order_one_at_a_time_and_a_passed_turn_is_skipped() {
+        let (a, b, c) = (ids(&["1"]), ids(&["2"]), ids(&["3"]));
+        let claims = LayerClaims::new([
+            ("a", a.as_slice()),
+            ("b", b.as_slice()),
+            ("c", c.as_slice()),
+        ]);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let take = |me: &'static str| {
+            let (claims, order) = (claims.clone(), Arc::clone(&order));
+            tokio::spawn(async move {
+                let turn = claims.export_turn(me).await;
+                order.lock().unwrap().push(me);
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                drop(turn);
+            })
+        };
+        // c asks first, then b; a has not asked yet: neither may go.
+        let (tc, tb) = (take("c"), take("b"));
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(order.lock().unwrap().is_empty());
+        // a needs no export: b goes, then c.
+        claims.pass_turn("a");
+        tb.await.unwrap();
+        tc.await.unwrap();
+        assert_eq!(*order.lock().unwrap(), ["b", "c"]);
+        // A push outside the release's order never waits.
+        drop(claims.export_turn("elsewhere").await);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_image_that_stops_passes_its_turn() {
+        let (a, b) = (ids(&["1"]), ids(&["2"]));
+        let claims = LayerClaims::new([("a", a.as_slice()), ("b", b.as_slice())]);
+        let waiting = {
+            let claims = claims.clone();
+            tokio::spawn(async move { drop(claims.export_turn("b").await) })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert!(!waiting.is_finished());
+        drop(GiveUpOnDrop {
+            claims: &claims,
+            me: "a",
+        });
+        waiting.await.unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -234,8 +234,10 @@ pub(crate) async fn push_image(
         .collect();
     if !wanted.is_empty() || !theirs.is_empty() || config.is_none() {
         let mine = Mine { claims, me: local };
+        let turn = claims.export_turn(local).await;
         let mut saving = Saving::start(
             engine.save_cmd(image_id),
+            turn,
             &have,
             theirs.clone(),
             cache,
@@ -252,6 +254,8 @@ pub(crate) async fn push_image(
             have.entry(c.diff_id.clone()).or_insert(c);
         }
         config = Some(config_in(small, local, image_id)?);
+    } else {
+        claims.pass_turn(local);
     }
     for (diff_id, t) in theirs {
         let c = t.sent().await.ok_or_else(|| PublishError::OwnerStopped {
@@ -422,9 +426,11 @@ struct Saving {
 
 impl Saving {
     /// `theirs`: the layers other images send, read past once their owner
-    /// has compressed them (the thread waits for that).
+    /// has compressed them (the thread waits for that). `turn`, this
+    /// image's turn to be exported, ends with the stream's first byte.
     fn start(
         save: crate::process::Cmd,
+        turn: super::claims::ExportTurn,
         have: &BTreeMap<String, Compressed>,
         theirs: BTreeMap<String, super::claims::Theirs>,
         cache: &LayerCache,
@@ -436,8 +442,12 @@ impl Saving {
         let (send, layers) = tokio::sync::mpsc::channel(1);
         let reading = tokio::task::spawn_blocking(move || {
             save.read_stdout(|out| {
+                let mut out = EndsTurn {
+                    inner: out,
+                    turn: Some(turn),
+                };
                 read_and_compress(
-                    out,
+                    &mut out,
                     claims.names(),
                     |d| (have.get(d).cloned()).or_else(|| theirs.get(d)?.compressed_blocking()),
                     |c| is_noted(&cache, c),
@@ -469,6 +479,22 @@ impl Saving {
             Ok(read) => read,
             Err(e) => std::panic::resume_unwind(e.into_panic()),
         }
+    }
+}
+
+/// A `save` stream that ends its image's export turn once the engine has
+/// answered the first read (Docker writes the whole image out first): the
+/// next image's export starts while this one is read.
+struct EndsTurn<'a> {
+    inner: &'a mut dyn std::io::Read,
+    turn: Option<super::claims::ExportTurn>,
+}
+
+impl std::io::Read for EndsTurn<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buf);
+        self.turn.take();
+        read
     }
 }
 

@@ -85,11 +85,15 @@ impl crate::exit::HasStatus for ReleaseError {
     }
 }
 
-/// How many images are staged at once. Each waits only for the layers it
-/// shares ([`super::claims`]), so more than the cores: while one image's
-/// layer is compressed, others' are sent, and the engine starts the next
-/// `save` meanwhile.
-const IMAGES_AT_ONCE: usize = 4;
+/// How many images are staged at once: a family's six and their legs'
+/// images. Each waits only for the layers it shares and for its turn to be
+/// exported ([`super::claims`]: the engine exports one image at a time, in
+/// the release's order), so a union's `save`, the largest, no longer waits
+/// for a slot until its members are sent and then holds the release's tail
+/// (5 s of `full`'s export and reading after the link had sent the last
+/// layer, through the shaped link); while one image's layer is compressed,
+/// others' are sent.
+const IMAGES_AT_ONCE: usize = 8;
 
 /// For each image to stage (its layers' diff_ids, `None` when unknown
 /// before staging: a registry source), the earlier images it waits for
@@ -106,6 +110,27 @@ fn staging_waits(layers: &[Option<Vec<String>>]) -> Vec<Vec<usize>> {
         waits.push(wait);
     }
     waits
+}
+
+/// The images to stage in the order they start and claim layers: each
+/// shared layer is sent by the first image that has it, so the image with
+/// the fewest layers goes first. A union (`full`, composed of its members'
+/// layers) then leaves each member's layer to that member, which
+/// compresses and sends it while the others do theirs, instead of reading
+/// all of them in its own one stream; and it needs a slot only for what is
+/// its own. A stable sort: the plan's order (parents first) among equals.
+/// Only when every image's layers are known (engine images): a registry
+/// source keeps the plan's order, which [`staging_waits`] relies on.
+fn fewest_layers_first<T>(
+    todo: Vec<T>,
+    layers: Vec<Option<Vec<String>>>,
+) -> (Vec<T>, Vec<Option<Vec<String>>>) {
+    if layers.iter().any(Option::is_none) {
+        return (todo, layers);
+    }
+    let mut both: Vec<(T, Option<Vec<String>>)> = todo.into_iter().zip(layers).collect();
+    both.sort_by_key(|(_, l)| l.as_ref().map_or(0, Vec::len));
+    both.into_iter().unzip()
 }
 
 /// What a release talks to.
@@ -210,6 +235,7 @@ impl Releaser<'_> {
                 })
                 .collect::<Result<Vec<_>, _>>()
         })?;
+        let (todo, layers) = fewest_layers_first(todo, layers);
         let waits = staging_waits(&layers);
         // Each shared layer is sent by the first image (in this order)
         // that has it; images start in this order.
@@ -495,6 +521,29 @@ mod tests {
         assert_eq!(staging_waits(&family), vec![Vec::<usize>::new(); 4]);
         let mixed = [l(&["a"]), None, l(&["c"])];
         assert_eq!(staging_waits(&mixed), vec![vec![], vec![0], vec![1]]);
+    }
+
+    /// Members before their union, parents before children; a registry
+    /// source (layers unknown) keeps the plan's order.
+    #[test]
+    fn images_are_staged_fewest_layers_first_when_all_are_known() {
+        let l = |ids: &[&str]| Some(ids.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let todo = vec!["base", "minimal", "full", "go", "js", "python"];
+        let layers = vec![
+            l(&["b1", "b2"]),
+            l(&["b1", "b2", "m"]),
+            l(&["b1", "b2", "py", "go", "js", "state"]),
+            l(&["b1", "b2", "go"]),
+            l(&["b1", "b2", "js"]),
+            l(&["b1", "b2", "py"]),
+        ];
+        let (order, sorted) = fewest_layers_first(todo.clone(), layers.clone());
+        assert_eq!(order, ["base", "minimal", "go", "js", "python", "full"]);
+        assert_eq!(sorted[5], layers[2], "each image keeps its layers");
+        let mut unknown = layers;
+        unknown[3] = None;
+        let (order, _) = fewest_layers_first(todo.clone(), unknown);
+        assert_eq!(order, todo);
     }
 
     fn runtime() -> tokio::runtime::Runtime {
