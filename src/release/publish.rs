@@ -197,33 +197,8 @@ pub(crate) async fn push_image(
         });
     }
     let mut stats = PushStats::default();
-    let mut have: BTreeMap<String, Compressed> = BTreeMap::new();
-    let cached: Vec<(&String, Compressed)> = (info.layers.iter())
-        .filter_map(|diff_id| cache.compressed(diff_id).map(|c| (diff_id, c)))
-        .collect();
-    let digests = (cached.iter())
-        .map(|(_, c)| parse_digest(&c.digest))
-        .collect::<Result<Vec<_>, _>>()?;
-    // One HEAD per cached layer, all at once (the client bounds them per
-    // registry). The blob itself is not read (that is what the cache
-    // saves), but its size must be the one remembered: an entry that names
-    // some other blob of the repository is a miss, compressed again.
-    let sizes = client.blob_sizes(repo, &digests).await?;
-    let mut absent = Vec::new();
-    for ((diff_id, c), size) in cached.into_iter().zip(sizes) {
-        if size == Some(c.size) {
-            claims.sent(local, &c);
-            have.insert(diff_id.clone(), c);
-        } else if size.is_none() {
-            absent.push(c);
-        }
-    }
-    stats.present = have.len();
-    for c in mount_from_elsewhere(client, repo, cache, absent).await {
-        claims.sent(local, &c);
-        stats.mounted += 1;
-        have.insert(c.diff_id.clone(), c);
-    }
+    let mine = Mine { claims, me: local };
+    let mut have = in_repository(client, repo, cache, &mine, &info.layers, &mut stats).await?;
     let mut theirs = claims.theirs(local, &info.layers);
     theirs.retain(|d, _| !have.contains_key(d));
     let mut config = cache.config(image_id);
@@ -233,7 +208,6 @@ pub(crate) async fn push_image(
         .filter(|d| !have.contains_key(*d) && !theirs.contains_key(*d))
         .collect();
     if !wanted.is_empty() || !theirs.is_empty() || config.is_none() {
-        let mine = Mine { claims, me: local };
         let turn = claims.export_turn(local).await;
         let mut saving = Saving::start(
             engine.save_cmd(image_id),
@@ -296,6 +270,47 @@ pub(crate) async fn push_image(
         },
         stats,
     ))
+}
+
+/// The layers of `layers` the cache knows compressed that `repo` has
+/// (one HEAD each, all at once: the client bounds them per registry) or
+/// that were mounted there from another repository this machine put them
+/// in; each is marked sent in the claims. The blob itself is not read
+/// (that is what the cache saves), but its size must be the one
+/// remembered: an entry that names some other blob of the repository is a
+/// miss, compressed again.
+async fn in_repository(
+    client: &Client,
+    repo: &Repository,
+    cache: &LayerCache,
+    mine: &Mine<'_>,
+    layers: &[String],
+    stats: &mut PushStats,
+) -> Result<BTreeMap<String, Compressed>, PublishError> {
+    let mut have: BTreeMap<String, Compressed> = BTreeMap::new();
+    let cached: Vec<(&String, Compressed)> = (layers.iter())
+        .filter_map(|diff_id| cache.compressed(diff_id).map(|c| (diff_id, c)))
+        .collect();
+    let digests = (cached.iter())
+        .map(|(_, c)| parse_digest(&c.digest))
+        .collect::<Result<Vec<_>, _>>()?;
+    let sizes = client.blob_sizes(repo, &digests).await?;
+    let mut absent = Vec::new();
+    for ((diff_id, c), size) in cached.into_iter().zip(sizes) {
+        if size == Some(c.size) {
+            mine.claims.sent(mine.me, &c);
+            have.insert(diff_id.clone(), c);
+        } else if size.is_none() {
+            absent.push(c);
+        }
+    }
+    stats.present = have.len();
+    for c in mount_from_elsewhere(client, repo, cache, absent).await {
+        mine.claims.sent(mine.me, &c);
+        stats.mounted += 1;
+        have.insert(c.diff_id.clone(), c);
+    }
+    Ok(have)
 }
 
 /// How many of a blob's remembered repositories a push tries to mount it
