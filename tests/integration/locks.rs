@@ -3,7 +3,7 @@
 //! and `build` before any engine work; a tampered hash passes that gate (it
 //! is well-formed) and fails the build at its fragment, naming the package.
 
-use crate::support::{Cli, Project, services};
+use crate::support::{self, Cli, Project, services};
 use std::path::Path;
 
 fn edit(dir: &Path, rel: &str, from: &str, to: &str) {
@@ -109,7 +109,13 @@ fn a_tampered_hash_passes_the_gate_and_fails_the_build_at_its_fragment_naming_th
     let Some(s) = services() else {
         return;
     };
-    let project = Project::shipped();
+    // A repository of its own: its `build --no-check` must never tag an
+    // unchecked twin of an image another test built and checked under the
+    // shipped repository (base's inputs are the same; the gate runs the
+    // tests in a shuffled order, and posture's family lost its check label
+    // to it once).
+    let repository = format!("{}/sandbox", support::unique("locks-tampered"));
+    let project = Project::shipped_publishing_to(&repository);
     let dir = project.path();
     // One character of debug's integrity in the js lock.
     let path = dir.join("docker/locks/js/package-lock.json");
@@ -155,6 +161,7 @@ fn a_tampered_hash_passes_the_gate_and_fails_the_build_at_its_fragment_naming_th
         out.contains("sunaba: npm ci: debug@4.4.3 does not match its integrity in"),
         "the package is named:\n{out}"
     );
+    support::remove_images(&s.engine, &repository);
 }
 
 #[test]
