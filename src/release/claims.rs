@@ -52,30 +52,37 @@ pub(crate) struct LayerClaims {
 #[derive(Default)]
 struct Turns {
     order: Vec<String>,
-    next: std::sync::Mutex<usize>,
-    passed: Mutex<std::collections::BTreeSet<usize>>,
+    /// The turn now, and the turns passed ahead of it: one lock.
+    state: Mutex<(usize, std::collections::BTreeSet<usize>)>,
     changed: tokio::sync::Notify,
 }
 
 impl Turns {
-    /// Ends turn `i` (taken or passed): the next image not yet passed has
-    /// its turn.
-    fn end(&self, i: usize) {
-        let passed = self.passed.lock().expect("turns lock");
-        let mut next = self.next.lock().expect("turns lock");
-        if *next == i {
-            *next += 1;
-            while passed.contains(&*next) {
-                *next += 1;
-            }
-            drop((next, passed));
-            self.changed.notify_waiters();
-        }
+    fn index(&self, me: &str) -> Option<usize> {
+        self.order.iter().position(|o| o == me)
     }
 
-    fn pass(&self, i: usize) {
-        self.passed.lock().expect("turns lock").insert(i);
-        self.end(i);
+    /// The turn now: every image before it has had or passed its own.
+    fn now(&self) -> usize {
+        self.state.lock().expect("turns lock").0
+    }
+
+    /// Ends turn `i`, taken (`passed` false) or passed: when it is the
+    /// turn now, the next image not yet passed has its turn.
+    fn end(&self, i: usize, passed: bool) {
+        let mut state = self.state.lock().expect("turns lock");
+        let (next, skipped) = &mut *state;
+        if passed {
+            skipped.insert(i);
+        }
+        if *next == i {
+            *next += 1;
+            while skipped.contains(next) {
+                *next += 1;
+            }
+            drop(state);
+            self.changed.notify_waiters();
+        }
     }
 }
 
@@ -89,7 +96,7 @@ pub(crate) struct ExportTurn {
 impl Drop for ExportTurn {
     fn drop(&mut self) {
         if let Some(i) = self.index {
-            self.turns.end(i);
+            self.turns.end(i, false);
         }
     }
 }
@@ -149,7 +156,7 @@ impl LayerClaims {
     /// caller does at the stream's first byte. An image not in the order
     /// (a push outside a release) has its turn at once.
     pub(crate) async fn export_turn(&self, me: &str) -> ExportTurn {
-        let index = self.turns.order.iter().position(|o| o == me);
+        let index = self.turns.index(me);
         if let Some(i) = index {
             loop {
                 // Registered before `next` is read: an end in between
@@ -157,7 +164,7 @@ impl LayerClaims {
                 let changed = self.turns.changed.notified();
                 tokio::pin!(changed);
                 changed.as_mut().enable();
-                if *self.turns.next.lock().expect("turns lock") >= i {
+                if self.turns.now() >= i {
                     break;
                 }
                 changed.await;
@@ -172,8 +179,8 @@ impl LayerClaims {
     /// `me` needs no export (or stopped): the images after it need not wait
     /// for its turn.
     pub(crate) fn pass_turn(&self, me: &str) {
-        if let Some(i) = self.turns.order.iter().position(|o| o == me) {
-            self.turns.pass(i);
+        if let Some(i) = self.turns.index(me) {
+            self.turns.end(i, true);
         }
     }
 
