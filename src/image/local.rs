@@ -120,6 +120,7 @@ pub(crate) fn local_manifest(
             .read_stdout(|out| {
                 read_and_compress(
                     out,
+                    std::slice::from_ref(&info.layers),
                     &LayerNames::default(),
                     |d| have.get(d).cloned(),
                     // It keeps nothing of a layer it has.
@@ -243,12 +244,15 @@ fn manifest_bytes(config: &Digest, config_size: usize, layers: &[&Compressed]) -
 /// is hashed, and compressed from the spill only when `have` lacks it:
 /// pushing `full` after `base` compresses none of base's layers again; a
 /// disk copy of a layer costs far less than compressing it. Unless `names`
-/// knows the layer's name from an earlier save: then, when `have` has it and
-/// `unread` says nothing more is wanted of its bytes, the stream runs past
-/// it (neither spilled nor hashed nor shown to `spilled`). Every layer read
-/// is learned into `names`.
+/// knows the layer's name from an earlier save, or from the v1 JSON Docker
+/// saved beside it (which proves the layer's place among `images`, the
+/// diff_ids of the stream's images: [`LayerNames::learn_from_v1_json`]):
+/// then, when `have` has it and `unread` says nothing more is wanted of its
+/// bytes, the stream runs past it (neither spilled nor hashed nor shown to
+/// `spilled`). Every layer read is learned into `names`.
 pub(crate) fn read_and_compress<E: From<LocalError>>(
     input: &mut dyn Read,
+    images: &[Vec<String>],
     names: &LayerNames,
     mut have: impl FnMut(&str) -> Option<Compressed>,
     mut unread: impl FnMut(&Compressed) -> bool,
@@ -308,6 +312,7 @@ pub(crate) fn read_and_compress<E: From<LocalError>>(
         } else if size <= 64 << 20 {
             let mut bytes = Vec::with_capacity(size as usize);
             entry.read_to_end(&mut bytes).map_err(reading())?;
+            names.learn_from_v1_json(&name, &bytes, images);
             small.push(bytes);
         } else {
             return Err(LocalError::NotALayer { name, size }.into());
@@ -351,6 +356,7 @@ mod tests {
         let mut seen = Vec::new();
         let (small, done) = read_and_compress(
             &mut stream.as_slice(),
+            &[],
             &LayerNames::default(),
             |_| None,
             |_| false,
@@ -395,6 +401,7 @@ mod tests {
         let mut spills = Vec::new();
         let (small, done) = read_and_compress(
             &mut stream.as_slice(),
+            &[],
             &LayerNames::default(),
             |d| (d == known.diff_id).then(|| known.clone()),
             |_| false,
@@ -438,6 +445,7 @@ mod tests {
         let first = save_stream(&[a.clone(), b.clone()], "2026-12-01T19:00:00Z");
         let (_, had) = read_and_compress(
             &mut first.as_slice(),
+            &[],
             &names,
             |_| None,
             |_| true,
@@ -452,6 +460,7 @@ mod tests {
             let (mut spills, mut made) = (Vec::new(), Vec::new());
             read_and_compress(
                 &mut second.as_slice(),
+                &[],
                 &names,
                 |d| had.iter().find(|c| c.diff_id == d).cloned(),
                 |_| unread,

@@ -182,11 +182,96 @@ impl LayerNames {
         }
     }
 
+    /// Learns from a Docker save's `<v1 id>/json` (`name`, its bytes
+    /// `json`) which of the layers of the images `images` (each one's
+    /// diff_ids, bottom first; a save of several has several) the
+    /// file `<v1 id>/layer.tar` beside it holds, before that file is read:
+    /// Docker names a layer's directory by the digest of this JSON with the
+    /// layer's chain ID in it ([`docker_v1_id`]), so the name proves which
+    /// chain, hence which layer, it is. A layer on another chain (a union's
+    /// member layer, on layers other than the member's) has a name no
+    /// earlier save showed; this knows it all the same. A file that proves
+    /// no layer of `diff_ids` (another engine's format, a corrupt stream)
+    /// teaches nothing, and its layer is hashed as it is read.
+    pub(crate) fn learn_from_v1_json(&self, name: &str, json: &[u8], images: &[Vec<String>]) {
+        let name = name.trim_start_matches("./");
+        let Some(dir) = name.strip_suffix("/json") else {
+            return;
+        };
+        if !content_addressed(dir) || dir.contains('/') {
+            return;
+        }
+        let layer = images
+            .iter()
+            .find_map(|diff_ids| docker_v1_layer(dir, json, diff_ids));
+        if let Some(diff_id) = layer {
+            self.learn(&format!("{dir}/layer.tar"), &diff_id);
+        }
+    }
+
     /// The diff_id of the layer file `name`, when a save showed it before.
     pub(crate) fn diff_id(&self, name: &str) -> Option<String> {
         let names = self.0.lock().unwrap_or_else(|e| e.into_inner());
         names.get(name.trim_start_matches("./")).cloned()
     }
+}
+
+/// The layer of `diff_ids` whose Docker v1 ID is `dir`, given the v1 JSON
+/// Docker saved beside it (see [`docker_v1_id`]).
+fn docker_v1_layer(dir: &str, json: &[u8], diff_ids: &[String]) -> Option<String> {
+    use serde_json::value::RawValue;
+    let mut fields: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(json).ok()?;
+    fields.remove("id");
+    let parent: Option<String> = match fields.remove("parent") {
+        Some(p) => Some(serde_json::from_str(p.get()).ok()?),
+        None => None,
+    };
+    // Docker sets a lower layer's `os` after naming it (the top layer's
+    // is the image's, named with it): the name is of the JSON as saved,
+    // or of it without `os`.
+    let mut without_os = fields.clone();
+    let variants = match without_os.remove("os") {
+        Some(_) => vec![fields, without_os],
+        None => vec![fields],
+    };
+    let mut chain: Option<String> = None;
+    for diff_id in diff_ids {
+        let id = match &chain {
+            None => diff_id.clone(),
+            Some(below) => {
+                crate::name::Digest::sha256(format!("{below} {diff_id}").as_bytes()).to_string()
+            }
+        };
+        for fields in &variants {
+            if docker_v1_id(fields, &id, parent.as_deref())? == dir {
+                return Some(diff_id.clone());
+            }
+        }
+        chain = Some(id);
+    }
+    None
+}
+
+/// Docker's v1 ID of a layer (moby's `image/v1.CreateID`, what `docker
+/// save` names a layer's directory by): the SHA-256 of its v1 image JSON
+/// without `id`, with `layer_id` (the layer's chain ID) and `parent` (the
+/// v1 ID below it, as a digest) added, keys sorted, values as Go wrote
+/// them. `fields` is that JSON as saved, without `id` and `parent`; the
+/// saved `parent` is the hex alone.
+fn docker_v1_id(
+    fields: &BTreeMap<String, Box<serde_json::value::RawValue>>,
+    chain_id: &str,
+    parent: Option<&str>,
+) -> Option<String> {
+    use serde_json::value::RawValue;
+    let raw = |s: String| RawValue::from_string(serde_json::to_string(&s).ok()?).ok();
+    let mut doc = fields.clone();
+    doc.insert("layer_id".into(), raw(chain_id.to_string())?);
+    if let Some(parent) = parent.filter(|p| !p.is_empty()) {
+        doc.insert("parent".into(), raw(format!("sha256:{parent}"))?);
+    }
+    let bytes = serde_json::to_vec(&doc).ok()?;
+    Some(crate::name::Digest::sha256(&bytes).hex().to_string())
 }
 
 /// Whether a layer file's name holds a content address (64 lowercase hex
@@ -355,6 +440,78 @@ mod tests {
             Some("sha256:d"),
             "clones share what was learned; a leading ./ is the same name"
         );
+    }
+
+    /// What Docker 20.10.24 saved of the composed `full` (12 layers, the
+    /// last an empty layer met before: its directory's `layer.tar` is a
+    /// link): `manifest.json`, each layer directory's `json` (not its
+    /// `layer.tar`), and the image's diff_ids as `docker image inspect`
+    /// gave them.
+    fn docker_20_10_save() -> (Vec<String>, Vec<(String, Vec<u8>)>) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/image/testdata/docker-20.10-save");
+        let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+        let diff_ids: Vec<String> = serde_json::from_slice(&read("diff_ids.json")).unwrap();
+        let items: Vec<ManifestItem> = serde_json::from_slice(&read("manifest.json")).unwrap();
+        let jsons = (items[0].layers.iter())
+            .map(|l| {
+                let json = l.replace("/layer.tar", "/json");
+                let bytes = read(&json);
+                (json, bytes)
+            })
+            .collect();
+        (diff_ids, jsons)
+    }
+
+    #[test]
+    fn a_docker_save_names_each_layer_by_its_chain_and_the_json_beside_it_proves_which() {
+        let (diff_ids, jsons) = docker_20_10_save();
+        assert_eq!(jsons.len(), 12);
+        let names = LayerNames::default();
+        let other = vec![format!("sha256:{}", "0".repeat(64))];
+        for (name, json) in &jsons {
+            names.learn_from_v1_json(name, json, &[other.clone(), diff_ids.clone()]);
+        }
+        // Every layer, the top one (whose JSON holds the image's config)
+        // included, in the image's order.
+        for (i, (name, _)) in jsons.iter().enumerate() {
+            let layer = name.replace("/json", "/layer.tar");
+            assert_eq!(
+                names.diff_id(&layer).as_ref(),
+                Some(&diff_ids[i]),
+                "layer {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_v1_json_that_proves_no_layer_of_the_image_teaches_nothing() {
+        let (diff_ids, jsons) = docker_20_10_save();
+        let (name, json) = &jsons[8];
+        let layer = name.replace("/json", "/layer.tar");
+        let names = LayerNames::default();
+        // One byte of the JSON changed; the JSON put under another name;
+        // the layers of another image; not JSON at all; a name that is no
+        // content address.
+        let text = String::from_utf8(json.clone()).unwrap();
+        let altered = text.replacen("1970-01-01T00:00:00Z", "1970-01-01T00:00:01Z", 1);
+        assert_ne!(altered, text);
+        let image = std::slice::from_ref(&diff_ids);
+        names.learn_from_v1_json(name, altered.as_bytes(), image);
+        names.learn_from_v1_json(&jsons[7].0, json, image);
+        names.learn_from_v1_json(name, json, &[diff_ids[..8].to_vec()]);
+        names.learn_from_v1_json(name, b"not json", image);
+        names.learn_from_v1_json("x/json", json, image);
+        for (n, _) in &jsons {
+            assert_eq!(
+                names.diff_id(&n.replace("/json", "/layer.tar")),
+                None,
+                "{n}"
+            );
+        }
+        assert_eq!(names.diff_id("x/layer.tar"), None);
+        names.learn_from_v1_json(&format!("./{name}"), json, image);
+        assert_eq!(names.diff_id(&layer).as_ref(), Some(&diff_ids[8]));
     }
 
     #[test]

@@ -211,6 +211,7 @@ pub(crate) async fn push_image(
         let turn = claims.export_turn(local).await;
         let mut saving = Saving::start(
             engine.save_cmd(image_id),
+            &info.layers,
             turn,
             &have,
             theirs.clone(),
@@ -445,6 +446,7 @@ impl Saving {
     /// image's turn to be exported, ends with the stream's first byte.
     fn start(
         save: crate::process::Cmd,
+        diff_ids: &[String],
         turn: super::claims::ExportTurn,
         have: &BTreeMap<String, Compressed>,
         theirs: BTreeMap<String, super::claims::Theirs>,
@@ -452,6 +454,7 @@ impl Saving {
         mine: &Mine<'_>,
     ) -> Saving {
         let have = have.clone();
+        let diff_ids = diff_ids.to_vec();
         let cache = cache.clone();
         let (claims, me) = (mine.claims.clone(), mine.me.to_string());
         let (send, layers) = tokio::sync::mpsc::channel(1);
@@ -463,6 +466,7 @@ impl Saving {
                 };
                 read_and_compress(
                     &mut out,
+                    std::slice::from_ref(&diff_ids),
                     claims.names(),
                     |d| (have.get(d).cloned()).or_else(|| theirs.get(d)?.compressed_blocking()),
                     |c| is_noted(&cache, c),
@@ -702,6 +706,7 @@ pub(crate) mod tests {
         std::fs::write(&path, &stream).unwrap();
         let (small, _) = read_and_compress(
             &mut stream.as_slice(),
+            &[],
             &crate::image::save_stream::LayerNames::default(),
             |_| None,
             |_| false,
