@@ -155,6 +155,35 @@ pub(crate) fn save_stream_of_steps(
     tar_of(files)
 }
 
+/// One save stream of the images whose streams (of [`save_stream_of_steps`])
+/// are `streams`, as `save A B …` gives it: every file once (a layer on the
+/// same chain has the same name and bytes in each), `manifest.json`
+/// listing each image.
+pub(crate) fn merged_save_stream(streams: &[Vec<u8>]) -> Vec<u8> {
+    let mut files: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
+    let mut manifest: Vec<serde_json::Value> = Vec::new();
+    for stream in streams {
+        let mut archive = tar::Archive::new(stream.as_slice());
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let name = entry.path().unwrap().to_string_lossy().to_string();
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut entry, &mut bytes).unwrap();
+            if name == "manifest.json" {
+                let items: Vec<serde_json::Value> = serde_json::from_slice(&bytes).unwrap();
+                manifest.extend(items);
+            } else {
+                files.insert(name, bytes);
+            }
+        }
+    }
+    files.insert(
+        "manifest.json".into(),
+        serde_json::to_vec(&manifest).unwrap(),
+    );
+    tar_of(files)
+}
+
 /// A tar of these files (regular, 0644), in this order.
 pub(crate) fn tar_of(files: impl IntoIterator<Item = (String, Vec<u8>)>) -> Vec<u8> {
     let mut b = tar::Builder::new(Vec::new());

@@ -20,8 +20,10 @@
 //! its `save` stream sends a byte, so exports at once only delay the first
 //! (base's, whose layers everyone waits for) while the link idles. A turn
 //! ends with the stream's first byte, never with another image's work, so
-//! taking turns cannot deadlock either.
+//! taking turns cannot deadlock either. Images exported together in one
+//! stream ([`super::export`]) take one turn, the first member's.
 
+use super::export::SharedExport;
 use crate::image::compress::Compressed;
 use crate::image::save_stream::LayerNames;
 use std::collections::BTreeMap;
@@ -45,6 +47,8 @@ pub(crate) struct LayerClaims {
     names: LayerNames,
     /// Whose turn it is to have the engine export its image.
     turns: Arc<Turns>,
+    /// The images exported together, if any ([`super::export`]).
+    shared: Option<Arc<SharedExport>>,
 }
 
 /// The images in the release's order and the index of the one whose turn
@@ -147,7 +151,37 @@ impl LayerClaims {
                 order,
                 ..Turns::default()
             }),
+            shared: None,
         }
+    }
+
+    /// These claims with `members` exported together, in one `save`
+    /// stream ([`super::export`]): images of these claims, all staged at
+    /// once (the stream waits for each to join or leave).
+    pub(crate) fn exported_together(mut self, members: Vec<String>) -> Self {
+        self.shared = Some(Arc::new(SharedExport::new(members)));
+        self
+    }
+
+    /// The export `me` is a member of, if it shares one.
+    pub(crate) fn shared_export(&self, me: &str) -> Option<&Arc<SharedExport>> {
+        self.shared.as_ref().filter(|s| s.has(me))
+    }
+
+    /// The image that sends the layer `diff_id`.
+    pub(crate) fn owner_of(&self, diff_id: &str) -> Option<String> {
+        self.by_layer.get(diff_id).map(|c| c.owner.clone())
+    }
+
+    /// The layer `diff_id` compressed, once its owner has it; `None` when
+    /// the owner gave up or no image of the release has it. Blocks.
+    pub(crate) fn compressed_blocking(&self, diff_id: &str) -> Option<Compressed> {
+        let claim = self.by_layer.get(diff_id)?;
+        Theirs {
+            owner: claim.owner.clone(),
+            claim: Arc::clone(claim),
+        }
+        .compressed_blocking()
     }
 
     /// Waits for `me`'s turn to have the engine export its image: every
@@ -181,6 +215,9 @@ impl LayerClaims {
     pub(crate) fn pass_turn(&self, me: &str) {
         if let Some(i) = self.turns.index(me) {
             self.turns.end(i, true);
+        }
+        if let Some(shared) = &self.shared {
+            shared.leave(me);
         }
     }
 

@@ -70,6 +70,7 @@
 
 pub(crate) mod attach;
 pub(crate) mod claims;
+pub(crate) mod export;
 pub(crate) mod gather;
 pub(crate) mod journal;
 pub(crate) mod legs;

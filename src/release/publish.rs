@@ -72,6 +72,9 @@ pub(crate) enum PublishError {
     /// The layer cache cannot be opened.
     #[error(transparent)]
     Cache(#[from] crate::image::layer_cache::CacheError),
+    /// The one `save` stream of the images exported together failed.
+    #[error("the save of {} (one stream for them all): {}", .0.images, .0.message)]
+    ExportedTogether(super::export::ExportFailure),
     /// The engine's `save` (the program itself).
     #[error(transparent)]
     Process(#[from] ProcessError),
@@ -94,6 +97,7 @@ impl crate::exit::HasStatus for PublishError {
             | PublishError::UploadStopped
             | PublishError::Cache(_) => Status::Failure,
             PublishError::ReadSave { source, .. } => source.exit_status(),
+            PublishError::ExportedTogether(f) => f.status,
             PublishError::Local(e) => e.exit_status(),
             PublishError::Process(e) => e.exit_status(),
             PublishError::Engine(e) => e.exit_status(),
@@ -208,16 +212,34 @@ pub(crate) async fn push_image(
         .filter(|d| !have.contains_key(*d) && !theirs.contains_key(*d))
         .collect();
     if !wanted.is_empty() || !theirs.is_empty() || config.is_none() {
-        let turn = claims.export_turn(local).await;
-        let mut saving = Saving::start(
-            engine.save_cmd(image_id),
-            &info.layers,
-            turn,
-            &have,
-            theirs.clone(),
-            cache,
-            &mine,
-        );
+        let mut saving = match claims.shared_export(local) {
+            Some(shared) => {
+                let joining = super::export::Joining {
+                    me: local,
+                    image_id,
+                    diff_ids: &info.layers,
+                    have: &have,
+                };
+                let (layers, part) = shared.join(engine, claims, cache, joining).await;
+                Saving {
+                    layers,
+                    reading: Reading::Shared(part),
+                }
+            }
+            None => {
+                let turn = claims.export_turn(local).await;
+                let save = engine.save_cmd(image_id);
+                Saving::start(
+                    save,
+                    &info.layers,
+                    turn,
+                    &have,
+                    theirs.clone(),
+                    cache,
+                    &mine,
+                )
+            }
+        };
         let uploaded =
             upload_as_compressed(client, repo, &mut saving, &wanted, &mine, &mut stats).await;
         let read = saving.finish().await;
@@ -425,7 +447,7 @@ async fn upload_as_compressed(
 }
 
 /// What [`read_and_compress`] gives for one save stream.
-type SaveRead = Result<(Vec<Vec<u8>>, Vec<Compressed>), PipeError<PublishError>>;
+pub(super) type SaveRead = Result<(Vec<Vec<u8>>, Vec<Compressed>), PipeError<PublishError>>;
 
 /// The engine's `save` of one image read on a blocking thread (a program,
 /// a tar stream, gzip: work that would hold an async thread for minutes),
@@ -437,7 +459,14 @@ type SaveRead = Result<(Vec<Vec<u8>>, Vec<Compressed>), PipeError<PublishError>>
 /// [`UPLOADS_AT_ONCE`] + 2 compressed layers at most, not an image's.
 struct Saving {
     layers: tokio::sync::mpsc::Receiver<(Compressed, std::fs::File)>,
-    reading: tokio::task::JoinHandle<SaveRead>,
+    reading: Reading,
+}
+
+/// Who reads the stream: this push, or the images exported together
+/// ([`super::export`]).
+enum Reading {
+    Own(tokio::task::JoinHandle<SaveRead>),
+    Shared(super::export::Part),
 }
 
 impl Saving {
@@ -480,7 +509,10 @@ impl Saving {
                 )
             })
         });
-        Saving { layers, reading }
+        Saving {
+            layers,
+            reading: Reading::Own(reading),
+        }
     }
 
     /// The next compressed layer, `None` once the stream is read (or
@@ -494,9 +526,12 @@ impl Saving {
     /// compressed.
     async fn finish(self) -> SaveRead {
         drop(self.layers);
-        match self.reading.await {
-            Ok(read) => read,
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        match self.reading {
+            Reading::Own(reading) => match reading.await {
+                Ok(read) => read,
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            },
+            Reading::Shared(part) => part.finish().await,
         }
     }
 }
@@ -504,9 +539,18 @@ impl Saving {
 /// A `save` stream that ends its image's export turn once the engine has
 /// answered the first read (Docker writes the whole image out first): the
 /// next image's export starts while this one is read.
-struct EndsTurn<'a> {
+pub(super) struct EndsTurn<'a> {
     inner: &'a mut dyn std::io::Read,
     turn: Option<super::claims::ExportTurn>,
+}
+
+impl<'a> EndsTurn<'a> {
+    pub(super) fn new(inner: &'a mut dyn std::io::Read, turn: super::claims::ExportTurn) -> Self {
+        EndsTurn {
+            inner,
+            turn: Some(turn),
+        }
+    }
 }
 
 impl std::io::Read for EndsTurn<'_> {
@@ -522,12 +566,12 @@ impl std::io::Read for EndsTurn<'_> {
 /// attach step then fetches no blob of it.
 /// Whether `cache` has what the SBOM needs of the layer compressed as `c`
 /// (all a push wants of a layer it has: [`note_layer`] made it).
-fn is_noted(cache: &LayerCache, c: &Compressed) -> bool {
+pub(super) fn is_noted(cache: &LayerCache, c: &Compressed) -> bool {
     use crate::attest::registry_image::LayerNotes as _;
     (c.digest.parse::<Digest>()).is_ok_and(|blob| cache.is_noted(&blob))
 }
 
-fn note_layer(cache: &LayerCache, c: &Compressed, spill: &std::fs::File) {
+pub(super) fn note_layer(cache: &LayerCache, c: &Compressed, spill: &std::fs::File) {
     if let Ok(blob) = c.digest.parse::<Digest>() {
         let spill = BufReader::with_capacity(256 << 10, spill);
         crate::attest::registry_image::note_layer(cache, &blob, spill);

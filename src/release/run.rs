@@ -8,7 +8,7 @@
 use super::attach::AttachError;
 use super::journal::{Journal, JournalError, Step};
 use super::pin::PinError;
-use super::plan::Source;
+use super::plan::{Planned, Source};
 use super::promote::PromoteError;
 use super::stage::{StageError, Stager};
 use super::{attach, pin, promote};
@@ -133,6 +133,22 @@ fn fewest_layers_first<T>(
     both.into_iter().unzip()
 }
 
+/// The images of a release exported in one `save` ([`super::export`]):
+/// from the engine, every image after the first (whose stream, alone,
+/// starts soonest) among those started at once, which all are when every
+/// image's layers are known (none waits: [`staging_waits`]).
+fn exported_together(todo: &[Planned], layers: &[Option<Vec<String>>]) -> Vec<String> {
+    if layers.iter().any(Option::is_none) {
+        return Vec::new();
+    }
+    (todo.iter().take(IMAGES_AT_ONCE).skip(1))
+        .filter_map(|p| match &p.source {
+            Source::Engine { reference, .. } => Some(reference.clone()),
+            Source::Registry { .. } => None,
+        })
+        .collect()
+}
+
 /// What a release talks to.
 pub(crate) struct Releaser<'a> {
     pub client: &'a Client,
@@ -247,6 +263,10 @@ impl Releaser<'_> {
                 _ => None,
             },
         ));
+        let exported_together = exported_together(&todo, &layers);
+        if exported_together.len() > 1 {
+            stager.claims = stager.claims.exported_together(exported_together);
+        }
         let stager = stager;
         let mut started = vec![false; todo.len()];
         let mut staged = vec![false; todo.len()];
@@ -920,6 +940,202 @@ mod tests {
             2,
             "written by the first attach only"
         );
+    }
+
+    /// An engine holding the images of `saves`, whose `save` of one image
+    /// works for `alone` only, and whose `save` of several gives one
+    /// stream of them (or fails, `fails`), noting what it was asked.
+    struct Together {
+        saves: Saves,
+        alone: String,
+        fails: bool,
+        asked: std::sync::Mutex<Vec<Vec<String>>>,
+        dir: std::path::PathBuf,
+    }
+
+    impl crate::engine::Engine for Together {
+        fn describe(&self) -> String {
+            "together".into()
+        }
+        fn program(&self) -> &Path {
+            Path::new("/bin/false")
+        }
+        fn log_format(&self) -> crate::engine::LogFormat {
+            crate::engine::LogFormat::BuildKit
+        }
+        fn platform(&self) -> Result<crate::name::Platform, crate::engine::EngineError> {
+            self.saves.platform()
+        }
+        fn resources(&self) -> Result<crate::engine::Resources, crate::engine::EngineError> {
+            unreachable!()
+        }
+        fn build_cmd(&self, _: &crate::engine::BuildRequest) -> crate::process::Cmd {
+            unreachable!()
+        }
+        fn inspect(
+            &self,
+            id: &str,
+        ) -> Result<Option<crate::engine::ImageInfo>, crate::engine::EngineError> {
+            self.saves.inspect(id)
+        }
+        fn save_cmd(&self, id: &str) -> crate::process::Cmd {
+            if id == self.alone {
+                self.saves.save_cmd(id)
+            } else {
+                crate::process::Cmd::new("false")
+            }
+        }
+        fn save_images_cmd(&self, ids: &[String]) -> crate::process::Cmd {
+            self.asked.lock().unwrap().push(ids.to_vec());
+            if self.fails {
+                return crate::process::Cmd::new("sh")
+                    .args(["-c", "echo no such image >&2; exit 1"]);
+            }
+            let streams: Vec<Vec<u8>> = (ids.iter())
+                .map(|id| std::fs::read(&self.saves.image(id).unwrap().stream).unwrap())
+                .collect();
+            let merged = crate::image::fixtures::merged_save_stream(&streams);
+            let path = self.dir.join(format!("merged-{}.tar", ids.len()));
+            std::fs::write(&path, merged).unwrap();
+            crate::process::Cmd::new("cat").arg(path)
+        }
+    }
+
+    /// Three engine images `a` (one layer), `b` (a's and one of its own)
+    /// and `c` (b's and one of its own), planned in the order c, b, a; and
+    /// the releaser's parts.
+    fn three_on_one_another(dir: &Path, fails: bool) -> (Together, Plan) {
+        use crate::image::fixtures::{file, layer};
+        let layers = [
+            layer(&[file("etc/os-release", "ID=debian\n")]),
+            layer(&[file("usr/bin/b", "b\n")]),
+            layer(&[file("usr/bin/c", "c\n")]),
+        ];
+        let labels = config("amd64", None, "pass")["config"]["Labels"].clone();
+        let saves = Saves(
+            (1..=3)
+                .map(|n| {
+                    crate::release::publish::tests::saved_with_labels(
+                        dir,
+                        &layers[..n],
+                        labels.clone(),
+                    )
+                })
+                .collect(),
+        );
+        let variants = ["c", "b", "a"]
+            .iter()
+            .map(|v| {
+                let n = (b'c' - v.as_bytes()[0]) as usize;
+                let mut p = planned(v, &[v]);
+                p.source = Source::Engine {
+                    reference: format!("local/{v}"),
+                    image_id: saves.0[2 - n].info.id.clone(),
+                };
+                p
+            })
+            .collect();
+        let plan = Plan {
+            id: "r1".into(),
+            repository: String::new(),
+            variants,
+            unchanged: Vec::new(),
+        };
+        let engine = Together {
+            alone: saves.0[0].info.id.clone(),
+            saves,
+            fails,
+            asked: Default::default(),
+            dir: dir.to_path_buf(),
+        };
+        (engine, plan)
+    }
+
+    /// Issue 29: the engine writes a layer the images share once. The
+    /// first image (fewest layers) is exported alone; the others in one
+    /// `save` of them all (their own `save` fails here), each layer
+    /// compressed and sent once, by its owner, and each image's manifest
+    /// names its own config and layers.
+    #[test]
+    fn images_after_the_first_are_exported_in_one_save_and_each_layer_sent_once() {
+        let rt = runtime();
+        let reg = rt.block_on(FakeRegistry::start());
+        let client = reg.client();
+        let dir = tempfile::tempdir().unwrap();
+        let (engine, mut plan) = three_on_one_another(dir.path(), false);
+        plan.repository = format!("{}/rel/y", reg.authority);
+        let mut journal = Journal::new(dir.path(), plan, "2026-12-01T00:00:00Z".into());
+        let cache_dir = tempfile::tempdir().unwrap();
+        let cache = crate::image::layer_cache::LayerCache::open(cache_dir.path()).unwrap();
+        let pins_path = dir.path().join("image_pins.json");
+        let releaser = Releaser {
+            client: &client,
+            engine: Some(&engine),
+            pins_path: &pins_path,
+            key: None,
+            manifest: None,
+            layer_cache: Some(&cache),
+            progress: &|_| {},
+        };
+        rt.block_on(releaser.carry_out(&mut journal)).unwrap();
+        let ids = |n: usize| engine.saves.0[n].info.id.clone();
+        assert_eq!(*engine.asked.lock().unwrap(), [vec![ids(1), ids(2)]]);
+        let s = reg.state();
+        for (v, n) in [("a", 0), ("b", 1), ("c", 2)] {
+            let staged = &journal.staged[v];
+            let bytes = &s.manifests[&("rel/y".into(), staged.digest.to_string())].1;
+            let doc: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+            let layers = doc["layers"].as_array().unwrap();
+            assert_eq!(layers.len(), n + 1, "{v}");
+            for (i, l) in layers.iter().enumerate() {
+                let digest = l["digest"].as_str().unwrap();
+                let c = cache.compressed(&engine.saves.0[n].info.layers[i]).unwrap();
+                assert_eq!(digest, c.digest, "{v} layer {i}");
+            }
+        }
+        for diff_id in &engine.saves.0[2].info.layers {
+            let c = cache.compressed(diff_id).unwrap();
+            let puts = s.count("PUT", &format!("digest={}", c.digest));
+            assert_eq!(puts, 1, "{diff_id} sent once: {:#?}", s.log);
+        }
+        // Each layer, and each image's config as saved and as stamped.
+        assert_eq!(s.count("PUT", "/blobs/uploads/"), 3 + 3 * 2, "{:#?}", s.log);
+    }
+
+    #[test]
+    fn a_failed_shared_save_fails_the_release_naming_the_images_and_the_engines_words() {
+        let rt = runtime();
+        let reg = rt.block_on(FakeRegistry::start());
+        let client = reg.client();
+        let dir = tempfile::tempdir().unwrap();
+        let (engine, mut plan) = three_on_one_another(dir.path(), true);
+        plan.repository = format!("{}/rel/y", reg.authority);
+        let mut journal = Journal::new(dir.path(), plan, "2026-12-01T00:00:00Z".into());
+        let cache_dir = tempfile::tempdir().unwrap();
+        let cache = crate::image::layer_cache::LayerCache::open(cache_dir.path()).unwrap();
+        let pins_path = dir.path().join("image_pins.json");
+        let releaser = Releaser {
+            client: &client,
+            engine: Some(&engine),
+            pins_path: &pins_path,
+            key: None,
+            manifest: None,
+            layer_cache: Some(&cache),
+            progress: &|_| {},
+        };
+        let e = rt.block_on(releaser.carry_out(&mut journal)).unwrap_err();
+        let err = crate::error_chain::error_chain(&e);
+        assert!(
+            err.contains("the save of local/b, local/c (one stream for them all): "),
+            "{err}"
+        );
+        assert!(err.contains("no such image"), "{err}");
+        assert_eq!(
+            crate::exit::HasStatus::exit_status(&e),
+            crate::exit::Status::Failure
+        );
+        assert!(!journal.wrote_tags());
+        assert!(!pins_path.exists());
     }
 
     #[test]
