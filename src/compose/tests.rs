@@ -192,39 +192,15 @@ fn a_member_built_on_another_parent_is_refused_with_what_to_rebuild() {
     );
 }
 
-/// One `save A B` stream of the images of `streams` (single-image save
-/// streams): each file once (a layer they share has one name), and one
-/// manifest.json listing every image.
-fn saved_together(streams: &[&[u8]]) -> Vec<u8> {
-    let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let mut manifest: Vec<serde_json::Value> = Vec::new();
-    for stream in streams {
-        let mut archive = tar::Archive::new(*stream);
-        for entry in archive.entries().unwrap() {
-            let mut entry = entry.unwrap();
-            let name = entry.path().unwrap().display().to_string();
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut entry, &mut bytes).unwrap();
-            if name == "manifest.json" {
-                let items: Vec<serde_json::Value> = serde_json::from_slice(&bytes).unwrap();
-                manifest.extend(items);
-            } else {
-                files.insert(name, bytes);
-            }
-        }
-    }
-    files.insert(
-        "manifest.json".into(),
-        serde_json::to_vec(&manifest).unwrap(),
-    );
-    crate::image::fixtures::tar_of(files)
-}
-
 #[test]
 fn one_save_of_every_image_reads_and_keeps_a_shared_layer_once() {
     let base_layer = vec![layer(&[dir("usr"), file(STATUS, &stanza("base-files"))])];
     let saves = family(&base_layer, "[safe]\n");
-    let together = saved_together(&[&saves["base"], &saves["python"], &saves["go"]]);
+    let together = crate::image::fixtures::merged_save_stream(&[
+        &saves["base"],
+        &saves["python"],
+        &saves["go"],
+    ]);
     let spill = tempfile::tempdir().unwrap();
     let read = read_saves("base, python, go", together.as_slice(), Some(spill.path())).unwrap();
     assert_eq!(read.len(), 3, "each image by its ID");

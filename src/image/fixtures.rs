@@ -159,11 +159,11 @@ pub(crate) fn save_stream_of_steps(
 /// are `streams`, as `save A B …` gives it: every file once (a layer on the
 /// same chain has the same name and bytes in each), `manifest.json`
 /// listing each image.
-pub(crate) fn merged_save_stream(streams: &[Vec<u8>]) -> Vec<u8> {
+pub(crate) fn merged_save_stream(streams: &[&[u8]]) -> Vec<u8> {
     let mut files: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
     let mut manifest: Vec<serde_json::Value> = Vec::new();
     for stream in streams {
-        let mut archive = tar::Archive::new(stream.as_slice());
+        let mut archive = tar::Archive::new(*stream);
         for entry in archive.entries().unwrap() {
             let mut entry = entry.unwrap();
             let name = entry.path().unwrap().to_string_lossy().to_string();

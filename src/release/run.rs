@@ -994,6 +994,7 @@ mod tests {
             let streams: Vec<Vec<u8>> = (ids.iter())
                 .map(|id| std::fs::read(&self.saves.image(id).unwrap().stream).unwrap())
                 .collect();
+            let streams: Vec<&[u8]> = streams.iter().map(Vec::as_slice).collect();
             let merged = crate::image::fixtures::merged_save_stream(&streams);
             let path = self.dir.join(format!("merged-{}.tar", ids.len()));
             std::fs::write(&path, merged).unwrap();
@@ -1056,13 +1057,25 @@ mod tests {
     /// `save` of them all (their own `save` fails here), each layer
     /// compressed and sent once, by its owner, and each image's manifest
     /// names its own config and layers.
-    #[test]
-    fn images_after_the_first_are_exported_in_one_save_and_each_layer_sent_once() {
+    /// Releases [`three_on_one_another`] (whose shared save `fails` or
+    /// not) into a fake registry with an empty layer cache.
+    struct ThreeReleased {
+        result: Result<(), ReleaseError>,
+        journal: Journal,
+        engine: Together,
+        reg: FakeRegistry,
+        cache: crate::image::layer_cache::LayerCache,
+        pins_path: std::path::PathBuf,
+        _dirs: [tempfile::TempDir; 2],
+        _rt: tokio::runtime::Runtime,
+    }
+
+    fn release_three(fails: bool) -> ThreeReleased {
         let rt = runtime();
         let reg = rt.block_on(FakeRegistry::start());
         let client = reg.client();
         let dir = tempfile::tempdir().unwrap();
-        let (engine, mut plan) = three_on_one_another(dir.path(), false);
+        let (engine, mut plan) = three_on_one_another(dir.path(), fails);
         plan.repository = format!("{}/rel/y", reg.authority);
         let mut journal = Journal::new(dir.path(), plan, "2026-12-01T00:00:00Z".into());
         let cache_dir = tempfile::tempdir().unwrap();
@@ -1077,7 +1090,25 @@ mod tests {
             layer_cache: Some(&cache),
             progress: &|_| {},
         };
-        rt.block_on(releaser.carry_out(&mut journal)).unwrap();
+        let result = rt.block_on(releaser.carry_out(&mut journal));
+        ThreeReleased {
+            result,
+            journal,
+            engine,
+            reg,
+            cache,
+            pins_path,
+            _dirs: [dir, cache_dir],
+            _rt: rt,
+        }
+    }
+
+    #[test]
+    fn images_after_the_first_are_exported_in_one_save_and_each_layer_sent_once() {
+        let three = release_three(false);
+        let (journal, engine, reg, cache) =
+            (&three.journal, &three.engine, &three.reg, &three.cache);
+        assert!(three.result.is_ok(), "{:?}", three.result);
         let ids = |n: usize| engine.saves.0[n].info.id.clone();
         assert_eq!(*engine.asked.lock().unwrap(), [vec![ids(1), ids(2)]]);
         let s = reg.state();
@@ -1104,26 +1135,9 @@ mod tests {
 
     #[test]
     fn a_failed_shared_save_fails_the_release_naming_the_images_and_the_engines_words() {
-        let rt = runtime();
-        let reg = rt.block_on(FakeRegistry::start());
-        let client = reg.client();
-        let dir = tempfile::tempdir().unwrap();
-        let (engine, mut plan) = three_on_one_another(dir.path(), true);
-        plan.repository = format!("{}/rel/y", reg.authority);
-        let mut journal = Journal::new(dir.path(), plan, "2026-12-01T00:00:00Z".into());
-        let cache_dir = tempfile::tempdir().unwrap();
-        let cache = crate::image::layer_cache::LayerCache::open(cache_dir.path()).unwrap();
-        let pins_path = dir.path().join("image_pins.json");
-        let releaser = Releaser {
-            client: &client,
-            engine: Some(&engine),
-            pins_path: &pins_path,
-            key: None,
-            manifest: None,
-            layer_cache: Some(&cache),
-            progress: &|_| {},
-        };
-        let e = rt.block_on(releaser.carry_out(&mut journal)).unwrap_err();
+        let three = release_three(true);
+        let (journal, pins_path) = (&three.journal, &three.pins_path);
+        let e = three.result.as_ref().unwrap_err();
         let err = crate::error_chain::error_chain(&e);
         assert!(
             err.contains("the save of local/b, local/c (one stream for them all): "),
@@ -1131,7 +1145,7 @@ mod tests {
         );
         assert!(err.contains("no such image"), "{err}");
         assert_eq!(
-            crate::exit::HasStatus::exit_status(&e),
+            crate::exit::HasStatus::exit_status(e),
             crate::exit::Status::Failure
         );
         assert!(!journal.wrote_tags());
