@@ -184,6 +184,15 @@ pub(crate) fn merged_save_stream(streams: &[&[u8]]) -> Vec<u8> {
     tar_of(files)
 }
 
+/// The layer files of a save stream, in the stream's order.
+pub(crate) fn layer_names(stream: &[u8]) -> Vec<String> {
+    let mut archive = tar::Archive::new(stream);
+    (archive.entries().unwrap())
+        .map(|e| e.unwrap().path().unwrap().to_string_lossy().to_string())
+        .filter(|n| n.ends_with("/layer.tar"))
+        .collect()
+}
+
 /// A tar of these files (regular, 0644), in this order.
 pub(crate) fn tar_of(files: impl IntoIterator<Item = (String, Vec<u8>)>) -> Vec<u8> {
     let mut b = tar::Builder::new(Vec::new());

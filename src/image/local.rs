@@ -40,6 +40,12 @@ pub(crate) enum LocalError {
     NoConfig { local: String, image_id: String },
     #[error("layer {layer} of {local} was not in the engine's save")]
     LayerNotSaved { layer: String, local: String },
+    #[error("{name} of the save stream is not the layer its name proves: {read}, not {expected}")]
+    NotItsLayer {
+        name: String,
+        expected: String,
+        read: String,
+    },
     #[error("{name} ({size} bytes) in the save stream is neither a layer nor metadata")]
     NotALayer { name: String, size: u64 },
     /// Reading the save stream, spilling or compressing a layer.
@@ -74,6 +80,7 @@ impl crate::exit::HasStatus for LocalError {
             | LocalError::NoConfig { .. }
             | LocalError::LayerNotSaved { .. }
             | LocalError::NotALayer { .. }
+            | LocalError::NotItsLayer { .. }
             | LocalError::Io { .. }
             | LocalError::Scratch { .. } => Status::Failure,
             LocalError::ReadSave { source, .. } => source.exit_status(),
@@ -122,13 +129,16 @@ pub(crate) fn local_manifest(
                     out,
                     std::slice::from_ref(&info.layers),
                     &LayerNames::default(),
+                    None,
                     |d| have.get(d).cloned(),
                     // It keeps nothing of a layer it has.
                     |_| true,
                     // `pins verify --rebuild` signs nothing.
                     |_, _| {},
-                    |c, _| {
-                        cache.remember(c);
+                    |handed| {
+                        if let Handed::Done(c, _) = handed {
+                            cache.remember(c);
+                        }
                         Ok(())
                     },
                 )
@@ -250,14 +260,25 @@ fn manifest_bytes(config: &Digest, config_size: usize, layers: &[&Compressed]) -
 /// then, when `have` has it and `unread` says nothing more is wanted of its
 /// bytes, the stream runs past it (neither spilled nor hashed nor shown to
 /// `spilled`). Every layer read is learned into `names`.
+///
+/// A layer known so, that `have` lacks, of at least `stream_from` bytes
+/// (when given), is compressed straight from the stream instead (spilled
+/// for `spilled` as it passes, its bytes checked against the diff_id its
+/// name proved): `each` is handed it as it starts ([`Handed::Started`]),
+/// its compressed bytes growing in a file the caller can send as they come,
+/// and again once done, without the file.
+// The callbacks are the callers' own parts of one pass; a struct of them
+// would only name them twice.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn read_and_compress<E: From<LocalError>>(
     input: &mut dyn Read,
     images: &[Vec<String>],
     names: &LayerNames,
+    stream_from: Option<u64>,
     mut have: impl FnMut(&str) -> Option<Compressed>,
     mut unread: impl FnMut(&Compressed) -> bool,
     mut spilled: impl FnMut(&Compressed, &std::fs::File),
-    mut each: impl FnMut(&Compressed, std::fs::File) -> Result<(), E>,
+    mut each: impl FnMut(Handed<'_>) -> Result<(), E>,
 ) -> Result<(Vec<Vec<u8>>, Vec<Compressed>), E> {
     use std::io::{Seek as _, Write as _};
     let mut small = Vec::new();
@@ -275,15 +296,23 @@ pub(crate) fn read_and_compress<E: From<LocalError>>(
             continue;
         }
         let name = String::from_utf8_lossy(&entry.path_bytes()).to_string();
-        if let Some(c) = names.diff_id(&name).and_then(|d| have(&d))
-            && unread(&c)
+        let known = names.diff_id(&name);
+        let had = known.as_deref().and_then(&mut have);
+        if let Some(c) = &had
+            && unread(c)
         {
             continue;
         }
         let size = entry.size();
         let reading = || io(format!("reading {name} of the save stream"));
         let mut entry = BufReader::with_capacity(256 << 10, entry);
-        if crate::image::save_stream::is_layer_file(&name, &mut entry).map_err(reading())? {
+        if let (Some(from), Some(diff_id), None) = (stream_from, &known, &had)
+            && size >= from
+            && crate::image::save_stream::is_layer_file(&name, &mut entry).map_err(reading())?
+        {
+            let c = compress_streaming(&name, diff_id, &mut entry, &mut spilled, &mut each)?;
+            done.push(c);
+        } else if crate::image::save_stream::is_layer_file(&name, &mut entry).map_err(reading())? {
             let mut spill = crate::scratch::tempfile().map_err(scratch("a layer"))?;
             let mut tee =
                 compress::Hashing::new(std::io::BufWriter::with_capacity(256 << 10, &mut spill));
@@ -307,7 +336,7 @@ pub(crate) fn read_and_compress<E: From<LocalError>>(
             .map_err(io(format!("compressing {name} of the save stream")))?;
             spill.rewind().map_err(spilling())?;
             spilled(&c, &spill);
-            each(&c, file)?;
+            each(Handed::Done(&c, Some(file)))?;
             done.push(c);
         } else if size <= 64 << 20 {
             let mut bytes = Vec::with_capacity(size as usize);
@@ -319,6 +348,116 @@ pub(crate) fn read_and_compress<E: From<LocalError>>(
         }
     }
     Ok((small, done))
+}
+
+/// A layer compressed by [`read_and_compress`], as it hands it over.
+pub(crate) enum Handed<'a> {
+    /// Compressing the layer `diff_id` has begun: its compressed bytes
+    /// grow in the blob given, which ends with their digest (or why not).
+    Started(&'a str, std::sync::Arc<crate::registry::Growing>),
+    /// The layer compressed, in the file given; `None` for one handed
+    /// over as it [`Handed::Started`].
+    Done(&'a Compressed, Option<std::fs::File>),
+}
+
+/// The layer `name` (its diff_id known: `diff_id`) compressed from the
+/// stream `entry` into a growing file handed to `each` as it starts (see
+/// [`read_and_compress`]), spilled as it passes; its bytes must hash to
+/// `diff_id`, or the blob ends unfinished and this fails.
+fn compress_streaming<E: From<LocalError>>(
+    name: &str,
+    diff_id: &str,
+    entry: &mut dyn Read,
+    spilled: &mut dyn FnMut(&Compressed, &std::fs::File),
+    each: &mut dyn FnMut(Handed<'_>) -> Result<(), E>,
+) -> Result<Compressed, E> {
+    use std::io::{Seek as _, Write as _};
+    let mut spill = crate::scratch::tempfile().map_err(scratch("a layer"))?;
+    let file = crate::scratch::tempfile().map_err(scratch("a compressed layer"))?;
+    let handle = file
+        .try_clone()
+        .map_err(io(format!("opening the compressed {name} again")))?;
+    let growing = crate::registry::Growing::new(handle);
+    each(Handed::Started(diff_id, std::sync::Arc::clone(&growing)))?;
+    let compressed = (|| -> Result<Compressed, LocalError> {
+        let tee = Tee {
+            inner: entry,
+            copy: std::io::BufWriter::with_capacity(256 << 10, &mut spill),
+        };
+        let mut input = compress::Hashing::new(tee);
+        let out = Growth {
+            file: &file,
+            growing: &growing,
+            written: 0,
+        };
+        let c = compress::gzip(
+            &mut input,
+            std::io::BufWriter::with_capacity(1 << 20, out),
+            diff_id.to_string(),
+        )
+        .map_err(io(format!("compressing {name} of the save stream")))?;
+        let (read, mut tee) = input.finish();
+        tee.copy
+            .flush()
+            .map_err(io(format!("spilling {name} of the save stream")))?;
+        if read != diff_id {
+            return Err(LocalError::NotItsLayer {
+                name: name.to_string(),
+                expected: diff_id.to_string(),
+                read,
+            });
+        }
+        Ok(c)
+    })();
+    let c = match compressed.and_then(|c| Ok((parse_digest(&c.digest)?, c))) {
+        Ok((digest, c)) => {
+            growing.end(Ok(digest));
+            c
+        }
+        Err(e) => {
+            growing.end(Err(e.to_string()));
+            return Err(e.into());
+        }
+    };
+    spill
+        .rewind()
+        .map_err(io(format!("spilling {name} of the save stream")))?;
+    spilled(&c, &spill);
+    each(Handed::Done(&c, None))?;
+    Ok(c)
+}
+
+/// Reads `inner`, copying what it reads to `copy`.
+struct Tee<'a, W> {
+    inner: &'a mut dyn Read,
+    copy: W,
+}
+
+impl<W: std::io::Write> Read for Tee<'_, W> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.copy.write_all(&buf[..n])?;
+        Ok(n)
+    }
+}
+
+/// Writes a blob's file, saying after each write how much it holds.
+struct Growth<'a> {
+    file: &'a std::fs::File,
+    growing: &'a crate::registry::Growing,
+    written: u64,
+}
+
+impl std::io::Write for Growth<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = (&mut &*self.file).write(buf)?;
+        self.written += n as u64;
+        self.growing.grew(self.written);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        (&mut &*self.file).flush()
+    }
 }
 
 #[cfg(test)]
@@ -358,13 +497,14 @@ mod tests {
             &mut stream.as_slice(),
             &[],
             &LayerNames::default(),
+            None,
             |_| None,
             |_| false,
             |_, _| {},
-            |c, file| {
-                let mut gz = Vec::new();
-                std::io::Read::read_to_end(&mut &file, &mut gz).ok();
-                seen.push(c.clone());
+            |handed| {
+                if let Handed::Done(c, _) = handed {
+                    seen.push(c.clone());
+                }
                 Ok::<(), LocalError>(())
             },
         )
@@ -387,6 +527,77 @@ mod tests {
         );
     }
 
+    /// A layer whose diff_id its name proved, that the caller lacks, is
+    /// handed over as its compression starts, its bytes growing in a
+    /// blob that ends with the same gzip a whole compression makes; it is
+    /// spilled as it passes. A layer whose bytes are not the proved one
+    /// fails, its blob ended unfinished.
+    #[test]
+    fn a_layer_known_by_name_is_compressed_as_it_streams_and_checked_against_its_name() {
+        use crate::image::fixtures::{file, layer, save_stream};
+        let a = layer(&[file("a", &"x\n".repeat(5000))]);
+        let stream = save_stream(std::slice::from_ref(&a), "2026-12-01T19:00:00Z");
+        let name = crate::image::fixtures::layer_names(&stream).remove(0);
+        let diff_id = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&a)));
+        let mut whole = Vec::new();
+        let expected = compress::gzip_unhashed(a.as_slice(), &mut whole).unwrap();
+        let run = |proved: &str| {
+            let names = LayerNames::default();
+            names.learn(&name, proved);
+            let (mut started, mut done, mut spills) = (Vec::new(), Vec::new(), Vec::new());
+            let read = read_and_compress(
+                &mut stream.as_slice(),
+                &[],
+                &names,
+                Some(0),
+                |_| None,
+                |_| false,
+                |_, mut spill| {
+                    let mut bytes = Vec::new();
+                    spill.read_to_end(&mut bytes).unwrap();
+                    spills.push(bytes);
+                },
+                |handed| {
+                    match handed {
+                        Handed::Started(d, growing) => started.push((d.to_string(), growing)),
+                        Handed::Done(c, file) => done.push((c.clone(), file.is_some())),
+                    }
+                    Ok::<(), LocalError>(())
+                },
+            );
+            (read, started, done, spills)
+        };
+        let (read, started, done, spills) = run(&diff_id);
+        let (_, made) = read.unwrap();
+        assert_eq!(made, std::slice::from_ref(&expected));
+        assert_eq!(done, [(expected.clone(), false)], "done, without a file");
+        assert_eq!(started.len(), 1);
+        assert_eq!(started[0].0, diff_id);
+        assert_eq!(spills, std::slice::from_ref(&a));
+        // The blob holds what a whole compression makes, and says so.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let growing = &started[0].1;
+        let (written, end) = rt.block_on(growing.wait_for_test(u64::MAX));
+        assert_eq!(written, whole.len() as u64);
+        assert_eq!(end, Some(Ok(expected.digest.parse().unwrap())));
+        assert_eq!(growing.read_for_test(0, whole.len()), whole);
+
+        let other = format!("sha256:{}", "0".repeat(64));
+        let (read, started, done, _) = run(&other);
+        let err = read.unwrap_err();
+        assert!(
+            matches!(&err, LocalError::NotItsLayer { expected, read, .. }
+                if *expected == other && *read == diff_id),
+            "{err}"
+        );
+        assert!(done.is_empty());
+        let (_, end) = rt.block_on(started[0].1.wait_for_test(u64::MAX));
+        assert!(matches!(end, Some(Err(_))), "{end:?}");
+    }
+
     #[test]
     fn a_layer_the_caller_has_is_read_past_not_compressed() {
         use crate::image::fixtures::{file, layer, save_stream};
@@ -403,6 +614,7 @@ mod tests {
             &mut stream.as_slice(),
             &[],
             &LayerNames::default(),
+            None,
             |d| (d == known.diff_id).then(|| known.clone()),
             |_| false,
             |c, mut spill| {
@@ -410,8 +622,10 @@ mod tests {
                 spill.read_to_end(&mut bytes).unwrap();
                 spills.push((c.clone(), bytes));
             },
-            |c, _| {
-                seen.push(c.diff_id.clone());
+            |handed| {
+                if let Handed::Done(c, _) = handed {
+                    seen.push(c.diff_id.clone());
+                }
                 Ok::<(), LocalError>(())
             },
         )
@@ -447,10 +661,11 @@ mod tests {
             &mut first.as_slice(),
             &[],
             &names,
+            None,
             |_| None,
             |_| true,
             |_, _| {},
-            |_, _| Ok::<(), LocalError>(()),
+            |_| Ok::<(), LocalError>(()),
         )
         .unwrap();
         assert_eq!(had.len(), 2);
@@ -462,6 +677,7 @@ mod tests {
                 &mut second.as_slice(),
                 &[],
                 &names,
+                None,
                 |d| had.iter().find(|c| c.diff_id == d).cloned(),
                 |_| unread,
                 |_, mut spill| {
@@ -469,8 +685,10 @@ mod tests {
                     spill.read_to_end(&mut bytes).unwrap();
                     spills.push(bytes);
                 },
-                |c, _| {
-                    made.push(c.diff_id.clone());
+                |handed| {
+                    if let Handed::Done(c, _) = handed {
+                        made.push(c.diff_id.clone());
+                    }
                     Ok::<(), LocalError>(())
                 },
             )

@@ -133,6 +133,11 @@ pub enum ErrorKind {
     MissingChild {
         digest: String,
     },
+    /// The local file a blob was being sent from could not be read, or
+    /// the blob was never finished (its writer stopped).
+    Source {
+        reason: String,
+    },
     /// The platform images given cannot make one index (an index among
     /// them, an attestation, two images of one platform, none at all).
     Assembly {
@@ -341,6 +346,7 @@ impl Error {
                  (push each platform's image by digest first)"
             ),
             K::Assembly { reason } => write!(f, "cannot assemble an index: {reason}"),
+            K::Source { reason } => write!(f, "the blob's bytes: {reason}"),
         }
     }
 }

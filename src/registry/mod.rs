@@ -99,6 +99,7 @@ pub(crate) use transport::redirect::redacted as redacted_url;
 pub use transport::retry::RetryPolicy;
 pub(crate) use transport::retry::{Exhausted, exchange_timeout, retry_after, retryable};
 pub use transport::{Clock, Sleep, Sleeper};
+pub use upload::Growing;
 pub use upload::UPLOAD_CHUNK;
 
 /// OCI and Docker manifest media types.

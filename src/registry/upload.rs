@@ -89,7 +89,173 @@ fn classify(e: Error) -> Step {
     }
 }
 
+/// A blob whose bytes are still being written to a file (a layer
+/// compressed while it is sent, [`Client::upload_growing`]): how many the
+/// file holds so far, and once it is whole, its digest (or why it never
+/// will be).
+pub struct Growing {
+    file: std::fs::File,
+    state: Mutex<GrowingState>,
+    grew: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct GrowingState {
+    written: u64,
+    end: Option<std::result::Result<Digest, String>>,
+}
+
+impl Growing {
+    /// A blob to be written to `file` from its start.
+    pub fn new(file: std::fs::File) -> std::sync::Arc<Growing> {
+        std::sync::Arc::new(Growing {
+            file,
+            state: Mutex::default(),
+            grew: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// The file now holds the blob's first `written` bytes.
+    pub fn grew(&self, written: u64) {
+        self.state.lock().expect("growing lock").written = written;
+        self.grew.notify_waiters();
+    }
+
+    /// The blob is whole (`Ok`: its digest; every byte written), or never
+    /// will be (`Err`: why).
+    pub fn end(&self, end: std::result::Result<Digest, String>) {
+        self.state.lock().expect("growing lock").end = Some(end);
+        self.grew.notify_waiters();
+    }
+
+    /// Waits until the file holds `want` bytes or the blob has ended;
+    /// what it holds, and the end if it came.
+    async fn wait(&self, want: u64) -> (u64, Option<std::result::Result<Digest, String>>) {
+        loop {
+            // Registered before the state is read: a change in between
+            // still wakes it.
+            let grew = self.grew.notified();
+            tokio::pin!(grew);
+            grew.as_mut().enable();
+            {
+                let s = self.state.lock().expect("growing lock");
+                if s.written >= want || s.end.is_some() {
+                    return (s.written, s.end.clone());
+                }
+            }
+            grew.await;
+        }
+    }
+
+    /// The whole blob, `len` bytes, mapped (not read into memory).
+    fn whole(&self, len: u64) -> std::io::Result<Bytes> {
+        // Safety of the map: the blob has ended, so its writer no longer
+        // writes the file (a temporary file nobody else knows of).
+        let map = unsafe { memmap2::Mmap::map(&self.file) }?;
+        if (map.len() as u64) < len {
+            return Err(std::io::Error::other(format!(
+                "it holds {} bytes of {len}",
+                map.len()
+            )));
+        }
+        Ok(Bytes::from_owner(map).slice(..len as usize))
+    }
+
+    #[cfg(test)]
+    pub(crate) async fn wait_for_test(
+        &self,
+        want: u64,
+    ) -> (u64, Option<std::result::Result<Digest, String>>) {
+        self.wait(want).await
+    }
+
+    #[cfg(test)]
+    pub(crate) fn read_for_test(&self, from: u64, len: usize) -> Vec<u8> {
+        self.read(from, len).unwrap().to_vec()
+    }
+
+    /// `len` bytes of the blob from `from` (the file holds them).
+    fn read(&self, from: u64, len: usize) -> std::io::Result<Bytes> {
+        use std::os::unix::fs::FileExt as _;
+        let mut buf = vec![0; len];
+        self.file.read_exact_at(&mut buf, from)?;
+        Ok(Bytes::from(buf))
+    }
+}
+
 impl Client {
+    /// Sends the blob `growing` into `repo` while it is written: a PATCH of
+    /// [`UPLOAD_CHUNK`] as soon as the file holds one, and once the blob is
+    /// whole (its digest known), the rest and the closing PUT, resumably
+    /// as [`Client::upload`] sends (a chunk that failed part-way is asked
+    /// after, then sent on from where the registry stands). No HEAD first:
+    /// the digest is not known until the end. Its digest and size; `None`
+    /// when the blob was never finished (its writer says why elsewhere).
+    /// `what` names the blob in errors until its digest is known.
+    pub async fn upload_growing(
+        &self,
+        repo: &Repository,
+        growing: &Growing,
+        what: &str,
+    ) -> Result<Option<(Digest, u64)>> {
+        self.upload_growing_in_chunks(repo, growing, what, UPLOAD_CHUNK)
+            .await
+    }
+
+    /// [`Client::upload_growing`] in chunks of `chunk` bytes.
+    pub(crate) async fn upload_growing_in_chunks(
+        &self,
+        repo: &Repository,
+        growing: &Growing,
+        what: &str,
+        chunk: usize,
+    ) -> Result<Option<(Digest, u64)>> {
+        let chunk = chunk.max(1);
+        let context = format!("{repo} ({what})");
+        let mut open = self.open_session(repo, chunk, &context).await.ok();
+        let mut uncertain = false;
+        while let Some(o) = open.clone() {
+            let (_, end) = growing.wait((o.offset + o.chunk) as u64).await;
+            if end.is_some() {
+                break;
+            }
+            let part = (growing.read(o.offset as u64, o.chunk)).map_err(|e| {
+                let reason = format!("reading it from its file: {e}");
+                Error::new(ErrorKind::Source { reason }, &context, repo.registry())
+            })?;
+            match self.patch(repo, &o, part, &context).await {
+                Ok(next) => open = Some(next),
+                // Asked where it stands once the blob is whole.
+                Err(Step::Again(_)) => {
+                    uncertain = true;
+                    break;
+                }
+                Err(Step::Anew(_)) => open = None,
+                Err(Step::Fatal(e)) => return Err(e),
+            }
+        }
+        let (written, end) = growing.wait(u64::MAX).await;
+        let digest = match end {
+            Some(Ok(digest)) => digest,
+            _ => {
+                if let Some(o) = open {
+                    let scope = Scope::push(repo.path());
+                    let req = blob_request(Method::DELETE, o.target, scope, &context);
+                    // Best effort: a registry forgets an idle session anyway.
+                    let _ = self.execute(repo.registry(), req).await;
+                }
+                return Ok(None);
+            }
+        };
+        let bytes = growing.whole(written).map_err(|e| {
+            let reason = format!("mapping its file: {e}");
+            Error::new(ErrorKind::Source { reason }, &context, repo.registry())
+        })?;
+        let context = format!("{repo}@{digest}");
+        (self.upload_from(repo, open, uncertain, &digest, bytes, chunk, &context)).await?;
+        Ok(Some((digest, written)))
+    }
+
     /// Sends `bytes` as `digest` into `repo` (see the module comment):
     /// through `session` first when one is open (a refused mount's), in
     /// PATCHes of `chunk` when larger than that.
@@ -103,14 +269,33 @@ impl Client {
         context: &str,
     ) -> Result<()> {
         let chunk = chunk.max(1);
+        let open = session.map(|target| Open {
+            target,
+            offset: 0,
+            chunk,
+            resumed: false,
+        });
+        (self.upload_from(repo, open, false, digest, bytes, chunk, context)).await
+    }
+
+    /// [`Client::upload`] from a session `open` that holds `open.offset`
+    /// bytes already, asked where it stands first when `uncertain`.
+    #[allow(clippy::too_many_arguments)]
+    async fn upload_from(
+        &self,
+        repo: &Repository,
+        open: Option<Open>,
+        uncertain: bool,
+        digest: &Digest,
+        bytes: Bytes,
+        chunk: usize,
+        context: &str,
+    ) -> Result<()> {
+        let chunk = chunk.max(1);
         let settings = self.settings();
         let progress = Mutex::new(Progress {
-            session: session.map(|target| Open {
-                target,
-                offset: 0,
-                chunk,
-                resumed: false,
-            }),
+            uncertain: uncertain && open.is_some(),
+            session: open,
             ..Progress::default()
         });
         let progress = &progress;
@@ -535,6 +720,117 @@ mod tests {
         );
         assert_eq!(stored(&reg, &digest).as_deref(), Some(&larger[..]));
         assert_eq!(reg.state().received, 4000 + 4001, "each byte once");
+    }
+
+    /// A blob written while it is sent, as a compressor writes a layer:
+    /// `first` bytes written, then (once the upload has sent what it can
+    /// of them) the rest and its digest, or (`whole` false) its end
+    /// without one. The upload's answer.
+    async fn grow_and_send(
+        reg: &FakeRegistry,
+        bytes: &Bytes,
+        first: usize,
+        whole: bool,
+    ) -> Result<Option<(Digest, u64)>> {
+        use std::io::Write as _;
+        let client = reg.client();
+        let mut file = tempfile::tempfile().unwrap();
+        let growing = Growing::new(file.try_clone().unwrap());
+        let repo = repo(reg);
+        let sending = client.upload_growing_in_chunks(&repo, &growing, "a test blob", 1000);
+        let writing = async {
+            file.write_all(&bytes[..first]).unwrap();
+            growing.grew(first as u64);
+            // What can go before the end goes: its PATCHes are seen while
+            // the blob is still being written.
+            let full_chunks = first / 1000;
+            for _ in 0..500 {
+                if reg.state().count("PATCH", "/blobs/uploads/") >= full_chunks {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            assert!(reg.state().count("PATCH", "/blobs/uploads/") >= full_chunks);
+            if whole {
+                file.write_all(&bytes[first..]).unwrap();
+                growing.grew(bytes.len() as u64);
+                growing.end(Ok(Digest::sha256(bytes)));
+            } else {
+                growing.end(Err("the compressor stopped".into()));
+            }
+        };
+        let (sent, ()) = futures::join!(sending, writing);
+        sent
+    }
+
+    #[tokio::test]
+    async fn a_growing_blob_goes_up_a_chunk_at_a_time_as_it_is_written_and_ends_with_its_digest() {
+        let reg = FakeRegistry::start().await;
+        let bytes = blob(4001);
+        let sent = grow_and_send(&reg, &bytes, 2500, true).await.unwrap();
+        let digest = Digest::sha256(&bytes);
+        assert_eq!(sent, Some((digest.clone(), 4001)));
+        assert_eq!(
+            session_requests(&reg),
+            [
+                "POST new",
+                "PATCH @0",
+                "PATCH @1000",
+                "PATCH @2000",
+                "PATCH @3000",
+                "PATCH @4000",
+                "PUT @4001"
+            ],
+            "no HEAD (the digest comes last), each chunk once"
+        );
+        assert_eq!(stored(&reg, &digest).as_deref(), Some(&bytes[..]));
+        assert_eq!(reg.state().received, 4001, "each byte once");
+    }
+
+    #[tokio::test]
+    async fn a_growing_blob_that_never_ends_whole_is_not_put_and_its_session_is_left() {
+        let reg = FakeRegistry::start().await;
+        let bytes = blob(4001);
+        let sent = grow_and_send(&reg, &bytes, 2500, false).await.unwrap();
+        assert_eq!(sent, None);
+        let seen = session_requests(&reg);
+        assert_eq!(
+            seen,
+            ["POST new", "PATCH @0", "PATCH @1000", "DELETE @2000"]
+        );
+        assert!(reg.state().blobs.is_empty());
+    }
+
+    /// A chunk of a growing blob cut off part-way: once the blob is whole,
+    /// the registry is asked where the session stands and the rest goes
+    /// from there, each byte about once.
+    #[tokio::test]
+    async fn a_growing_blob_cut_part_way_is_resumed_where_the_registry_stands() {
+        let reg = FakeRegistry::start().await;
+        reg.state()
+            .cut_requests
+            .push(("PATCH", "_state=1000".into(), 500));
+        let bytes = blob(4001);
+        let sent = grow_and_send(&reg, &bytes, 2500, true).await.unwrap();
+        let digest = Digest::sha256(&bytes);
+        assert_eq!(sent, Some((digest.clone(), 4001)));
+        let seen = session_requests(&reg);
+        assert_eq!(
+            seen,
+            [
+                "POST new",
+                "PATCH @0",
+                "PATCH @1000 (cut)",
+                "GET @1000",
+                "PATCH @1500",
+                "PATCH @2500",
+                "PATCH @3500",
+                "PUT @4001"
+            ],
+            "{seen:?}"
+        );
+        assert_eq!(stored(&reg, &digest).as_deref(), Some(&bytes[..]));
+        assert_eq!(reg.state().received, 4001, "the cut part was kept");
     }
 
     /// A PATCH cut off part-way (the registry keeps what arrived): the

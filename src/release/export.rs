@@ -23,16 +23,17 @@
 //! turn. A failure of the one stream is every joined member's failure.
 
 use super::claims::LayerClaims;
-use super::publish::{PublishError, SaveRead};
+use super::publish::{PublishError, Ready, SaveRead};
 use crate::engine::Engine;
 use crate::image::compress::Compressed;
 use crate::image::layer_cache::LayerCache;
+use crate::image::local::Handed;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-/// What one member gets of the stream: a compressed layer it owns, and the
-/// temporary file holding it.
-pub(crate) type HandedOver = (Compressed, std::fs::File);
+/// What one member gets of the stream: a layer it owns, compressed or
+/// being compressed.
+pub(crate) type HandedOver = super::publish::Ready;
 
 /// How many compressed layers wait for one member's uploads: the stream
 /// goes on with the other members' layers meanwhile, and stops (holding the
@@ -260,22 +261,38 @@ fn read_together(
             &mut out,
             &images,
             claims.names(),
+            Some(super::publish::STREAM_FROM),
             had,
             |c| super::publish::is_noted(cache, c),
             |c, spill| super::publish::note_layer(cache, c, spill),
-            |c, file| {
-                cache.remember(c);
+            |handed| {
+                let diff_id = match &handed {
+                    Handed::Started(d, _) => d.to_string(),
+                    Handed::Done(c, _) => c.diff_id.clone(),
+                };
+                if let Handed::Done(c, _) = &handed {
+                    cache.remember(c);
+                }
                 // A layer whose owner stopped goes to no one: whoever waits
                 // for it hears the owner stopped.
-                let Some(owner) = claims.owner_of(&c.diff_id) else {
+                let Some(owner) = claims.owner_of(&diff_id) else {
                     return Ok(());
                 };
                 let Some(m) = member(&owner) else {
                     return Ok(());
                 };
-                claims.compressed(&owner, c);
-                compressed.entry(owner).or_default().push(c.clone());
-                (m.send.blocking_send((c.clone(), file))).map_err(|_| PublishError::UploadStopped)
+                let ready = match handed {
+                    Handed::Started(_, growing) => Ready::Growing(diff_id, growing),
+                    Handed::Done(c, file) => {
+                        claims.compressed(&owner, c);
+                        compressed.entry(owner).or_default().push(c.clone());
+                        match file {
+                            Some(file) => Ready::Whole(c.clone(), file),
+                            None => return Ok(()),
+                        }
+                    }
+                };
+                (m.send.blocking_send(ready)).map_err(|_| PublishError::UploadStopped)
             },
         )
     })?;

@@ -26,7 +26,7 @@ use crate::engine::{Engine, EngineError};
 use crate::image::compress::Compressed;
 use crate::image::layer_cache::LayerCache;
 use crate::image::local::{
-    LocalError, config_in, manifest_of, not_in_engine, parse_digest, read_and_compress,
+    Handed, LocalError, config_in, manifest_of, not_in_engine, parse_digest, read_and_compress,
 };
 use crate::process::{PipeError, ProcessError};
 use crate::registry::{self, Client, Digest, Manifest, Reference, Repository, media_type};
@@ -425,7 +425,10 @@ async fn upload_as_compressed(
         tokio::select! {
             // An upload ended: its room goes to the next layer.
             Some(done) = in_flight.next(), if !in_flight.is_empty() => {
-                let (c, sent) = done?;
+                // A layer never finished: the save's error says why.
+                let Some((c, sent)) = done? else {
+                    continue;
+                };
                 if let Some(bytes) = sent {
                     stats.uploaded += 1;
                     stats.uploaded_bytes += bytes;
@@ -434,9 +437,10 @@ async fn upload_as_compressed(
             }
             next = saving.next(), if !stream_ended && in_flight.len() < UPLOADS_AT_ONCE => {
                 match next {
-                    Some((c, file)) => {
-                        if wanted.contains(&c.diff_id) && started.insert(c.diff_id.clone()) {
-                            in_flight.push(upload(client, repo, c, file));
+                    Some(ready) => {
+                        let diff_id = ready.diff_id().to_string();
+                        if wanted.contains(&diff_id) && started.insert(diff_id) {
+                            in_flight.push(upload(client, repo, ready));
                         }
                     }
                     None => stream_ended = true,
@@ -458,9 +462,33 @@ pub(super) type SaveRead = Result<(Vec<Vec<u8>>, Vec<Compressed>), PipeError<Pub
 /// compressed. One layer waits in the hand-over at most, so the disk holds
 /// [`UPLOADS_AT_ONCE`] + 2 compressed layers at most, not an image's.
 struct Saving {
-    layers: tokio::sync::mpsc::Receiver<(Compressed, std::fs::File)>,
+    layers: tokio::sync::mpsc::Receiver<Ready>,
     reading: Reading,
 }
+
+/// A layer for the uploads: compressed whole in its temporary file, or
+/// (a large layer whose diff_id its name proved) being compressed into a
+/// growing one, sent as it grows ([`crate::image::local::Handed`]).
+pub(crate) enum Ready {
+    Whole(Compressed, std::fs::File),
+    Growing(String, std::sync::Arc<crate::registry::Growing>),
+}
+
+impl Ready {
+    fn diff_id(&self) -> &str {
+        match self {
+            Ready::Whole(c, _) => &c.diff_id,
+            Ready::Growing(d, _) => d,
+        }
+    }
+}
+
+/// Layers of at least this many uncompressed bytes are sent while they
+/// are compressed (when their diff_id is known before they are read): a
+/// chunk goes up as soon as the compressor has written one, instead of
+/// after the whole layer. Smaller ones are compressed whole and HEADed
+/// first, as before: they would fit in a chunk or two anyway.
+pub(crate) const STREAM_FROM: u64 = 32 << 20;
 
 /// Who reads the stream: this push, or the images exported together
 /// ([`super::export`]).
@@ -497,14 +525,23 @@ impl Saving {
                     &mut out,
                     std::slice::from_ref(&diff_ids),
                     claims.names(),
+                    Some(STREAM_FROM),
                     |d| (have.get(d).cloned()).or_else(|| theirs.get(d)?.compressed_blocking()),
                     |c| is_noted(&cache, c),
                     |c, spill| note_layer(&cache, c, spill),
-                    |c, file| {
-                        cache.remember(c);
-                        claims.compressed(&me, c);
-                        (send.blocking_send((c.clone(), file)))
-                            .map_err(|_| PublishError::UploadStopped)
+                    |handed| {
+                        let ready = match handed {
+                            Handed::Started(d, growing) => Ready::Growing(d.to_string(), growing),
+                            Handed::Done(c, file) => {
+                                cache.remember(c);
+                                claims.compressed(&me, c);
+                                match file {
+                                    Some(file) => Ready::Whole(c.clone(), file),
+                                    None => return Ok(()),
+                                }
+                            }
+                        };
+                        (send.blocking_send(ready)).map_err(|_| PublishError::UploadStopped)
                     },
                 )
             })
@@ -517,7 +554,7 @@ impl Saving {
 
     /// The next compressed layer, `None` once the stream is read (or
     /// reading it stopped: [`Saving::finish`] says why).
-    async fn next(&mut self) -> Option<(Compressed, std::fs::File)> {
+    async fn next(&mut self) -> Option<Ready> {
         self.layers.recv().await
     }
 
@@ -578,18 +615,36 @@ pub(super) fn note_layer(cache: &LayerCache, c: &Compressed, spill: &std::fs::Fi
     }
 }
 
-/// Uploads one compressed layer from its temporary file (mapped, not
-/// read into memory), HEAD first: its compressed size when it was sent,
-/// `None` when the repository had it.
+/// Uploads one layer: whole from its temporary file (mapped, not read into
+/// memory), HEAD first; or as it is compressed. The layer and its
+/// compressed size when it was sent (`None` when the repository had it);
+/// `None` for a layer whose compression never finished.
 async fn upload(
     client: &Client,
     repo: &Repository,
-    c: Compressed,
-    file: std::fs::File,
-) -> Result<(Compressed, Option<u64>), PublishError> {
+    ready: Ready,
+) -> Result<Option<(Compressed, Option<u64>)>, PublishError> {
+    let (c, file) = match ready {
+        Ready::Whole(c, file) => (c, file),
+        Ready::Growing(diff_id, growing) => {
+            let what = format!("the layer {diff_id}, sent as it is compressed");
+            let Some((digest, size)) = client.upload_growing(repo, &growing, &what).await? else {
+                return Ok(None);
+            };
+            let digest = digest.to_string();
+            return Ok(Some((
+                Compressed {
+                    diff_id,
+                    digest,
+                    size,
+                },
+                Some(size),
+            )));
+        }
+    };
     let digest = parse_digest(&c.digest)?;
     if client.blob_size(repo, &digest).await?.is_some() {
-        return Ok((c, None));
+        return Ok(Some((c, None)));
     }
     // Safety of the map: the file is ours (a fresh temporary file nobody
     // else knows of) and is not written while it is mapped.
@@ -602,7 +657,7 @@ async fn upload(
         });
     }
     let size = c.size;
-    Ok((c, Some(size)))
+    Ok(Some((c, Some(size))))
 }
 
 #[cfg(test)]
@@ -752,10 +807,11 @@ pub(crate) mod tests {
             &mut stream.as_slice(),
             &[],
             &crate::image::save_stream::LayerNames::default(),
+            None,
             |_| None,
             |_| false,
             |_, _| {},
-            |_, _| Ok::<(), LocalError>(()),
+            |_| Ok::<(), LocalError>(()),
         )
         .unwrap();
         let config = (small.into_iter())
