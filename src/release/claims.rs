@@ -176,12 +176,7 @@ impl LayerClaims {
     /// The layer `diff_id` compressed, once its owner has it; `None` when
     /// the owner gave up or no image of the release has it. Blocks.
     pub(crate) fn compressed_blocking(&self, diff_id: &str) -> Option<Compressed> {
-        let claim = self.by_layer.get(diff_id)?;
-        Theirs {
-            owner: claim.owner.clone(),
-            claim: Arc::clone(claim),
-        }
-        .compressed_blocking()
+        self.by_layer.get(diff_id)?.compressed_blocking()
     }
 
     /// Waits for `me`'s turn to have the engine export its image: every
@@ -293,21 +288,26 @@ impl Claim {
     fn now(&self) -> LayerState {
         self.state.lock().expect("claim lock").clone()
     }
-}
 
-impl Theirs {
     /// The layer compressed, once its owner has it; `None` when the owner
-    /// gave up. For the thread reading a `save` stream (it blocks).
-    pub(crate) fn compressed_blocking(&self) -> Option<Compressed> {
-        let claim = &self.claim;
-        let state = claim.state.lock().expect("claim lock");
-        let state = (claim.changed)
+    /// gave up. Blocks (the thread reading a `save` stream).
+    fn compressed_blocking(&self) -> Option<Compressed> {
+        let state = self.state.lock().expect("claim lock");
+        let state = (self.changed)
             .wait_while(state, |s| matches!(s, LayerState::Pending))
             .expect("claim lock");
         match &*state {
             LayerState::Compressed(c) | LayerState::Sent(c) => Some(c.clone()),
             _ => None,
         }
+    }
+}
+
+impl Theirs {
+    /// The layer compressed, once its owner has it; `None` when the owner
+    /// gave up. For the thread reading a `save` stream (it blocks).
+    pub(crate) fn compressed_blocking(&self) -> Option<Compressed> {
+        self.claim.compressed_blocking()
     }
 
     /// The layer, once its owner has sent it; `None` when the owner gave up.
