@@ -219,20 +219,23 @@ impl LayerNames {
 /// The layer of `diff_ids` whose Docker v1 ID is `dir`, given the v1 JSON
 /// Docker saved beside it (see [`docker_v1_id`]).
 fn docker_v1_layer(dir: &str, json: &[u8], diff_ids: &[String]) -> Option<String> {
-    use serde_json::value::RawValue;
-    let mut fields: BTreeMap<String, Box<RawValue>> = serde_json::from_slice(json).ok()?;
-    fields.remove("id");
-    let parent: Option<String> = match fields.remove("parent") {
-        Some(p) => Some(serde_json::from_str(p.get()).ok()?),
-        None => None,
-    };
+    let mut doc: BTreeMap<String, Box<serde_json::value::RawValue>> =
+        serde_json::from_slice(json).ok()?;
+    doc.remove("id");
+    // Saved as the hex alone; named with it as a digest.
+    if let Some(parent) = doc.remove("parent") {
+        let hex: String = serde_json::from_str(parent.get()).ok()?;
+        if !hex.is_empty() {
+            doc.insert("parent".into(), raw_string(&format!("sha256:{hex}"))?);
+        }
+    }
     // Docker sets a lower layer's `os` after naming it (the top layer's
     // is the image's, named with it): the name is of the JSON as saved,
     // or of it without `os`.
-    let mut without_os = fields.clone();
-    let variants = match without_os.remove("os") {
-        Some(_) => vec![fields, without_os],
-        None => vec![fields],
+    let mut without_os = doc.clone();
+    let mut variants = match without_os.remove("os") {
+        Some(_) => vec![doc, without_os],
+        None => vec![doc],
     };
     let mut chain: Option<String> = None;
     for diff_id in diff_ids {
@@ -242,8 +245,8 @@ fn docker_v1_layer(dir: &str, json: &[u8], diff_ids: &[String]) -> Option<String
                 crate::name::Digest::sha256(format!("{below} {diff_id}").as_bytes()).to_string()
             }
         };
-        for fields in &variants {
-            if docker_v1_id(fields, &id, parent.as_deref())? == dir {
+        for doc in &mut variants {
+            if docker_v1_id(doc, &id)? == dir {
                 return Some(diff_id.clone());
             }
         }
@@ -255,23 +258,21 @@ fn docker_v1_layer(dir: &str, json: &[u8], diff_ids: &[String]) -> Option<String
 /// Docker's v1 ID of a layer (moby's `image/v1.CreateID`, what `docker
 /// save` names a layer's directory by): the SHA-256 of its v1 image JSON
 /// without `id`, with `layer_id` (the layer's chain ID) and `parent` (the
-/// v1 ID below it, as a digest) added, keys sorted, values as Go wrote
-/// them. `fields` is that JSON as saved, without `id` and `parent`; the
-/// saved `parent` is the hex alone.
+/// v1 ID below it, as a digest), keys sorted, values as Go wrote them.
+/// `doc` is that JSON, `parent` already a digest; its `layer_id` is set to
+/// `chain_id` (each candidate overwrites the last: no copy per candidate).
 fn docker_v1_id(
-    fields: &BTreeMap<String, Box<serde_json::value::RawValue>>,
+    doc: &mut BTreeMap<String, Box<serde_json::value::RawValue>>,
     chain_id: &str,
-    parent: Option<&str>,
 ) -> Option<String> {
-    use serde_json::value::RawValue;
-    let raw = |s: String| RawValue::from_string(serde_json::to_string(&s).ok()?).ok();
-    let mut doc = fields.clone();
-    doc.insert("layer_id".into(), raw(chain_id.to_string())?);
-    if let Some(parent) = parent.filter(|p| !p.is_empty()) {
-        doc.insert("parent".into(), raw(format!("sha256:{parent}"))?);
-    }
-    let bytes = serde_json::to_vec(&doc).ok()?;
+    doc.insert("layer_id".into(), raw_string(chain_id)?);
+    let bytes = serde_json::to_vec(doc).ok()?;
     Some(crate::name::Digest::sha256(&bytes).hex().to_string())
+}
+
+/// `s` as a raw JSON string value.
+fn raw_string(s: &str) -> Option<Box<serde_json::value::RawValue>> {
+    serde_json::value::RawValue::from_string(serde_json::to_string(s).ok()?).ok()
 }
 
 /// Whether a layer file's name holds a content address (64 lowercase hex
