@@ -306,13 +306,14 @@ pub(crate) fn read_and_compress<E: From<LocalError>>(
         let size = entry.size();
         let reading = || io(format!("reading {name} of the save stream"));
         let mut entry = BufReader::with_capacity(256 << 10, entry);
-        if let (Some(from), Some(diff_id), None) = (stream_from, &known, &had)
+        let is_layer =
+            crate::image::save_stream::is_layer_file(&name, &mut entry).map_err(reading())?;
+        if let (true, Some(from), Some(diff_id), None) = (is_layer, stream_from, &known, &had)
             && size >= from
-            && crate::image::save_stream::is_layer_file(&name, &mut entry).map_err(reading())?
         {
             let c = compress_streaming(&name, diff_id, &mut entry, &mut spilled, &mut each)?;
             done.push(c);
-        } else if crate::image::save_stream::is_layer_file(&name, &mut entry).map_err(reading())? {
+        } else if is_layer {
             let mut spill = crate::scratch::tempfile().map_err(scratch("a layer"))?;
             let mut tee =
                 compress::Hashing::new(std::io::BufWriter::with_capacity(256 << 10, &mut spill));
@@ -358,6 +359,15 @@ pub(crate) enum Handed<'a> {
     /// The layer compressed, in the file given; `None` for one handed
     /// over as it [`Handed::Started`].
     Done(&'a Compressed, Option<std::fs::File>),
+}
+
+impl Handed<'_> {
+    pub(crate) fn diff_id(&self) -> &str {
+        match self {
+            Handed::Started(d, _) => d,
+            Handed::Done(c, _) => &c.diff_id,
+        }
+    }
 }
 
 /// The layer `name` (its diff_id known: `diff_id`) compressed from the
@@ -580,10 +590,10 @@ mod tests {
             .build()
             .unwrap();
         let growing = &started[0].1;
-        let (written, end) = rt.block_on(growing.wait_for_test(u64::MAX));
+        let (written, end) = rt.block_on(growing.wait(u64::MAX));
         assert_eq!(written, whole.len() as u64);
         assert_eq!(end, Some(Ok(expected.digest.parse().unwrap())));
-        assert_eq!(growing.read_for_test(0, whole.len()), whole);
+        assert_eq!(growing.read(0, whole.len()).unwrap(), whole);
 
         let other = format!("sha256:{}", "0".repeat(64));
         let (read, started, done, _) = run(&other);
@@ -594,7 +604,7 @@ mod tests {
             "{err}"
         );
         assert!(done.is_empty());
-        let (_, end) = rt.block_on(started[0].1.wait_for_test(u64::MAX));
+        let (_, end) = rt.block_on(started[0].1.wait(u64::MAX));
         assert!(matches!(end, Some(Err(_))), "{end:?}");
     }
 

@@ -265,13 +265,18 @@ impl Client {
         match self.mount(from, to, digest, &context).await? {
             Mount::Mounted => Ok(true),
             Mount::Session(target) => {
-                let scope = Scope::push(to.path());
-                let req = blob_request(Method::DELETE, target, scope, &context);
-                // Best effort: a registry forgets an idle session anyway.
-                let _ = self.execute(to.registry(), req).await;
+                self.cancel_session(to, target, &context).await;
                 Ok(false)
             }
         }
+    }
+
+    /// Cancels the upload session `target` of `repo` (`DELETE`), so none is
+    /// left behind. Best effort: a registry forgets an idle session anyway.
+    pub(super) async fn cancel_session(&self, repo: &Repository, target: String, context: &str) {
+        let scope = Scope::push(repo.path());
+        let req = blob_request(Method::DELETE, target, scope, context);
+        let _ = self.execute(repo.registry(), req).await;
     }
 
     /// `POST …/blobs/uploads/?mount=<digest>&from=<repo>`: 201 mounted, 202

@@ -130,7 +130,10 @@ impl Growing {
 
     /// Waits until the file holds `want` bytes or the blob has ended;
     /// what it holds, and the end if it came.
-    async fn wait(&self, want: u64) -> (u64, Option<std::result::Result<Digest, String>>) {
+    pub(crate) async fn wait(
+        &self,
+        want: u64,
+    ) -> (u64, Option<std::result::Result<Digest, String>>) {
         loop {
             // Registered before the state is read: a change in between
             // still wakes it.
@@ -161,21 +164,8 @@ impl Growing {
         Ok(Bytes::from_owner(map).slice(..len as usize))
     }
 
-    #[cfg(test)]
-    pub(crate) async fn wait_for_test(
-        &self,
-        want: u64,
-    ) -> (u64, Option<std::result::Result<Digest, String>>) {
-        self.wait(want).await
-    }
-
-    #[cfg(test)]
-    pub(crate) fn read_for_test(&self, from: u64, len: usize) -> Vec<u8> {
-        self.read(from, len).unwrap().to_vec()
-    }
-
     /// `len` bytes of the blob from `from` (the file holds them).
-    fn read(&self, from: u64, len: usize) -> std::io::Result<Bytes> {
+    pub(crate) fn read(&self, from: u64, len: usize) -> std::io::Result<Bytes> {
         use std::os::unix::fs::FileExt as _;
         let mut buf = vec![0; len];
         self.file.read_exact_at(&mut buf, from)?;
@@ -239,10 +229,7 @@ impl Client {
             Some(Ok(digest)) => digest,
             _ => {
                 if let Some(o) = open {
-                    let scope = Scope::push(repo.path());
-                    let req = blob_request(Method::DELETE, o.target, scope, &context);
-                    // Best effort: a registry forgets an idle session anyway.
-                    let _ = self.execute(repo.registry(), req).await;
+                    self.cancel_session(repo, o.target, &context).await;
                 }
                 return Ok(None);
             }

@@ -27,13 +27,8 @@ use super::publish::{PublishError, Ready, SaveRead};
 use crate::engine::Engine;
 use crate::image::compress::Compressed;
 use crate::image::layer_cache::LayerCache;
-use crate::image::local::Handed;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-
-/// What one member gets of the stream: a layer it owns, compressed or
-/// being compressed.
-pub(crate) type HandedOver = super::publish::Ready;
 
 /// How many compressed layers wait for one member's uploads: the stream
 /// goes on with the other members' layers meanwhile, and stops (holding the
@@ -53,11 +48,16 @@ pub(crate) struct SharedExport {
 struct Gathering {
     joined: Vec<Member>,
     left: BTreeSet<String>,
-    /// Every member joined or left (it stays so once the stream takes the
-    /// joined members away).
-    complete: bool,
-    /// The stream was asked for.
+    /// The stream was asked for: every member had joined or left, and
+    /// the joined ones were taken away for it.
     started: bool,
+}
+
+impl Gathering {
+    /// Every member joined or left.
+    fn complete(&self, members: usize) -> bool {
+        self.started || self.joined.len() + self.left.len() >= members
+    }
 }
 
 /// A member that joined: what it has and where its layers go.
@@ -66,7 +66,7 @@ struct Member {
     image_id: String,
     diff_ids: Vec<String>,
     have: BTreeMap<String, Compressed>,
-    send: tokio::sync::mpsc::Sender<HandedOver>,
+    send: tokio::sync::mpsc::Sender<Ready>,
 }
 
 /// What the one stream gave: its small files (every member's config among
@@ -120,20 +120,19 @@ impl SharedExport {
         }
         let mut g = self.gathering.lock().unwrap_or_else(|e| e.into_inner());
         if !g.started && g.joined.iter().all(|m| m.me != me) && g.left.insert(me.to_string()) {
-            self.check_gathered(&mut g);
+            self.check_gathered(&g);
         }
     }
 
-    fn check_gathered(&self, g: &mut Gathering) {
-        if g.joined.len() + g.left.len() >= self.members.len() {
-            g.complete = true;
+    fn check_gathered(&self, g: &Gathering) {
+        if g.complete(self.members.len()) {
             self.gathered.notify_waiters();
         }
     }
 
     fn is_gathered(&self) -> bool {
         let g = self.gathering.lock().unwrap_or_else(|e| e.into_inner());
-        g.complete
+        g.complete(self.members.len())
     }
 
     /// Joins `joining` and waits for the others; the first joined member
@@ -144,7 +143,7 @@ impl SharedExport {
         claims: &LayerClaims,
         cache: &LayerCache,
         joining: Joining<'_>,
-    ) -> (tokio::sync::mpsc::Receiver<HandedOver>, Part) {
+    ) -> (tokio::sync::mpsc::Receiver<Ready>, Part) {
         let Joining {
             me,
             image_id,
@@ -161,7 +160,7 @@ impl SharedExport {
                 have: have.clone(),
                 send,
             });
-            self.check_gathered(&mut g);
+            self.check_gathered(&g);
         }
         loop {
             // Registered before the count is read: a join in between
@@ -202,13 +201,12 @@ impl SharedExport {
         claims: &LayerClaims,
         cache: &LayerCache,
         leader: &str,
-        joined: Vec<Member>,
+        mut joined: Vec<Member>,
     ) {
         for m in self.members.iter().filter(|m| *m != leader) {
             claims.pass_turn(m);
         }
         let turn = claims.export_turn(leader).await;
-        let mut joined = joined;
         // In the release's order, however they came.
         joined.sort_by_key(|j| self.members.iter().position(|m| *m == j.me));
         let ids: Vec<String> = joined.iter().map(|m| m.image_id.clone()).collect();
@@ -266,33 +264,23 @@ fn read_together(
             |c| super::publish::is_noted(cache, c),
             |c, spill| super::publish::note_layer(cache, c, spill),
             |handed| {
-                let diff_id = match &handed {
-                    Handed::Started(d, _) => d.to_string(),
-                    Handed::Done(c, _) => c.diff_id.clone(),
-                };
-                if let Handed::Done(c, _) = &handed {
-                    cache.remember(c);
-                }
                 // A layer whose owner stopped goes to no one: whoever waits
                 // for it hears the owner stopped.
-                let Some(owner) = claims.owner_of(&diff_id) else {
-                    return Ok(());
-                };
-                let Some(m) = member(&owner) else {
-                    return Ok(());
-                };
-                let ready = match handed {
-                    Handed::Started(_, growing) => Ready::Growing(diff_id, growing),
-                    Handed::Done(c, file) => {
-                        claims.compressed(&owner, c);
-                        compressed.entry(owner).or_default().push(c.clone());
-                        match file {
-                            Some(file) => Ready::Whole(c.clone(), file),
-                            None => return Ok(()),
-                        }
+                let owner = (claims.owner_of(handed.diff_id()))
+                    .and_then(|owner| Some((member(&owner)?, owner)));
+                let ready = Ready::of(handed, |c| {
+                    cache.remember(c);
+                    if let Some((_, owner)) = &owner {
+                        claims.compressed(owner, c);
+                        compressed.entry(owner.clone()).or_default().push(c.clone());
                     }
-                };
-                (m.send.blocking_send(ready)).map_err(|_| PublishError::UploadStopped)
+                });
+                match (ready, owner) {
+                    (Some(ready), Some((m, _))) => {
+                        (m.send.blocking_send(ready)).map_err(|_| PublishError::UploadStopped)
+                    }
+                    _ => Ok(()),
+                }
             },
         )
     })?;

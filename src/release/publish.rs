@@ -475,6 +475,19 @@ pub(crate) enum Ready {
 }
 
 impl Ready {
+    /// What the uploads get of a layer `read_and_compress` handed over:
+    /// its growing blob as it starts; once done, `done` is told of it, and
+    /// the uploads get its file (`None` for one they had as it started).
+    pub(super) fn of(handed: Handed<'_>, done: impl FnOnce(&Compressed)) -> Option<Ready> {
+        match handed {
+            Handed::Started(d, growing) => Some(Ready::Growing(d.to_string(), growing)),
+            Handed::Done(c, file) => {
+                done(c);
+                Some(Ready::Whole(c.clone(), file?))
+            }
+        }
+    }
+
     fn diff_id(&self) -> &str {
         match self {
             Ready::Whole(c, _) => &c.diff_id,
@@ -517,10 +530,7 @@ impl Saving {
         let (send, layers) = tokio::sync::mpsc::channel(1);
         let reading = tokio::task::spawn_blocking(move || {
             save.read_stdout(|out| {
-                let mut out = EndsTurn {
-                    inner: out,
-                    turn: Some(turn),
-                };
+                let mut out = EndsTurn::new(out, turn);
                 read_and_compress(
                     &mut out,
                     std::slice::from_ref(&diff_ids),
@@ -530,18 +540,16 @@ impl Saving {
                     |c| is_noted(&cache, c),
                     |c, spill| note_layer(&cache, c, spill),
                     |handed| {
-                        let ready = match handed {
-                            Handed::Started(d, growing) => Ready::Growing(d.to_string(), growing),
-                            Handed::Done(c, file) => {
-                                cache.remember(c);
-                                claims.compressed(&me, c);
-                                match file {
-                                    Some(file) => Ready::Whole(c.clone(), file),
-                                    None => return Ok(()),
-                                }
+                        let ready = Ready::of(handed, |c| {
+                            cache.remember(c);
+                            claims.compressed(&me, c);
+                        });
+                        match ready {
+                            Some(ready) => {
+                                (send.blocking_send(ready)).map_err(|_| PublishError::UploadStopped)
                             }
-                        };
-                        (send.blocking_send(ready)).map_err(|_| PublishError::UploadStopped)
+                            None => Ok(()),
+                        }
                     },
                 )
             })
