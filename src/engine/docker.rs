@@ -83,6 +83,12 @@ pub(super) fn docker_target() -> String {
 }
 
 impl Engine for Docker {
+    fn inspect_each(
+        &self,
+        references: &[&str],
+    ) -> Result<Vec<Option<super::ImageInfo>>, EngineError> {
+        super::inspect_in_one_run(self, references)
+    }
     // moby's image/tarexport load: `lss.Get(chainID)` before `loadLayer`.
     fn loads_layers_it_has_by_chain_id(&self) -> bool {
         true

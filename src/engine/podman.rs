@@ -23,6 +23,12 @@ impl Podman {
 }
 
 impl Engine for Podman {
+    fn inspect_each(
+        &self,
+        references: &[&str],
+    ) -> Result<Vec<Option<super::ImageInfo>>, EngineError> {
+        super::inspect_in_one_run(self, references)
+    }
     fn describe(&self) -> String {
         format!("podman at {}", self.program.display())
     }

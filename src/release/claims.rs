@@ -43,6 +43,9 @@ pub(crate) enum LayerState {
 #[derive(Clone, Default)]
 pub(crate) struct LayerClaims {
     by_layer: Arc<BTreeMap<String, Arc<Claim>>>,
+    /// Each image's layers (diff_ids), by its local reference, as the
+    /// release asked the engine: not asked again.
+    layers: Arc<BTreeMap<String, Vec<String>>>,
     /// The layer names the release's saves showed ([`LayerNames`]).
     names: LayerNames,
     /// Whose turn it is to have the engine export its image.
@@ -131,8 +134,10 @@ impl LayerClaims {
     pub(crate) fn new<'a>(images: impl IntoIterator<Item = (&'a str, &'a [String])>) -> Self {
         let mut claims = BTreeMap::new();
         let mut order = Vec::new();
+        let mut layers = BTreeMap::new();
         for (owner, diff_ids) in images {
             order.push(owner.to_string());
+            layers.insert(owner.to_string(), diff_ids.to_vec());
             for diff_id in diff_ids {
                 claims.entry(diff_id.clone()).or_insert_with(|| {
                     Arc::new(Claim {
@@ -146,6 +151,7 @@ impl LayerClaims {
         }
         LayerClaims {
             by_layer: Arc::new(claims),
+            layers: Arc::new(layers),
             names: LayerNames::default(),
             turns: Arc::new(Turns {
                 order,
@@ -166,6 +172,12 @@ impl LayerClaims {
     /// The export `me` is a member of, if it shares one.
     pub(crate) fn shared_export(&self, me: &str) -> Option<&Arc<SharedExport>> {
         self.shared.as_ref().filter(|s| s.has(me))
+    }
+
+    /// The layers (diff_ids) of the image `me`, when these claims were made
+    /// with them.
+    pub(crate) fn layers(&self, me: &str) -> Option<&[String]> {
+        self.layers.get(me).map(Vec::as_slice)
     }
 
     /// The image that sends the layer `diff_id`.

@@ -350,15 +350,18 @@ pub(crate) fn from_engine(
             _ => None,
         })
         .collect();
+    let asked: Vec<&str> = (variants.iter())
+        .map(|r| references[r.variant.as_str()])
+        .collect();
     let mut out = Vec::new();
-    for r in variants {
-        let variant = &r.variant;
-        let reference = references[variant.as_str()];
-        let info = engine
-            .inspect(reference)?
-            .ok_or_else(|| GatherError::Vanished {
-                reference: reference.to_string(),
-            })?;
+    for ((r, reference), info) in variants
+        .iter()
+        .zip(&asked)
+        .zip(engine.inspect_each(&asked)?)
+    {
+        let info = info.ok_or_else(|| GatherError::Vanished {
+            reference: reference.to_string(),
+        })?;
         out.push(r.candidate(
             info.labels,
             vec![summary.platform.clone()],

@@ -190,11 +190,8 @@ pub(crate) async fn push_image(
     // waiting (the layers it sent stay sent).
     let _give_up = GiveUpOnDrop { claims, me: local };
     let repo = target.repo();
-    // A program run (docker inspect) that borrows the engine, and the
-    // next step needs its answer: run here, the runtime told.
-    let info = tokio::task::block_in_place(|| engine.inspect(image_id))?
-        .ok_or_else(|| not_in_engine(local, image_id))?;
-    if info.layers.is_empty() {
+    let layers = layers_of(engine, claims, local, image_id)?;
+    if layers.is_empty() {
         return Err(PublishError::NoLayers {
             local: local.to_string(),
             image_id: image_id.to_string(),
@@ -202,12 +199,11 @@ pub(crate) async fn push_image(
     }
     let mut stats = PushStats::default();
     let mine = Mine { claims, me: local };
-    let mut have = in_repository(client, repo, cache, &mine, &info.layers, &mut stats).await?;
-    let mut theirs = claims.theirs(local, &info.layers);
+    let mut have = in_repository(client, repo, cache, &mine, &layers, &mut stats).await?;
+    let mut theirs = claims.theirs(local, &layers);
     theirs.retain(|d, _| !have.contains_key(d));
     let mut config = cache.config(image_id);
-    let wanted: BTreeSet<&String> = info
-        .layers
+    let wanted: BTreeSet<&String> = layers
         .iter()
         .filter(|d| !have.contains_key(*d) && !theirs.contains_key(*d))
         .collect();
@@ -217,7 +213,7 @@ pub(crate) async fn push_image(
                 let joining = super::export::Joining {
                     me: local,
                     image_id,
-                    diff_ids: &info.layers,
+                    diff_ids: &layers,
                     have: &have,
                 };
                 let (layers, part) = shared.join(engine, claims, cache, joining).await;
@@ -229,15 +225,7 @@ pub(crate) async fn push_image(
             None => {
                 let turn = claims.export_turn(local).await;
                 let save = engine.save_cmd(image_id);
-                Saving::start(
-                    save,
-                    &info.layers,
-                    turn,
-                    &have,
-                    theirs.clone(),
-                    cache,
-                    &mine,
-                )
+                Saving::start(save, &layers, turn, &have, theirs.clone(), cache, &mine)
             }
         };
         let uploaded =
@@ -272,7 +260,7 @@ pub(crate) async fn push_image(
             .upload_blob(repo, Bytes::from(config.clone()))
             .await?;
     }
-    let bytes = manifest_of(local, &info.layers, &have, &config_digest, config.len())?;
+    let bytes = manifest_of(local, &layers, &have, &config_digest, config.len())?;
     let here = repo.to_string();
     for c in have.values() {
         cache.remember_location(&c.digest, &here);
@@ -293,6 +281,24 @@ pub(crate) async fn push_image(
         },
         stats,
     ))
+}
+
+/// The layers (diff_ids) of the local image `image_id` (`local`): as the
+/// release asked the engine for them, or asked now.
+fn layers_of(
+    engine: &dyn Engine,
+    claims: &LayerClaims,
+    local: &str,
+    image_id: &str,
+) -> Result<Vec<String>, PublishError> {
+    if let Some(layers) = claims.layers(local) {
+        return Ok(layers.to_vec());
+    }
+    // A program run (docker inspect) that borrows the engine, and the
+    // next step needs its answer: run here, the runtime told.
+    let info = tokio::task::block_in_place(|| engine.inspect(image_id))?
+        .ok_or_else(|| not_in_engine(local, image_id))?;
+    Ok(info.layers)
 }
 
 /// The layers of `layers` the cache knows compressed that `repo` has

@@ -241,15 +241,15 @@ impl Releaser<'_> {
         };
         // The engine is asked (`docker inspect`) and the next step needs
         // the answers: run here, the runtime told.
-        let layers = tokio::task::block_in_place(|| {
-            (todo.iter())
-                .map(|p| {
-                    stager.layers_of(p).map_err(|source| ReleaseError::Stage {
-                        variant: p.variant.clone(),
-                        source,
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()
+        let layers = tokio::task::block_in_place(|| stager.layers_of(&todo)).map_err(|source| {
+            // One question for every engine image: the first is named.
+            let first = todo
+                .iter()
+                .find(|p| matches!(p.source, Source::Engine { .. }));
+            ReleaseError::Stage {
+                variant: first.map(|p| p.variant.clone()).unwrap_or_default(),
+                source,
+            }
         })?;
         let (todo, layers) = fewest_layers_first(todo, layers);
         let waits = staging_waits(&layers);

@@ -177,21 +177,32 @@ pub(crate) struct Stager<'a> {
 }
 
 impl Stager<'_> {
-    /// The diff_ids of `planned`'s layers when they are known before it is
-    /// staged (an engine image: `docker inspect`), for staging images
-    /// sharing none at once; `None` for a registry source or an image the
-    /// engine lacks (staging says so).
+    /// The diff_ids of each of `planned`'s layers when they are known
+    /// before it is staged (an engine image: `docker inspect`, one run for
+    /// them all), for staging images sharing none at once; `None` for a
+    /// registry source or an image the engine lacks (staging says so).
     pub(crate) fn layers_of(
         &self,
-        planned: &Planned,
-    ) -> Result<Option<Vec<String>>, Box<StageError>> {
-        let Source::Engine { image_id, .. } = &planned.source else {
-            return Ok(None);
-        };
+        planned: &[Planned],
+    ) -> Result<Vec<Option<Vec<String>>>, Box<StageError>> {
+        let ids: Vec<(usize, &str)> = (planned.iter().enumerate())
+            .filter_map(|(i, p)| match &p.source {
+                Source::Engine { image_id, .. } => Some((i, image_id.as_str())),
+                Source::Registry { .. } => None,
+            })
+            .collect();
+        let mut layers = vec![None; planned.len()];
+        if ids.is_empty() {
+            return Ok(layers);
+        }
         let engine = self.engine.ok_or(StageError::NoEngine)?;
-        let info =
-            (engine.inspect(image_id)).map_err(|e| StageError::Push(PublishError::Engine(e)))?;
-        Ok(info.map(|i| i.layers))
+        let asked: Vec<&str> = ids.iter().map(|(_, id)| *id).collect();
+        let found =
+            (engine.inspect_each(&asked)).map_err(|e| StageError::Push(PublishError::Engine(e)))?;
+        for ((i, _), info) in ids.into_iter().zip(found) {
+            layers[i] = info.map(|i| i.layers);
+        }
+        Ok(layers)
     }
 
     /// Puts `planned` in the release repository by digest, stamped (no tag
