@@ -162,20 +162,26 @@ pub(crate) async fn verify(
     repo: &Repository,
     journal: &mut Journal,
 ) -> Result<Verified, PromoteError> {
-    // Every image read back at once, and then every tag looked at at once
-    // (the client bounds them per registry): over a link with latency, one
-    // at a time is a round trip of nothing each.
+    // Every image read back and every tag looked at, all at once (the
+    // client bounds them per registry): over a link with latency, one at a
+    // time is a round trip of nothing each, and the tags need not wait
+    // for the images.
     let reading = (journal.plan.variants.iter())
         .map(|planned| read_back_one(client, repo, planned, &journal.staged[&planned.variant]));
+    let looking = (journal.tags.iter().filter(|t| !t.done))
+        .map(|t| async move { tag_digest(client, repo, &t.tag).await });
+    let (read, found_all) = futures::future::try_join(
+        futures::future::try_join_all(reading),
+        futures::future::try_join_all(looking),
+    )
+    .await?;
     let mut images = BTreeMap::new();
     let mut read_back = ReadBack::new();
-    for (variant, image, read) in futures::future::try_join_all(reading).await? {
+    for (variant, image, read) in read {
         images.insert(variant, image);
         read_back.extend(read);
     }
-    let looking = (journal.tags.iter().filter(|t| !t.done))
-        .map(|t| async move { tag_digest(client, repo, &t.tag).await });
-    let mut found_all = futures::future::try_join_all(looking).await?.into_iter();
+    let mut found_all = found_all.into_iter();
     let mut now = BTreeMap::new();
     let mut conflicts = Vec::new();
     for t in journal.tags.iter_mut().filter(|t| !t.done) {
