@@ -169,7 +169,16 @@ pub(crate) async fn push_checked(
 ) -> Result<Manifest, PublishError> {
     let cache = LayerCache::for_user()?;
     let claims = LayerClaims::default();
-    let pushing = push_image(engine, client, local, target, image_id, &cache, &claims);
+    let pushing = push_image(
+        engine,
+        client,
+        local,
+        target,
+        image_id,
+        &cache,
+        &claims,
+        &|_| None,
+    );
     Ok(pushing.await?.0)
 }
 
@@ -177,6 +186,13 @@ pub(crate) async fn push_checked(
 /// layers other images of the release send (this one waits for those,
 /// reading past them in its save once they are compressed, and putting its
 /// manifest once they are sent), and the ones it sends for them.
+/// `from_config`: a blob made from the image's config to go up with it (a
+/// release's stamped config), or `None` when it cannot be made (whoever
+/// asked makes it again and says why). The config and that blob go up
+/// while the layers do, as soon as the config is known, so the image's
+/// last layer is followed by its manifest alone. The config is remembered
+/// in `cache`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn push_image(
     engine: &dyn Engine,
     client: &Client,
@@ -185,6 +201,7 @@ pub(crate) async fn push_image(
     image_id: &str,
     cache: &LayerCache,
     claims: &LayerClaims,
+    from_config: &FromConfig<'_>,
 ) -> Result<(Manifest, PushStats), PublishError> {
     // However this push ends, whoever waits for a layer it owns stops
     // waiting (the layers it sent stay sent).
@@ -202,46 +219,68 @@ pub(crate) async fn push_image(
     let mut have = in_repository(client, repo, cache, &mine, &layers, &mut stats).await?;
     let mut theirs = claims.theirs(local, &layers);
     theirs.retain(|d, _| !have.contains_key(d));
-    let mut config = cache.config(image_id);
+    let known_config = cache.config(image_id);
     let wanted: BTreeSet<&String> = layers
         .iter()
         .filter(|d| !have.contains_key(*d) && !theirs.contains_key(*d))
         .collect();
-    if !wanted.is_empty() || !theirs.is_empty() || config.is_none() {
-        let mut saving = match claims.shared_export(local) {
-            Some(shared) => {
-                let joining = super::export::Joining {
-                    me: local,
-                    image_id,
-                    diff_ids: &layers,
-                    have: &have,
-                };
-                let (layers, part) = shared.join(engine, claims, cache, joining).await;
-                Saving {
-                    layers,
-                    reading: Reading::Shared(part),
-                }
-            }
-            None => {
-                let turn = claims.export_turn(local).await;
-                let save = engine.save_cmd(image_id);
-                Saving::start(save, &layers, turn, &have, theirs.clone(), cache, &mine)
-            }
-        };
-        let uploaded =
-            upload_as_compressed(client, repo, &mut saving, &wanted, &mine, &mut stats).await;
-        let read = saving.finish().await;
-        // An upload that failed stopped the save: its error is the cause.
-        uploaded?;
-        let (small, compressed) = read.map_err(|e| read_save(local, e.into_error()))?;
-        stats.compressed = compressed.len();
-        for c in compressed {
-            have.entry(c.diff_id.clone()).or_insert(c);
+    let send_configs = |config: Vec<u8>| async {
+        let also = from_config(&config);
+        send_configs(client, repo, cache, image_id, &config, also).await?;
+        Ok::<_, PublishError>(config)
+    };
+    let config = match known_config {
+        Some(config) if wanted.is_empty() && theirs.is_empty() => {
+            claims.pass_turn(local);
+            send_configs(config).await?
         }
-        config = Some(config_in(small, local, image_id)?);
-    } else {
-        claims.pass_turn(local);
-    }
+        known_config => {
+            let Saving {
+                layers: handed,
+                reading,
+            } = match claims.shared_export(local) {
+                Some(shared) => {
+                    let joining = super::export::Joining {
+                        me: local,
+                        image_id,
+                        diff_ids: &layers,
+                        have: &have,
+                    };
+                    let (layers, part) = shared.join(engine, claims, cache, joining).await;
+                    Saving {
+                        layers,
+                        reading: Reading::Shared(part),
+                    }
+                }
+                None => {
+                    let turn = claims.export_turn(local).await;
+                    let save = engine.save_cmd(image_id);
+                    Saving::start(save, &layers, turn, &have, theirs.clone(), cache, &mine)
+                }
+            };
+            // The configs go up once the stream is read (the config is in it),
+            // while its last layers are still going up.
+            let read_then_configs = async {
+                let (small, compressed) =
+                    (reading.finish().await).map_err(|e| read_save(local, e.into_error()))?;
+                let config = match known_config {
+                    Some(config) => config,
+                    None => config_in(small, local, image_id)?,
+                };
+                Ok::<_, PublishError>((send_configs(config).await?, compressed))
+            };
+            let uploading = upload_as_compressed(client, repo, handed, &wanted, &mine, &mut stats);
+            let (uploaded, read) = futures::join!(uploading, read_then_configs);
+            // An upload that failed stopped the save: its error is the cause.
+            uploaded?;
+            let (config, compressed) = read?;
+            stats.compressed = compressed.len();
+            for c in compressed {
+                have.entry(c.diff_id.clone()).or_insert(c);
+            }
+            config
+        }
+    };
     for (diff_id, t) in theirs {
         let c = t.sent().await.ok_or_else(|| PublishError::OwnerStopped {
             layer: diff_id.clone(),
@@ -250,16 +289,7 @@ pub(crate) async fn push_image(
         })?;
         have.insert(diff_id, c);
     }
-    let config = config.expect("read from the cache or the save");
-    cache.remember_config(&config);
     let config_digest = parse_digest(image_id)?;
-    if client.blob_size(repo, &config_digest).await?.is_none()
-        && !mounted_from_elsewhere(client, repo, cache, image_id, config.len() as u64).await
-    {
-        client
-            .upload_blob(repo, Bytes::from(config.clone()))
-            .await?;
-    }
     let bytes = manifest_of(local, &layers, &have, &config_digest, config.len())?;
     let here = repo.to_string();
     for c in have.values() {
@@ -281,6 +311,48 @@ pub(crate) async fn push_image(
         },
         stats,
     ))
+}
+
+/// Makes, from an image's config, a blob to go up with it
+/// ([`push_image`]'s `from_config`).
+pub(crate) type FromConfig<'a> = dyn Fn(&[u8]) -> Option<Bytes> + Sync + 'a;
+
+/// Puts the config `config` of the image `image_id` in `repo` (unless it
+/// is there, or mounted from another repository this machine put it in)
+/// and remembers it in `cache`; and `also`, unless it is there. At once.
+async fn send_configs(
+    client: &Client,
+    repo: &Repository,
+    cache: &LayerCache,
+    image_id: &str,
+    config: &[u8],
+    also: Option<Bytes>,
+) -> Result<(), PublishError> {
+    cache.remember_config(config);
+    let config_digest = parse_digest(image_id)?;
+    let image_config = async {
+        if client.blob_size(repo, &config_digest).await?.is_none()
+            && !mounted_from_elsewhere(client, repo, cache, image_id, config.len() as u64).await
+        {
+            client
+                .upload_blob(repo, Bytes::from(config.to_vec()))
+                .await?;
+        }
+        Ok::<_, PublishError>(())
+    };
+    let also = async {
+        if let Some(blob) = also
+            && client
+                .blob_size(repo, &Digest::sha256(&blob))
+                .await?
+                .is_none()
+        {
+            client.upload_blob(repo, blob).await?;
+        }
+        Ok(())
+    };
+    futures::future::try_join(image_config, also).await?;
+    Ok(())
 }
 
 /// The layers (diff_ids) of the local image `image_id` (`local`): as the
@@ -407,15 +479,16 @@ struct Mine<'a> {
     me: &'a str,
 }
 
-/// Uploads each layer of `wanted` as [`Saving`] hands it over, up to
-/// [`UPLOADS_AT_ONCE`] at once, while the next is compressed; a diff_id
-/// met twice in the stream goes once. Each layer in the repository is
-/// marked sent in the claims. The first failure stops taking layers (the
-/// uploads in flight are dropped) and is the result.
+/// Uploads each layer of `wanted` as [`Saving`] hands it over (`handed`),
+/// up to [`UPLOADS_AT_ONCE`] at once, while the next is compressed; a
+/// diff_id met twice in the stream goes once. Each layer in the repository
+/// is marked sent in the claims. The first failure stops taking layers
+/// (the uploads in flight are dropped, and so is `handed`: a reader still
+/// at work stops at its next layer) and is the result.
 async fn upload_as_compressed(
     client: &Client,
     repo: &Repository,
-    saving: &mut Saving,
+    mut handed: tokio::sync::mpsc::Receiver<Ready>,
     wanted: &BTreeSet<&String>,
     mine: &Mine<'_>,
     stats: &mut PushStats,
@@ -441,7 +514,7 @@ async fn upload_as_compressed(
                 }
                 mine.claims.sent(mine.me, &c);
             }
-            next = saving.next(), if !stream_ended && in_flight.len() < UPLOADS_AT_ONCE => {
+            next = handed.recv(), if !stream_ended && in_flight.len() < UPLOADS_AT_ONCE => {
                 match next {
                     Some(ready) => {
                         let diff_id = ready.diff_id().to_string();
@@ -516,6 +589,20 @@ enum Reading {
     Shared(super::export::Part),
 }
 
+impl Reading {
+    /// Waits for the reading thread (or the shared export): the small
+    /// files and the layers compressed.
+    async fn finish(self) -> SaveRead {
+        match self {
+            Reading::Own(reading) => match reading.await {
+                Ok(read) => read,
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            },
+            Reading::Shared(part) => part.finish().await,
+        }
+    }
+}
+
 impl Saving {
     /// `theirs`: the layers other images send, read past once their owner
     /// has compressed them (the thread waits for that). `turn`, this
@@ -563,26 +650,6 @@ impl Saving {
         Saving {
             layers,
             reading: Reading::Own(reading),
-        }
-    }
-
-    /// The next compressed layer, `None` once the stream is read (or
-    /// reading it stopped: [`Saving::finish`] says why).
-    async fn next(&mut self) -> Option<Ready> {
-        self.layers.recv().await
-    }
-
-    /// Stops taking layers (a reader still at work stops at its next one)
-    /// and waits for the reading thread: the small files and the layers
-    /// compressed.
-    async fn finish(self) -> SaveRead {
-        drop(self.layers);
-        match self.reading {
-            Reading::Own(reading) => match reading.await {
-                Ok(read) => read,
-                Err(e) => std::panic::resume_unwind(e.into_panic()),
-            },
-            Reading::Shared(part) => part.finish().await,
         }
     }
 }
@@ -724,6 +791,7 @@ pub(crate) mod tests {
                 &engine.info.id,
                 &self.cache,
                 &LayerClaims::default(),
+                &|_| None,
             ))
         }
     }
@@ -911,6 +979,7 @@ pub(crate) mod tests {
                 &engine.info.id,
                 cache,
                 &claims,
+                &|_| None,
             )
         };
         let (a, b): (&'static Saved, &'static Saved) =
@@ -996,6 +1065,7 @@ pub(crate) mod tests {
                 &engine.info.id,
                 &rig.cache,
                 &LayerClaims::default(),
+                &|_| None,
             ))
         };
         // The engine's save would fail: nothing may read it.

@@ -726,6 +726,109 @@ mod tests {
         log[last_tag + 1..].to_vec()
     }
 
+    /// Two engine images, `a` and `b`, on one base layer (its dpkg status
+    /// and os-release), planned for release to `reg`'s `rel/y`.
+    fn two_on_one_base(dir: &Path, reg: &FakeRegistry) -> (Saves, Plan) {
+        use crate::image::fixtures::{file, layer};
+        let labels = config("amd64", None, "pass")["config"]["Labels"].clone();
+        let base = layer(&[
+            file("etc/os-release", "ID=debian\nVERSION_ID=\"13\"\n"),
+            file(
+                "var/lib/dpkg/status",
+                "Package: base-files\nStatus: install ok installed\nVersion: 13.8\nArchitecture: amd64\n",
+            ),
+        ]);
+        let tops = [
+            layer(&[file(
+                "var/lib/dpkg/status",
+                "Package: bash\nStatus: install ok installed\nVersion: 5.2\nArchitecture: amd64\n",
+            )]),
+            layer(&[file("usr/bin/tool", "not wanted")]),
+        ];
+        let engine = Saves(
+            (tops.iter())
+                .map(|top| {
+                    let layers = [base.clone(), top.clone()];
+                    crate::release::publish::tests::saved_with_labels(dir, &layers, labels.clone())
+                })
+                .collect(),
+        );
+        let variants = ["a", "b"]
+            .iter()
+            .zip(&engine.0)
+            .map(|(v, saved)| {
+                let mut p = planned(v, &[v]);
+                p.source = Source::Engine {
+                    reference: format!("local/{v}"),
+                    image_id: saved.info.id.clone(),
+                };
+                p
+            })
+            .collect();
+        let plan = Plan {
+            id: "r1".into(),
+            repository: format!("{}/rel/y", reg.authority),
+            variants,
+            unchanged: Vec::new(),
+        };
+        (engine, plan)
+    }
+
+    /// Staging an engine image sends its config and its stamped config as
+    /// soon as the config is known, before its manifest (so an image's last
+    /// layer is followed by its manifests alone), and the stamp reads no
+    /// config back from the registry.
+    #[test]
+    fn staging_sends_both_configs_before_the_manifest_and_reads_no_config_back() {
+        let rt = runtime();
+        let reg = rt.block_on(FakeRegistry::start());
+        let client = reg.client();
+        let dir = tempfile::tempdir().unwrap();
+        let (engine, plan) = two_on_one_base(dir.path(), &reg);
+        let mut journal = Journal::new(dir.path(), plan, "2026-12-01T00:00:00Z".into());
+        let cache_dir = tempfile::tempdir().unwrap();
+        let cache = crate::image::layer_cache::LayerCache::open(cache_dir.path()).unwrap();
+        let pins_path = dir.path().join("image_pins.json");
+        let releaser = Releaser {
+            client: &client,
+            engine: Some(&engine),
+            pins_path: &pins_path,
+            key: None,
+            manifest: None,
+            layer_cache: Some(&cache),
+            progress: &|_| {},
+        };
+        rt.block_on(releaser.carry_out(&mut journal)).unwrap();
+        let log = reg.state().log.clone();
+        let at = |what: &str| {
+            (log.iter()
+                .position(|l| l.starts_with("PUT ") && l.contains(what)))
+            .unwrap_or_else(|| panic!("no PUT of {what}: {log:#?}"))
+        };
+        for planned in &journal.plan.variants {
+            let Source::Engine {
+                image_id: config, ..
+            } = &planned.source
+            else {
+                unreachable!("engine images")
+            };
+            let staged = &journal.staged[&planned.variant];
+            let pushed = staged.pushed.clone().unwrap();
+            let stamped_config = staged.config.clone().unwrap();
+            let manifest = at(&format!("/manifests/{pushed}"));
+            assert!(at(&format!("digest={config}")) < manifest, "{log:#?}");
+            assert!(
+                at(&format!("digest={stamped_config}")) < manifest,
+                "{log:#?}"
+            );
+            assert!(
+                !log.iter()
+                    .any(|l| l.starts_with("GET ") && l.contains(config)),
+                "the config was not read back: {log:#?}"
+            );
+        }
+    }
+
     /// Issue 29, acceptance 5: verify read every staged manifest and
     /// config, so attaching reads none of them again. Per platform image on
     /// a registry without the referrers API: 4 × (bundle POST + PUT,
@@ -842,56 +945,11 @@ mod tests {
     /// makes the same referrers.
     #[test]
     fn attaching_after_staging_from_the_engine_fetches_no_blob() {
-        use crate::image::fixtures::{file, layer};
         let rt = runtime();
         let reg = rt.block_on(FakeRegistry::start());
         let client = reg.client();
         let dir = tempfile::tempdir().unwrap();
-        let labels = config("amd64", None, "pass")["config"]["Labels"].clone();
-        let base = layer(&[
-            file("etc/os-release", "ID=debian\nVERSION_ID=\"13\"\n"),
-            file(
-                "var/lib/dpkg/status",
-                "Package: base-files\nStatus: install ok installed\nVersion: 13.8\nArchitecture: amd64\n",
-            ),
-        ]);
-        let tops = [
-            layer(&[file(
-                "var/lib/dpkg/status",
-                "Package: bash\nStatus: install ok installed\nVersion: 5.2\nArchitecture: amd64\n",
-            )]),
-            layer(&[file("usr/bin/tool", "not wanted")]),
-        ];
-        let engine = Saves(
-            (tops.iter())
-                .map(|top| {
-                    let layers = [base.clone(), top.clone()];
-                    crate::release::publish::tests::saved_with_labels(
-                        dir.path(),
-                        &layers,
-                        labels.clone(),
-                    )
-                })
-                .collect(),
-        );
-        let variants = ["a", "b"]
-            .iter()
-            .zip(&engine.0)
-            .map(|(v, saved)| {
-                let mut p = planned(v, &[v]);
-                p.source = Source::Engine {
-                    reference: format!("local/{v}"),
-                    image_id: saved.info.id.clone(),
-                };
-                p
-            })
-            .collect();
-        let plan = Plan {
-            id: "r1".into(),
-            repository: format!("{}/rel/y", reg.authority),
-            variants,
-            unchanged: Vec::new(),
-        };
+        let (engine, plan) = two_on_one_base(dir.path(), &reg);
         let mut journal = Journal::new(dir.path(), plan, "2026-12-01T00:00:00Z".into());
         let key = crate::attest::PrivateKey::generate();
         journal.signing_key = Some(key.public().hint());

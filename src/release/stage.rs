@@ -208,14 +208,20 @@ impl Stager<'_> {
     /// Puts `planned` in the release repository by digest, stamped (no tag
     /// is written); returns what is there.
     pub(crate) async fn stage(&self, planned: &Planned) -> Result<Staged, StageError> {
-        let (from, manifest, pushed) = match &planned.source {
+        let (from, manifest, pushed, config) = match &planned.source {
             Source::Engine {
                 reference,
                 image_id,
             } => {
                 let engine = self.engine.ok_or(StageError::NoEngine)?;
                 let target = crate::release::publish::Target::Digest(self.repository);
-                let manifest = match self.cache {
+                // The stamped config goes up with the image's own.
+                let stamped_config = |config: &[u8]| {
+                    crate::image::stamp::stamp_config(config, &planned.version)
+                        .ok()
+                        .map(bytes::Bytes::from)
+                };
+                let (manifest, config) = match self.cache {
                     Some(cache) => {
                         let pushing = crate::release::publish::push_image(
                             engine,
@@ -225,8 +231,9 @@ impl Stager<'_> {
                             image_id,
                             cache,
                             &self.claims,
+                            &stamped_config,
                         );
-                        pushing.await?.0
+                        (pushing.await?.0, cache.config(image_id))
                     }
                     None => {
                         let pushing = crate::release::publish::push_checked(
@@ -236,11 +243,11 @@ impl Stager<'_> {
                             target,
                             image_id,
                         );
-                        pushing.await?
+                        (pushing.await?, None)
                     }
                 };
                 let pushed = manifest.digest.clone();
-                (self.repository.clone(), manifest, Some(pushed))
+                (self.repository.clone(), manifest, Some(pushed), config)
             }
             Source::Registry { reference } => {
                 let source: Reference = reference.parse()?;
@@ -248,23 +255,29 @@ impl Stager<'_> {
                 if registry::media_type::is_index(&manifest.media_type) {
                     return self.stamp_index(source.repo(), &manifest, planned).await;
                 }
-                (source.repo().clone(), manifest, None)
+                (source.repo().clone(), manifest, None, None)
             }
         };
-        let mut staged = self.stamp(&from, &manifest, planned).await?;
+        let mut staged = self.stamp(&from, &manifest, planned, config).await?;
         staged.pushed = pushed;
         Ok(staged)
     }
 
     /// Stamps the version on `manifest` (of repository `from`) and puts the
     /// result by its digest, copying the layers when `from` is elsewhere.
+    /// `pushed_config`: the config of an image this release pushed, whose
+    /// stamped config went up with it.
     async fn stamp(
         &self,
         from: &Repository,
         manifest: &Manifest,
         planned: &Planned,
+        pushed_config: Option<Vec<u8>>,
     ) -> Result<Staged, StageError> {
-        let stamped = self.stamp_image(from, manifest, &planned.version).await?;
+        let stamped = match pushed_config {
+            Some(config) => stamp(&manifest.bytes, &config, &planned.version)?.0,
+            None => self.stamp_image(from, manifest, &planned.version).await?,
+        };
         let at = Reference::in_repo(self.repository, stamped.digest.clone());
         if self.client.manifest_digest(&at).await?.is_none() {
             self.client
