@@ -9,9 +9,11 @@
 //! (Docker links the later names to the first file; Podman's multi-image
 //! archive names layers by diff_id): the engine writes each layer once.
 //!
-//! So the release's first image is exported alone (its stream starts
-//! soonest and gets the link busy), and the images started beside it
-//! ([`super::run`]) are exported together, in one stream read once: each
+//! So the release's first two images are exported alone, one after the
+//! other (the smallest image's stream starts soonest and gets the link
+//! busy; the next, the family's base, starts well before the union of the
+//! rest would), and the images started beside them ([`super::run`]) are
+//! exported together, in one stream read once: each
 //! layer compressed, when its owner ([`LayerClaims`]) lacks it, and handed
 //! to that owner's uploads. Each member pushes as before, from its part of
 //! the stream instead of a stream of its own.
@@ -232,7 +234,7 @@ impl SharedExport {
 
 /// The members' one `save` stream read: each layer an owner among them
 /// lacks compressed, remembered and handed to it; a layer owned outside
-/// them (by the release's first image) waited for until its owner has
+/// them (by the images exported alone) waited for until its owner has
 /// compressed it, then read past.
 fn read_together(
     save: &crate::process::Cmd,

@@ -177,32 +177,32 @@ pub(crate) struct Stager<'a> {
 }
 
 impl Stager<'_> {
-    /// The diff_ids of each of `planned`'s layers when they are known
-    /// before it is staged (an engine image: `docker inspect`, one run for
-    /// them all), for staging images sharing none at once; `None` for a
+    /// What the engine says of each of `planned`'s images (one `docker
+    /// inspect` run for them all): its layers are then known before it is
+    /// staged, for staging images sharing none at once. `None` for a
     /// registry source or an image the engine lacks (staging says so).
-    pub(crate) fn layers_of(
+    pub(crate) fn engine_images(
         &self,
         planned: &[Planned],
-    ) -> Result<Vec<Option<Vec<String>>>, Box<StageError>> {
+    ) -> Result<Vec<Option<crate::engine::ImageInfo>>, Box<StageError>> {
         let ids: Vec<(usize, &str)> = (planned.iter().enumerate())
             .filter_map(|(i, p)| match &p.source {
                 Source::Engine { image_id, .. } => Some((i, image_id.as_str())),
                 Source::Registry { .. } => None,
             })
             .collect();
-        let mut layers = vec![None; planned.len()];
+        let mut images = vec![None; planned.len()];
         if ids.is_empty() {
-            return Ok(layers);
+            return Ok(images);
         }
         let engine = self.engine.ok_or(StageError::NoEngine)?;
         let asked: Vec<&str> = ids.iter().map(|(_, id)| *id).collect();
         let found =
             (engine.inspect_each(&asked)).map_err(|e| StageError::Push(PublishError::Engine(e)))?;
         for ((i, _), info) in ids.into_iter().zip(found) {
-            layers[i] = info.map(|i| i.layers);
+            images[i] = info;
         }
-        Ok(layers)
+        Ok(images)
     }
 
     /// Puts `planned` in the release repository by digest, stamped (no tag
