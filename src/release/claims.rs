@@ -18,10 +18,14 @@
 //! The engine exports the images one at a time, in the same order
 //! ([`LayerClaims::export_turn`]): Docker writes a whole image out before
 //! its `save` stream sends a byte, so exports at once only delay the first
-//! (base's, whose layers everyone waits for) while the link idles. A turn
-//! ends with the stream's first byte, never with another image's work, so
-//! taking turns cannot deadlock either. Images exported together in one
-//! stream ([`super::export`]) take one turn, the first member's.
+//! (the smallest image's, which gets the link busy) while the link idles. A
+//! turn ends with the stream's first byte, never with another image's
+//! work, so taking turns cannot deadlock either. Images exported together
+//! in one stream ([`super::export`]) take one turn, the first member's,
+//! which comes with the turn of the image before it
+//! ([`LayerClaims::export_turn_beside_the_one_before`]): the engine takes
+//! longest to write that one out, and the images exported alone are well
+//! under way by then.
 
 use super::export::SharedExport;
 use crate::image::compress::Compressed;
@@ -59,7 +63,8 @@ pub(crate) struct LayerClaims {
 #[derive(Default)]
 struct Turns {
     order: Vec<String>,
-    /// The turn now, and the turns passed ahead of it: one lock.
+    /// The turn now, and the turns ended (taken or passed) ahead of it:
+    /// one lock.
     state: Mutex<(usize, std::collections::BTreeSet<usize>)>,
     changed: tokio::sync::Notify,
 }
@@ -74,17 +79,15 @@ impl Turns {
         self.state.lock().expect("turns lock").0
     }
 
-    /// Ends turn `i`, taken (`passed` false) or passed: when it is the
-    /// turn now, the next image not yet passed has its turn.
-    fn end(&self, i: usize, passed: bool) {
+    /// Ends turn `i`, taken or passed (an export taken beside an earlier
+    /// one may end first): when it is the turn now, the next image whose
+    /// turn has not ended has its turn.
+    fn end(&self, i: usize) {
         let mut state = self.state.lock().expect("turns lock");
-        let (next, skipped) = &mut *state;
-        if passed {
-            skipped.insert(i);
-        }
+        let (next, ended) = &mut *state;
+        ended.insert(i);
         if *next == i {
-            *next += 1;
-            while skipped.contains(next) {
+            while ended.contains(next) {
                 *next += 1;
             }
             drop(state);
@@ -103,7 +106,7 @@ pub(crate) struct ExportTurn {
 impl Drop for ExportTurn {
     fn drop(&mut self) {
         if let Some(i) = self.index {
-            self.turns.end(i, false);
+            self.turns.end(i);
         }
     }
 }
@@ -199,17 +202,7 @@ impl LayerClaims {
     pub(crate) async fn export_turn(&self, me: &str) -> ExportTurn {
         let index = self.turns.index(me);
         if let Some(i) = index {
-            loop {
-                // Registered before `next` is read: an end in between
-                // still wakes it.
-                let changed = self.turns.changed.notified();
-                tokio::pin!(changed);
-                changed.as_mut().enable();
-                if self.turns.now() >= i {
-                    break;
-                }
-                changed.await;
-            }
+            self.wait_for_turn(i).await;
         }
         ExportTurn {
             turns: Arc::clone(&self.turns),
@@ -217,11 +210,41 @@ impl LayerClaims {
         }
     }
 
+    /// [`LayerClaims::export_turn`], taken beside the image just before
+    /// `me`, when that one's turn comes: for the shared export, which the
+    /// engine takes longest to write out (the union of the rest), so it
+    /// starts with the last image exported alone instead of after it.
+    pub(crate) async fn export_turn_beside_the_one_before(&self, me: &str) -> ExportTurn {
+        let index = self.turns.index(me);
+        if let Some(i) = index {
+            self.wait_for_turn(i.saturating_sub(1)).await;
+        }
+        ExportTurn {
+            turns: Arc::clone(&self.turns),
+            index,
+        }
+    }
+
+    /// Waits until turn `i` has come.
+    async fn wait_for_turn(&self, i: usize) {
+        loop {
+            // Registered before `next` is read: an end in between
+            // still wakes it.
+            let changed = self.turns.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.turns.now() >= i {
+                break;
+            }
+            changed.await;
+        }
+    }
+
     /// `me` needs no export (or stopped): the images after it need not wait
     /// for its turn.
     pub(crate) fn pass_turn(&self, me: &str) {
         if let Some(i) = self.turns.index(me) {
-            self.turns.end(i, true);
+            self.turns.end(i);
         }
         if let Some(shared) = &self.shared {
             shared.leave(me);
@@ -422,6 +445,44 @@ mod tests {
         assert_eq!(*order.lock().unwrap(), ["b", "c"]);
         // A push outside the release's order never waits.
         drop(claims.export_turn("elsewhere").await);
+    }
+
+    /// The shared export's turn (`c`'s) comes with the one before it
+    /// (`b`'s), not after it; and when it ends first, the turns after it
+    /// (`d`'s) wait only for `b`'s to end too.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_turn_taken_beside_the_one_before_starts_with_it_and_may_end_first() {
+        let layers: Vec<Vec<String>> = ["1", "2", "3", "4"].iter().map(|l| ids(&[l])).collect();
+        let claims = LayerClaims::new(
+            ["a", "b", "c", "d"]
+                .into_iter()
+                .zip(layers.iter().map(Vec::as_slice)),
+        );
+        let a = claims.export_turn("a").await;
+        let beside = {
+            let claims = claims.clone();
+            tokio::spawn(async move { claims.export_turn_beside_the_one_before("c").await })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert!(!beside.is_finished(), "b's turn has not come");
+        drop(a);
+        let b = claims.export_turn("b").await;
+        let c = tokio::time::timeout(std::time::Duration::from_secs(5), beside)
+            .await
+            .expect("c's turn comes with b's")
+            .unwrap();
+        let d = {
+            let claims = claims.clone();
+            tokio::spawn(async move { drop(claims.export_turn("d").await) })
+        };
+        drop(c);
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert!(!d.is_finished(), "b's turn is not over");
+        drop(b);
+        tokio::time::timeout(std::time::Duration::from_secs(5), d)
+            .await
+            .expect("d's turn comes once b's and c's have ended")
+            .unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,7 +22,11 @@
 //! has, taken its hand-over) or left (needs no export, or stopped), so it
 //! knows every member's wants before reading; the first member to join, in
 //! the release's order, asks the engine for it in that member's export
-//! turn. A failure of the one stream is every joined member's failure.
+//! turn, which comes with the last image exported alone's (Docker takes
+//! ~10 s to write the union out: started beside base's export instead of
+//! after its first byte, the loopback release took 16.9 s instead of
+//! 17.3-18.2 s, docs/lab-notes.md). A failure of the one stream is every
+//! joined member's failure.
 
 use super::claims::LayerClaims;
 use super::publish::{PublishError, Ready, SaveRead};
@@ -138,7 +142,8 @@ impl SharedExport {
     }
 
     /// Joins `joining` and waits for the others; the first joined member
-    /// in the release's order starts the stream, in its export turn.
+    /// in the release's order starts the stream, in its export turn (which
+    /// comes with the turn of the image before it).
     pub(crate) async fn join(
         self: &Arc<Self>,
         engine: &dyn Engine,
@@ -208,7 +213,7 @@ impl SharedExport {
         for m in self.members.iter().filter(|m| *m != leader) {
             claims.pass_turn(m);
         }
-        let turn = claims.export_turn(leader).await;
+        let turn = claims.export_turn_beside_the_one_before(leader).await;
         // In the release's order, however they came.
         joined.sort_by_key(|j| self.members.iter().position(|m| *m == j.me));
         let ids: Vec<String> = joined.iter().map(|m| m.image_id.clone()).collect();

@@ -810,20 +810,9 @@ mod tests {
         let client = reg.client();
         let dir = tempfile::tempdir().unwrap();
         let (engine, plan) = two_on_one_base(dir.path(), &reg);
-        let mut journal = Journal::new(dir.path(), plan, "2026-12-01T00:00:00Z".into());
-        let cache_dir = tempfile::tempdir().unwrap();
-        let cache = crate::image::layer_cache::LayerCache::open(cache_dir.path()).unwrap();
-        let pins_path = dir.path().join("image_pins.json");
-        let releaser = Releaser {
-            client: &client,
-            engine: Some(&engine),
-            pins_path: &pins_path,
-            key: None,
-            manifest: None,
-            layer_cache: Some(&cache),
-            progress: &|_| {},
-        };
-        rt.block_on(releaser.carry_out(&mut journal)).unwrap();
+        let cold = released_cold(&rt, &client, &engine, dir.path(), plan);
+        cold.result.unwrap();
+        let journal = cold.journal;
         let log = reg.state().log.clone();
         let at = |what: &str| {
             (log.iter()
@@ -1156,13 +1145,44 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (engine, mut plan) = four_on_one_another(dir.path(), fails);
         plan.repository = format!("{}/rel/y", reg.authority);
-        let mut journal = Journal::new(dir.path(), plan, "2026-12-01T00:00:00Z".into());
+        let cold = released_cold(&rt, &client, &engine, dir.path(), plan);
+        FourReleased {
+            result: cold.result,
+            journal: cold.journal,
+            engine,
+            reg,
+            cache: cold.cache,
+            pins_path: cold.pins_path,
+            _dirs: [dir, cold.cache_dir],
+            _rt: rt,
+        }
+    }
+
+    /// What [`released_cold`] left.
+    struct Cold {
+        result: Result<(), ReleaseError>,
+        journal: Journal,
+        cache: crate::image::layer_cache::LayerCache,
+        cache_dir: tempfile::TempDir,
+        pins_path: std::path::PathBuf,
+    }
+
+    /// `plan` released from `engine` (its journal and pins in `dir`) with
+    /// an empty layer cache and no signing key.
+    fn released_cold(
+        rt: &tokio::runtime::Runtime,
+        client: &Client,
+        engine: &dyn crate::engine::Engine,
+        dir: &Path,
+        plan: Plan,
+    ) -> Cold {
+        let mut journal = Journal::new(dir, plan, "2026-12-01T00:00:00Z".into());
         let cache_dir = tempfile::tempdir().unwrap();
         let cache = crate::image::layer_cache::LayerCache::open(cache_dir.path()).unwrap();
-        let pins_path = dir.path().join("image_pins.json");
+        let pins_path = dir.join("image_pins.json");
         let releaser = Releaser {
-            client: &client,
-            engine: Some(&engine),
+            client,
+            engine: Some(engine),
             pins_path: &pins_path,
             key: None,
             manifest: None,
@@ -1170,15 +1190,12 @@ mod tests {
             progress: &|_| {},
         };
         let result = rt.block_on(releaser.carry_out(&mut journal));
-        FourReleased {
+        Cold {
             result,
             journal,
-            engine,
-            reg,
             cache,
+            cache_dir,
             pins_path,
-            _dirs: [dir, cache_dir],
-            _rt: rt,
         }
     }
 
