@@ -218,21 +218,6 @@ pub(crate) struct Saved {
     pub(crate) blobs: BTreeMap<String, std::path::PathBuf>,
 }
 
-/// Copies what is read through it to a file: a layer's blob is scanned and
-/// kept in one pass over the save stream.
-struct Tee<'a> {
-    inner: &'a mut dyn std::io::BufRead,
-    copy: std::io::BufWriter<std::fs::File>,
-}
-
-impl Read for Tee<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        std::io::Write::write_all(&mut self.copy, &buf[..n])?;
-        Ok(n)
-    }
-}
-
 /// Reads the save stream of `image` (every layer's facts, once); with
 /// `spill`, each layer's blob is also written there as it passes.
 #[cfg(test)]
@@ -275,7 +260,8 @@ pub(crate) fn read_saves(
         };
         let path = dir.join(format!("layer-{:03}", spilled.len()));
         let copy = std::fs::File::create(&path).map_err(|e| (path.clone(), e))?;
-        let mut tee = Tee {
+        // A layer's blob is scanned and kept in one pass over the stream.
+        let mut tee = crate::image::compress::Tee {
             inner: layer,
             copy: std::io::BufWriter::with_capacity(1 << 20, copy),
         };

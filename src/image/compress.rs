@@ -72,6 +72,21 @@ pub(crate) struct Compressed {
     pub size: u64,
 }
 
+/// Copies what is read through it to `copy`: a layer kept (spilled) in the
+/// same pass that scans, hashes or compresses it.
+pub(crate) struct Tee<R, W> {
+    pub inner: R,
+    pub copy: W,
+}
+
+impl<R: std::io::Read, W: Write> std::io::Read for Tee<R, W> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.copy.write_all(&buf[..n])?;
+        Ok(n)
+    }
+}
+
 /// Counts and hashes what is written (or read) through it.
 pub(crate) struct Hashing<W> {
     inner: W,

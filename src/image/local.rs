@@ -390,7 +390,7 @@ fn compress_streaming<E: From<LocalError>>(
     let growing = crate::registry::Growing::new(handle);
     each(Handed::Started(diff_id, std::sync::Arc::clone(&growing)))?;
     let compressed = (|| -> Result<Compressed, LocalError> {
-        let tee = Tee {
+        let tee = compress::Tee {
             inner: entry,
             copy: std::io::BufWriter::with_capacity(256 << 10, &mut spill),
         };
@@ -435,20 +435,6 @@ fn compress_streaming<E: From<LocalError>>(
     spilled(&c, &spill);
     each(Handed::Done(&c, None))?;
     Ok(c)
-}
-
-/// Reads `inner`, copying what it reads to `copy`.
-struct Tee<'a, W> {
-    inner: &'a mut dyn Read,
-    copy: W,
-}
-
-impl<W: std::io::Write> Read for Tee<'_, W> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.copy.write_all(&buf[..n])?;
-        Ok(n)
-    }
 }
 
 /// Writes a blob's file, saying after each write how much it holds.
