@@ -200,14 +200,7 @@ impl LayerClaims {
     /// caller does at the stream's first byte. An image not in the order
     /// (a push outside a release) has its turn at once.
     pub(crate) async fn export_turn(&self, me: &str) -> ExportTurn {
-        let index = self.turns.index(me);
-        if let Some(i) = index {
-            self.wait_for_turn(i).await;
-        }
-        ExportTurn {
-            turns: Arc::clone(&self.turns),
-            index,
-        }
+        self.turn_once_come(me, 0).await
     }
 
     /// [`LayerClaims::export_turn`], taken beside the image just before
@@ -215,28 +208,29 @@ impl LayerClaims {
     /// engine takes longest to write out (the union of the rest), so it
     /// starts with the last image exported alone instead of after it.
     pub(crate) async fn export_turn_beside_the_one_before(&self, me: &str) -> ExportTurn {
+        self.turn_once_come(me, 1).await
+    }
+
+    /// `me`'s turn, taken once the turn `early` places before it has come.
+    async fn turn_once_come(&self, me: &str, early: usize) -> ExportTurn {
         let index = self.turns.index(me);
         if let Some(i) = index {
-            self.wait_for_turn(i.saturating_sub(1)).await;
+            let i = i.saturating_sub(early);
+            loop {
+                // Registered before `next` is read: an end in between
+                // still wakes it.
+                let changed = self.turns.changed.notified();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
+                if self.turns.now() >= i {
+                    break;
+                }
+                changed.await;
+            }
         }
         ExportTurn {
             turns: Arc::clone(&self.turns),
             index,
-        }
-    }
-
-    /// Waits until turn `i` has come.
-    async fn wait_for_turn(&self, i: usize) {
-        loop {
-            // Registered before `next` is read: an end in between
-            // still wakes it.
-            let changed = self.turns.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if self.turns.now() >= i {
-                break;
-            }
-            changed.await;
         }
     }
 
