@@ -188,7 +188,8 @@ pub(crate) async fn push_checked(
 /// manifest once they are sent), and the ones it sends for them.
 /// `from_config`: a blob made from the image's config to go up with it (a
 /// release's stamped config), or `None` when it cannot be made (whoever
-/// asked makes it again and says why). The config and that blob go up
+/// asked makes it again and says why); it is called once, with the config
+/// this push puts. The config and that blob go up
 /// while the layers do, as soon as the config is known, so the image's
 /// last layer is followed by its manifest alone. The config is remembered
 /// in `cache`.
@@ -224,7 +225,7 @@ pub(crate) async fn push_image(
         .iter()
         .filter(|d| !have.contains_key(*d) && !theirs.contains_key(*d))
         .collect();
-    let send_configs = |config: Vec<u8>| async {
+    let configs_up = |config: Vec<u8>| async {
         let also = from_config(&config);
         send_configs(client, repo, cache, image_id, &config, also).await?;
         Ok::<_, PublishError>(config)
@@ -232,7 +233,7 @@ pub(crate) async fn push_image(
     let config = match known_config {
         Some(config) if wanted.is_empty() && theirs.is_empty() => {
             claims.pass_turn(local);
-            send_configs(config).await?
+            configs_up(config).await?
         }
         known_config => {
             let Saving {
@@ -267,7 +268,7 @@ pub(crate) async fn push_image(
                     Some(config) => config,
                     None => config_in(small, local, image_id)?,
                 };
-                Ok::<_, PublishError>((send_configs(config).await?, compressed))
+                Ok::<_, PublishError>((configs_up(config).await?, compressed))
             };
             let uploading = upload_as_compressed(client, repo, handed, &wanted, &mine, &mut stats);
             let (uploaded, read) = futures::join!(uploading, read_then_configs);

@@ -215,8 +215,11 @@ impl Stager<'_> {
             } => {
                 let engine = self.engine.ok_or(StageError::NoEngine)?;
                 let target = crate::release::publish::Target::Digest(self.repository);
-                // The stamped config goes up with the image's own.
+                // The stamped config goes up with the image's own, which
+                // is kept for the stamp (not read again).
+                let pushed_config = std::sync::OnceLock::new();
                 let stamped_config = |config: &[u8]| {
+                    let _ = pushed_config.set(config.to_vec());
                     crate::image::stamp::stamp_config(config, &planned.version)
                         .ok()
                         .map(bytes::Bytes::from)
@@ -233,7 +236,8 @@ impl Stager<'_> {
                             &self.claims,
                             &stamped_config,
                         );
-                        (pushing.await?.0, cache.config(image_id))
+                        let manifest = pushing.await?.0;
+                        (manifest, pushed_config.into_inner())
                     }
                     None => {
                         let pushing = crate::release::publish::push_checked(
