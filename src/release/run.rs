@@ -263,8 +263,8 @@ impl Releaser<'_> {
                     source,
                 }
             })?;
-        let layers = (images.iter())
-            .map(|i| i.as_ref().map(|i| (i.layers.clone(), i.size)))
+        let layers = (images.into_iter())
+            .map(|i| i.map(|i| (i.layers, i.size)))
             .collect();
         let (todo, layers) = fewest_layers_first(todo, layers);
         let waits = staging_waits(&layers);
