@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  sunaba-images release\n  sunaba-images release --write --signing-key-env SUNABA_SIGNING_KEY\n  sunaba-images release --resume 20261202T051500Z-1a2b"
+    after_help = "Examples:\n  sunaba-images release\n  sunaba-images release --write --signing-key-env SUNABA_SIGNING_KEY\n  sunaba-images release --resume 20261202T051500.123Z-1a2b"
 )]
 pub(crate) struct Args {
     /// Variants to release (default: every variant with an alias).
@@ -36,11 +36,11 @@ pub(crate) struct Args {
     #[arg(long, value_name = "FILE", requires = "from")]
     pub legs: Vec<PathBuf>,
     /// Continue release ID from where it stopped (no finished write is repeated).
-    #[arg(long, value_name = "ID", conflicts_with = "rollback")]
+    #[arg(long, value_name = "ID", conflicts_with = "rollback", value_parser = crate::release::parse_id)]
     pub resume: Option<String>,
     /// Put the moving tags of release ID back where they were (and the pins
     /// it wrote). Immutable tags stay; nothing is deleted.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = crate::release::parse_id)]
     pub rollback: Option<String>,
     /// Sign an SBOM, provenance, test result and signature of every
     /// released image with the PKCS#8 PEM private key in FILE, attached as

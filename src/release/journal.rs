@@ -140,6 +140,9 @@ pub(crate) struct AttachedReferrer {
 pub(crate) enum JournalError {
     #[error("no release {id} (no {path}); `ls {}` lists the releases", .path.parent().map(|p| p.display().to_string()).unwrap_or_default())]
     Missing { id: String, path: PathBuf },
+    /// A journal asked for by something that is not a release id.
+    #[error(transparent)]
+    Id(#[from] super::NotAnId),
     #[error("cannot read the release journal {path}")]
     Unreadable {
         path: PathBuf,
@@ -173,10 +176,13 @@ pub(crate) enum JournalError {
 
 /// A journal that cannot be read or written, or a release that cannot be
 /// resumed or started as asked, is an operational failure: the release
-/// ids are checked against the journals on disk, not the command line.
+/// ids are checked against the journals on disk, not the command line. A
+/// text that is no release id at all is a usage error (clap refuses it on
+/// the command line before this).
 impl crate::exit::HasStatus for JournalError {
     fn exit_status(&self) -> crate::exit::Status {
         match self {
+            JournalError::Id(_) => crate::exit::Status::Usage,
             JournalError::Missing { .. }
             | JournalError::Unreadable { .. }
             | JournalError::Malformed { .. }
@@ -224,6 +230,7 @@ impl Journal {
     }
 
     pub(crate) fn load(dir: &Path, id: &str) -> Result<Journal, JournalError> {
+        let id = &super::parse_id(id)?;
         let path = dir.join(format!("{id}.json"));
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
@@ -325,8 +332,9 @@ pub(crate) fn unfinished(dir: &Path) -> Vec<String> {
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            let id = name.strip_suffix(".json")?.to_string();
-            (!id.starts_with('.')).then_some(id)
+            // Only a release's own name: not a temporary file, nor
+            // anything else someone left there.
+            super::parse_id(name.strip_suffix(".json")?).ok()
         })
         .filter(|id| Journal::load(dir, id).is_ok_and(|j| !j.finished() && j.wrote_tags()))
         .collect();
@@ -340,6 +348,11 @@ pub(crate) mod tests {
     use super::*;
     use crate::semver_rules::Bump;
     use semver::Version;
+
+    const R1: &str = "20261201T000001.000Z-0001";
+    const R2: &str = "20261201T000002.000Z-0002";
+    const R3: &str = "20261201T000003.000Z-0003";
+    const R4: &str = "20261201T000004.000Z-0004";
 
     pub(crate) fn planned(variant: &str, moving: &[&str]) -> Planned {
         Planned {
@@ -365,7 +378,7 @@ pub(crate) mod tests {
     fn tags_are_ordered_immutable_first_and_the_journal_round_trips() {
         let dir = tempfile::tempdir().unwrap();
         let plan = Plan {
-            id: "r1".into(),
+            id: R1.into(),
             repository: "r/s".into(),
             variants: vec![planned("a", &["a-1.0", "a"]), planned("b", &["b"])],
             unchanged: Vec::new(),
@@ -383,23 +396,28 @@ pub(crate) mod tests {
             ]
         );
         j.save().unwrap();
-        assert_eq!(Journal::load(dir.path(), "r1").unwrap(), j);
+        assert_eq!(Journal::load(dir.path(), R1).unwrap(), j);
         assert!(unfinished(dir.path()).is_empty(), "no tag written yet");
         j.tags[0].done = true;
         j.save().unwrap();
-        assert_eq!(unfinished(dir.path()), ["r1"]);
+        assert_eq!(unfinished(dir.path()), [R1]);
         j.step = Step::Pinned;
         j.save().unwrap();
         assert!(unfinished(dir.path()).is_empty());
-        let err = Journal::load(dir.path(), "nope").unwrap_err().to_string();
-        assert!(err.starts_with("no release nope"), "{err}");
+        let err = Journal::load(dir.path(), "20261201T000009Z-0009")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("no release 20261201T000009Z-0009"), "{err}");
+        // Only a release's own file counts; a stray `.json` there is not one.
+        std::fs::write(dir.path().join("notes.json"), "{}").unwrap();
+        assert!(unfinished(dir.path()).is_empty());
     }
 
     #[test]
     fn taking_the_lock_removes_what_a_killed_journal_write_left() {
         let dir = tempfile::tempdir().unwrap();
         let plan = Plan {
-            id: "r1".into(),
+            id: R1.into(),
             repository: "r/s".into(),
             variants: vec![planned("a", &["a"])],
             unchanged: Vec::new(),
@@ -408,25 +426,28 @@ pub(crate) mod tests {
             .save()
             .unwrap();
         // As `atomic_write` names its temp file, killed before the rename.
-        let left = dir.path().join(".r1.json.Ab12Cd.tmp");
+        let left = dir.path().join(format!(".{R1}.json.Ab12Cd.tmp"));
         std::fs::write(&left, "{half a journal").unwrap();
-        let journal = std::fs::read(dir.path().join("r1.json")).unwrap();
+        let journal = std::fs::read(dir.path().join(format!("{R1}.json"))).unwrap();
         let held = lock(dir.path()).unwrap();
         assert!(!left.exists(), "the killed write's temp file is removed");
-        assert_eq!(std::fs::read(dir.path().join("r1.json")).unwrap(), journal);
+        assert_eq!(
+            std::fs::read(dir.path().join(format!("{R1}.json"))).unwrap(),
+            journal
+        );
         let mut names: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         names.sort();
-        assert_eq!(names, ["r1.json", "release.lock"]);
+        assert_eq!(names, [format!("{R1}.json"), "release.lock".to_string()]);
         drop(held);
     }
 
     /// A journal `r1` in `dir` whose file is `text`.
     fn written(dir: &Path, text: &str) -> Result<Journal, JournalError> {
-        std::fs::write(dir.join("r1.json"), text).unwrap();
-        Journal::load(dir, "r1")
+        std::fs::write(dir.join(format!("{R1}.json")), text).unwrap();
+        Journal::load(dir, R1)
     }
 
     fn plan(id: &str) -> Plan {
@@ -455,12 +476,13 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         let kinds = [
-            Journal::load(d, "nope").unwrap_err(),
+            Journal::load(d, R4).unwrap_err(),
             written(d, "{").unwrap_err(),
             written(d, &text_with_schema(d, 7)).unwrap_err(),
-            Journal::load(&d.join("r1.json"), "x").unwrap_err(),
+            Journal::load(&d.join(format!("{R1}.json")), R2).unwrap_err(),
+            Journal::load(d, "../r1").unwrap_err(),
         ];
-        assert!(matches!(&kinds[0], JournalError::Missing { id, .. } if id == "nope"));
+        assert!(matches!(&kinds[0], JournalError::Missing { id, .. } if id == R4));
         assert!(
             matches!(&kinds[1], JournalError::Malformed { .. }),
             "{}",
@@ -475,7 +497,7 @@ pub(crate) mod tests {
             crate::error_chain::error_chain(&kinds[2]),
             format!(
                 "cannot read the release journal {}: schema 7, this sunaba-images reads schema 1",
-                d.join("r1.json").display()
+                d.join(format!("{R1}.json")).display()
             )
         );
         assert!(
@@ -488,44 +510,52 @@ pub(crate) mod tests {
             "the cause is kept: {}",
             crate::error_chain::error_chain(&kinds[3])
         );
+        assert!(
+            matches!(&kinds[4], JournalError::Id(_)),
+            "a path is no id: {}",
+            kinds[4]
+        );
+        assert_eq!(kinds[4].exit_status(), Status::Usage);
 
-        let mut rolled = Journal::new(d, plan("r2"), "now".into());
+        let mut rolled = Journal::new(d, plan(R2), "now".into());
         rolled.step = Step::RolledBack;
         rolled.save().unwrap();
-        let e = Journal::load_resumable(d, "r2").unwrap_err();
+        let e = Journal::load_resumable(d, R2).unwrap_err();
         assert!(
-            matches!(&e, JournalError::RolledBack { id } if id == "r2"),
+            matches!(&e, JournalError::RolledBack { id } if id == R2),
             "{e}"
         );
 
-        let mut half = Journal::new(d, plan("r3"), "now".into());
+        let mut half = Journal::new(d, plan(R3), "now".into());
         half.tags[0].done = true;
         half.save().unwrap();
-        let e = Journal::start(d, plan("r4"), None).unwrap_err();
+        let e = Journal::start(d, plan(R4), None).unwrap_err();
         assert!(
-            matches!(&e, JournalError::Unfinished { ids } if ids == &["r3"]),
+            matches!(&e, JournalError::Unfinished { ids } if ids == &[R3]),
             "{e}"
         );
         assert_eq!(
             e.to_string(),
-            "release r3 wrote tags and did not finish: resume it (`--resume ID`) or roll it back \
-             (`--rollback ID`) first"
+            format!(
+                "release {R3} wrote tags and did not finish: resume it (`--resume ID`) or roll it \
+                 back (`--rollback ID`) first"
+            )
         );
 
         let write = JournalError::Write(FsError::Write {
             path: d.into(),
             source: std::io::Error::other("full"),
         });
-        for e in kinds.iter().chain([&e, &write]) {
+        for e in kinds[..4].iter().chain([&e, &write]) {
             assert_eq!(e.exit_status(), Status::Failure, "{e}");
         }
-        let rolled_back = JournalError::RolledBack { id: "r2".into() };
+        let rolled_back = JournalError::RolledBack { id: R2.into() };
         assert_eq!(rolled_back.exit_status(), Status::Failure);
     }
 
     /// The text of a saved journal with its schema set to `schema`.
     fn text_with_schema(dir: &Path, schema: u32) -> String {
-        let mut j = Journal::new(dir, plan("r1"), "now".into());
+        let mut j = Journal::new(dir, plan(R1), "now".into());
         j.schema = schema;
         serde_json::to_string(&j).unwrap()
     }

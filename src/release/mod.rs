@@ -42,8 +42,11 @@
 //!
 //! `target/sunaba-release/<id>.json` (`journal.rs`) holds the plan and
 //! every step's result, replaced atomically after each. The id is the UTC
-//! time the plan was made and four random hex digits
-//! (`20261201T075300Z-3f9a`): sortable, and unique on one machine. A new
+//! time the plan was made, to the millisecond, and four random hex digits
+//! (`20261201T075300.412Z-3f9a`; releases before had no milliseconds):
+//! sortable, and unique on one machine. An id that enters from outside
+//! (`--resume`, `--rollback`, a file name in the directory) is parsed
+//! ([`parse_id`]) before it names a file. A new
 //! release refuses to start while an earlier one has written tags without
 //! finishing (resume or roll it back first).
 //!
@@ -83,21 +86,92 @@ pub(crate) mod run;
 pub(crate) mod stage;
 pub(crate) mod tags;
 
-/// A new release id: the UTC time and four random hex digits.
+/// A new release id: the UTC time to the millisecond and four random hex
+/// digits. Two releases made in one second still sort in the order they
+/// were made (the journal's `unfinished` list and the tests rely on it).
 pub(crate) fn new_id(now: std::time::SystemTime) -> String {
-    let stamp = humantime::format_rfc3339_seconds(now).to_string();
+    let stamp = humantime::format_rfc3339_millis(now).to_string();
     let compact: String = stamp.chars().filter(|c| *c != '-' && *c != ':').collect();
     format!("{compact}-{:04x}", rand::random::<u16>())
 }
 
+/// A text that is not a release id.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "`{shown}` is not a release id (ids look like 20261202T051500.123Z-1a2b, or \
+     20261202T051500Z-1a2b before milliseconds; the journals in target/sunaba-release/ are \
+     named by them)"
+)]
+pub(crate) struct NotAnId {
+    shown: String,
+}
+
+/// `text` when it is a release id as [`new_id`] makes them (with or
+/// without the milliseconds older releases lack). Checked where an id
+/// enters (`--resume`, `--rollback`, a journal's file name): it names a
+/// file in the journal directory, so nothing else may pass (no `/`, no
+/// `..`, no other directory's `.json`).
+pub(crate) fn parse_id(text: &str) -> Result<String, NotAnId> {
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    let well_formed = (|| {
+        let (stamp, random) = text.split_once('-')?;
+        let stamp = stamp.strip_suffix('Z')?;
+        let (date, time) = stamp.split_once('T')?;
+        let (seconds, millis) = match time.split_once('.') {
+            Some((s, m)) => (s, Some(m)),
+            None => (time, None),
+        };
+        let hex = random.len() == 4
+            && random
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        (digits(date, 8) && digits(seconds, 6) && millis.is_none_or(|m| digits(m, 3)) && hex)
+            .then_some(())
+    })();
+    match well_formed {
+        Some(()) => Ok(text.to_string()),
+        None => Err(NotAnId {
+            shown: crate::image::entries::shown(text),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     #[test]
-    fn ids_sort_by_time() {
-        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_000_000);
+    fn ids_sort_by_time_to_the_millisecond() {
+        let t = std::time::UNIX_EPOCH + Duration::from_secs(1_795_000_000);
         let id = super::new_id(t);
-        assert!(id.starts_with("20261118T"), "{id}");
-        assert_eq!(id.len(), "20261118T000000Z-abcd".len(), "{id}");
-        assert!(super::new_id(t + std::time::Duration::from_secs(60)) > id);
+        assert!(id.starts_with("20261118T110640.000Z-"), "{id}");
+        assert_eq!(id.len(), "20261118T000000.000Z-abcd".len(), "{id}");
+        assert!(super::new_id(t + Duration::from_millis(1)) > id);
+        assert!(super::new_id(t + Duration::from_secs(60)) > id);
+        assert_eq!(super::parse_id(&id).unwrap(), id);
+    }
+
+    #[test]
+    fn an_id_is_its_shape_and_nothing_else() {
+        for good in ["20261202T051500Z-1a2b", "20261202T051500.123Z-00ff"] {
+            assert_eq!(super::parse_id(good).unwrap(), good);
+        }
+        for bad in [
+            "",
+            "../../etc/passwd",
+            "20261202T051500Z-1a2b/../x",
+            "20261202T051500Z-1A2B",
+            "20261202T051500Z-1a2",
+            "20261202T051500.12Z-1a2b",
+            "20261202T0515Z-1a2b",
+            "2026120T051500Z-1a2b",
+            "20261202T051500-1a2b",
+            "20261202T051500Z-1a2b.json",
+            "20261202T051500Z-1a2b\n",
+        ] {
+            assert!(super::parse_id(bad).is_err(), "{bad:?} passed");
+        }
+        let e = super::parse_id("x\u{1b}[2J").unwrap_err().to_string();
+        assert!(e.starts_with("`x\\u{1b}[2J` is not a release id"), "{e}");
     }
 }

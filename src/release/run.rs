@@ -445,7 +445,7 @@ mod tests {
             reference: format!("{}/src/x@{index}", reg.authority),
         };
         let plan = Plan {
-            id: "r1".into(),
+            id: "20261201T000001.000Z-0001".into(),
             repository: format!("{}/rel/y", reg.authority),
             variants: vec![p],
             unchanged: Vec::new(),
@@ -660,7 +660,7 @@ mod tests {
         // no manifest again.
         let puts = reg.state().count("PUT", "/manifests/");
         let mut again = journal_for(dir.path(), reg, source);
-        again.plan.id = "r2".into();
+        again.plan.id = "20261201T000002.000Z-0002".into();
         let stager = super::super::stage::Stager {
             client,
             engine: None,
@@ -791,7 +791,7 @@ mod tests {
             })
             .collect();
         let plan = Plan {
-            id: "r1".into(),
+            id: "20261201T000001.000Z-0001".into(),
             repository: format!("{}/rel/y", reg.authority),
             variants,
             unchanged: Vec::new(),
@@ -1110,7 +1110,7 @@ mod tests {
             })
             .collect();
         let plan = Plan {
-            id: "r1".into(),
+            id: "20261201T000001.000Z-0001".into(),
             repository: String::new(),
             variants,
             unchanged: Vec::new(),

@@ -318,3 +318,26 @@ fn a_pinned_repository_that_is_no_repository_is_refused_by_every_command_that_re
         assert_eq!(std::fs::read_to_string(&pins).unwrap(), text);
     }
 }
+
+#[test]
+fn a_release_id_that_is_no_id_is_refused_before_it_names_a_journal_file() {
+    let dir = Project::shipped_publishing_to("127.0.0.1:1/nowhere/sandbox");
+    for (flag, id) in [
+        ("--resume", "../../etc/x"),
+        ("--rollback", "20261201T000001Z-0001/../../x"),
+        ("--resume", "nope"),
+    ] {
+        dir.cli()
+            .env("SUNABA_ENGINE", "/nonexistent/bin/docker")
+            .args(["release", flag, id])
+            .status(64)
+            .stderr(format!(
+                "error: invalid value '{id}' for '{flag} <ID>': `{id}` is not a release id (ids \
+                 look like 20261202T051500.123Z-1a2b, or 20261202T051500Z-1a2b before \
+                 milliseconds; the journals in target/sunaba-release/ are named by them)\n\nFor \
+                 more information, try '--help'.\n"
+            ))
+            .run();
+    }
+    assert!(!dir.path().join("target/sunaba-release").exists());
+}
