@@ -599,10 +599,14 @@ pub(crate) fn parse_inspect(json: &str) -> Result<ImageInfo, String> {
 /// Parses `image inspect` output of any number of images, in its order.
 fn parse_inspect_all(json: &str) -> Result<Vec<ImageInfo>, String> {
     let images: Vec<RawImage> = serde_json::from_str(json).map_err(|e| e.to_string())?;
-    Ok(images.into_iter().map(image_info).collect())
+    images.into_iter().map(image_info).collect()
 }
 
-fn image_info(raw: RawImage) -> ImageInfo {
+/// One image of the engine's answer. Its ID and layer diff_ids are what
+/// later steps compare with digests they computed and look layers up by:
+/// each is parsed as a digest here, where it enters, so a malformed answer
+/// is refused naming the field instead of matching nothing later.
+fn image_info(raw: RawImage) -> Result<ImageInfo, String> {
     let config = raw.config;
     let (labels, healthcheck, user, env) = match config {
         Some(c) => (
@@ -614,18 +618,30 @@ fn image_info(raw: RawImage) -> ImageInfo {
         None => (BTreeMap::new(), None, String::new(), Vec::new()),
     };
     let healthcheck = healthcheck.or(raw.healthcheck.and_then(|h| h.test));
-    ImageInfo {
-        id: if raw.id.starts_with("sha256:") {
-            raw.id
-        } else {
-            format!("sha256:{}", raw.id)
-        },
+    let digest = |field: &str, text: &str| -> Result<(), String> {
+        text.parse::<crate::name::Digest>()
+            .map(drop)
+            .map_err(|e| format!("{field} `{}` is not a digest: {e}", text.escape_debug()))
+    };
+    // Podman's IDs are the bare hex.
+    let id = if raw.id.starts_with("sha256:") {
+        raw.id
+    } else {
+        format!("sha256:{}", raw.id)
+    };
+    digest("Id", &id)?;
+    let layers = raw.rootfs.and_then(|r| r.layers).unwrap_or_default();
+    for (i, layer) in layers.iter().enumerate() {
+        digest(&format!("{id}: RootFS.Layers[{i}]"), layer)?;
+    }
+    Ok(ImageInfo {
+        id,
         size: raw.size,
         labels,
         healthcheck,
         user,
         env,
-        layers: raw.rootfs.and_then(|r| r.layers).unwrap_or_default(),
+        layers,
         repo_tags: raw.repo_tags.unwrap_or_default(),
         repo_digests: raw.repo_digests.unwrap_or_default(),
         platform: match (
@@ -636,7 +652,7 @@ fn image_info(raw: RawImage) -> ImageInfo {
             ("", _, _) | (_, "", _) => None,
             (os, arch, variant) => Some(Platform::new(os, arch, variant).normalized()),
         },
-    }
+    })
 }
 
 #[cfg(test)]
@@ -732,37 +748,79 @@ mod tests {
 
     #[test]
     fn parses_docker_inspect() {
-        let json = r#"[{"Id":"sha256:abc","RepoTags":["r:base"],"RepoDigests":null,
-            "Size":1234,"Config":{"Labels":{"dev.sunaba.variant":"base"},
-            "Healthcheck":{"Test":["CMD","/bin/sh","/usr/local/libexec/sunaba/healthcheck"]}},
-            "RootFS":{"Type":"layers","Layers":["sha256:l1","sha256:l2"]}}]"#;
-        let info = parse_inspect(json).unwrap();
-        assert_eq!(info.id, "sha256:abc");
+        let (id, l1, l2) = (hex64('a'), hex64('1'), hex64('2'));
+        let json = format!(
+            r#"[{{"Id":"sha256:{id}","RepoTags":["r:base"],"RepoDigests":null,
+            "Size":1234,"Config":{{"Labels":{{"dev.sunaba.variant":"base"}},
+            "Healthcheck":{{"Test":["CMD","/bin/sh","/usr/local/libexec/sunaba/healthcheck"]}}}},
+            "RootFS":{{"Type":"layers","Layers":["sha256:{l1}","sha256:{l2}"]}}}}]"#
+        );
+        let info = parse_inspect(&json).unwrap();
+        assert_eq!(info.id, format!("sha256:{id}"));
         assert_eq!(info.size, 1234);
         assert_eq!(info.labels["dev.sunaba.variant"], "base");
         assert_eq!(
             info.healthcheck.unwrap(),
             ["CMD", "/bin/sh", "/usr/local/libexec/sunaba/healthcheck"]
         );
-        assert_eq!(info.layers, ["sha256:l1", "sha256:l2"]);
+        assert_eq!(
+            info.layers,
+            [format!("sha256:{l1}"), format!("sha256:{l2}")]
+        );
         assert!(info.repo_digests.is_empty());
+    }
+
+    /// 64 hex digits, all `c`.
+    fn hex64(c: char) -> String {
+        c.to_string().repeat(64)
+    }
+
+    /// An answer whose ID or a layer is no digest is refused where it is
+    /// parsed, naming the field; the text is shown escaped.
+    #[test]
+    fn an_inspect_answer_whose_id_or_layers_are_no_digests_is_refused() {
+        let answer = |id: &str, layer: &str| {
+            format!(r#"[{{"Id":"{id}","Size":1,"RootFS":{{"Layers":["{layer}"]}}}}]"#)
+        };
+        let good = format!("sha256:{}", hex64('b'));
+        assert!(
+            parse_inspect(&answer(&hex64('a'), &good)).is_ok(),
+            "Podman's bare hex"
+        );
+        let e = parse_inspect(&answer("abc", &good)).unwrap_err();
+        assert!(e.starts_with("Id `sha256:abc` is not a digest: "), "{e}");
+        let e = parse_inspect(&answer(&hex64('a'), "../../etc\\u001b[2J")).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "sha256:{}: RootFS.Layers[0] `../../etc\\u{{1b}}[2J` is not a digest: a digest is \
+                 <algorithm>:<hex>, e.g. sha256:<64 hex digits>",
+                hex64('a')
+            )
+        );
     }
 
     #[test]
     fn image_without_labels_or_healthcheck() {
-        let info =
-            parse_inspect(r#"[{"Id":"deadbeef","Size":1,"Config":{"Labels":null}}]"#).unwrap();
-        assert_eq!(info.id, "sha256:deadbeef");
+        let json = format!(
+            r#"[{{"Id":"{}","Size":1,"Config":{{"Labels":null}}}}]"#,
+            hex64('d')
+        );
+        let info = parse_inspect(&json).unwrap();
+        assert_eq!(info.id, format!("sha256:{}", hex64('d')));
         assert!(info.labels.is_empty());
         assert!(info.healthcheck.is_none());
     }
 
     #[test]
     fn podman_top_level_healthcheck() {
-        let json = r#"[{"Id":"abc","Size":1,"Config":{"Labels":{}},
-            "Healthcheck":{"Test":["CMD","/bin/sh","/hc"]}}]"#;
+        let json = format!(
+            r#"[{{"Id":"{}","Size":1,"Config":{{"Labels":{{}}}},
+            "Healthcheck":{{"Test":["CMD","/bin/sh","/hc"]}}}}]"#,
+            hex64('c')
+        );
         assert_eq!(
-            parse_inspect(json).unwrap().healthcheck.unwrap(),
+            parse_inspect(&json).unwrap().healthcheck.unwrap(),
             ["CMD", "/bin/sh", "/hc"]
         );
     }
@@ -785,7 +843,7 @@ shift 3
 out='['
 for r in "$@"; do
     case $r in
-    a|b) out="$out{{\"Id\":\"sha256:$r\",\"RootFS\":{{\"Layers\":[\"sha256:l$r\"]}}}}," ;;
+    a|b) out="$out{{\"Id\":\"sha256:$(printf "%064d" 0 | tr 0 "$r")\",\"RootFS\":{{\"Layers\":[\"sha256:$(printf "%064d" 0 | tr 0 "$r" | tr ab 12)\"]}}}}," ;;
     *) echo "Error: No such image: $r" >&2; exit 1 ;;
     esac
 done
@@ -796,9 +854,25 @@ echo "${{out%,}}]"
         std::fs::write(&program, script).unwrap();
         std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
         let engine = Docker::with_mode(program, DockerMode::Classic);
+        // Each answer's ID and layer as the image's name and its layer's
+        // digit (`sha256:aaa…` and `sha256:111…` stand for `a` and `la`).
         let ids = |found: Vec<Option<ImageInfo>>| -> Vec<Option<(String, Vec<String>)>> {
+            let short = |digest: &str| {
+                let hex = digest.strip_prefix("sha256:").unwrap();
+                assert!(hex.len() == 64 && hex.bytes().all(|b| b == hex.as_bytes()[0]));
+                hex[..1].replace('1', "la").replace('2', "lb")
+            };
             (found.into_iter())
-                .map(|i| i.map(|i| (i.id, i.layers)))
+                .map(|i| {
+                    i.map(|i| {
+                        let layers = i
+                            .layers
+                            .iter()
+                            .map(|l| format!("sha256:{}", short(l)))
+                            .collect();
+                        (format!("sha256:{}", short(&i.id)), layers)
+                    })
+                })
                 .collect()
         };
         let found = engine.inspect_each(&["b", "a", "b"]).unwrap();
