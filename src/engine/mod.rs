@@ -490,12 +490,36 @@ pub(crate) fn read_iidfile(path: &Path) -> Result<String, EngineError> {
         context: format!("cannot read the image ID file {}", path.display()),
         source,
     })?;
-    let id = id.trim();
-    Ok(if id.starts_with("sha256:") {
-        id.to_string()
-    } else {
-        format!("sha256:{id}")
+    image_id(id.trim()).map_err(|detail| EngineError::Parse {
+        command: format!("--iidfile {}", path.display()),
+        detail,
     })
+}
+
+/// An image ID as the engine wrote it (Podman's is the bare hex), with its
+/// algorithm, parsed as a digest where it enters: the ID a build wrote and
+/// the one `image inspect` answers are each compared with digests later.
+fn image_id(text: &str) -> Result<String, String> {
+    let id = if text.starts_with("sha256:") {
+        text.to_string()
+    } else {
+        format!("sha256:{text}")
+    };
+    is_digest(&id, || "Id".to_string())?;
+    Ok(id)
+}
+
+/// `text` is a digest; else the error names `field` (made only then) and
+/// shows `text` escaped.
+fn is_digest(text: &str, field: impl FnOnce() -> String) -> Result<(), String> {
+    match text.parse::<crate::name::Digest>() {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!(
+            "{} `{}` is not a digest: {e}",
+            field(),
+            text.escape_debug()
+        )),
+    }
 }
 
 #[derive(Deserialize)]
@@ -618,21 +642,10 @@ fn image_info(raw: RawImage) -> Result<ImageInfo, String> {
         None => (BTreeMap::new(), None, String::new(), Vec::new()),
     };
     let healthcheck = healthcheck.or(raw.healthcheck.and_then(|h| h.test));
-    let digest = |field: &str, text: &str| -> Result<(), String> {
-        text.parse::<crate::name::Digest>()
-            .map(drop)
-            .map_err(|e| format!("{field} `{}` is not a digest: {e}", text.escape_debug()))
-    };
-    // Podman's IDs are the bare hex.
-    let id = if raw.id.starts_with("sha256:") {
-        raw.id
-    } else {
-        format!("sha256:{}", raw.id)
-    };
-    digest("Id", &id)?;
+    let id = image_id(&raw.id)?;
     let layers = raw.rootfs.and_then(|r| r.layers).unwrap_or_default();
     for (i, layer) in layers.iter().enumerate() {
-        digest(&format!("{id}: RootFS.Layers[{i}]"), layer)?;
+        is_digest(layer, || format!("{id}: RootFS.Layers[{i}]"))?;
     }
     Ok(ImageInfo {
         id,
@@ -797,6 +810,29 @@ mod tests {
                  <algorithm>:<hex>, e.g. sha256:<64 hex digits>",
                 hex64('a')
             )
+        );
+    }
+
+    /// The ID a build writes is read like the one `image inspect` answers:
+    /// Podman's bare hex gets its algorithm, anything else is refused
+    /// naming the file.
+    #[test]
+    fn a_builds_id_file_is_parsed_as_a_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("iid");
+        std::fs::write(&path, format!("{}\n", hex64('e'))).unwrap();
+        assert_eq!(
+            read_iidfile(&path).unwrap(),
+            format!("sha256:{}", hex64('e'))
+        );
+        std::fs::write(&path, "sha256:../x").unwrap();
+        let e = read_iidfile(&path).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "cannot understand the output of `--iidfile {}`: Id `sha256:../x` is not a digest",
+                path.display()
+            )),
+            "{e}"
         );
     }
 
