@@ -565,8 +565,8 @@ fn a_one_variant_change_moves_its_tags_and_a_rollback_puts_them_back() {
     assert_eq!(second["python-1.0.1"], second["python"]);
     assert_eq!(second["go"], first["go"], "go is untouched");
 
-    // The second release's journal: ids sort by the second they were made
-    // in, and two releases can start in the same second.
+    // The second release's journal: the one the first did not leave (no
+    // reliance on how ids sort).
     let id = (rig.journals().into_keys())
         .find(|id| !first_journals.contains(id))
         .expect("the second release's journal");
