@@ -112,27 +112,16 @@ pub(crate) struct NotAnId {
 /// file in the journal directory, so nothing else may pass (no `/`, no
 /// `..`, no other directory's `.json`).
 pub(crate) fn parse_id(text: &str) -> Result<String, NotAnId> {
-    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
-    let well_formed = (|| {
-        let (stamp, random) = text.split_once('-')?;
-        let stamp = stamp.strip_suffix('Z')?;
-        let (date, time) = stamp.split_once('T')?;
-        let (seconds, millis) = match time.split_once('.') {
-            Some((s, m)) => (s, Some(m)),
-            None => (time, None),
-        };
-        let hex = random.len() == 4
-            && random
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        (digits(date, 8) && digits(seconds, 6) && millis.is_none_or(|m| digits(m, 3)) && hex)
-            .then_some(())
-    })();
-    match well_formed {
-        Some(()) => Ok(text.to_string()),
-        None => Err(NotAnId {
+    // ASCII digits only (`\d` would take any script's), the whole text.
+    static ID: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"^[0-9]{8}T[0-9]{6}(\.[0-9]{3})?Z-[0-9a-f]{4}$").expect("id regex")
+    });
+    if ID.is_match(text) {
+        Ok(text.to_string())
+    } else {
+        Err(NotAnId {
             shown: crate::image::entries::shown(text),
-        }),
+        })
     }
 }
 
