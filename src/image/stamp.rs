@@ -68,16 +68,20 @@ pub(crate) fn stamp(
     version: &Version,
 ) -> Result<(Stamped, Bytes), StampError> {
     let config = Bytes::from(stamp_config(config, version)?);
-    let config_digest = Digest::sha256(&config);
-    let bytes = Bytes::from(restamp_manifest(manifest, &config_digest, config.len())?);
-    Ok((
-        Stamped {
-            digest: Digest::sha256(&bytes),
-            bytes,
-            config: config_digest,
-        },
+    Ok((pointed_at(manifest, &config)?, config))
+}
+
+/// `manifest` pointed at `stamped_config`, a config [`stamp_config`]
+/// made (a release's push sends it with the image and keeps it, so it is
+/// not stamped again).
+pub(crate) fn pointed_at(manifest: &[u8], stamped_config: &[u8]) -> Result<Stamped, StampError> {
+    let config = Digest::sha256(stamped_config);
+    let bytes = Bytes::from(restamp_manifest(manifest, &config, stamped_config.len())?);
+    Ok(Stamped {
+        digest: Digest::sha256(&bytes),
+        bytes,
         config,
-    ))
+    })
 }
 
 #[cfg(test)]

@@ -52,7 +52,7 @@ use super::journal::Staged;
 use super::plan::{Planned, Source};
 use super::publish::PublishError;
 use crate::engine::Engine;
-use crate::image::stamp::{StampError, Stamped, stamp};
+use crate::image::stamp::{StampError, Stamped, pointed_at, stamp};
 use crate::name::{InvalidDigest, Platform};
 use crate::registry::{self, Client, Digest, Index, Manifest, Reference, Repository};
 use semver::Version;
@@ -215,14 +215,17 @@ impl Stager<'_> {
             } => {
                 let engine = self.engine.ok_or(StageError::NoEngine)?;
                 let target = crate::release::publish::Target::Digest(self.repository);
-                // The stamped config goes up with the image's own, which
-                // is kept for the stamp (not read again).
-                let pushed_config = std::sync::OnceLock::new();
+                // The stamped config goes up with the image's own, and is
+                // kept for the stamp (not made again).
+                let kept = std::sync::OnceLock::new();
                 let stamped_config = |config: &[u8]| {
-                    let _ = pushed_config.set(config.to_vec());
-                    crate::image::stamp::stamp_config(config, &planned.version)
+                    let stamped = crate::image::stamp::stamp_config(config, &planned.version)
                         .ok()
-                        .map(bytes::Bytes::from)
+                        .map(bytes::Bytes::from);
+                    if let Some(stamped) = &stamped {
+                        let _ = kept.set(stamped.clone());
+                    }
+                    stamped
                 };
                 let (manifest, config) = match self.cache {
                     Some(cache) => {
@@ -237,7 +240,7 @@ impl Stager<'_> {
                             &stamped_config,
                         );
                         let manifest = pushing.await?.0;
-                        (manifest, pushed_config.into_inner())
+                        (manifest, kept.into_inner())
                     }
                     None => {
                         let pushing = crate::release::publish::push_checked(
@@ -269,17 +272,17 @@ impl Stager<'_> {
 
     /// Stamps the version on `manifest` (of repository `from`) and puts the
     /// result by its digest, copying the layers when `from` is elsewhere.
-    /// `pushed_config`: the config of an image this release pushed, whose
-    /// stamped config went up with it.
+    /// `stamped_config`: of an image this release pushed, the stamped config
+    /// that went up with it.
     async fn stamp(
         &self,
         from: &Repository,
         manifest: &Manifest,
         planned: &Planned,
-        pushed_config: Option<Vec<u8>>,
+        stamped_config: Option<bytes::Bytes>,
     ) -> Result<Staged, StageError> {
-        let stamped = match pushed_config {
-            Some(config) => stamp(&manifest.bytes, &config, &planned.version)?.0,
+        let stamped = match stamped_config {
+            Some(config) => pointed_at(&manifest.bytes, &config)?,
             None => self.stamp_image(from, manifest, &planned.version).await?,
         };
         let at = Reference::in_repo(self.repository, stamped.digest.clone());
