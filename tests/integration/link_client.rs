@@ -73,7 +73,7 @@ impl Pinned {
 
     /// The finished exchanges, by method and exact target, in id order.
     fn exchanges_of(&self, method: &str, target: &str) -> Vec<Value> {
-        let mut out: Vec<Value> = self.link.stats()["exchanges"]
+        let mut out: Vec<Value> = self.link.settled_stats()["exchanges"]
             .as_array()
             .unwrap()
             .iter()
@@ -134,7 +134,7 @@ fn pins_verify_over_a_latent_link_passes_with_aliases_in_flight_together() {
     };
     rig.link.clear_stats();
     rig.verify_passes();
-    let stats = rig.link.stats();
+    let stats = rig.link.settled_stats();
     let exchanges = stats["exchanges"].as_array().unwrap();
     assert!(
         exchanges.iter().all(|e| e["outcome"] == "complete"),

@@ -98,7 +98,10 @@ impl Rig {
 
     /// Every exchange the link logged, in the order the requests arrived.
     fn exchanges(&self) -> Vec<Value> {
-        let mut all = self.link.stats()["exchanges"].as_array().unwrap().clone();
+        let mut all = self.link.settled_stats()["exchanges"]
+            .as_array()
+            .unwrap()
+            .clone();
         all.sort_by_key(|e| e["id"].as_u64());
         all
     }

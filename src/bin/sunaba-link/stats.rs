@@ -115,6 +115,10 @@ pub(crate) struct Report {
     /// Requests a rule put a fault on.
     pub(crate) faults: u64,
     pub(crate) bytes: Bytes,
+    /// Exchanges under way. A write is counted once it returned and an
+    /// exchange closed after its last write, so a client can have read a
+    /// whole answer before either: `open` 0 says the counters are final.
+    pub(crate) open: usize,
     /// Finished exchanges first (oldest first), then those under way.
     pub(crate) exchanges: Vec<Exchange>,
 }
@@ -191,6 +195,7 @@ impl Stats {
                 up: self.up.load(Ordering::Relaxed),
                 down: self.down.load(Ordering::Relaxed),
             },
+            open: log.open.len(),
             exchanges: log
                 .done
                 .iter()
@@ -237,11 +242,13 @@ mod tests {
         let (a, _) = stats.open(record("/a"));
         std::thread::sleep(std::time::Duration::from_millis(20));
         let (b, _) = stats.open(record("/b"));
+        assert_eq!(stats.report().open, 2);
         std::thread::sleep(std::time::Duration::from_millis(20));
         stats.close(a, Some(200), "complete");
         let (c, _) = stats.open(record("/c"));
         stats.close(b, Some(200), "complete");
         stats.close(c, Some(200), "complete");
+        assert_eq!(stats.report().open, 0);
         let log = stats.report().exchanges;
         let [a, b, c] = [&log[0], &log[1], &log[2]].map(|e| (e.start_ms, e.start_ms + e.ms));
         assert!(a.0 >= 0.0 && a.0 + 20.0 <= b.0, "{log:?}");

@@ -62,9 +62,27 @@ impl Link {
         serde_json::from_str(&body).unwrap()
     }
 
-    /// The finished and open exchanges whose target contains `part`.
+    /// The counters and the exchange log once no exchange is open. The
+    /// link counts a write after it returned and closes an exchange after
+    /// its last write, so a client that has read its whole answer can ask
+    /// before either happened. This asks again, every 10 ms for up to 5 s,
+    /// and gives the last answer either way: the test's own assertions
+    /// then say what is off.
+    pub fn settled_stats(&self) -> serde_json::Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let stats = self.stats();
+            if stats["open"] == 0 || std::time::Instant::now() >= deadline {
+                return stats;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// The exchanges whose target contains `part`, once none is open
+    /// (`settled_stats`): for a test whose client is done.
     pub fn exchanges(&self, part: &str) -> Vec<serde_json::Value> {
-        self.stats()["exchanges"]
+        self.settled_stats()["exchanges"]
             .as_array()
             .unwrap()
             .iter()
