@@ -868,7 +868,6 @@ mod tests {
     /// engine and logs each run.)
     #[test]
     fn images_are_inspected_in_one_run_and_alone_only_when_one_is_missing() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("runs");
         let program = dir.path().join("engine");
@@ -887,8 +886,7 @@ echo "${{out%,}}]"
 "#,
             log = log.display()
         );
-        std::fs::write(&program, script).unwrap();
-        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        crate::process::write_program(&program, &script);
         let engine = Docker::with_mode(program, DockerMode::Classic);
         // Each answer's ID and layer as the image's name and its layer's
         // digit (`sha256:aaa…` and `sha256:111…` stand for `a` and `la`).
@@ -946,20 +944,17 @@ echo "${{out%,}}]"
     /// records its argv stands in for the engine).
     #[test]
     fn no_operand_or_value_can_be_read_as_an_option() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("argv");
         let program = dir.path().join("engine");
-        std::fs::write(
+        crate::process::write_program(
             &program,
-            format!(
+            &format!(
                 "#!/bin/sh\nprintf '%s ' \"$@\" >> '{}'; echo >> '{}'\nexit 1\n",
                 log.display(),
                 log.display()
             ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        );
         let engine = Docker::with_mode(program, DockerMode::Classic);
         let hostile = "--privileged";
         let _ = engine.inspect(hostile);

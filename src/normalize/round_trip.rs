@@ -90,7 +90,6 @@ pub(super) mod tests {
     use crate::engine::{BuildRequest, LogFormat, Resources};
     use crate::image::fixtures::{dir, file, layer, raw_name, save_stream};
     use crate::process::{Cmd, ProcessError};
-    use std::os::unix::fs::PermissionsExt;
     use std::path::{Path, PathBuf};
 
     /// An engine whose program is a script: `save` prints a prepared
@@ -129,9 +128,9 @@ pub(super) mod tests {
     pub(in crate::normalize) fn scripted(dir: &Path, save: &str, load: &str) -> Scripted {
         let program = dir.join("engine");
         let d = dir.display();
-        std::fs::write(
+        crate::process::write_program(
             &program,
-            format!(
+            &format!(
                 "#!/bin/sh\ncase \"$1\" in\n\
                  save) {save} ;;\n\
                  load) echo started >> {d}/load.log; {load} ;;\n\
@@ -140,9 +139,7 @@ pub(super) mod tests {
                    printf '[{{\"Id\":\"sha256:%s\",\"RepoTags\":[\"r:t\"],\"Config\":{{}}}}]' \"$cfg\" ;;\n\
                  esac\n"
             ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        );
         Scripted {
             program,
             chain_id_loads: false,

@@ -993,16 +993,13 @@ fn a_two_platform_variant_has_its_index_and_each_platform_attested() {
     let real = String::from_utf8(real.stdout).unwrap().trim().to_string();
     let dump = rig.project.path().join("git-env");
     let script = bin.join("git");
-    std::fs::write(
+    support::write_program(
         &script,
-        format!(
+        &format!(
             "#!/bin/sh\nenv >> '{}'\nexec '{real}' \"$@\"\n",
             dump.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let pem = std::fs::read_to_string(&private).unwrap();
     rig.release(&[

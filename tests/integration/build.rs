@@ -5,7 +5,6 @@ use crate::support::{
     self, Cli, Family, Project, Run, Services, Variant, fake_tool, services, sha256,
 };
 use std::collections::{BTreeMap, BTreeSet};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -99,18 +98,16 @@ impl Fixture {
         let engine = services.map(|s| s.engine.clone());
         if let Some(engine) = &engine {
             let (log, wrapper) = (project.join("engine.log"), project.join("engine-wrapper"));
-            project = project
-                .file(
-                    "engine-wrapper",
-                    format!(
-                        "#!/bin/sh\nstart=$(date +%s.%N)\n'{engine}' \"$@\"\nrc=$?\n\
-                         printf '%s %s %s %s\\n' \"$start\" \"$(date +%s.%N)\" \"$rc\" \"$(printf '%s' \"$*\" | tr '\\n' ' ')\" >> '{}'\n\
-                         exit $rc\n",
-                        log.display()
-                    ),
-                )
-                .env("SUNABA_ENGINE", &wrapper);
-            std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+            support::write_program(
+                &wrapper,
+                &format!(
+                    "#!/bin/sh\nstart=$(date +%s.%N)\n'{engine}' \"$@\"\nrc=$?\n\
+                     printf '%s %s %s %s\\n' \"$start\" \"$(date +%s.%N)\" \"$rc\" \"$(printf '%s' \"$*\" | tr '\\n' ' ')\" >> '{}'\n\
+                     exit $rc\n",
+                    log.display()
+                ),
+            );
+            project = project.env("SUNABA_ENGINE", &wrapper);
         }
         Fixture {
             project: project.render(),
@@ -956,18 +953,16 @@ fn fake_docker(dir: &Path, version: &str, buildx: bool) -> PathBuf {
     } else {
         "echo \"docker: unknown command: docker buildx\" >&2; exit 1"
     };
-    std::fs::write(
+    support::write_program(
         &path,
-        format!(
+        &format!(
             "#!/bin/sh\ncase \"$1\" in\n\
              --version) echo \"Docker version {version}, build 0000000\" ;;\n\
              version) echo \"{version}\"; echo 'Cannot connect to the Docker daemon' >&2; exit 1 ;;\n\
              buildx) {buildx} ;;\n\
              *) echo \"fake docker: unexpected $*\" >&2; exit 99 ;;\nesac\n"
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     path
 }
 

@@ -826,16 +826,13 @@ async fn cli_reads_helpers_and_podman_auth_files_and_never_prints_secrets() {
     let bin = home.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let helper = bin.join("docker-credential-sunabatest");
-    std::fs::write(
+    support::write_program(
         &helper,
-        format!(
+        &format!(
             "#!/bin/sh\nread server\n[ \"$1\" = get ] || exit 1\n[ \"$server\" = \"{host}\" ] || {{ echo 'credentials not found in native keychain'; exit 1; }}\n\
              printf '{{\"ServerURL\":\"%s\",\"Username\":\"{USER}\",\"Secret\":\"{PASSWORD}\"}}' \"$server\"\n"
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let docker_dir = home.path().join("docker");
     std::fs::create_dir_all(&docker_dir).unwrap();
     std::fs::write(

@@ -2,7 +2,6 @@
 //! healthcheck's behaviour (run for real on the host with stand-in tools).
 
 use crate::support::{self, Cli, Project, repo_root, snapshot};
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 fn edit(path: &Path, from: &str, to: &str) {
@@ -411,9 +410,7 @@ fn each_healthcheck_is_its_parents_tools_then_its_fragments() {
 }
 
 fn fake_tool(dir: &Path, name: &str, script: &str) {
-    let path = dir.join(name);
-    std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    support::write_program(&dir.join(name), &format!("#!/bin/sh\n{script}\n"));
 }
 
 /// The generated healthcheck catches the known traps: a wrong program under

@@ -285,12 +285,11 @@ fn stdin_reaches_the_sandbox_only_with_interactive() {
 /// its command line; every other call fails. The log exists once anything
 /// called the engine.
 fn recording_engine(dir: &Path) -> (PathBuf, PathBuf) {
-    use std::os::unix::fs::PermissionsExt;
     let log = dir.join("engine-calls");
     let program = dir.join("docker");
-    std::fs::write(
+    support::write_program(
         &program,
-        format!(
+        &format!(
             "#!/bin/sh\n\
              echo \"$*\" >> '{log}'\n\
              case \"$*\" in\n\
@@ -302,9 +301,7 @@ fn recording_engine(dir: &Path) -> (PathBuf, PathBuf) {
              esac\n",
             log = log.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     (program, log)
 }
 

@@ -318,6 +318,25 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// Writes `script` to `path` as a program (mode 0755) for the CLI or a test
+/// to run, from a child process. Had this process opened it for writing, a
+/// child forked meanwhile on another test thread would hold that
+/// descriptor until its own exec, and running the program then fails with
+/// ETXTBSY ("Text file busy").
+pub fn write_program(path: &Path, script: &str) {
+    let mut child = std::process::Command::new("/bin/sh")
+        .args(["-c", r#"cat > "$0" && chmod 755 "$0""#])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("/bin/sh writing a test program");
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, script.as_bytes()).unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "writing {}: {status}", path.display());
+}
+
 pub fn copy_tree(from: &Path, to: &Path) {
     if from.is_dir() {
         std::fs::create_dir_all(to).unwrap();
