@@ -108,7 +108,7 @@ pub(crate) fn remove_stale_temps(path: &Path) {
 /// An exclusive advisory lock on `<path>.lock`, held until dropped. Used around
 /// read-modify-write cycles so concurrent writers cannot lose an update.
 pub(crate) struct FileLock {
-    _file: File,
+    file: File,
 }
 
 impl FileLock {
@@ -128,7 +128,17 @@ impl FileLock {
             .open(&path)
             .map_err(err)?;
         file.lock().map_err(err)?;
-        Ok(FileLock { _file: file })
+        Ok(FileLock { file })
+    }
+}
+
+impl Drop for FileLock {
+    /// Unlocks before the descriptor closes. A child forked on another
+    /// thread shares the locked open file until its exec closes its copy,
+    /// and closing ours alone would leave the lock held until then; an
+    /// explicit unlock releases it for every copy at once.
+    fn drop(&mut self) {
+        let _ = self.file.unlock();
     }
 }
 
