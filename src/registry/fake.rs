@@ -63,7 +63,9 @@ pub(crate) struct State {
     pub held_path: Option<&'static str>,
     /// Hold each such request until this many are in flight together (or
     /// [`HOLD_AT_MOST`] has passed): how many a client sends at once shows
-    /// in [`State::max_in_flight`] without depending on timing.
+    /// in [`State::max_in_flight`] without depending on timing. It can be
+    /// more than k: another can arrive before the k let go have left, so a
+    /// test of "k at once" asserts at least k, one of a limit at most.
     pub hold: Option<usize>,
     in_flight: usize,
     pub max_in_flight: usize,

@@ -994,7 +994,10 @@ pub(crate) mod tests {
             "b compressed only its own"
         );
         let s = reg.state();
-        assert_eq!(s.max_in_flight, 3, "{:?}", s.log);
+        // At least three: a fourth blob can arrive before the three the hold
+        // let go have left (the two images may have six layers and two
+        // configs up at once).
+        assert!(s.max_in_flight >= 3, "{:?}", s.log);
         // Three layers and two configs.
         assert_eq!(s.count("PUT", "/blobs/uploads/"), 5, "{:?}", s.log);
         let layers_of = |m: &Manifest| -> Vec<String> {
@@ -1033,7 +1036,8 @@ pub(crate) mod tests {
         let (manifest, stats) = rig.push(&engine).unwrap();
         assert_eq!((stats.compressed, stats.uploaded), (3, 3));
         let s = reg.state();
-        assert_eq!(s.max_in_flight, 3, "{:?}", s.log);
+        // At least three (the config may go up beside the layers).
+        assert!(s.max_in_flight >= 3, "{:?}", s.log);
         assert_eq!(s.count("PUT", "/manifests/"), 1);
         assert_eq!(manifest.media_type, media_type::DOCKER_MANIFEST);
     }
@@ -1160,6 +1164,11 @@ pub(crate) mod tests {
         assert_eq!((stats.present, stats.compressed, stats.uploaded), (4, 0, 0));
         let s = reg.state();
         assert_eq!(s.count("HEAD", "/blobs/"), 5, "four layers and the config");
-        assert_eq!(s.max_in_flight, 4, "the layers' HEADs at once");
+        // At least four (the config's HEAD may come before they left).
+        assert!(
+            s.max_in_flight >= 4,
+            "the layers' HEADs at once: {:?}",
+            s.log
+        );
     }
 }
