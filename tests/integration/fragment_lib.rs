@@ -35,10 +35,7 @@ chmod +x node_modules/.bin/tool
         calls = bin.join("calls").display(),
         codes = codes.join(" "),
     );
-    std::fs::write(bin.join("npm"), script).unwrap();
-    let mut perm = std::fs::metadata(bin.join("npm")).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-    std::fs::set_permissions(bin.join("npm"), perm).unwrap();
+    super::support::write_program(&bin.join("npm"), &script);
 }
 
 /// Source common.sh and run `npm_ci_prefix` on a one-package lock; returns
