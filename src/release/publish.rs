@@ -995,8 +995,8 @@ pub(crate) mod tests {
         );
         let s = reg.state();
         // At least three: a fourth blob can arrive before the three the hold
-        // let go have left (the two images may have six layers and two
-        // configs up at once).
+        // let go have left (the three layers and two configs may all be up
+        // at once).
         assert!(s.max_in_flight >= 3, "{:?}", s.log);
         // Three layers and two configs.
         assert_eq!(s.count("PUT", "/blobs/uploads/"), 5, "{:?}", s.log);
